@@ -1,0 +1,309 @@
+//! The v1 envelope: one task, its scheduling state and its full attempt history.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+use crate::id::TaskId;
+use crate::time::Timestamp;
+use crate::truncate::{truncate_message, truncate_stack};
+
+/// The envelope version this engine reads and writes.
+pub const ENVELOPE_VERSION: u32 = 1;
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Status {
+    /// Waiting to become due or to be claimed.
+    Pending,
+    /// Claimed by a worker under a lease.
+    InFlight,
+    /// Finished successfully (terminal).
+    Succeeded,
+    /// In the dead-letter queue (terminal until redriven).
+    Dead,
+}
+
+impl Status {
+    /// Every status, in lifecycle order.
+    pub const ALL: [Status; 4] = [Self::Pending, Self::InFlight, Self::Succeeded, Self::Dead];
+
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "PENDING",
+            Self::InFlight => "IN_FLIGHT",
+            Self::Succeeded => "SUCCEEDED",
+            Self::Dead => "DEAD",
+        }
+    }
+
+    /// The status with this wire spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// True for the statuses nothing but a redrive leaves.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Dead)
+    }
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The handler succeeded.
+    Success,
+    /// The handler failed transiently; retry with backoff.
+    RetryableFailure,
+    /// The handler failed for good; dead-letter now.
+    PermanentFailure,
+    /// The lease lapsed with no outcome reported (set by the engine only).
+    LeaseExpired,
+}
+
+impl Outcome {
+    /// Every outcome.
+    pub const ALL: [Outcome; 4] = [
+        Self::Success,
+        Self::RetryableFailure,
+        Self::PermanentFailure,
+        Self::LeaseExpired,
+    ];
+
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "SUCCESS",
+            Self::RetryableFailure => "RETRYABLE_FAILURE",
+            Self::PermanentFailure => "PERMANENT_FAILURE",
+            Self::LeaseExpired => "LEASE_EXPIRED",
+        }
+    }
+
+    /// The outcome with this wire spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+/// Which optional fields a writer left out. A field left out and still at its
+/// default stays left out on re-encoding, so foreign envelopes round-trip exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub(crate) struct Absent(pub(crate) u16);
+
+impl Absent {
+    pub(crate) fn has(self, bit: u16) -> bool {
+        self.0 & bit != 0
+    }
+}
+
+/// Bits of [`Absent`] for [`Envelope`] fields.
+pub(crate) mod absent {
+    pub const HANDLER_VERSION: u16 = 1 << 0;
+    pub const PAYLOAD_REF: u16 = 1 << 1;
+    pub const HEADERS: u16 = 1 << 2;
+    pub const PRIORITY: u16 = 1 << 3;
+    pub const DEFERRAL_COUNT: u16 = 1 << 4;
+    pub const ATTEMPT_COUNT: u16 = 1 << 5;
+    pub const REDRIVE_COUNT: u16 = 1 << 6;
+    pub const NEXT_ATTEMPT_AT: u16 = 1 << 7;
+    pub const LEASE_EXPIRES_AT: u16 = 1 << 8;
+    pub const ATTEMPTS: u16 = 1 << 9;
+    // Attempt records.
+    pub const FINISHED_AT: u16 = 1 << 0;
+    pub const OUTCOME: u16 = 1 << 1;
+    pub const ERROR: u16 = 1 << 2;
+    // Error objects.
+    pub const DETAIL: u16 = 1 << 0;
+    pub const STACK: u16 = 1 << 1;
+}
+
+/// The error recorded with a failed attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorInfo {
+    /// Language-native type name; classification globs match on it.
+    pub error_type: String,
+    /// What went wrong, at most 4 KiB when recorded by rdq.
+    pub message: String,
+    /// Optional structured JSON, e.g. from an `OutcomeMapper`.
+    pub detail: Option<Value>,
+    /// Optional stack or backtrace, at most 64 KiB when recorded by rdq.
+    pub stack: Option<String>,
+    /// Fields this version does not know, kept as written.
+    pub extra: Map<String, Value>,
+    pub(crate) absent: Absent,
+}
+
+impl ErrorInfo {
+    /// An error of `error_type` with `message` cut to 4 KiB.
+    pub fn new(error_type: impl Into<String>, message: &str) -> Self {
+        Self {
+            error_type: error_type.into(),
+            message: truncate_message(message),
+            detail: None,
+            stack: None,
+            extra: Map::new(),
+            absent: Absent::default(),
+        }
+    }
+
+    /// Adds a stack, cut to 64 KiB.
+    #[must_use]
+    pub fn with_stack(mut self, stack: &str) -> Self {
+        self.stack = Some(truncate_stack(stack));
+        self
+    }
+
+    /// Adds structured detail.
+    #[must_use]
+    pub fn with_detail(mut self, detail: Value) -> Self {
+        self.detail = Some(detail);
+        self
+    }
+}
+
+/// One execution of a task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRecord {
+    /// 1-based number of this attempt within the task's whole history.
+    pub attempt_no: u32,
+    /// When the attempt was claimed.
+    pub started_at: Timestamp,
+    /// When it ended; `None` while in flight.
+    pub finished_at: Option<Timestamp>,
+    /// How it ended; `None` while in flight.
+    pub outcome: Option<Outcome>,
+    /// The failure, for failed attempts.
+    pub error: Option<ErrorInfo>,
+    /// Fields this version does not know, kept as written.
+    pub extra: Map<String, Value>,
+    pub(crate) absent: Absent,
+}
+
+impl AttemptRecord {
+    /// An open attempt, started at `started_at`.
+    pub fn open(attempt_no: u32, started_at: Timestamp) -> Self {
+        Self {
+            attempt_no,
+            started_at,
+            finished_at: None,
+            outcome: None,
+            error: None,
+            extra: Map::new(),
+            absent: Absent::default(),
+        }
+    }
+
+    /// True while the attempt has no outcome.
+    pub fn is_open(&self) -> bool {
+        self.outcome.is_none()
+    }
+}
+
+/// A task: the one language-neutral representation every component agrees on.
+///
+/// Fields mirror the wire format of seed `000`. `extra` holds fields this
+/// version does not know; they survive every decode and encode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    /// Always [`ENVELOPE_VERSION`] once decoded.
+    pub envelope_version: u32,
+    /// Identity for the task's whole life.
+    pub id: TaskId,
+    /// Logical queue, `[a-z0-9._-]{1,240}`.
+    pub queue: String,
+    /// Stable handler name, `[a-z0-9._-]{1,240}`.
+    pub handler_ref: String,
+    /// Optional handler version; mismatch behaviour is queue policy.
+    pub handler_version: Option<String>,
+    /// The opaque payload, as canonical standard base64 (with padding).
+    pub payload: String,
+    /// MIME type of the payload.
+    pub payload_content_type: String,
+    /// Reserved for a claim-check pointer; rdq never populates it.
+    pub payload_ref: Option<String>,
+    /// Flat string headers; `rdq.`-prefixed keys are system metadata.
+    pub headers: BTreeMap<String, String>,
+    /// Lifecycle status.
+    pub status: Status,
+    /// Claim priority: higher first. Additive v1 field, default 0.
+    pub priority: u8,
+    /// How often the task was deferred. Additive v1 field, default 0.
+    pub deferral_count: u32,
+    /// Attempts consumed since submit or the last redrive.
+    pub attempt_count: u32,
+    /// How often the task was redriven from the DLQ.
+    pub redrive_count: u32,
+    /// When the task becomes due; `None` once terminal.
+    pub next_attempt_at: Option<Timestamp>,
+    /// Lease deadline while in flight.
+    pub lease_expires_at: Option<Timestamp>,
+    /// Submit time.
+    pub created_at: Timestamp,
+    /// Full attempt history, oldest first; kept across redrives.
+    pub attempts: Vec<AttemptRecord>,
+    /// Fields this version does not know, kept as written.
+    pub extra: Map<String, Value>,
+    pub(crate) absent: Absent,
+}
+
+impl Envelope {
+    /// A fresh PENDING envelope with a new id, due at `now`.
+    pub fn new(
+        queue: impl Into<String>,
+        handler_ref: impl Into<String>,
+        payload: &[u8],
+        payload_content_type: impl Into<String>,
+        now: Timestamp,
+    ) -> Self {
+        Self {
+            envelope_version: ENVELOPE_VERSION,
+            id: TaskId::generate(),
+            queue: queue.into(),
+            handler_ref: handler_ref.into(),
+            handler_version: None,
+            payload: base64::engine::general_purpose::STANDARD.encode(payload),
+            payload_content_type: payload_content_type.into(),
+            payload_ref: None,
+            headers: BTreeMap::new(),
+            status: Status::Pending,
+            priority: 0,
+            deferral_count: 0,
+            attempt_count: 0,
+            redrive_count: 0,
+            next_attempt_at: Some(now),
+            lease_expires_at: None,
+            created_at: now,
+            attempts: Vec::new(),
+            extra: Map::new(),
+            // payload_ref is reserved: a writer of v1 never emits it.
+            absent: Absent(absent::PAYLOAD_REF),
+        }
+    }
+
+    /// The payload bytes, decoded from base64.
+    pub fn payload_bytes(&self) -> Vec<u8> {
+        // `payload` is validated canonical base64 when decoded; a caller that
+        // assigned garbage gets the bytes that decode, never a panic.
+        base64::engine::general_purpose::STANDARD
+            .decode(&self.payload)
+            .unwrap_or_default()
+    }
+
+    /// Replaces the payload with `bytes`, base64-encoded.
+    pub fn set_payload_bytes(&mut self, bytes: &[u8]) {
+        self.payload = base64::engine::general_purpose::STANDARD.encode(bytes);
+    }
+
+    /// The attempt currently open, if the task is in flight.
+    pub fn open_attempt(&self) -> Option<&AttemptRecord> {
+        self.attempts.last().filter(|a| a.is_open())
+    }
+
+    /// The error of the most recent closed attempt, if it failed.
+    pub fn last_error(&self) -> Option<&ErrorInfo> {
+        self.attempts.iter().rev().find_map(|a| a.error.as_ref())
+    }
+}

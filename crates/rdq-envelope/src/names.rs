@@ -1,0 +1,88 @@
+//! Rules for queue names, handler refs and user headers.
+
+use std::collections::BTreeMap;
+
+use crate::error::{EnvelopeError, ErrorCode};
+
+/// Longest queue name or handler ref, in bytes.
+pub const MAX_NAME_LEN: usize = 240;
+
+/// Prefix reserved for headers the system sets (`rdq.source`, `rdq.submitted_by`).
+pub const RESERVED_HEADER_PREFIX: &str = "rdq.";
+
+/// True if `name` is 1–240 characters of `[a-z0-9._-]`.
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'))
+}
+
+/// Checks a queue name, refusing with `INVALID_QUEUE_NAME`.
+pub fn validate_queue_name(name: &str) -> Result<(), EnvelopeError> {
+    check(name, ErrorCode::InvalidQueueName, "queue")
+}
+
+/// Checks a handler ref, refusing with `INVALID_HANDLER_REF`.
+pub fn validate_handler_ref(name: &str) -> Result<(), EnvelopeError> {
+    check(name, ErrorCode::InvalidHandlerRef, "handler_ref")
+}
+
+fn check(name: &str, code: ErrorCode, field: &str) -> Result<(), EnvelopeError> {
+    if is_valid_name(name) {
+        return Ok(());
+    }
+    let why = if name.is_empty() {
+        "must not be empty".to_owned()
+    } else if name.len() > MAX_NAME_LEN {
+        format!("is {} bytes long; the limit is {MAX_NAME_LEN}", name.len())
+    } else {
+        format!("{name:?} has characters outside [a-z0-9._-]")
+    };
+    Err(EnvelopeError::at(code, field, why))
+}
+
+/// Checks headers supplied by a user (on submit): none may use the `rdq.` prefix.
+///
+/// Stored envelopes may carry `rdq.` headers; only the system sets them.
+pub fn validate_user_headers(headers: &BTreeMap<String, String>) -> Result<(), EnvelopeError> {
+    match headers.keys().find(|k| k.starts_with(RESERVED_HEADER_PREFIX)) {
+        Some(key) => Err(EnvelopeError::at(
+            ErrorCode::ReservedHeader,
+            format!("headers.{key}"),
+            format!("header {key:?} uses the prefix {RESERVED_HEADER_PREFIX:?}, which is reserved for system metadata"),
+        )),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_charset_and_length_rule() {
+        assert!(is_valid_name("payments.charge"));
+        assert!(is_valid_name("a-b_c.0"));
+        assert!(is_valid_name(&"a".repeat(240)));
+        assert!(!is_valid_name(&"a".repeat(241)));
+        assert!(!is_valid_name(""));
+        assert!(!is_valid_name("Payments"));
+        assert!(!is_valid_name("a b"));
+        assert!(!is_valid_name("a/b"));
+        assert!(!is_valid_name("myapp::jobs::SendEmail"));
+        assert!(!is_valid_name("café"));
+    }
+
+    #[test]
+    fn the_reserved_prefix_is_refused_from_users() {
+        let mut h = BTreeMap::new();
+        h.insert("traceparent".to_owned(), "00-ab-01".to_owned());
+        assert!(validate_user_headers(&h).is_ok());
+        h.insert("rdq.source".to_owned(), "x".to_owned());
+        let err = validate_user_headers(&h).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ReservedHeader);
+        assert_eq!(err.path(), Some("headers.rdq.source"));
+    }
+}

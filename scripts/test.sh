@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs rdq's whole test suite: starts the local services the store tests need
+# (when they are down), then doctests and every test of the workspace.
+#
+# Long-running variants are opt-in through environment variables
+# (see docs/testing.md): RDQ_CRASH_ITERATIONS, PROPTEST_CASES.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# shellcheck source=scripts/services.sh
+source scripts/services.sh
+ensure_services
+
+cargo test --workspace --doc --quiet
+if command -v cargo-nextest >/dev/null 2>&1; then
+  cargo nextest run --workspace --all-targets --no-fail-fast
+else
+  cargo test --workspace --all-targets --no-fail-fast
+fi
