@@ -1,0 +1,412 @@
+//! [`Engine`]: the state machine and policy bound to a store and a clock.
+//!
+//! Everything that uses a store (the SDK, the server, the CLI, the background
+//! services) goes through here, so policy is resolved in one place: read from
+//! the queue's stored config at every claim and settle.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use rdq_envelope::{
+    Envelope, Status, TaskId, Timestamp, validate_handler_ref, validate_queue_name,
+    validate_user_headers,
+};
+
+use crate::clock::Clock;
+use crate::error::EngineError;
+use crate::machine::{self, LeaseToken, Settlement};
+use crate::policy::QueuePolicy;
+use crate::store::{LeasedUpdate, NewTask, RedriveRequest, Store, Submitted, finished_at};
+
+/// A task to submit: the client subset of the envelope plus scheduling options.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SubmitRequest {
+    /// Target queue.
+    pub queue: String,
+    /// Handler name.
+    pub handler_ref: String,
+    /// Optional handler version.
+    pub handler_version: Option<String>,
+    /// Opaque payload bytes.
+    pub payload: Vec<u8>,
+    /// MIME type of the payload.
+    pub payload_content_type: String,
+    /// User headers; the `rdq.` prefix is refused with `RESERVED_HEADER`.
+    pub headers: BTreeMap<String, String>,
+    /// Headers set by the system itself (`rdq.submitted_by`, `rdq.source`, …).
+    pub system_headers: BTreeMap<String, String>,
+    /// Due this long after now.
+    pub delay_ms: u64,
+    /// Claim priority (higher first).
+    pub priority: u8,
+    /// Makes a repeated submit return the original task.
+    pub idempotency_key: Option<String>,
+}
+
+/// A claimed task and the token that fences its settle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claimed {
+    /// The task as it is now: IN_FLIGHT, with its open attempt.
+    pub envelope: Envelope,
+    /// Present this when settling or extending.
+    pub token: LeaseToken,
+}
+
+/// One settle in a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettleRequest {
+    /// The task as claimed.
+    pub envelope: Envelope,
+    /// The claim's token.
+    pub token: LeaseToken,
+    /// What happened.
+    pub settlement: Settlement,
+}
+
+/// The engine bound to a store and a clock. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    fallback_policy: Arc<QueuePolicy>,
+}
+
+impl Engine {
+    /// An engine over `store`, reading time from `clock`.
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            store,
+            clock,
+            fallback_policy: Arc::new(QueuePolicy::default()),
+        }
+    }
+
+    /// Uses `policy` for queues without stored config (and for stores that hold none).
+    #[must_use]
+    pub fn with_fallback_policy(mut self, policy: QueuePolicy) -> Self {
+        self.fallback_policy = Arc::new(policy);
+        self
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The clock in use.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// The live policy of `queue`: its stored config, else the fallback.
+    pub async fn policy(&self, queue: &str) -> Result<QueuePolicy, EngineError> {
+        if !self.store.capabilities().queue_config {
+            return Ok((*self.fallback_policy).clone());
+        }
+        Ok(self
+            .store
+            .get_config(queue)
+            .await?
+            .unwrap_or_else(|| (*self.fallback_policy).clone()))
+    }
+
+    /// Validates and stores the policy of `queue`.
+    pub async fn set_policy(&self, queue: &str, policy: &QueuePolicy) -> Result<(), EngineError> {
+        validate_queue_name(queue)?;
+        policy.validate()?;
+        self.store.put_config(queue, policy).await
+    }
+
+    /// Builds the PENDING envelope for a request, refusing bad input before
+    /// anything is stored.
+    pub fn build(&self, req: &SubmitRequest, policy: &QueuePolicy) -> Result<NewTask, EngineError> {
+        validate_queue_name(&req.queue)?;
+        validate_handler_ref(&req.handler_ref)?;
+        validate_user_headers(&req.headers)?;
+        let now = self.clock.now();
+        let mut env = Envelope::new(
+            req.queue.clone(),
+            req.handler_ref.clone(),
+            &req.payload,
+            req.payload_content_type.clone(),
+            now,
+        );
+        env.handler_version = req.handler_version.clone();
+        env.headers = req.headers.clone();
+        env.headers.extend(req.system_headers.clone());
+        env.priority = req.priority;
+        Ok(NewTask {
+            envelope: machine::submit(&env, policy, now, req.delay_ms)?,
+            idempotency_key: req.idempotency_key.clone(),
+        })
+    }
+
+    /// Submits one task.
+    pub async fn submit(&self, req: SubmitRequest) -> Result<Submitted, EngineError> {
+        let mut results = self.submit_many(vec![req]).await;
+        results.pop().unwrap_or_else(|| {
+            Err(EngineError::Unavailable(
+                "the store returned no result".into(),
+            ))
+        })
+    }
+
+    /// Submits many tasks in one store call (one commit where the store can);
+    /// one result per request, in order.
+    pub async fn submit_many(
+        &self,
+        reqs: Vec<SubmitRequest>,
+    ) -> Vec<Result<Submitted, EngineError>> {
+        let mut policies: HashMap<String, Result<QueuePolicy, EngineError>> = HashMap::new();
+        let mut slots: Vec<Result<usize, EngineError>> = Vec::with_capacity(reqs.len());
+        let mut tasks = Vec::with_capacity(reqs.len());
+        for req in &reqs {
+            if !policies.contains_key(&req.queue) {
+                let policy = self.policy(&req.queue).await;
+                policies.insert(req.queue.clone(), policy);
+            }
+            let built = match policies.get(&req.queue) {
+                Some(Ok(policy)) => self.build(req, policy),
+                Some(Err(e)) => Err(e.clone()),
+                None => Err(EngineError::Unavailable("policy lookup failed".into())),
+            };
+            slots.push(built.map(|task| {
+                tasks.push(task);
+                tasks.len() - 1
+            }));
+        }
+        let stored = if tasks.is_empty() {
+            Vec::new()
+        } else {
+            self.store.submit(tasks).await
+        };
+        let mut stored: Vec<Option<Result<Submitted, EngineError>>> =
+            stored.into_iter().map(Some).collect();
+        slots
+            .into_iter()
+            .map(|slot| match slot {
+                Ok(i) => stored.get_mut(i).and_then(Option::take).unwrap_or_else(|| {
+                    Err(EngineError::Unavailable(
+                        "the store returned too few results".into(),
+                    ))
+                }),
+                Err(e) => Err(e),
+            })
+            .collect()
+    }
+
+    /// Claims up to `max` due tasks of `queue` under the queue's lease
+    /// (or `lease_ms` when given). A paused queue hands out nothing.
+    pub async fn claim(
+        &self,
+        queue: &str,
+        max: usize,
+        lease_ms: Option<u64>,
+    ) -> Result<Vec<Claimed>, EngineError> {
+        let policy = self.policy(queue).await?;
+        if policy.paused || max == 0 {
+            return Ok(Vec::new());
+        }
+        let lease_ms = lease_ms.unwrap_or(policy.lease_ms).max(1);
+        let envs = self
+            .store
+            .claim(queue, max, lease_ms, self.clock.now())
+            .await?;
+        Ok(envs
+            .into_iter()
+            .filter_map(|envelope| {
+                LeaseToken::current(&envelope).map(|token| Claimed { envelope, token })
+            })
+            .collect())
+    }
+
+    /// Settles one claimed task; returns its new state.
+    pub async fn settle(
+        &self,
+        envelope: &Envelope,
+        token: LeaseToken,
+        settlement: Settlement,
+    ) -> Result<Envelope, EngineError> {
+        let mut results = self
+            .settle_many(vec![SettleRequest {
+                envelope: envelope.clone(),
+                token,
+                settlement,
+            }])
+            .await;
+        results.pop().unwrap_or_else(|| {
+            Err(EngineError::Unavailable(
+                "the store returned no result".into(),
+            ))
+        })
+    }
+
+    /// Settles many tasks in one store call; one result per request, in order.
+    pub async fn settle_many(
+        &self,
+        reqs: Vec<SettleRequest>,
+    ) -> Vec<Result<Envelope, EngineError>> {
+        let now = self.clock.now();
+        let mut policies: HashMap<String, QueuePolicy> = HashMap::new();
+        let mut decided: Vec<Result<Envelope, EngineError>> = Vec::with_capacity(reqs.len());
+        for req in &reqs {
+            if !policies.contains_key(&req.envelope.queue) {
+                match self.policy(&req.envelope.queue).await {
+                    Ok(p) => {
+                        policies.insert(req.envelope.queue.clone(), p);
+                    }
+                    Err(e) => {
+                        decided.push(Err(e));
+                        continue;
+                    }
+                }
+            }
+            let policy = policies
+                .get(&req.envelope.queue)
+                .cloned()
+                .unwrap_or_else(|| (*self.fallback_policy).clone());
+            decided.push(machine::settle(
+                &req.envelope,
+                req.token,
+                &req.settlement,
+                &policy,
+                now,
+            ));
+        }
+        self.apply(decided, reqs.iter().map(|r| r.token).collect())
+            .await
+    }
+
+    /// Extends a claim's lease to `extend_ms` from now.
+    pub async fn extend_lease(
+        &self,
+        envelope: &Envelope,
+        token: LeaseToken,
+        extend_ms: u64,
+    ) -> Result<Envelope, EngineError> {
+        let next = machine::extend_lease(envelope, token, extend_ms, self.clock.now());
+        self.apply(vec![next], vec![token])
+            .await
+            .pop()
+            .unwrap_or_else(|| {
+                Err(EngineError::Unavailable(
+                    "the store returned no result".into(),
+                ))
+            })
+    }
+
+    /// Writes engine decisions as compare-and-swap updates; decisions that
+    /// already failed keep their error.
+    async fn apply(
+        &self,
+        decided: Vec<Result<Envelope, EngineError>>,
+        tokens: Vec<LeaseToken>,
+    ) -> Vec<Result<Envelope, EngineError>> {
+        let updates: Vec<LeasedUpdate> = decided
+            .iter()
+            .zip(&tokens)
+            .filter_map(|(d, &expected)| {
+                d.as_ref().ok().map(|envelope| LeasedUpdate {
+                    envelope: envelope.clone(),
+                    expected,
+                })
+            })
+            .collect();
+        let mut written = if updates.is_empty() {
+            Vec::new()
+        } else {
+            self.store.settle(updates).await
+        }
+        .into_iter();
+        decided
+            .into_iter()
+            .map(|d| {
+                let env = d?;
+                match written.next() {
+                    Some(Ok(())) => Ok(env),
+                    Some(Err(e)) => Err(e),
+                    None => Err(EngineError::Unavailable(
+                        "the store returned too few results".into(),
+                    )),
+                }
+            })
+            .collect()
+    }
+
+    /// Closes up to `limit` lapsed leases as `LEASE_EXPIRED`; returns the tasks
+    /// it reaped. Safe to run on every node at once: each lease is reaped by
+    /// exactly one caller (the others get `LEASE_LOST` and skip it).
+    pub async fn reap_expired(&self, limit: usize) -> Result<Vec<Envelope>, EngineError> {
+        let now = self.clock.now();
+        let expired = self.store.expired_leases(now, limit).await?;
+        let mut policies: HashMap<String, QueuePolicy> = HashMap::new();
+        let mut decided = Vec::with_capacity(expired.len());
+        let mut tokens = Vec::with_capacity(expired.len());
+        for env in &expired {
+            let Some(token) = LeaseToken::current(env) else {
+                continue;
+            };
+            if !policies.contains_key(&env.queue) {
+                policies.insert(env.queue.clone(), self.policy(&env.queue).await?);
+            }
+            let policy = policies
+                .get(&env.queue)
+                .cloned()
+                .unwrap_or_else(|| (*self.fallback_policy).clone());
+            decided.push(machine::expire_lease(env, &policy, now));
+            tokens.push(token);
+        }
+        Ok(self
+            .apply(decided, tokens)
+            .await
+            .into_iter()
+            .filter_map(Result::ok)
+            .collect())
+    }
+
+    /// Redrives dead tasks (or reports which would be, on a dry run).
+    pub async fn redrive(&self, request: &RedriveRequest) -> Result<Vec<TaskId>, EngineError> {
+        validate_queue_name(&request.queue)?;
+        if let Some(glob) = &request.error_type {
+            crate::glob::Glob::new(glob).map_err(EngineError::InvalidArgument)?;
+        }
+        self.store.redrive(request, self.clock.now()).await
+    }
+
+    /// Removes SUCCEEDED tasks older than each queue's retention, at most
+    /// `limit` per queue; returns how many were removed.
+    pub async fn prune(&self, limit: usize) -> Result<u64, EngineError> {
+        if !self.store.capabilities().prune {
+            return Ok(0);
+        }
+        let now = self.clock.now();
+        let mut removed = 0;
+        for counts in self.store.counts().await? {
+            if counts.succeeded == 0 {
+                continue;
+            }
+            let policy = self.policy(&counts.queue).await?;
+            let cutoff = Timestamp::from_unix_ms(
+                now.unix_ms()
+                    .saturating_sub(i64::try_from(policy.retain_succeeded_ms).unwrap_or(i64::MAX)),
+            )
+            .unwrap_or(Timestamp::EPOCH);
+            // `finished_before` is exclusive, so retention 0 removes everything finished by now.
+            let cutoff = if policy.retain_succeeded_ms == 0 {
+                now.plus_ms(1)
+            } else {
+                cutoff
+            };
+            removed += self
+                .store
+                .prune_succeeded(&counts.queue, cutoff, limit)
+                .await?;
+        }
+        Ok(removed)
+    }
+}
+
+/// True if a SUCCEEDED task is past `retain_ms` at `now` (what the pruner removes).
+pub fn is_prunable(env: &Envelope, retain_ms: u64, now: Timestamp) -> bool {
+    env.status == Status::Succeeded && now.ms_since(finished_at(env)) >= retain_ms
+}

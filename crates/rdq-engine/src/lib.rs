@@ -1,0 +1,30 @@
+//! rdq's engine: the part that decides.
+//!
+//! - [`policy`]: a queue's live policy and its defaults;
+//! - [`machine`]: every task transition as a pure function
+//!   `(envelope, event, policy, now) -> Result<envelope, error>`;
+//! - [`store`]: the storage SPI every store implements, with explicit capabilities;
+//! - [`Engine`]: the machine and policy bound to a store and a [`Clock`], the
+//!   one entry point the SDK, server and CLI use.
+//!
+//! Stores persist what the engine decided; no store ever sees retry policy.
+
+#![forbid(unsafe_code)]
+
+mod clock;
+mod engine;
+mod error;
+pub mod glob;
+pub mod machine;
+pub mod policy;
+pub mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use engine::{Claimed, Engine, SettleRequest, SubmitRequest, is_prunable};
+pub use error::EngineError;
+pub use machine::{FailureKind, LeaseToken, Settlement};
+pub use policy::{Backoff, QueuePolicy, VersionMismatch};
+pub use store::{
+    Capabilities, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueCounts, RedriveRequest,
+    Store, Submitted,
+};

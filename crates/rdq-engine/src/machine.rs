@@ -1,0 +1,298 @@
+//! The task state machine: every transition of a task as a pure function
+//! `(envelope, event, policy, now) -> Result<envelope, error>`.
+//!
+//! Stores persist what these functions decide and never see policy. A refused
+//! transition returns an error and the input is untouched (it is taken by
+//! reference), so "changes nothing" holds by construction.
+
+use rdq_envelope::{AttemptRecord, Envelope, ErrorInfo, Outcome, Status, Timestamp};
+
+use crate::error::EngineError;
+use crate::policy::{Classification, QueuePolicy};
+
+/// Error type recorded when a lease lapses.
+pub const LEASE_EXPIRED_ERROR_TYPE: &str = "rdq.LeaseExpired";
+
+/// Header remembering a task's own priority while a deferral has raised it.
+pub const BASE_PRIORITY_HEADER: &str = "rdq.base_priority";
+
+/// Fences a settle to one claim: the number of the attempt the claim opened.
+/// A settle naming any other attempt is stale and refused with `LEASE_LOST`.
+///
+/// Tokens fence stale workers, not malicious ones; authentication does that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseToken(pub u32);
+
+impl LeaseToken {
+    /// The token of the task's current claim, if it is in flight.
+    pub fn current(env: &Envelope) -> Option<Self> {
+        (env.status == Status::InFlight)
+            .then(|| env.open_attempt().map(|a| Self(a.attempt_no)))
+            .flatten()
+    }
+}
+
+/// How a failure should be treated, as far as the caller decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// Forced retryable (a wrapper or classifier said so).
+    Retryable,
+    /// Forced permanent (a wrapper or classifier said so).
+    Permanent,
+    /// Nobody decided: the queue's globs classify it, default retryable.
+    Unclassified,
+}
+
+/// What a worker reports for a claimed task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Settlement {
+    /// The handler succeeded.
+    Success,
+    /// The handler failed.
+    Failure {
+        /// What went wrong (already truncated by `ErrorInfo::new`).
+        error: ErrorInfo,
+        /// Who decided retryable vs permanent.
+        kind: FailureKind,
+    },
+    /// Put the task back for `delay_ms` without spending an attempt.
+    Defer {
+        /// Exact delay before it is due again.
+        delay_ms: u64,
+    },
+}
+
+/// A new task enters the queue: PENDING, due after `delay_ms`, no attempts.
+pub fn submit(
+    env: &Envelope,
+    policy: &QueuePolicy,
+    now: Timestamp,
+    delay_ms: u64,
+) -> Result<Envelope, EngineError> {
+    let mut next = env.clone();
+    next.status = Status::Pending;
+    next.attempt_count = 0;
+    next.next_attempt_at = Some(now.plus_ms(delay_ms));
+    next.lease_expires_at = None;
+    next.check_size(policy.max_envelope_bytes)?;
+    Ok(next)
+}
+
+/// A worker takes a due PENDING task: IN_FLIGHT under a lease of `lease_ms`
+/// (the queue's `lease_ms`), one attempt opened and counted.
+///
+/// The lease length is the only policy a claim needs, so stores can apply
+/// this transition inside their own atomic claim without seeing policy.
+pub fn claim(
+    env: &Envelope,
+    lease_ms: u64,
+    now: Timestamp,
+) -> Result<(Envelope, LeaseToken), EngineError> {
+    if env.status != Status::Pending {
+        return Err(EngineError::InvalidTransition(format!(
+            "task {} is {}, only PENDING tasks can be claimed",
+            env.id,
+            env.status.as_str()
+        )));
+    }
+    if env.next_attempt_at.is_some_and(|due| due > now) {
+        return Err(EngineError::InvalidTransition(format!(
+            "task {} is not due yet",
+            env.id
+        )));
+    }
+    let mut next = env.clone();
+    let attempt_no = next_attempt_no(env);
+    next.status = Status::InFlight;
+    next.attempt_count = next.attempt_count.saturating_add(1);
+    next.lease_expires_at = Some(now.plus_ms(lease_ms));
+    next.attempts.push(AttemptRecord::open(attempt_no, now));
+    Ok((next, LeaseToken(attempt_no)))
+}
+
+fn next_attempt_no(env: &Envelope) -> u32 {
+    env.attempts
+        .last()
+        .map_or(1, |a| a.attempt_no.saturating_add(1))
+        .max(
+            u32::try_from(env.attempts.len())
+                .unwrap_or(u32::MAX)
+                .saturating_add(1),
+        )
+}
+
+fn check_lease(env: &Envelope, token: LeaseToken) -> Result<(), EngineError> {
+    if LeaseToken::current(env) == Some(token) {
+        Ok(())
+    } else {
+        Err(EngineError::LeaseLost(env.id))
+    }
+}
+
+/// A worker reports the outcome of its claim.
+pub fn settle(
+    env: &Envelope,
+    token: LeaseToken,
+    settlement: &Settlement,
+    policy: &QueuePolicy,
+    now: Timestamp,
+) -> Result<Envelope, EngineError> {
+    check_lease(env, token)?;
+    let mut next = env.clone();
+    match settlement {
+        Settlement::Success => {
+            close_attempt(&mut next, now, Outcome::Success, None);
+            finish(&mut next, Status::Succeeded);
+        }
+        Settlement::Failure { error, kind } => {
+            let class = match kind {
+                FailureKind::Retryable => Classification::Retryable,
+                FailureKind::Permanent => Classification::Permanent,
+                FailureKind::Unclassified => policy.classify(&error.error_type),
+            };
+            match class {
+                Classification::Permanent => {
+                    close_attempt(
+                        &mut next,
+                        now,
+                        Outcome::PermanentFailure,
+                        Some(error.clone()),
+                    );
+                    finish(&mut next, Status::Dead);
+                }
+                Classification::Retryable => {
+                    close_attempt(
+                        &mut next,
+                        now,
+                        Outcome::RetryableFailure,
+                        Some(error.clone()),
+                    );
+                    retry_or_die(&mut next, policy, now);
+                }
+            }
+        }
+        Settlement::Defer { delay_ms } => {
+            // A deferral spends no attempt: the claim's attempt is undone.
+            next.attempts.pop();
+            next.attempt_count = next.attempt_count.saturating_sub(1);
+            next.deferral_count = next.deferral_count.saturating_add(1);
+            next.headers
+                .entry(BASE_PRIORITY_HEADER.to_owned())
+                .or_insert_with(|| env.priority.to_string());
+            next.priority = policy.max_priority;
+            next.status = Status::Pending;
+            next.lease_expires_at = None;
+            next.next_attempt_at = Some(now.plus_ms(*delay_ms));
+        }
+    }
+    Ok(next)
+}
+
+/// The lease lapsed with no outcome: the attempt closes as `LEASE_EXPIRED`,
+/// counts against `max_attempts`, and the task retries or dies.
+pub fn expire_lease(
+    env: &Envelope,
+    policy: &QueuePolicy,
+    now: Timestamp,
+) -> Result<Envelope, EngineError> {
+    let deadline = match (env.status, env.lease_expires_at) {
+        (Status::InFlight, Some(deadline)) if deadline <= now => deadline,
+        (Status::InFlight, _) => {
+            return Err(EngineError::InvalidTransition(format!(
+                "the lease on task {} has not expired",
+                env.id
+            )));
+        }
+        (status, _) => {
+            return Err(EngineError::InvalidTransition(format!(
+                "task {} is {}, not IN_FLIGHT",
+                env.id,
+                status.as_str()
+            )));
+        }
+    };
+    let mut next = env.clone();
+    let error = ErrorInfo::new(
+        LEASE_EXPIRED_ERROR_TYPE,
+        &format!("lease expired at {deadline} before the worker reported an outcome"),
+    );
+    if next.open_attempt().is_none() {
+        // An IN_FLIGHT task written by another system may lack its open record.
+        let no = next_attempt_no(&next);
+        next.attempts.push(AttemptRecord::open(no, deadline));
+    }
+    close_attempt(&mut next, now, Outcome::LeaseExpired, Some(error));
+    retry_or_die(&mut next, policy, now);
+    Ok(next)
+}
+
+/// A worker asks for more time: the lease now ends `extend_ms` after `now`.
+pub fn extend_lease(
+    env: &Envelope,
+    token: LeaseToken,
+    extend_ms: u64,
+    now: Timestamp,
+) -> Result<Envelope, EngineError> {
+    check_lease(env, token)?;
+    if env.lease_expires_at.is_some_and(|d| d <= now) {
+        // A lapsed lease is the reaper's, even if it has not run yet.
+        return Err(EngineError::LeaseLost(env.id));
+    }
+    let mut next = env.clone();
+    next.lease_expires_at = Some(now.plus_ms(extend_ms));
+    Ok(next)
+}
+
+/// An operator sends a dead task back: PENDING now, attempts reset, history kept.
+pub fn redrive(env: &Envelope, now: Timestamp) -> Result<Envelope, EngineError> {
+    if env.status != Status::Dead {
+        return Err(EngineError::InvalidTransition(format!(
+            "task {} is {}, only DEAD tasks can be redriven",
+            env.id,
+            env.status.as_str()
+        )));
+    }
+    let mut next = env.clone();
+    next.status = Status::Pending;
+    next.attempt_count = 0;
+    next.redrive_count = next.redrive_count.saturating_add(1);
+    next.next_attempt_at = Some(now);
+    next.lease_expires_at = None;
+    restore_base_priority(&mut next);
+    Ok(next)
+}
+
+fn close_attempt(env: &mut Envelope, now: Timestamp, outcome: Outcome, error: Option<ErrorInfo>) {
+    if let Some(open) = env.attempts.last_mut().filter(|a| a.is_open()) {
+        // Never record a finish before the start, whatever the clocks say.
+        open.finished_at = Some(now.max(open.started_at));
+        open.outcome = Some(outcome);
+        open.error = error;
+    }
+}
+
+fn finish(env: &mut Envelope, status: Status) {
+    env.status = status;
+    env.next_attempt_at = None;
+    env.lease_expires_at = None;
+}
+
+fn retry_or_die(env: &mut Envelope, policy: &QueuePolicy, now: Timestamp) {
+    if env.attempt_count >= policy.max_attempts {
+        finish(env, Status::Dead);
+        return;
+    }
+    let delay = policy.backoff.delay_ms(env.attempt_count, env.id);
+    env.status = Status::Pending;
+    env.lease_expires_at = None;
+    env.next_attempt_at = Some(now.plus_ms(delay));
+    restore_base_priority(env);
+}
+
+/// A retry is scheduled like any failed attempt: a priority raised by an
+/// earlier deferral goes back to the task's own.
+fn restore_base_priority(env: &mut Envelope) {
+    if let Some(base) = env.headers.remove(BASE_PRIORITY_HEADER) {
+        env.priority = base.parse().unwrap_or(0);
+    }
+}

@@ -1,0 +1,273 @@
+//! The storage SPI: what a store must do for the engine, and the capabilities
+//! by which a store says what it cannot.
+//!
+//! Stores persist and schedule; they never see retry policy. The work path is
+//! small and hot (submit, claim, settle, expired leases); the admin path has
+//! defaults that answer `UNSUPPORTED`, so a broker implements only what it can
+//! and its [`Capabilities`] say so.
+
+use async_trait::async_trait;
+use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
+
+use crate::error::EngineError;
+use crate::machine::LeaseToken;
+use crate::policy::QueuePolicy;
+
+/// What a store can do beyond the work path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    /// `get` finds any task by id.
+    pub get_by_id: bool,
+    /// `list` pages tasks of a queue by status (DLQ browsing).
+    pub list: bool,
+    /// `redrive` sends dead tasks back.
+    pub redrive: bool,
+    /// `purge` and `delete` remove tasks.
+    pub purge: bool,
+    /// `counts` reports tasks per queue and status.
+    pub counts: bool,
+    /// `get_config` / `put_config` hold queue policy (else it comes from the process config).
+    pub queue_config: bool,
+    /// `submit` honours idempotency keys.
+    pub idempotent_submit: bool,
+    /// `prune_succeeded` removes old SUCCEEDED tasks.
+    pub prune: bool,
+}
+
+impl Capabilities {
+    /// Everything: what a database-backed store offers.
+    pub const ALL: Capabilities = Capabilities {
+        get_by_id: true,
+        list: true,
+        redrive: true,
+        purge: true,
+        counts: true,
+        queue_config: true,
+        idempotent_submit: true,
+        prune: true,
+    };
+}
+
+/// A task to store, already shaped by [`crate::machine::submit`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    /// The PENDING envelope.
+    pub envelope: Envelope,
+    /// With a key, a second submit to the same queue returns the first task.
+    pub idempotency_key: Option<String>,
+}
+
+/// What a submit did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Submitted {
+    /// A new task was stored.
+    Created(Envelope),
+    /// The idempotency key was seen before; this is the original task, unchanged.
+    Existing(Envelope),
+}
+
+impl Submitted {
+    /// The stored envelope, new or original.
+    pub fn envelope(&self) -> &Envelope {
+        match self {
+            Self::Created(e) | Self::Existing(e) => e,
+        }
+    }
+}
+
+/// A new state for an in-flight task, applied only while `expected` is still
+/// the task's current lease (compare-and-swap). Settles, lease extensions and
+/// lease expiries all go through this, which is what makes a stale worker's
+/// settle fail with `LEASE_LOST` and a lease be reaped exactly once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeasedUpdate {
+    /// The task's new state, decided by the engine.
+    pub envelope: Envelope,
+    /// The lease the caller believes is current.
+    pub expected: LeaseToken,
+}
+
+/// Order of a listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ListOrder {
+    /// Most recently submitted first (by id, descending): the DLQ default.
+    #[default]
+    NewestFirst,
+    /// Oldest first (by id, ascending).
+    OldestFirst,
+}
+
+/// A page request over one queue's tasks.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ListQuery {
+    /// The queue.
+    pub queue: String,
+    /// Only tasks in this status (all statuses when `None`).
+    pub status: Option<Status>,
+    /// Only tasks whose latest error type matches this glob.
+    pub error_type: Option<String>,
+    /// Continue after this task (the `next_cursor` of the previous page).
+    pub cursor: Option<TaskId>,
+    /// Page size (stores cap it at [`MAX_PAGE`]).
+    pub limit: usize,
+    /// Sort order; the cursor is stable under concurrent inserts either way.
+    pub order: ListOrder,
+}
+
+/// Largest page a store returns.
+pub const MAX_PAGE: usize = 1000;
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The tasks, in the requested order.
+    pub items: Vec<Envelope>,
+    /// Where the next page starts, if there may be one.
+    pub next_cursor: Option<TaskId>,
+}
+
+/// Which dead tasks to redrive.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RedriveRequest {
+    /// The queue.
+    pub queue: String,
+    /// Only these ids (all dead tasks of the queue when `None`).
+    pub ids: Option<Vec<TaskId>>,
+    /// Only tasks whose latest error type matches this glob.
+    pub error_type: Option<String>,
+    /// At most this many (no limit when `None`).
+    pub limit: Option<usize>,
+    /// Report what would be redriven, change nothing.
+    pub dry_run: bool,
+}
+
+/// Tasks of one queue per status.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueueCounts {
+    /// The queue.
+    pub queue: String,
+    /// PENDING tasks.
+    pub pending: u64,
+    /// IN_FLIGHT tasks.
+    pub in_flight: u64,
+    /// SUCCEEDED tasks not yet pruned.
+    pub succeeded: u64,
+    /// DEAD tasks (the DLQ).
+    pub dead: u64,
+}
+
+fn unsupported<T>(what: &str) -> Result<T, EngineError> {
+    Err(EngineError::Unsupported(format!(
+        "this store cannot {what}"
+    )))
+}
+
+/// A place tasks live. See the module documentation.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// What this store can do beyond the work path.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Stores new tasks, one result per task in order. Durable when it returns.
+    async fn submit(&self, tasks: Vec<NewTask>) -> Vec<Result<Submitted, EngineError>>;
+
+    /// Atomically takes up to `max` due PENDING tasks of `queue`, highest
+    /// priority first, then earliest due, then oldest id, applying
+    /// [`crate::machine::claim`] with `lease_ms`. No task is handed to two claimers.
+    async fn claim(
+        &self,
+        queue: &str,
+        max: usize,
+        lease_ms: u64,
+        now: Timestamp,
+    ) -> Result<Vec<Envelope>, EngineError>;
+
+    /// Applies compare-and-swap updates to in-flight tasks, one result per
+    /// update: `LEASE_LOST` when the lease is no longer `expected`,
+    /// `TASK_NOT_FOUND` when the task is gone. Durable when it returns.
+    async fn settle(&self, updates: Vec<LeasedUpdate>) -> Vec<Result<(), EngineError>>;
+
+    /// Up to `limit` IN_FLIGHT tasks whose lease ended at or before `now`.
+    async fn expired_leases(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Envelope>, EngineError>;
+
+    /// The task with this id.
+    async fn get(&self, id: TaskId) -> Result<Envelope, EngineError> {
+        let _ = id;
+        unsupported("look tasks up by id")
+    }
+
+    /// One page of a queue's tasks.
+    async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
+        let _ = query;
+        unsupported("list tasks")
+    }
+
+    /// Redrives matching DEAD tasks with [`crate::machine::redrive`]; returns
+    /// their ids (what would be redriven, on a dry run).
+    async fn redrive(
+        &self,
+        request: &RedriveRequest,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, EngineError> {
+        let _ = (request, now);
+        unsupported("redrive")
+    }
+
+    /// Removes every task of `queue` in `status`; returns how many (would be) removed.
+    async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
+        let _ = (queue, status, dry_run);
+        unsupported("purge")
+    }
+
+    /// Removes one task.
+    async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
+        let _ = id;
+        unsupported("delete tasks")
+    }
+
+    /// Tasks per status for every queue that has tasks or a stored policy.
+    async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
+        unsupported("count tasks")
+    }
+
+    /// The stored policy of `queue`, if one was stored.
+    async fn get_config(&self, queue: &str) -> Result<Option<QueuePolicy>, EngineError> {
+        let _ = queue;
+        unsupported("hold queue configuration")
+    }
+
+    /// Stores the policy of `queue`; later claims and settles see it.
+    async fn put_config(&self, queue: &str, policy: &QueuePolicy) -> Result<(), EngineError> {
+        let _ = (queue, policy);
+        unsupported("hold queue configuration")
+    }
+
+    /// Removes up to `limit` SUCCEEDED tasks of `queue` that finished before
+    /// `finished_before`; returns how many.
+    async fn prune_succeeded(
+        &self,
+        queue: &str,
+        finished_before: Timestamp,
+        limit: usize,
+    ) -> Result<u64, EngineError> {
+        let _ = (queue, finished_before, limit);
+        unsupported("prune")
+    }
+}
+
+/// When a finished task finished: its last attempt's end, else its creation.
+pub fn finished_at(env: &Envelope) -> Timestamp {
+    env.attempts
+        .last()
+        .and_then(|a| a.finished_at)
+        .unwrap_or(env.created_at)
+}
+
+/// The error type a DLQ filter matches: the latest recorded error's.
+pub fn latest_error_type(env: &Envelope) -> Option<&str> {
+    env.last_error().map(|e| e.error_type.as_str())
+}
