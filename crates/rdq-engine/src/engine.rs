@@ -12,6 +12,8 @@ use rdq_envelope::{
     validate_user_headers,
 };
 
+use tokio::sync::Notify;
+
 use crate::clock::Clock;
 use crate::error::EngineError;
 use crate::machine::{self, LeaseToken, Settlement};
@@ -69,6 +71,9 @@ pub struct Engine {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     fallback_policy: Arc<QueuePolicy>,
+    /// Wakes this process's idle workers when work may have become due, so
+    /// they start within microseconds instead of at their next poll.
+    work_available: Arc<Notify>,
 }
 
 impl Engine {
@@ -78,7 +83,15 @@ impl Engine {
             store,
             clock,
             fallback_policy: Arc::new(QueuePolicy::default()),
+            work_available: Arc::new(Notify::new()),
         }
+    }
+
+    /// Signalled after submits, retries and reaps in this process. An idle
+    /// worker creates a `notified()` future, enables it, tries to claim, and
+    /// waits on it (with a poll timeout for work from other processes).
+    pub fn work_available(&self) -> &Arc<Notify> {
+        &self.work_available
     }
 
     /// Uses `policy` for queues without stored config (and for stores that hold none).
@@ -180,6 +193,7 @@ impl Engine {
         } else {
             self.store.submit(tasks).await
         };
+        self.work_available.notify_waiters();
         let mut stored: Vec<Option<Result<Submitted, EngineError>>> =
             stored.into_iter().map(Some).collect();
         slots
@@ -318,6 +332,8 @@ impl Engine {
             self.store.settle(updates).await
         }
         .into_iter();
+        // A retry with no backoff, a release or a reap may make work due now.
+        self.work_available.notify_waiters();
         decided
             .into_iter()
             .map(|d| {

@@ -60,6 +60,9 @@ pub enum Settlement {
         /// Exact delay before it is due again.
         delay_ms: u64,
     },
+    /// Hand the task back unrun (a worker shutting down): due now, no attempt
+    /// spent, no deferral counted.
+    Release,
 }
 
 /// A new task enters the queue: PENDING, due after `delay_ms`, no attempts.
@@ -183,6 +186,13 @@ pub fn settle(
             next.status = Status::Pending;
             next.lease_expires_at = None;
             next.next_attempt_at = Some(now.plus_ms(*delay_ms));
+        }
+        Settlement::Release => {
+            next.attempts.pop();
+            next.attempt_count = next.attempt_count.saturating_sub(1);
+            next.status = Status::Pending;
+            next.lease_expires_at = None;
+            next.next_attempt_at = Some(now);
         }
     }
     Ok(next)

@@ -21,6 +21,35 @@ use crate::model::{
 use crate::names::{validate_handler_ref, validate_queue_name};
 use crate::time::Timestamp;
 
+const ENVELOPE_KEYS: &[&str] = &[
+    "envelope_version",
+    "id",
+    "queue",
+    "handler_ref",
+    "handler_version",
+    "payload",
+    "payload_content_type",
+    "payload_ref",
+    "headers",
+    "status",
+    "priority",
+    "deferral_count",
+    "attempt_count",
+    "redrive_count",
+    "next_attempt_at",
+    "lease_expires_at",
+    "created_at",
+    "attempts",
+];
+const ATTEMPT_KEYS: &[&str] = &[
+    "attempt_no",
+    "started_at",
+    "finished_at",
+    "outcome",
+    "error",
+];
+const ERROR_KEYS: &[&str] = &["type", "message", "detail", "stack"];
+
 /// Default limit on a serialised envelope: 1 MiB.
 pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = 1024 * 1024;
 
@@ -122,7 +151,7 @@ impl Envelope {
             }
             w.out.push(b']');
         }
-        w.extra(&self.extra);
+        w.extra(&self.extra, ENVELOPE_KEYS);
         w.finish();
     }
 }
@@ -147,7 +176,7 @@ fn encode_attempt(r: &AttemptRecord, out: &mut Vec<u8>) {
             None => w.field("error", &()),
         }
     }
-    w.extra(&r.extra);
+    w.extra(&r.extra, ATTEMPT_KEYS);
     w.finish();
 }
 
@@ -162,7 +191,7 @@ fn encode_error(e: &ErrorInfo, out: &mut Vec<u8>) {
     if !(a.has(absent::STACK) && e.stack.is_none()) {
         w.field("stack", &e.stack);
     }
-    w.extra(&e.extra);
+    w.extra(&e.extra, ERROR_KEYS);
     w.finish();
 }
 
@@ -206,9 +235,14 @@ impl<'a> ObjectWriter<'a> {
         }
     }
 
-    fn extra(&mut self, extra: &Map<String, Value>) {
+    /// Writes unknown fields, skipping any that shadow a known one (only
+    /// possible when a caller filled `extra` by hand), so the output always
+    /// decodes.
+    fn extra(&mut self, extra: &Map<String, Value>, known: &[&str]) {
         for (k, v) in extra {
-            self.field(k, v);
+            if !known.contains(&k.as_str()) {
+                self.field(k, v);
+            }
         }
     }
 
@@ -432,7 +466,9 @@ impl<'p> Fields<'p> {
         Timestamp::parse(&s).ok_or_else(|| {
             invalid(
                 &self.path(key),
-                format!("{s:?} is not an RFC 3339 UTC timestamp of the form 2026-07-20T14:03:22.117Z"),
+                format!(
+                    "{s:?} is not an RFC 3339 UTC timestamp of the form 2026-07-20T14:03:22.117Z"
+                ),
             )
         })
     }
@@ -475,12 +511,18 @@ fn decode_envelope(value: Value) -> Result<Envelope, EnvelopeError> {
         _ => f.as_uint("envelope_version", version, u64::from(ENVELOPE_VERSION))?,
     };
     if version == 0 {
-        return Err(invalid("envelope_version", "version 0 does not exist; the first is 1"));
+        return Err(invalid(
+            "envelope_version",
+            "version 0 does not exist; the first is 1",
+        ));
     }
 
     let id_text = f.string("id")?;
     let id = TaskId::parse(&id_text).ok_or_else(|| {
-        invalid("id", format!("{id_text:?} is not a ULID (26 upper-case Crockford base32 characters)"))
+        invalid(
+            "id",
+            format!("{id_text:?} is not a ULID (26 upper-case Crockford base32 characters)"),
+        )
     })?;
     let queue = f.string("queue")?;
     validate_queue_name(&queue)?;
@@ -489,7 +531,10 @@ fn decode_envelope(value: Value) -> Result<Envelope, EnvelopeError> {
     let (handler_version, hv_absent) = f.opt_string("handler_version")?;
     let payload = f.string("payload")?;
     if !is_canonical_base64(payload.as_bytes()) {
-        return Err(invalid("payload", "not canonical standard base64 with padding"));
+        return Err(invalid(
+            "payload",
+            "not canonical standard base64 with padding",
+        ));
     }
     let payload_content_type = f.string("payload_content_type")?;
     let (payload_ref, pr_absent) = f.opt_string("payload_ref")?;
@@ -521,7 +566,12 @@ fn decode_envelope(value: Value) -> Result<Envelope, EnvelopeError> {
     };
     let status_text = f.string("status")?;
     let status = Status::parse(&status_text).ok_or_else(|| {
-        invalid("status", format!("unknown status {status_text:?}; expected PENDING, IN_FLIGHT, SUCCEEDED or DEAD"))
+        invalid(
+            "status",
+            format!(
+                "unknown status {status_text:?}; expected PENDING, IN_FLIGHT, SUCCEEDED or DEAD"
+            ),
+        )
     })?;
     let (priority, prio_absent) = f.uint_or_zero("priority", u64::from(u8::MAX))?;
     let (deferral_count, dc_absent) = f.uint_or_zero("deferral_count", u64::from(u32::MAX))?;
@@ -662,12 +712,20 @@ const BASE64_DECODE: [u8; 256] = {
 /// True for standard base64 with padding whose unused trailing bits are zero:
 /// exactly the strings an encoder produces, so the payload text is canonical.
 pub fn is_canonical_base64(text: &[u8]) -> bool {
-    if text.len() % 4 != 0 {
+    if !text.len().is_multiple_of(4) {
         return false;
     }
-    let pad = text.iter().rev().take(2).take_while(|&&c| c == b'=').count();
+    let pad = text
+        .iter()
+        .rev()
+        .take(2)
+        .take_while(|&&c| c == b'=')
+        .count();
     let body = &text[..text.len() - pad];
-    if !body.iter().all(|&c| BASE64_DECODE[c as usize] != BASE64_INVALID) {
+    if !body
+        .iter()
+        .all(|&c| BASE64_DECODE[c as usize] != BASE64_INVALID)
+    {
         return false;
     }
     match (pad, body.last()) {
@@ -689,7 +747,10 @@ mod tests {
             let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
             assert!(is_canonical_base64(engine.encode(&bytes).as_bytes()));
         }
-        for bad in ["A", "AB", "ABC", "AB=C", "A===", "QR==", "QUJ=", "QUI=x", "QUI", "QU I", "QUI-", "====", "QUJD=="] {
+        for bad in [
+            "A", "AB", "ABC", "AB=C", "A===", "QR==", "QUJ=", "QUI=x", "QUI", "QU I", "QUI-",
+            "====", "QUJD==",
+        ] {
             assert!(!is_canonical_base64(bad.as_bytes()), "{bad} accepted");
         }
         assert!(is_canonical_base64(b"QUI="));
@@ -698,7 +759,11 @@ mod tests {
 
     #[test]
     fn duplicate_keys_are_refused_at_any_depth() {
-        for doc in [r#"{"a":1,"a":2}"#, r#"{"x":{"b":1,"b":1}}"#, r#"[{"c":[{"d":0,"d":0}]}]"#] {
+        for doc in [
+            r#"{"a":1,"a":2}"#,
+            r#"{"x":{"b":1,"b":1}}"#,
+            r#"[{"c":[{"d":0,"d":0}]}]"#,
+        ] {
             let err = parse_strict(doc.as_bytes()).unwrap_err();
             assert_eq!(err.code(), ErrorCode::MalformedEnvelope, "{doc}");
         }

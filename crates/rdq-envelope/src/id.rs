@@ -131,7 +131,9 @@ mod tests {
 
     #[test]
     fn ids_in_one_millisecond_are_strictly_increasing() {
-        let g = Generator { last: Mutex::new(0) };
+        let g = Generator {
+            last: Mutex::new(0),
+        };
         let now = Timestamp::from_unix_ms(1_784_556_202_117).unwrap();
         let mut prev = g.next(now);
         assert_eq!(prev.timestamp_ms(), 1_784_556_202_117);

@@ -47,11 +47,16 @@ fn check(name: &str, code: ErrorCode, field: &str) -> Result<(), EnvelopeError> 
 ///
 /// Stored envelopes may carry `rdq.` headers; only the system sets them.
 pub fn validate_user_headers(headers: &BTreeMap<String, String>) -> Result<(), EnvelopeError> {
-    match headers.keys().find(|k| k.starts_with(RESERVED_HEADER_PREFIX)) {
+    match headers
+        .keys()
+        .find(|k| k.starts_with(RESERVED_HEADER_PREFIX))
+    {
         Some(key) => Err(EnvelopeError::at(
             ErrorCode::ReservedHeader,
             format!("headers.{key}"),
-            format!("header {key:?} uses the prefix {RESERVED_HEADER_PREFIX:?}, which is reserved for system metadata"),
+            format!(
+                "header {key:?} uses the prefix {RESERVED_HEADER_PREFIX:?}, which is reserved for system metadata"
+            ),
         )),
         None => Ok(()),
     }

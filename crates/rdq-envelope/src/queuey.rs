@@ -112,26 +112,35 @@ impl QueueyEnvelope {
         );
         env.id = TaskId::from_u128(self.job_id.as_u128());
         if env.queue != self.queue {
-            env.headers.insert(QUEUE_HEADER.to_owned(), self.queue.clone());
+            env.headers
+                .insert(QUEUE_HEADER.to_owned(), self.queue.clone());
         }
         if env.handler_ref != self.job_type {
-            env.headers.insert(JOB_TYPE_HEADER.to_owned(), self.job_type.clone());
+            env.headers
+                .insert(JOB_TYPE_HEADER.to_owned(), self.job_type.clone());
         }
         if self.attempt == 0 {
-            env.headers.insert(ATTEMPT_HEADER.to_owned(), "0".to_owned());
+            env.headers
+                .insert(ATTEMPT_HEADER.to_owned(), "0".to_owned());
         }
         env.attempt_count = self.attempt.saturating_sub(1);
-        match i64::try_from(self.enqueued_at_ms).ok().and_then(Timestamp::from_unix_ms) {
+        match i64::try_from(self.enqueued_at_ms)
+            .ok()
+            .and_then(Timestamp::from_unix_ms)
+        {
             Some(t) => env.created_at = t,
             None => {
-                env.headers
-                    .insert(ENQUEUED_AT_HEADER.to_owned(), self.enqueued_at_ms.to_string());
+                env.headers.insert(
+                    ENQUEUED_AT_HEADER.to_owned(),
+                    self.enqueued_at_ms.to_string(),
+                );
             }
         }
         env.deferral_count = self.deferrals;
         env.priority = self.priority;
         if let Some(cid) = &self.correlation_id {
-            env.headers.insert(CORRELATION_ID_HEADER.to_owned(), cid.clone());
+            env.headers
+                .insert(CORRELATION_ID_HEADER.to_owned(), cid.clone());
         }
         env
     }
@@ -142,10 +151,9 @@ impl QueueyEnvelope {
     /// payloads are JSON values.
     pub fn from_rdq(env: &Envelope) -> Result<Self, EnvelopeError> {
         let header = |key: &str| env.headers.get(key);
-        let payload = RawValue::from_string(
-            String::from_utf8(env.payload_bytes()).map_err(|_| not_json())?,
-        )
-        .map_err(|_| not_json())?;
+        let payload =
+            RawValue::from_string(String::from_utf8(env.payload_bytes()).map_err(|_| not_json())?)
+                .map_err(|_| not_json())?;
         let attempt = match header(ATTEMPT_HEADER).and_then(|v| v.parse().ok()) {
             Some(a) => a,
             None => env.attempt_count.saturating_add(1),

@@ -75,7 +75,8 @@ impl Timestamp {
             })
         };
         let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-        let (hour, minute, second, milli) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
+        let (hour, minute, second, milli) =
+            (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
         if !(1..=12).contains(&month)
             || day < 1
             || day > days_in_month(year, month)
@@ -141,7 +142,15 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
 }
 
 #[cfg(test)]
@@ -157,11 +166,25 @@ mod tests {
 
     #[test]
     fn the_range_ends_format_and_parse() {
-        for s in ["0000-01-01T00:00:00.000Z", "9999-12-31T23:59:59.999Z", "1970-01-01T00:00:00.000Z"] {
+        for s in [
+            "0000-01-01T00:00:00.000Z",
+            "9999-12-31T23:59:59.999Z",
+            "1970-01-01T00:00:00.000Z",
+        ] {
             assert_eq!(Timestamp::parse(s).unwrap().to_string(), s);
         }
-        assert_eq!(Timestamp::parse("0000-01-01T00:00:00.000Z").unwrap().unix_ms(), MIN_MS);
-        assert_eq!(Timestamp::parse("9999-12-31T23:59:59.999Z").unwrap().unix_ms(), MAX_MS);
+        assert_eq!(
+            Timestamp::parse("0000-01-01T00:00:00.000Z")
+                .unwrap()
+                .unix_ms(),
+            MIN_MS
+        );
+        assert_eq!(
+            Timestamp::parse("9999-12-31T23:59:59.999Z")
+                .unwrap()
+                .unix_ms(),
+            MAX_MS
+        );
     }
 
     #[test]
@@ -189,7 +212,9 @@ mod tests {
 
     #[test]
     fn every_day_of_a_range_round_trips() {
-        let mut ms = Timestamp::parse("1899-12-25T01:02:03.004Z").unwrap().unix_ms();
+        let mut ms = Timestamp::parse("1899-12-25T01:02:03.004Z")
+            .unwrap()
+            .unix_ms();
         for _ in 0..(366 * 205) {
             let t = Timestamp(ms);
             assert_eq!(Timestamp::parse(&t.to_string()), Some(t));
