@@ -422,7 +422,10 @@ impl Engine {
     }
 }
 
-/// True if a SUCCEEDED task is past `retain_ms` at `now` (what the pruner removes).
+/// True if a SUCCEEDED task is past `retain_ms` at `now`: exactly what
+/// [`Engine::prune`] removes (strictly older than the retention; everything
+/// finished by now when the retention is 0).
 pub fn is_prunable(env: &Envelope, retain_ms: u64, now: Timestamp) -> bool {
-    env.status == Status::Succeeded && now.ms_since(finished_at(env)) >= retain_ms
+    env.status == Status::Succeeded
+        && (retain_ms == 0 || now.ms_since(finished_at(env)) > retain_ms)
 }

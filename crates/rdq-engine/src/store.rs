@@ -5,6 +5,17 @@
 //! small and hot (submit, claim, settle, expired leases); the admin path has
 //! defaults that answer `UNSUPPORTED`, so a broker implements only what it can
 //! and its [`Capabilities`] say so.
+//!
+//! Rules every store follows (the compliance kit checks them):
+//! - a submit without an idempotency key whose id already exists is refused
+//!   with `INVALID_ARGUMENT`; `Submitted::Existing` carries the task's current state;
+//! - updates in one `settle` batch apply in order, so a repeated update of the
+//!   same lease succeeds once and then gets `LEASE_LOST`;
+//! - `ListQuery::limit == 0` means the store's largest page ([`MAX_PAGE`]); an
+//!   invalid glob in a filter is `INVALID_ARGUMENT`;
+//! - redrive by `ids` skips ids that are not dead tasks of that queue and
+//!   ignores duplicates;
+//! - `counts` lists a queue while it has tasks or a stored policy.
 
 use async_trait::async_trait;
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
@@ -108,7 +119,7 @@ pub struct ListQuery {
     pub error_type: Option<String>,
     /// Continue after this task (the `next_cursor` of the previous page).
     pub cursor: Option<TaskId>,
-    /// Page size (stores cap it at [`MAX_PAGE`]).
+    /// Page size; 0 means [`MAX_PAGE`], and stores cap it there.
     pub limit: usize,
     /// Sort order; the cursor is stable under concurrent inserts either way.
     pub order: ListOrder,

@@ -1,0 +1,27 @@
+//! The compliance checks, grouped by what they exercise. Each is a
+//! `pub async fn(StoreFactory)` that panics when the store is wrong and
+//! returns early when the store lacks a capability the check needs.
+
+mod admin;
+mod claiming;
+mod dlq;
+mod fixtures;
+mod leases;
+
+pub use admin::{
+    counts_purge_delete_and_prune, idempotent_submit_returns_the_original, unknown_ids_are_reported,
+};
+pub use claiming::{
+    claims_follow_priority_then_due_order, concurrent_claimers_never_share_a_task,
+    not_yet_due_tasks_are_not_claimed, paused_queue_hands_out_nothing,
+    queue_config_changes_are_seen_by_the_next_claim,
+};
+pub use dlq::{
+    dlq_paging_is_stable_under_concurrent_inserts, redrive_by_filter_with_dry_run_and_limit,
+    redrive_resets_attempts_and_keeps_history,
+};
+pub use fixtures::fixtures_round_trip;
+pub use leases::{
+    expired_leases_are_reaped_exactly_once, extend_lease_moves_the_deadline_and_fences,
+    settle_batches_report_per_item, settled_tasks_reach_terminal_states, stale_settles_are_refused,
+};

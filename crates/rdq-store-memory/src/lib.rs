@@ -1,0 +1,131 @@
+//! rdq's in-memory store: the whole storage SPI held in one process.
+//!
+//! [`MemoryStore`] is what tests, examples and the SDK's no-broker backend run
+//! on. It keeps no clock of its own (time always arrives as `now`), so with a
+//! [`rdq_engine::ManualClock`] every schedule, lease and backoff is virtual and
+//! deterministic. It offers every capability ([`Capabilities::ALL`]) and is
+//! held to the same compliance suite as the durable stores. Nothing survives
+//! the process: it is for tests, not for data that matters.
+
+#![forbid(unsafe_code)]
+
+mod state;
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use rdq_engine::{
+    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueCounts, QueuePolicy,
+    RedriveRequest, Store, Submitted,
+};
+use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
+
+use crate::state::State;
+
+/// A [`Store`] that keeps every task in memory, indexed so that claims and
+/// lease reaping never scan.
+///
+/// Every operation takes one lock for its whole duration, so each call is
+/// atomic: no task is handed to two claimers and every settle is a true
+/// compare-and-swap on the task's lease.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // No operation can panic half-way through a change, so a poisoned lock
+        // still guards consistent data.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    async fn submit(&self, tasks: Vec<NewTask>) -> Vec<Result<Submitted, EngineError>> {
+        let mut state = self.state();
+        tasks.into_iter().map(|task| state.submit(task)).collect()
+    }
+
+    async fn claim(
+        &self,
+        queue: &str,
+        max: usize,
+        lease_ms: u64,
+        now: Timestamp,
+    ) -> Result<Vec<Envelope>, EngineError> {
+        Ok(self.state().claim(queue, max, lease_ms, now))
+    }
+
+    async fn settle(&self, updates: Vec<LeasedUpdate>) -> Vec<Result<(), EngineError>> {
+        let mut state = self.state();
+        updates
+            .into_iter()
+            .map(|update| state.settle(update))
+            .collect()
+    }
+
+    async fn expired_leases(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Envelope>, EngineError> {
+        Ok(self.state().expired_leases(now, limit))
+    }
+
+    async fn get(&self, id: TaskId) -> Result<Envelope, EngineError> {
+        self.state().get(id)
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
+        self.state().list(query)
+    }
+
+    async fn redrive(
+        &self,
+        request: &RedriveRequest,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, EngineError> {
+        self.state().redrive(request, now)
+    }
+
+    async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
+        Ok(self.state().purge(queue, status, dry_run))
+    }
+
+    async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
+        self.state().delete(id)
+    }
+
+    async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
+        Ok(self.state().counts())
+    }
+
+    async fn get_config(&self, queue: &str) -> Result<Option<QueuePolicy>, EngineError> {
+        Ok(self.state().get_config(queue))
+    }
+
+    async fn put_config(&self, queue: &str, policy: &QueuePolicy) -> Result<(), EngineError> {
+        self.state().put_config(queue, policy);
+        Ok(())
+    }
+
+    async fn prune_succeeded(
+        &self,
+        queue: &str,
+        finished_before: Timestamp,
+        limit: usize,
+    ) -> Result<u64, EngineError> {
+        Ok(self.state().prune_succeeded(queue, finished_before, limit))
+    }
+}
