@@ -16,8 +16,10 @@ pub const LEASE_EXPIRED_ERROR_TYPE: &str = "rdq.LeaseExpired";
 /// Header remembering a task's own priority while a deferral has raised it.
 pub const BASE_PRIORITY_HEADER: &str = "rdq.base_priority";
 
-/// Fences a settle to one claim: the number of the attempt the claim opened.
-/// A settle naming any other attempt is stale and refused with `LEASE_LOST`.
+/// Fences a settle to one claim: the task's `claim_count` when it was claimed.
+/// Every claim increments it and nothing decrements it (a deferral or release
+/// undoes the attempt, not the claim), so a settle naming any earlier claim is
+/// stale and refused with `LEASE_LOST`.
 ///
 /// Tokens fence stale workers, not malicious ones; authentication does that.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -26,9 +28,7 @@ pub struct LeaseToken(pub u32);
 impl LeaseToken {
     /// The token of the task's current claim, if it is in flight.
     pub fn current(env: &Envelope) -> Option<Self> {
-        (env.status == Status::InFlight)
-            .then(|| env.open_attempt().map(|a| Self(a.attempt_no)))
-            .flatten()
+        (env.status == Status::InFlight).then_some(Self(env.claim_count))
     }
 }
 
@@ -73,6 +73,7 @@ pub fn submit(
     delay_ms: u64,
 ) -> Result<Envelope, EngineError> {
     let mut next = env.clone();
+    next.mark_written();
     next.status = Status::Pending;
     next.attempt_count = 0;
     next.next_attempt_at = Some(now.plus_ms(delay_ms));
@@ -105,12 +106,15 @@ pub fn claim(
         )));
     }
     let mut next = env.clone();
+    next.mark_written();
     let attempt_no = next_attempt_no(env);
     next.status = Status::InFlight;
+    next.claim_count = next.claim_count.saturating_add(1);
     next.attempt_count = next.attempt_count.saturating_add(1);
     next.lease_expires_at = Some(now.plus_ms(lease_ms));
     next.attempts.push(AttemptRecord::open(attempt_no, now));
-    Ok((next, LeaseToken(attempt_no)))
+    let token = LeaseToken(next.claim_count);
+    Ok((next, token))
 }
 
 fn next_attempt_no(env: &Envelope) -> u32 {
@@ -142,6 +146,7 @@ pub fn settle(
 ) -> Result<Envelope, EngineError> {
     check_lease(env, token)?;
     let mut next = env.clone();
+    next.mark_written();
     match settlement {
         Settlement::Success => {
             close_attempt(&mut next, now, Outcome::Success, None);
@@ -222,6 +227,7 @@ pub fn expire_lease(
         }
     };
     let mut next = env.clone();
+    next.mark_written();
     let error = ErrorInfo::new(
         LEASE_EXPIRED_ERROR_TYPE,
         &format!("lease expired at {deadline} before the worker reported an outcome"),
@@ -249,6 +255,7 @@ pub fn extend_lease(
         return Err(EngineError::LeaseLost(env.id));
     }
     let mut next = env.clone();
+    next.mark_written();
     next.lease_expires_at = Some(now.plus_ms(extend_ms));
     Ok(next)
 }
@@ -263,6 +270,7 @@ pub fn redrive(env: &Envelope, now: Timestamp) -> Result<Envelope, EngineError> 
         )));
     }
     let mut next = env.clone();
+    next.mark_written();
     next.status = Status::Pending;
     next.attempt_count = 0;
     next.redrive_count = next.redrive_count.saturating_add(1);

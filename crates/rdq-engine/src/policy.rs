@@ -202,7 +202,10 @@ impl QueuePolicy {
     /// Parses a stored or submitted policy document and validates it.
     pub fn from_json(value: Value) -> Result<Self, EngineError> {
         let policy: Self =
-            serde_json::from_value(value).map_err(|e| EngineError::InvalidPolicy(e.to_string()))?;
+            serde_path_to_error::deserialize(value).map_err(|e| {
+                let path = e.path().to_string();
+                EngineError::InvalidPolicy(format!("{path}: {}", e.into_inner()))
+            })?;
         policy.validate()?;
         Ok(policy)
     }
@@ -271,7 +274,7 @@ mod tests {
             ),
             (
                 json!({"backoff": {"kind": "fixed", "delay_ms": -1}}),
-                "delay_ms",
+                "backoff",
             ),
             (json!({"backoff": {"kind": "sometimes"}}), "sometimes"),
             (json!({"no_such_field": 1}), "no_such_field"),

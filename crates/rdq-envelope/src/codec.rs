@@ -36,6 +36,7 @@ const ENVELOPE_KEYS: &[&str] = &[
     "deferral_count",
     "attempt_count",
     "redrive_count",
+    "claim_count",
     "next_attempt_at",
     "lease_expires_at",
     "created_at",
@@ -132,6 +133,9 @@ impl Envelope {
         }
         if !(a.has(absent::REDRIVE_COUNT) && self.redrive_count == 0) {
             w.field("redrive_count", &self.redrive_count);
+        }
+        if !(a.has(absent::CLAIM_COUNT) && self.claim_count == 0) {
+            w.field("claim_count", &self.claim_count);
         }
         if !(a.has(absent::NEXT_ATTEMPT_AT) && self.next_attempt_at.is_none()) {
             w.field_opt_display("next_attempt_at", self.next_attempt_at.as_ref());
@@ -577,6 +581,7 @@ fn decode_envelope(value: Value) -> Result<Envelope, EnvelopeError> {
     let (deferral_count, dc_absent) = f.uint_or_zero("deferral_count", u64::from(u32::MAX))?;
     let (attempt_count, ac_absent) = f.uint_or_zero("attempt_count", u64::from(u32::MAX))?;
     let (redrive_count, rc_absent) = f.uint_or_zero("redrive_count", u64::from(u32::MAX))?;
+    let (claim_count, cc_absent) = f.uint_or_zero("claim_count", u64::from(u32::MAX))?;
     let (next_attempt_at, na_absent) = f.opt_timestamp("next_attempt_at")?;
     let (lease_expires_at, le_absent) = f.opt_timestamp("lease_expires_at")?;
     let created_at = f.timestamp("created_at")?;
@@ -604,6 +609,7 @@ fn decode_envelope(value: Value) -> Result<Envelope, EnvelopeError> {
         | absent_bit(dc_absent, absent::DEFERRAL_COUNT)
         | absent_bit(ac_absent, absent::ATTEMPT_COUNT)
         | absent_bit(rc_absent, absent::REDRIVE_COUNT)
+        | absent_bit(cc_absent, absent::CLAIM_COUNT)
         | absent_bit(na_absent, absent::NEXT_ATTEMPT_AT)
         | absent_bit(le_absent, absent::LEASE_EXPIRES_AT)
         | absent_bit(attempts_absent, absent::ATTEMPTS);
@@ -624,6 +630,7 @@ fn decode_envelope(value: Value) -> Result<Envelope, EnvelopeError> {
         deferral_count: deferral_count as u32,
         attempt_count: attempt_count as u32,
         redrive_count: redrive_count as u32,
+        claim_count: claim_count as u32,
         next_attempt_at,
         lease_expires_at,
         created_at,

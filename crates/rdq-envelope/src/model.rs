@@ -111,6 +111,7 @@ pub(crate) mod absent {
     pub const NEXT_ATTEMPT_AT: u16 = 1 << 7;
     pub const LEASE_EXPIRES_AT: u16 = 1 << 8;
     pub const ATTEMPTS: u16 = 1 << 9;
+    pub const CLAIM_COUNT: u16 = 1 << 10;
     // Attempt records.
     pub const FINISHED_AT: u16 = 1 << 0;
     pub const OUTCOME: u16 = 1 << 1;
@@ -236,6 +237,9 @@ pub struct Envelope {
     pub attempt_count: u32,
     /// How often the task was redriven from the DLQ.
     pub redrive_count: u32,
+    /// Claims made so far, never decreasing; the current claim's fencing
+    /// token. Additive v1 field, default 0.
+    pub claim_count: u32,
     /// When the task becomes due; `None` once terminal.
     pub next_attempt_at: Option<Timestamp>,
     /// Lease deadline while in flight.
@@ -273,6 +277,7 @@ impl Envelope {
             deferral_count: 0,
             attempt_count: 0,
             redrive_count: 0,
+            claim_count: 0,
             next_attempt_at: Some(now),
             lease_expires_at: None,
             created_at: now,
@@ -295,6 +300,14 @@ impl Envelope {
     /// Replaces the payload with `bytes`, base64-encoded.
     pub fn set_payload_bytes(&mut self, bytes: &[u8]) {
         self.payload = base64::engine::general_purpose::STANDARD.encode(bytes);
+    }
+
+    /// Marks every optional field as written, as rdq does for every envelope
+    /// it changes: from then on each is encoded even at its default, so one
+    /// state always has one encoding whatever its writer left out before.
+    /// (`payload_ref` stays as it was: rdq never populates it.)
+    pub fn mark_written(&mut self) {
+        self.absent = Absent(self.absent.0 & absent::PAYLOAD_REF);
     }
 
     /// The attempt currently open, if the task is in flight.
