@@ -10,6 +10,6 @@ mod services;
 mod shutdown;
 mod worker;
 
-pub use services::{PrunerConfig, ReaperConfig, run_pruner, run_reaper};
+pub use services::{PrunerConfig, ReaperConfig, run_pruner, run_reaper, run_reaper_with};
 pub use shutdown::{Shutdown, ShutdownTrigger, shutdown_channel};
 pub use worker::{Handler, PANIC_ERROR_TYPE, Task, Worker, WorkerConfig, WorkerStats};

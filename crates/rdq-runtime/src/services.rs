@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use rdq_engine::Engine;
+use rdq_envelope::Envelope;
 use tracing::{debug, warn};
 
 use crate::shutdown::Shutdown;
@@ -28,10 +29,27 @@ impl Default for ReaperConfig {
 }
 
 /// Closes lapsed leases as `LEASE_EXPIRED` until shutdown.
-pub async fn run_reaper(engine: Engine, config: ReaperConfig, mut shutdown: Shutdown) {
+pub async fn run_reaper(engine: Engine, config: ReaperConfig, shutdown: Shutdown) {
+    run_reaper_with(engine, config, shutdown, |_: &[Envelope]| {}).await;
+}
+
+/// [`run_reaper`], handing every pass's reaped tasks (their new state: PENDING
+/// for a retry, DEAD once attempts are spent) to `on_reaped`; the SDK's
+/// dead-letter hook learns of lease-expiry deaths this way.
+pub async fn run_reaper_with(
+    engine: Engine,
+    config: ReaperConfig,
+    mut shutdown: Shutdown,
+    mut on_reaped: impl FnMut(&[Envelope]) + Send,
+) {
     loop {
         let reaped = match engine.reap_expired(config.batch).await {
-            Ok(reaped) => reaped.len(),
+            Ok(reaped) => {
+                if !reaped.is_empty() {
+                    on_reaped(&reaped);
+                }
+                reaped.len()
+            }
             Err(e) => {
                 warn!(error = %e, "lease reaper pass failed");
                 0
