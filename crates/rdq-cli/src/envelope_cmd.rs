@@ -83,7 +83,10 @@ pub fn run(cmd: EnvelopeCommand) -> Result<(), CliError> {
             let (payload, content_type) = match (payload_json, payload_file) {
                 (Some(json), _) => {
                     serde_json::from_str::<serde_json::Value>(&json).map_err(|e| {
-                        CliError::new("INVALID_PAYLOAD", format!("--payload-json is not JSON: {e}"))
+                        CliError::new(
+                            "INVALID_PAYLOAD",
+                            format!("--payload-json is not JSON: {e}"),
+                        )
                     })?;
                     (json.into_bytes(), "application/json".to_owned())
                 }
@@ -100,7 +103,9 @@ pub fn run(cmd: EnvelopeCommand) -> Result<(), CliError> {
         }
         EnvelopeCommand::FromQueuey { file } => {
             let bytes = read_all(file.as_deref())?;
-            QueueyEnvelope::decode(&bytes)?.to_rdq(Timestamp::now()).encode()
+            QueueyEnvelope::decode(&bytes)?
+                .to_rdq(Timestamp::now())
+                .encode()
         }
         EnvelopeCommand::ToQueuey { file } => {
             let bytes = read_all(file.as_deref())?;
@@ -121,7 +126,10 @@ fn parse_headers(pairs: &[String]) -> Result<BTreeMap<String, String>, CliError>
             pair.split_once('=')
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .ok_or_else(|| {
-                    CliError::new("INVALID_ARGUMENT", format!("header {pair:?} is not KEY=VALUE"))
+                    CliError::new(
+                        "INVALID_ARGUMENT",
+                        format!("header {pair:?} is not KEY=VALUE"),
+                    )
                 })
         })
         .collect()

@@ -5,8 +5,10 @@
 
 #![forbid(unsafe_code)]
 
+mod bench;
 mod envelope_cmd;
 mod input;
+mod stores;
 
 use std::process::ExitCode;
 
@@ -25,6 +27,8 @@ enum Command {
     /// Validate, create and convert wire envelopes.
     #[command(subcommand)]
     Envelope(envelope_cmd::EnvelopeCommand),
+    /// Measure a store with the workloads of SPEC §10 (drain, latency, retry).
+    Bench(bench::BenchArgs),
 }
 
 /// A command failure: a stable code (first on the stderr line) and a message.
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Envelope(cmd) => envelope_cmd::run(cmd),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

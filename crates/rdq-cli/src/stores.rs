@@ -1,0 +1,28 @@
+//! Opening a store from the one string users type everywhere (`--store`):
+//! a bare filesystem path is the embedded store in that directory; other
+//! stores are URLs.
+
+use std::sync::Arc;
+
+use rdq_engine::Store;
+
+use crate::CliError;
+
+/// Opens the store `spec` names: `memory:` (in-process, for trials), a
+/// directory path (the embedded store), or a URL of a store this build has.
+pub fn open_store(spec: &str) -> Result<Arc<dyn Store>, CliError> {
+    if spec == "memory:" || spec == "memory://" || spec == "memory" {
+        return Ok(Arc::new(rdq_store_memory::MemoryStore::new()));
+    }
+    if let Some((scheme, _)) = spec.split_once("://") {
+        return Err(CliError::new(
+            "UNSUPPORTED_STORE",
+            format!(
+                "no {scheme}:// store in this build; use a directory path (the embedded store) or memory:"
+            ),
+        ));
+    }
+    let store = rdq_store_embedded::EmbeddedStore::open(spec)
+        .map_err(|e| CliError::new(e.code(), format!("{spec}: {e}")))?;
+    Ok(Arc::new(store))
+}

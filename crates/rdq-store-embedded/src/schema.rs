@@ -1,0 +1,271 @@
+//! The on-disk format: the schema, how a data file is recognised as rdq's,
+//! and how connections are opened and tuned.
+//!
+//! A file is rdq's when its SQLite header carries rdq's `application_id` and a
+//! `user_version` this build understands. Everything else (bytes that are not
+//! SQLite, another program's database, a newer rdq's schema) is refused with
+//! `CORRUPT_STORE` before anything writes to it, so a wrong path can never be
+//! silently "initialised" over somebody's data. A brand-new database is
+//! initialised in one rollback-journal transaction (schema, version and
+//! application id together) and only then switched to WAL, so the header
+//! always says what the file is, even after a crash during creation.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::config::DbConfig;
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension};
+
+use crate::error::{from_open, from_sql};
+use rdq_engine::EngineError;
+
+/// `PRAGMA application_id` of an rdq data file: the ASCII bytes `rdq1`.
+pub const APPLICATION_ID: i32 = 0x7264_7131;
+
+/// `PRAGMA user_version` of the schema this build writes and reads.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// Status codes stored in `tasks.status`.
+pub(crate) mod status {
+    pub(crate) const PENDING: i64 = 0;
+    pub(crate) const IN_FLIGHT: i64 = 1;
+    pub(crate) const SUCCEEDED: i64 = 2;
+    pub(crate) const DEAD: i64 = 3;
+}
+
+/// Schema version 1. The envelope bytes are the source of truth; every other
+/// column of `tasks` is derived from them (see `columns.rs`) for the queries'
+/// sake. Partial indexes keep each hot lookup an index seek over only the rows
+/// it can match: claimable PENDING tasks, leased IN_FLIGHT tasks, the DLQ and
+/// prunable SUCCEEDED tasks.
+const SCHEMA_V1: &str = "
+CREATE TABLE tasks (
+    seq              INTEGER PRIMARY KEY,
+    id               BLOB    NOT NULL,
+    queue            TEXT    NOT NULL,
+    status           INTEGER NOT NULL,
+    priority         INTEGER NOT NULL,
+    next_attempt_at  INTEGER,
+    lease_expires_at INTEGER,
+    lease_attempt    INTEGER,
+    error_type       TEXT,
+    finished_at      INTEGER,
+    idempotency_key  TEXT,
+    envelope         BLOB    NOT NULL
+);
+CREATE UNIQUE INDEX tasks_id ON tasks (id);
+CREATE INDEX tasks_queue ON tasks (queue, id);
+CREATE INDEX tasks_claim ON tasks (queue, priority DESC, next_attempt_at, id) WHERE status = 0;
+CREATE INDEX tasks_lease ON tasks (lease_expires_at) WHERE status = 1;
+CREATE INDEX tasks_done ON tasks (queue, finished_at) WHERE status = 2;
+CREATE INDEX tasks_dead ON tasks (queue, id) WHERE status = 3;
+CREATE UNIQUE INDEX tasks_idempotency ON tasks (queue, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE TABLE queues (
+    name   TEXT PRIMARY KEY,
+    policy TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE queue_counts (
+    queue     TEXT PRIMARY KEY,
+    pending   INTEGER NOT NULL DEFAULT 0,
+    in_flight INTEGER NOT NULL DEFAULT 0,
+    succeeded INTEGER NOT NULL DEFAULT 0,
+    dead      INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+";
+
+/// Tables a version-1 store must have.
+const TABLES: [&str; 3] = ["tasks", "queues", "queue_counts"];
+
+/// Connection tuning shared by the writer and the readers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tuning {
+    pub(crate) cache_kib: u32,
+    pub(crate) busy_timeout: Duration,
+}
+
+/// What an existing file turned out to be.
+enum Found {
+    /// An SQLite database with nothing in it (a zero-length file, or a crash
+    /// before the first transaction committed): safe to initialise.
+    Empty,
+    /// An rdq store of a version this build reads.
+    Rdq,
+}
+
+/// Opens (creating if absent) the write connection to the store at `path`:
+/// validated, initialised, in WAL mode with `synchronous=FULL`.
+pub(crate) fn open_writer(path: &Path, tuning: Tuning) -> Result<Connection, EngineError> {
+    let existing = match std::fs::metadata(path) {
+        Ok(meta) => meta.len() > 0,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => {
+            return Err(EngineError::Unavailable(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    if existing {
+        // Look before touching: a read-only connection cannot change the file,
+        // whatever it turns out to be.
+        let probe = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| from_open(path, e))?;
+        inspect(&probe, path)?;
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| from_open(path, e))?;
+    conn.busy_timeout(tuning.busy_timeout)
+        .map_err(|e| from_open(path, e))?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| from_open(path, e))?;
+    initialise(&conn, path)?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(|e| from_open(path, e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(EngineError::Unavailable(format!(
+            "{} cannot use write-ahead logging (journal_mode is {mode})",
+            path.display()
+        )));
+    }
+    // Set again and read back: acknowledging a write promises it was fsynced.
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| from_open(path, e))?;
+    let synchronous: i64 = conn
+        .pragma_query_value(None, "synchronous", |row| row.get(0))
+        .map_err(|e| from_open(path, e))?;
+    if synchronous != 2 {
+        return Err(EngineError::Unavailable(format!(
+            "{} refused synchronous=FULL (it is {synchronous})",
+            path.display()
+        )));
+    }
+    // Keep the WAL file from growing without bound after a burst.
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
+        .map_err(|e| from_open(path, e))?;
+    tune(&conn, tuning).map_err(|e| from_open(path, e))?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
+/// Opens a read connection to an already-opened store.
+pub(crate) fn open_reader(path: &Path, tuning: Tuning) -> Result<Connection, EngineError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| from_open(path, e))?;
+    conn.busy_timeout(tuning.busy_timeout)
+        .map_err(|e| from_open(path, e))?;
+    tune(&conn, tuning).map_err(|e| from_open(path, e))?;
+    conn.set_prepared_statement_cache_capacity(32);
+    Ok(conn)
+}
+
+fn tune(conn: &Connection, tuning: Tuning) -> rusqlite::Result<()> {
+    // The query planner stability guarantee: plans never depend on bound
+    // values. Without it SQLite re-prepares a statement whenever a new value
+    // is bound to a `LIMIT ?` or to some `col = ?` terms, which on the hot
+    // path means re-planning nearly every claim, settle and reap.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    conn.pragma_update(None, "cache_size", -i64::from(tuning.cache_kib))?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    Ok(())
+}
+
+/// Creates the schema in an empty database, in one transaction, and
+/// re-validates whatever is there (another process may have won the race).
+fn initialise(conn: &Connection, path: &Path) -> Result<(), EngineError> {
+    conn.execute_batch("BEGIN EXCLUSIVE")
+        .map_err(|e| from_open(path, e))?;
+    let result = match inspect(conn, path) {
+        Ok(Found::Rdq) => Ok(()),
+        Ok(Found::Empty) => create(conn).map_err(|e| from_open(path, e)),
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => conn.execute_batch("COMMIT").map_err(|e| from_open(path, e)),
+        Err(e) => {
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            Err(e)
+        }
+    }
+}
+
+fn create(conn: &Connection) -> rusqlite::Result<()> {
+    tracing::info!("initialising a new rdq store, schema version {SCHEMA_VERSION}");
+    conn.pragma_update(None, "application_id", APPLICATION_ID)?;
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    conn.execute_batch(SCHEMA_V1)
+}
+
+/// Decides what the database behind `conn` is, without writing to it.
+fn inspect(conn: &Connection, path: &Path) -> Result<Found, EngineError> {
+    let shown = path.display();
+    let not_rdq = |e: rusqlite::Error| match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            EngineError::CorruptStore(format!(
+                "{shown} is not an rdq store: it is not an SQLite database ({e}); refusing to touch it"
+            ))
+        }
+        _ => from_open(path, e),
+    };
+    let application_id: i32 = conn
+        .pragma_query_value(None, "application_id", |row| row.get(0))
+        .map_err(not_rdq)?;
+    let version: i32 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(not_rdq)?;
+    let objects: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
+        .map_err(not_rdq)?;
+    if application_id == 0 && version == 0 && objects == 0 {
+        return Ok(Found::Empty);
+    }
+    if application_id != APPLICATION_ID {
+        return Err(EngineError::CorruptStore(format!(
+            "{shown} is not an rdq store: it is an SQLite database with application_id \
+             {application_id:#010x} (rdq's is {APPLICATION_ID:#010x}) and {objects} schema \
+             objects; refusing to touch it"
+        )));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(EngineError::CorruptStore(format!(
+            "{shown} has rdq schema version {version}, newer than this build understands \
+             ({SCHEMA_VERSION}); upgrade rdq to open it"
+        )));
+    }
+    if version < 1 {
+        return Err(EngineError::CorruptStore(format!(
+            "{shown} carries rdq's application id but no schema version ({version}); \
+             refusing to touch it"
+        )));
+    }
+    for table in TABLES {
+        let present = conn
+            .query_row(
+                "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+                [table],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(|e| from_sql(&e))?;
+        if present.is_none() {
+            return Err(EngineError::CorruptStore(format!(
+                "{shown} is damaged: rdq schema version {version} but table `{table}` is missing"
+            )));
+        }
+    }
+    Ok(Found::Rdq)
+}

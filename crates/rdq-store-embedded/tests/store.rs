@@ -1,0 +1,713 @@
+//! The embedded store's own behaviour, beyond the shared compliance suite:
+//! byte-exact envelopes on disk and across reopen, claim order and
+//! exclusivity under concurrency, the settle compare-and-swap inside group
+//! commits, the derived counts, query plans that stay on indexes, and a group
+//! whose transaction cannot start failing as a whole.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use rdq_engine::machine::{self, LeaseToken};
+use rdq_engine::{
+    Backoff, EngineError, LeasedUpdate, ListOrder, ListQuery, NewTask, QueuePolicy, RedriveRequest,
+    Store, Submitted,
+};
+use rdq_envelope::{Envelope, ErrorInfo, Outcome, Status, TaskId, Timestamp};
+use rdq_store_embedded::{DB_FILE_NAME, EmbeddedOptions, EmbeddedStore};
+
+fn t(ms: i64) -> Timestamp {
+    Timestamp::from_unix_ms(1_800_000_000_000 + ms).unwrap()
+}
+
+fn fresh() -> (tempfile::TempDir, EmbeddedStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    (dir, store)
+}
+
+fn task(queue: &str, priority: u8, due: Timestamp) -> NewTask {
+    let mut env = Envelope::new(queue, "handler", b"{\"n\":1}", "application/json", t(0));
+    env.priority = priority;
+    env.next_attempt_at = Some(due);
+    NewTask {
+        envelope: env,
+        idempotency_key: None,
+    }
+}
+
+async fn submit_ok(store: &EmbeddedStore, tasks: Vec<NewTask>) -> Vec<Envelope> {
+    store
+        .submit(tasks)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().envelope().clone())
+        .collect()
+}
+
+/// Settles a claimed task with `settlement` under the default policy.
+async fn settle(
+    store: &EmbeddedStore,
+    claimed: &Envelope,
+    settlement: machine::Settlement,
+    policy: &QueuePolicy,
+    now: Timestamp,
+) -> Result<Envelope, EngineError> {
+    let token = LeaseToken::current(claimed).unwrap();
+    let next = machine::settle(claimed, token, &settlement, policy, now)?;
+    store
+        .settle(vec![LeasedUpdate {
+            envelope: next.clone(),
+            expected: token,
+        }])
+        .await
+        .pop()
+        .unwrap()?;
+    Ok(next)
+}
+
+fn failure(error_type: &str) -> machine::Settlement {
+    machine::Settlement::Failure {
+        error: ErrorInfo::new(error_type, "it broke"),
+        kind: machine::FailureKind::Permanent,
+    }
+}
+
+fn fixtures() -> Vec<(String, Vec<u8>)> {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../compliance/fixtures/valid");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            out.push((
+                path.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&path).unwrap(),
+            ));
+        }
+    }
+    assert!(out.len() > 10, "fixtures not found");
+    out
+}
+
+#[tokio::test]
+async fn every_valid_fixture_comes_back_byte_for_byte_and_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut stored = Vec::new();
+    {
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        for (name, bytes) in fixtures() {
+            let mut env = Envelope::decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            // Fixtures share ids; give each its own.
+            env.id = TaskId::generate();
+            let canonical = env.encode();
+            let results = store
+                .submit(vec![NewTask {
+                    envelope: env.clone(),
+                    idempotency_key: None,
+                }])
+                .await;
+            assert!(matches!(results[0], Ok(Submitted::Created(_))), "{name}");
+            let back = store.get(env.id).await.unwrap();
+            assert_eq!(back.encode(), canonical, "{name}");
+            assert_eq!(back, env, "{name}");
+            stored.push((name, env.id, canonical));
+        }
+        store.verify().await.unwrap();
+    }
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    for (name, id, canonical) in stored {
+        assert_eq!(store.get(id).await.unwrap().encode(), canonical, "{name}");
+    }
+    store.verify().await.unwrap();
+}
+
+#[tokio::test]
+async fn claims_follow_priority_then_due_time_then_id_and_skip_tasks_not_due() {
+    let (_dir, store) = fresh();
+    let a = submit_ok(&store, vec![task("q", 0, t(10))]).await;
+    let b = submit_ok(&store, vec![task("q", 5, t(20))]).await;
+    let c = submit_ok(&store, vec![task("q", 5, t(10))]).await;
+    let d = submit_ok(&store, vec![task("q", 0, t(10))]).await;
+    // Due only later, at the highest priority: must not block the others.
+    let later = submit_ok(&store, vec![task("q", 9, t(1_000))]).await;
+    let other = submit_ok(&store, vec![task("other", 9, t(0))]).await;
+
+    let claimed = store.claim("q", 10, 30_000, t(100)).await.unwrap();
+    let ids: Vec<TaskId> = claimed.iter().map(|e| e.id).collect();
+    assert_eq!(ids, vec![c[0].id, b[0].id, a[0].id, d[0].id]);
+    for env in &claimed {
+        assert_eq!(env.status, Status::InFlight);
+        assert_eq!(env.lease_expires_at, Some(t(30_100)));
+        assert_eq!(store.get(env.id).await.unwrap(), *env);
+    }
+    assert!(
+        store
+            .claim("q", 10, 30_000, t(100))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let due = store.claim("q", 10, 30_000, t(1_000)).await.unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!(due[0].id, later[0].id);
+    assert_eq!(
+        store.claim("other", 1, 1, t(0)).await.unwrap()[0].id,
+        other[0].id
+    );
+    store.verify().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_claimers_never_share_a_task() {
+    let (_dir, store) = fresh();
+    let store = Arc::new(store);
+    let total = 3000;
+    let mut submitted = HashSet::new();
+    for chunk in 0..30 {
+        let tasks = (0..total / 30)
+            .map(|i| task("race", (i % 3) as u8, t(chunk)))
+            .collect();
+        for env in submit_ok(&store, tasks).await {
+            submitted.insert(env.id);
+        }
+    }
+    let mut workers = Vec::new();
+    for w in 0..16 {
+        let store = Arc::clone(&store);
+        workers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let got = store
+                    .claim("race", 1 + w % 7, 60_000, t(100))
+                    .await
+                    .unwrap();
+                if got.is_empty() {
+                    break;
+                }
+                mine.extend(got.into_iter().map(|e| e.id));
+            }
+            mine
+        }));
+    }
+    let mut seen = HashSet::new();
+    for w in workers {
+        for id in w.await.unwrap() {
+            assert!(seen.insert(id), "task {id} was claimed twice");
+        }
+    }
+    assert_eq!(seen, submitted);
+    let counts = store.counts().await.unwrap();
+    assert_eq!(counts[0].in_flight, total as u64);
+    assert_eq!(counts[0].pending, 0);
+    store.verify().await.unwrap();
+}
+
+#[tokio::test]
+async fn settle_is_a_compare_and_swap_and_one_refusal_spares_the_batch() {
+    let (_dir, store) = fresh();
+    let policy = QueuePolicy {
+        backoff: Backoff::None,
+        ..QueuePolicy::default()
+    };
+    submit_ok(&store, (0..3).map(|_| task("q", 0, t(0))).collect()).await;
+    let claimed = store.claim("q", 3, 1_000, t(0)).await.unwrap();
+    assert_eq!(claimed.len(), 3);
+
+    // A stale token: the task's lease is attempt 1, not 7.
+    let next0 = machine::settle(
+        &claimed[0],
+        LeaseToken(1),
+        &machine::Settlement::Success,
+        &policy,
+        t(5),
+    )
+    .unwrap();
+    let next1 = machine::settle(
+        &claimed[1],
+        LeaseToken(1),
+        &machine::Settlement::Success,
+        &policy,
+        t(5),
+    )
+    .unwrap();
+    let mut gone = next1.clone();
+    gone.id = TaskId::generate();
+    let results = store
+        .settle(vec![
+            LeasedUpdate {
+                envelope: next0.clone(),
+                expected: LeaseToken(7),
+            },
+            LeasedUpdate {
+                envelope: next1.clone(),
+                expected: LeaseToken(1),
+            },
+            LeasedUpdate {
+                envelope: gone.clone(),
+                expected: LeaseToken(1),
+            },
+        ])
+        .await;
+    assert_eq!(results[0], Err(EngineError::LeaseLost(next0.id)));
+    assert_eq!(results[1], Ok(()));
+    assert_eq!(results[2], Err(EngineError::TaskNotFound(gone.id)));
+    assert_eq!(store.get(claimed[0].id).await.unwrap(), claimed[0]);
+    assert_eq!(
+        store.get(claimed[1].id).await.unwrap().status,
+        Status::Succeeded
+    );
+    // Settling twice: the lease is gone.
+    let again = store
+        .settle(vec![LeasedUpdate {
+            envelope: next1.clone(),
+            expected: LeaseToken(1),
+        }])
+        .await;
+    assert_eq!(again[0], Err(EngineError::LeaseLost(next1.id)));
+
+    // A lapsed lease reaped, then the original worker's settle is refused.
+    let expired = store.expired_leases(t(1_000), 10).await.unwrap();
+    let ids: HashSet<TaskId> = expired.iter().map(|e| e.id).collect();
+    assert_eq!(ids, HashSet::from([claimed[0].id, claimed[2].id]));
+    assert!(store.expired_leases(t(999), 10).await.unwrap().is_empty());
+    let reaped = machine::expire_lease(&claimed[2], &policy, t(1_000)).unwrap();
+    assert_eq!(
+        store
+            .settle(vec![LeasedUpdate {
+                envelope: reaped,
+                expected: LeaseToken(1),
+            }])
+            .await[0],
+        Ok(())
+    );
+    assert_eq!(
+        settle(
+            &store,
+            &claimed[2],
+            machine::Settlement::Success,
+            &policy,
+            t(1_001)
+        )
+        .await,
+        Err(EngineError::LeaseLost(claimed[2].id))
+    );
+    let back = store.get(claimed[2].id).await.unwrap();
+    assert_eq!(back.status, Status::Pending);
+    assert_eq!(back.attempts[0].outcome, Some(Outcome::LeaseExpired));
+    store.verify().await.unwrap();
+}
+
+#[tokio::test]
+async fn idempotency_keys_are_per_queue_even_within_one_batch() {
+    let (_dir, store) = fresh();
+    let keyed = |queue: &str| NewTask {
+        idempotency_key: Some("order-42".into()),
+        ..task(queue, 0, t(0))
+    };
+    let results = store.submit(vec![keyed("a"), keyed("a"), keyed("b")]).await;
+    let first = match &results[0] {
+        Ok(Submitted::Created(env)) => env.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(results[1], Ok(Submitted::Existing(first.clone())));
+    assert!(matches!(results[2], Ok(Submitted::Created(_))));
+    let again = store.submit(vec![keyed("a")]).await;
+    assert_eq!(again[0], Ok(Submitted::Existing(first.clone())));
+    // A duplicate id is refused alone.
+    let dup = NewTask {
+        envelope: first.clone(),
+        idempotency_key: None,
+    };
+    let mixed = store.submit(vec![dup, task("a", 0, t(0))]).await;
+    assert_eq!(mixed[0].as_ref().unwrap_err().code(), "INVALID_ARGUMENT");
+    assert!(matches!(mixed[1], Ok(Submitted::Created(_))));
+    // Once the task is gone the key is free again.
+    store.delete(first.id).await.unwrap();
+    assert!(matches!(
+        store.submit(vec![keyed("a")]).await[0],
+        Ok(Submitted::Created(_))
+    ));
+    store.verify().await.unwrap();
+}
+
+#[tokio::test]
+async fn dlq_listing_pages_by_id_with_error_type_globs_and_redrive_works() {
+    let (_dir, store) = fresh();
+    let policy = QueuePolicy::default();
+    let envs = submit_ok(&store, (0..25).map(|_| task("jobs", 0, t(0))).collect()).await;
+    let claimed = store.claim("jobs", 25, 1_000, t(0)).await.unwrap();
+    let mut dead = Vec::new();
+    for (i, env) in claimed.iter().enumerate() {
+        if i % 5 == 4 {
+            settle(&store, env, machine::Settlement::Success, &policy, t(1))
+                .await
+                .unwrap();
+            continue;
+        }
+        let ty = if i % 2 == 0 {
+            "io.Timeout"
+        } else {
+            "db.Deadlock"
+        };
+        settle(&store, env, failure(ty), &policy, t(1))
+            .await
+            .unwrap();
+        dead.push((env.id, ty));
+    }
+    assert_eq!(dead.len(), 20);
+    let ids_of = |page: &rdq_engine::Page| page.items.iter().map(|e| e.id).collect::<Vec<_>>();
+
+    // Newest first, pages of 7.
+    let mut cursor = None;
+    let mut walked = Vec::new();
+    loop {
+        let page = store
+            .list(&ListQuery {
+                queue: "jobs".into(),
+                status: Some(Status::Dead),
+                cursor,
+                limit: 7,
+                ..ListQuery::default()
+            })
+            .await
+            .unwrap();
+        walked.extend(ids_of(&page));
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    let mut expected: Vec<TaskId> = dead.iter().map(|(id, _)| *id).collect();
+    expected.sort();
+    expected.reverse();
+    assert_eq!(walked, expected);
+
+    // Oldest first with a glob.
+    let page = store
+        .list(&ListQuery {
+            queue: "jobs".into(),
+            status: Some(Status::Dead),
+            error_type: Some("io.*".into()),
+            limit: 100,
+            order: ListOrder::OldestFirst,
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    let mut timeouts: Vec<TaskId> = dead
+        .iter()
+        .filter(|(_, ty)| *ty == "io.Timeout")
+        .map(|(id, _)| *id)
+        .collect();
+    timeouts.sort();
+    assert_eq!(ids_of(&page), timeouts);
+    assert_eq!(page.next_cursor, None);
+
+    // Every status, every order; other statuses filter by status.
+    let all = store
+        .list(&ListQuery {
+            queue: "jobs".into(),
+            order: ListOrder::OldestFirst,
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids_of(&all), envs.iter().map(|e| e.id).collect::<Vec<_>>());
+    let done = store
+        .list(&ListQuery {
+            queue: "jobs".into(),
+            status: Some(Status::Succeeded),
+            limit: 2,
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(done.items.len(), 2);
+    assert!(done.next_cursor.is_some());
+    assert!(done.items.iter().all(|e| e.status == Status::Succeeded));
+    let bad = store
+        .list(&ListQuery {
+            queue: "jobs".into(),
+            error_type: Some("[".into()),
+            ..ListQuery::default()
+        })
+        .await;
+    assert_eq!(bad.unwrap_err().code(), "INVALID_ARGUMENT");
+
+    // Redrive: dry run, by ids (only dead ones count), by filter with a limit.
+    let request = RedriveRequest {
+        queue: "jobs".into(),
+        error_type: Some("db.*".into()),
+        dry_run: true,
+        ..RedriveRequest::default()
+    };
+    let would = store.redrive(&request, t(2)).await.unwrap();
+    assert_eq!(would.len(), 10);
+    assert_eq!(store.counts().await.unwrap()[0].dead, 20);
+    let by_ids = store
+        .redrive(
+            &RedriveRequest {
+                queue: "jobs".into(),
+                ids: Some(vec![dead[0].0, dead[0].0, envs[4].id, TaskId::generate()]),
+                ..RedriveRequest::default()
+            },
+            t(2),
+        )
+        .await
+        .unwrap();
+    assert_eq!(by_ids, vec![dead[0].0]);
+    let redriven = store.get(dead[0].0).await.unwrap();
+    assert_eq!(redriven.status, Status::Pending);
+    assert_eq!(redriven.redrive_count, 1);
+    assert_eq!(redriven.attempts.len(), 1);
+    let limited = store
+        .redrive(
+            &RedriveRequest {
+                queue: "jobs".into(),
+                limit: Some(3),
+                ..RedriveRequest::default()
+            },
+            t(2),
+        )
+        .await
+        .unwrap();
+    assert_eq!(limited.len(), 3);
+    let counts = store.counts().await.unwrap();
+    assert_eq!(
+        (counts[0].pending, counts[0].dead, counts[0].succeeded),
+        (4, 16, 5)
+    );
+    // The redriven tasks are claimable again.
+    assert_eq!(store.claim("jobs", 10, 1_000, t(3)).await.unwrap().len(), 4);
+    store.verify().await.unwrap();
+}
+
+#[tokio::test]
+async fn purge_delete_prune_and_counts_agree() {
+    let (_dir, store) = fresh();
+    let policy = QueuePolicy::default();
+    submit_ok(&store, (0..10).map(|_| task("p", 0, t(0))).collect()).await;
+    let claimed = store.claim("p", 6, 1_000, t(0)).await.unwrap();
+    for (i, env) in claimed.iter().enumerate() {
+        settle(
+            &store,
+            env,
+            machine::Settlement::Success,
+            &policy,
+            t(10 * i as i64),
+        )
+        .await
+        .unwrap();
+    }
+    let counts = store.counts().await.unwrap();
+    assert_eq!((counts[0].pending, counts[0].succeeded), (4, 6));
+
+    // Finished at t(0), t(10) .. t(50): before t(25) are three.
+    assert_eq!(store.prune_succeeded("p", t(25), 2).await.unwrap(), 2);
+    assert_eq!(store.prune_succeeded("p", t(25), 100).await.unwrap(), 1);
+    assert_eq!(store.prune_succeeded("p", t(25), 100).await.unwrap(), 0);
+    assert_eq!(store.prune_succeeded("nope", t(25), 100).await.unwrap(), 0);
+    assert_eq!(store.counts().await.unwrap()[0].succeeded, 3);
+
+    assert_eq!(store.purge("p", Status::Pending, true).await.unwrap(), 4);
+    assert_eq!(store.counts().await.unwrap()[0].pending, 4);
+    assert_eq!(store.purge("p", Status::Pending, false).await.unwrap(), 4);
+    assert_eq!(store.counts().await.unwrap()[0].pending, 0);
+
+    store.delete(claimed[5].id).await.unwrap();
+    assert_eq!(
+        store.delete(claimed[5].id).await,
+        Err(EngineError::TaskNotFound(claimed[5].id))
+    );
+    assert_eq!(
+        store.get(claimed[5].id).await,
+        Err(EngineError::TaskNotFound(claimed[5].id))
+    );
+    assert_eq!(store.counts().await.unwrap()[0].succeeded, 2);
+    assert_eq!(store.purge("p", Status::Succeeded, false).await.unwrap(), 2);
+    // A queue with no tasks and no policy is not listed.
+    assert!(store.counts().await.unwrap().is_empty());
+    store.verify().await.unwrap();
+}
+
+#[tokio::test]
+async fn policies_round_trip_and_persist() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = QueuePolicy {
+        max_attempts: 3,
+        backoff: Backoff::Fixed { delay_ms: 250 },
+        retryable_errors: vec!["io.*".into()],
+        paused: true,
+        callback: Some(serde_json::json!({"url": "http://127.0.0.1:9/x"})),
+        ..QueuePolicy::default()
+    };
+    {
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        assert_eq!(store.get_config("cfg").await.unwrap(), None);
+        store
+            .put_config("cfg", &QueuePolicy::default())
+            .await
+            .unwrap();
+        store.put_config("cfg", &policy).await.unwrap();
+        assert_eq!(store.get_config("cfg").await.unwrap(), Some(policy.clone()));
+        let counts = store.counts().await.unwrap();
+        assert_eq!(counts.len(), 1);
+        assert_eq!(counts[0].queue, "cfg");
+        submit_ok(&store, vec![task("cfg", 0, t(0))]).await;
+    }
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    assert_eq!(store.get_config("cfg").await.unwrap(), Some(policy));
+    assert_eq!(store.counts().await.unwrap()[0].pending, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_concurrent_writers_share_commits_and_all_land() {
+    let (_dir, store) = fresh();
+    let store = Arc::new(store);
+    let mut handles = Vec::new();
+    for _ in 0..64 {
+        let store = Arc::clone(&store);
+        handles.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for _ in 0..20 {
+                let env = submit_ok(&store, vec![task("w", 0, t(0))]).await;
+                ids.push(env[0].id);
+            }
+            ids
+        }));
+    }
+    let mut all = Vec::new();
+    for h in handles {
+        all.extend(h.await.unwrap());
+    }
+    assert_eq!(all.len(), 64 * 20);
+    for id in &all {
+        store.get(*id).await.unwrap();
+    }
+    assert_eq!(store.counts().await.unwrap()[0].pending, 64 * 20);
+    store.verify().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_group_that_cannot_commit_fails_whole_and_the_store_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = EmbeddedOptions::default();
+    options.busy_timeout = std::time::Duration::from_millis(50);
+    let store = EmbeddedStore::open_with(dir.path(), options).unwrap();
+    submit_ok(&store, vec![task("q", 0, t(0))]).await;
+    // Another process holds the write lock.
+    let other = rusqlite::Connection::open(dir.path().join(DB_FILE_NAME)).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let refused = store
+        .submit(vec![task("q", 0, t(0)), task("q", 0, t(0))])
+        .await;
+    assert_eq!(refused.len(), 2);
+    for r in &refused {
+        assert_eq!(r.as_ref().unwrap_err().code(), "STORE_UNAVAILABLE");
+    }
+    assert_eq!(
+        store.claim("q", 1, 1, t(0)).await.unwrap_err().code(),
+        "STORE_UNAVAILABLE"
+    );
+    other.execute_batch("ROLLBACK").unwrap();
+    drop(other);
+    submit_ok(&store, vec![task("q", 0, t(0))]).await;
+    assert_eq!(store.counts().await.unwrap()[0].pending, 2);
+    assert_eq!(store.claim("q", 5, 1, t(0)).await.unwrap().len(), 2);
+    store.verify().await.unwrap();
+}
+
+/// The hot queries are index seeks (a full scan of `tasks` would not stay flat
+/// at a million rows).
+#[tokio::test]
+async fn hot_queries_use_their_indexes() {
+    let (dir, store) = fresh();
+    submit_ok(&store, vec![task("q", 0, t(0))]).await;
+    let conn = rusqlite::Connection::open(dir.path().join(DB_FILE_NAME)).unwrap();
+    let plan = |sql: &str| -> String {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let n = stmt.parameter_count();
+        let nulls = rusqlite::params_from_iter(std::iter::repeat_n(rusqlite::types::Null, n));
+        let rows = stmt
+            .query_map(nulls, |row| row.get::<_, String>(3))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect::<Vec<_>>();
+        rows.join(" | ")
+    };
+    let cases = [
+        (
+            "SELECT priority FROM tasks WHERE queue = ?1 AND status = 0 AND priority < ?2 ORDER BY priority DESC LIMIT 1",
+            "tasks_claim",
+        ),
+        (
+            "SELECT seq, envelope FROM tasks WHERE queue = ?1 AND status = 0 AND priority = ?2 AND next_attempt_at <= ?3 ORDER BY next_attempt_at, id LIMIT ?4",
+            "tasks_claim",
+        ),
+        (
+            "SELECT envelope FROM tasks WHERE status = 1 AND lease_expires_at <= ?1 ORDER BY lease_expires_at LIMIT ?2",
+            "tasks_lease",
+        ),
+        (
+            "SELECT error_type, envelope FROM tasks WHERE queue = ?1 AND status = 3 AND id < ?2 ORDER BY id DESC",
+            "tasks_dead",
+        ),
+        (
+            "SELECT error_type, envelope FROM tasks WHERE queue = ?1 AND id < ?2 AND status = ?3 ORDER BY id DESC",
+            "tasks_queue",
+        ),
+        (
+            "SELECT seq FROM tasks WHERE queue = ?1 AND status = 2 AND finished_at < ?2 ORDER BY finished_at LIMIT ?3",
+            "tasks_done",
+        ),
+        (
+            "SELECT envelope FROM tasks WHERE queue = ?1 AND idempotency_key = ?2",
+            "tasks_idempotency",
+        ),
+        ("SELECT envelope FROM tasks WHERE id = ?1", "tasks_id"),
+    ];
+    for (sql, index) in cases {
+        let plan = plan(sql);
+        assert!(plan.contains(index), "{sql}\n  plan: {plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{sql}\n  sorts: {plan}");
+    }
+    drop(store);
+}
+
+#[tokio::test]
+async fn empty_calls_and_unknown_things_are_harmless() {
+    let (_dir, store) = fresh();
+    assert!(store.submit(Vec::new()).await.is_empty());
+    assert!(store.settle(Vec::new()).await.is_empty());
+    assert!(store.claim("none", 0, 1, t(0)).await.unwrap().is_empty());
+    assert!(store.claim("none", 5, 1, t(0)).await.unwrap().is_empty());
+    assert!(store.expired_leases(t(0), 0).await.unwrap().is_empty());
+    let id = TaskId::generate();
+    assert_eq!(store.get(id).await, Err(EngineError::TaskNotFound(id)));
+    let page = store
+        .list(&ListQuery {
+            queue: "none".into(),
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert!(page.items.is_empty() && page.next_cursor.is_none());
+    assert_eq!(store.purge("none", Status::Dead, false).await.unwrap(), 0);
+    assert!(store.counts().await.unwrap().is_empty());
+    store.verify().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_temporary_store_is_removed_with_its_last_clone() {
+    let store = EmbeddedStore::open_temporary().unwrap();
+    let dir = store.path().parent().unwrap().to_path_buf();
+    assert!(store.path().exists());
+    let clone = store.clone();
+    drop(store);
+    submit_ok(&clone, vec![task("tmp", 0, t(0))]).await;
+    assert!(dir.exists());
+    drop(clone);
+    assert!(!dir.exists(), "{} was left behind", dir.display());
+}
