@@ -12,7 +12,9 @@ use crate::glob::Glob;
 /// A queue's live policy. Every field has a documented default
 /// (`docs/configuration.md`), so `{}` is a complete policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+// Lenient on read, so a policy stored by a newer rdq still loads here;
+// `from_json` (the path of API input) refuses unknown fields itself.
+#[serde(default)]
 pub struct QueuePolicy {
     /// Attempts before a task is dead-lettered (default 10, at least 1).
     pub max_attempts: u32,
@@ -199,8 +201,20 @@ impl QueuePolicy {
         Ok(())
     }
 
-    /// Parses a stored or submitted policy document and validates it.
+    /// Parses a submitted policy document and validates it, refusing fields
+    /// this version does not know.
     pub fn from_json(value: Value) -> Result<Self, EngineError> {
+        if let Value::Object(map) = &value {
+            let known = serde_json::to_value(Self::default()).unwrap_or_default();
+            if let Some(unknown) = map
+                .keys()
+                .find(|k| k.as_str() != "callback" && known.get(k.as_str()).is_none())
+            {
+                return Err(EngineError::InvalidPolicy(format!(
+                    "{unknown}: unknown policy field"
+                )));
+            }
+        }
         let policy: Self =
             serde_path_to_error::deserialize(value).map_err(|e| {
                 let path = e.path().to_string();
