@@ -22,7 +22,7 @@ pub mod store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{Claimed, Engine, SettleRequest, SubmitRequest, is_prunable};
 pub use error::EngineError;
-pub use machine::{FailureKind, LeaseToken, Settlement};
+pub use machine::{FailureKind, LeaseToken, RetryOverride, Settlement};
 pub use policy::{Backoff, QueuePolicy, VersionMismatch};
 pub use store::{
     Capabilities, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueCounts, RedriveRequest,

@@ -8,7 +8,7 @@
 use rdq_envelope::{AttemptRecord, Envelope, ErrorInfo, Outcome, Status, Timestamp};
 
 use crate::error::EngineError;
-use crate::policy::{Classification, QueuePolicy};
+use crate::policy::{Backoff, Classification, QueuePolicy};
 
 /// Error type recorded when a lease lapses.
 pub const LEASE_EXPIRED_ERROR_TYPE: &str = "rdq.LeaseExpired";
@@ -63,6 +63,38 @@ pub enum Settlement {
     /// Hand the task back unrun (a worker shutting down): due now, no attempt
     /// spent, no deferral counted.
     Release,
+    /// Like [`Settlement::Failure`], judged under the worker's own retry
+    /// policy (the SDK's per-job and per-worker overrides) instead of the
+    /// queue's `max_attempts` and `backoff`; everything else is the queue's.
+    FailureWithRetry {
+        /// What went wrong (already truncated by `ErrorInfo::new`).
+        error: ErrorInfo,
+        /// Who decided retryable vs permanent.
+        kind: FailureKind,
+        /// The attempts and backoff to judge this failure by.
+        retry: RetryOverride,
+    },
+}
+
+/// A worker's retry policy for one failure, replacing the queue's
+/// `max_attempts` and `backoff` (see [`Settlement::FailureWithRetry`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryOverride {
+    /// Attempts before the task is dead-lettered (at least 1).
+    pub max_attempts: u32,
+    /// Delay before the next attempt.
+    pub backoff: Backoff,
+}
+
+impl RetryOverride {
+    /// `policy` with this override's attempts and backoff.
+    pub fn applied_to(&self, policy: &QueuePolicy) -> QueuePolicy {
+        QueuePolicy {
+            max_attempts: self.max_attempts.max(1),
+            backoff: self.backoff.clone(),
+            ..policy.clone()
+        }
+    }
 }
 
 /// A new task enters the queue: PENDING, due after `delay_ms`, no attempts.
@@ -152,7 +184,12 @@ pub fn settle(
             close_attempt(&mut next, now, Outcome::Success, None);
             finish(&mut next, Status::Succeeded);
         }
-        Settlement::Failure { error, kind } => {
+        Settlement::Failure { error, kind } | Settlement::FailureWithRetry { error, kind, .. } => {
+            let overridden = match settlement {
+                Settlement::FailureWithRetry { retry, .. } => Some(retry.applied_to(policy)),
+                _ => None,
+            };
+            let policy = overridden.as_ref().unwrap_or(policy);
             let class = match kind {
                 FailureKind::Retryable => Classification::Retryable,
                 FailureKind::Permanent => Classification::Permanent,
