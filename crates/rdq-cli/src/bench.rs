@@ -9,6 +9,9 @@
 //! - `backlog`: claim latency (claim 64, settle them) with `--backlog` pending
 //!   tasks (default 1,000,000) against a queue of a few thousand, and the
 //!   process's peak memory.
+//! - `callback` and `pull`: rdq-server over HTTP (see `bench_server`):
+//!   callback dispatch to a loopback receiver, and pull workers that claim 64
+//!   and settle each batch in one call.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +28,7 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 use crate::CliError;
+use crate::bench_server;
 use crate::stores::open_store;
 
 /// Submits kept in flight during the submit phase (SPEC §10, W1).
@@ -41,6 +45,10 @@ pub enum Workload {
     Retry,
     /// Claim latency with a large backlog against a small queue.
     Backlog,
+    /// rdq-server pushing tasks to a loopback HTTP receiver (callback dispatch).
+    Callback,
+    /// Pull workers over HTTP: claim 64, settle the batch in one call.
+    Pull,
 }
 
 /// Arguments of `rdq bench`.
@@ -62,6 +70,13 @@ pub struct BenchArgs {
     /// Producer rate for `latency`, tasks per second.
     #[arg(long, default_value_t = 1_000)]
     rate: u64,
+    /// For `callback` and `pull`: a running rdq-server to measure (default:
+    /// one started in this process on the store of `--store`).
+    #[arg(long, value_name = "URL")]
+    server: Option<String>,
+    /// HTTP pull workers for `pull`, each claiming 64 at a time.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
     /// Pending tasks behind the measured claims, for `backlog`.
     #[arg(long, default_value_t = 1_000_000)]
     backlog: u64,
@@ -93,7 +108,12 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
         let _ = std::fs::remove_dir_all(dir);
     }
     let report = result?;
-    if args.json || args.workload == Workload::Backlog {
+    if args.json
+        || matches!(
+            args.workload,
+            Workload::Backlog | Workload::Callback | Workload::Pull
+        )
+    {
         println!("{report}");
     } else {
         println!(
@@ -132,15 +152,15 @@ fn submitted_us(task: &Task) -> Option<u64> {
 }
 
 async fn handle(shared: Arc<Shared>, task: Arc<Task>) -> Settlement {
-    if task.envelope().attempt_count == 1 || shared.workload != Workload::Retry {
-        if let Some(t0) = submitted_us(&task) {
-            let now = shared.epoch.elapsed().as_micros() as u64;
-            shared
-                .latencies_us
-                .lock()
-                .await
-                .push(now.saturating_sub(t0));
-        }
+    if (task.envelope().attempt_count == 1 || shared.workload != Workload::Retry)
+        && let Some(t0) = submitted_us(&task)
+    {
+        let now = shared.epoch.elapsed().as_micros() as u64;
+        shared
+            .latencies_us
+            .lock()
+            .await
+            .push(now.saturating_sub(t0));
     }
     shared.started.fetch_add(1, Ordering::Relaxed);
     if shared.workload == Workload::Retry && task.envelope().attempt_count == 1 {
@@ -210,6 +230,23 @@ fn request(queue: &str, epoch: Instant) -> SubmitRequest {
 }
 
 async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliError> {
+    if matches!(args.workload, Workload::Callback | Workload::Pull) {
+        let mode = if args.workload == Workload::Callback {
+            bench_server::Mode::Callback
+        } else {
+            bench_server::Mode::Pull
+        };
+        let setup = bench_server::ServerBench {
+            mode,
+            server: args.server.clone(),
+            store: spec.to_owned(),
+            store_named: args.store.is_some(),
+            jobs: args.jobs,
+            concurrency: args.concurrency,
+            workers: args.workers,
+        };
+        return bench_server::run(&setup).await;
+    }
     let store = open_store(spec)?;
     let engine = Engine::new(store, Arc::new(SystemClock));
     if args.workload == Workload::Backlog {
@@ -256,7 +293,11 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
     let stats = worker.stats();
 
     let (submit_elapsed, work_elapsed) = match args.workload {
-        Workload::Drain | Workload::Retry | Workload::Backlog => {
+        Workload::Drain
+        | Workload::Retry
+        | Workload::Backlog
+        | Workload::Callback
+        | Workload::Pull => {
             let submit_elapsed = submit_all(&engine, &queue, args, epoch).await?;
             let bar = progress(args, "work");
             let start = Instant::now();

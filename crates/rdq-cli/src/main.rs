@@ -5,10 +5,18 @@
 
 #![forbid(unsafe_code)]
 
+mod backend;
 mod bench;
+mod bench_server;
+mod dlq_cmd;
 mod envelope_cmd;
 mod input;
+mod output;
+mod queue_cmd;
+mod serve;
 mod stores;
+mod submit_cmd;
+mod task_cmd;
 
 use std::process::ExitCode;
 
@@ -27,8 +35,21 @@ enum Command {
     /// Validate, create and convert wire envelopes.
     #[command(subcommand)]
     Envelope(envelope_cmd::EnvelopeCommand),
-    /// Measure a store with the workloads of SPEC §10 (drain, latency, retry).
+    /// Measure a store (SPEC §10: drain, latency, retry, backlog) or rdq-server (callback, pull).
     Bench(bench::BenchArgs),
+    /// Run rdq-server: the HTTP API, pull workers, callbacks (default 127.0.0.1:7480, ./rdq-data).
+    Serve(serve::ServeArgs),
+    /// Submit a task.
+    Submit(submit_cmd::SubmitArgs),
+    /// Read tasks.
+    #[command(subcommand)]
+    Task(task_cmd::TaskCommand),
+    /// List queues, read and change their policy.
+    #[command(subcommand)]
+    Queue(queue_cmd::QueueCommand),
+    /// Operate the dead-letter queue: list, show, export, import, redrive, purge.
+    #[command(subcommand)]
+    Dlq(dlq_cmd::DlqCommand),
 }
 
 /// A command failure: a stable code (first on the stderr line) and a message.
@@ -60,11 +81,25 @@ impl From<rdq_envelope::EnvelopeError> for CliError {
     }
 }
 
+/// Runs an operator command on a small runtime of its own.
+fn block_on(work: impl std::future::Future<Output = Result<(), CliError>>) -> Result<(), CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new("IO_ERROR", format!("cannot start the runtime: {e}")))?
+        .block_on(work)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Envelope(cmd) => envelope_cmd::run(cmd),
         Command::Bench(args) => bench::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Submit(args) => block_on(submit_cmd::run(args)),
+        Command::Task(cmd) => block_on(task_cmd::run(cmd)),
+        Command::Queue(cmd) => block_on(queue_cmd::run(cmd)),
+        Command::Dlq(cmd) => block_on(dlq_cmd::run(cmd)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,414 @@
+//! `rdq dlq list|show|export|import|redrive|purge`: the dead-letter queue.
+//!
+//! Export, import and redrive show progress bars on stderr. Redrive goes in
+//! batches of [`REDRIVE_BATCH`] so the bar moves and a large DLQ is not one
+//! huge transaction; it never redrives more than the DLQ held when it
+//! started, so tasks that die again meanwhile are not redriven twice.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+use serde_json::json;
+
+use crate::CliError;
+use crate::backend::{Backend, ImportRefusal, TargetArgs};
+use crate::input::read_all;
+use crate::output;
+
+/// Dead tasks redriven per call.
+pub const REDRIVE_BATCH: usize = 500;
+
+/// Subcommands of `rdq dlq`.
+#[derive(Debug, Subcommand)]
+pub enum DlqCommand {
+    /// A page of a queue's dead tasks, newest first.
+    List {
+        /// The queue.
+        queue: String,
+        /// Only tasks whose latest error type matches this glob (`http.*`).
+        #[arg(long, value_name = "GLOB")]
+        error_type: Option<String>,
+        /// Page size, 1–1000.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Continue after this cursor (printed at the end of a page).
+        #[arg(long)]
+        cursor: Option<String>,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// One dead task with its attempt history (`--json`: the envelope).
+    Show {
+        /// The task id.
+        id: String,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Write a queue's dead tasks as JSONL (one canonical envelope per line).
+    Export {
+        /// The queue.
+        queue: String,
+        /// Write to this file instead of standard output.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Only tasks whose latest error type matches this glob.
+        #[arg(long, value_name = "GLOB")]
+        error_type: Option<String>,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Import a JSONL export back into a DLQ: all lines or none.
+    Import {
+        /// The JSONL file; `-` reads standard input.
+        file: PathBuf,
+        /// The queue (default: the queue of the file's first envelope).
+        #[arg(long)]
+        queue: Option<String>,
+        /// Check every line, import nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Send dead tasks back to PENDING (attempts reset, history kept).
+    Redrive {
+        /// The queue.
+        queue: String,
+        /// Only this task (repeatable).
+        #[arg(long = "id", value_name = "ID")]
+        ids: Vec<String>,
+        /// Only tasks whose latest error type matches this glob.
+        #[arg(long, value_name = "GLOB")]
+        error_type: Option<String>,
+        /// At most this many.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// List what would be redriven, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Remove every dead task of a queue.
+    Purge {
+        /// The queue.
+        queue: String,
+        /// Count what would be removed, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+}
+
+/// Runs `rdq dlq …`.
+pub async fn run(cmd: DlqCommand) -> Result<(), CliError> {
+    match cmd {
+        DlqCommand::List {
+            queue,
+            error_type,
+            limit,
+            cursor,
+            target,
+        } => {
+            list(
+                &queue,
+                error_type.as_deref(),
+                limit,
+                cursor.as_deref(),
+                &target,
+            )
+            .await
+        }
+        DlqCommand::Show { id, target } => crate::task_cmd::show(&id, &target).await,
+        DlqCommand::Export {
+            queue,
+            output,
+            error_type,
+            target,
+        } => export(&queue, output, error_type.as_deref(), &target).await,
+        DlqCommand::Import {
+            file,
+            queue,
+            dry_run,
+            target,
+        } => import(&file, queue, dry_run, &target).await,
+        DlqCommand::Redrive {
+            queue,
+            ids,
+            error_type,
+            limit,
+            dry_run,
+            target,
+        } => redrive(&queue, ids, error_type, limit, dry_run, &target).await,
+        DlqCommand::Purge {
+            queue,
+            dry_run,
+            target,
+        } => purge(&queue, dry_run, &target).await,
+    }
+}
+
+async fn list(
+    queue: &str,
+    error_type: Option<&str>,
+    limit: usize,
+    cursor: Option<&str>,
+    target: &TargetArgs,
+) -> Result<(), CliError> {
+    let backend = Backend::open(target)?;
+    let (items, next) = backend.dead_page(queue, error_type, cursor, limit).await?;
+    if target.json {
+        let items: Vec<serde_json::Value> = items
+            .iter()
+            .filter_map(|e| serde_json::from_slice(&e.encode()).ok())
+            .collect();
+        println!("{}", json!({"items": items, "next_cursor": next}));
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|e| {
+            let last = e.attempts.last();
+            vec![
+                e.id.to_string(),
+                last.and_then(|a| a.finished_at)
+                    .map_or_else(|| "—".to_owned(), |t| t.to_string()),
+                e.attempt_count.to_string(),
+                e.redrive_count.to_string(),
+                e.last_error()
+                    .map_or_else(|| "—".to_owned(), |err| err.error_type.clone()),
+                e.last_error()
+                    .map_or_else(String::new, |err| output::one_line(&err.message, 60)),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        output::table(
+            &[
+                "ID",
+                "DIED",
+                "ATTEMPTS",
+                "REDRIVES",
+                "ERROR TYPE",
+                "MESSAGE"
+            ],
+            &rows
+        )
+    );
+    match next {
+        Some(c) => println!("more: rdq dlq list {queue} --cursor {c}"),
+        None if items.is_empty() => println!("the DLQ of {queue} is empty"),
+        None => {}
+    }
+    Ok(())
+}
+
+async fn dead_count(backend: &Backend, queue: &str) -> u64 {
+    backend
+        .queues()
+        .await
+        .ok()
+        .and_then(|qs| qs.into_iter().find(|q| q.queue == queue))
+        .map_or(0, |q| q.dead)
+}
+
+async fn export(
+    queue: &str,
+    output_file: Option<PathBuf>,
+    error_type: Option<&str>,
+    target: &TargetArgs,
+) -> Result<(), CliError> {
+    let backend = Backend::open(target)?;
+    let total = if error_type.is_none() {
+        dead_count(&backend, queue).await
+    } else {
+        0
+    };
+    let bar = output::progress("export", total, target.json);
+    let mut sink: Box<dyn Write> = match &output_file {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|e| {
+                CliError::new("IO_ERROR", format!("cannot create {}: {e}", path.display()))
+            })?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let written = backend
+        .export(queue, error_type, &mut *sink, &|n| bar.set_position(n))
+        .await?;
+    bar.finish_and_clear();
+    drop(sink);
+    if let Some(path) = output_file {
+        if target.json {
+            println!(
+                "{}",
+                json!({"queue": queue, "exported": written, "file": path})
+            );
+        } else {
+            eprintln!(
+                "exported {written} dead task(s) of {queue} to {}",
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn import(
+    file: &Path,
+    queue: Option<String>,
+    dry_run: bool,
+    target: &TargetArgs,
+) -> Result<(), CliError> {
+    let backend = Backend::open(target)?;
+    let bytes = read_all(Some(file))?;
+    let queue = match queue {
+        Some(q) => q,
+        None => first_queue(&bytes).ok_or_else(|| {
+            CliError::new(
+                "INVALID_ARGUMENT",
+                "cannot tell the queue from the file's first line; give --queue",
+            )
+        })?,
+    };
+    let lines = bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .count() as u64;
+    let bar = output::progress(if dry_run { "check" } else { "import" }, lines, target.json);
+    let result = backend
+        .import(&queue, bytes, dry_run, &|n| bar.set_position(n))
+        .await;
+    bar.finish_and_clear();
+    match result {
+        Ok(n) => {
+            if target.json {
+                println!(
+                    "{}",
+                    json!({"queue": queue, "dry_run": dry_run, "imported": if dry_run { 0 } else { n }, "checked": n})
+                );
+            } else if dry_run {
+                println!(
+                    "{n} envelope(s) can be imported into the DLQ of {queue}; nothing was imported (dry run)"
+                );
+            } else {
+                println!("imported {n} envelope(s) into the DLQ of {queue}");
+            }
+            Ok(())
+        }
+        Err(ImportRefusal::Lines(errors, total)) => {
+            for e in &errors {
+                eprintln!("line {}: {}: {}", e.line, e.code, e.message);
+            }
+            if total > errors.len() {
+                eprintln!("… and {} more", total - errors.len());
+            }
+            Err(CliError::new(
+                "INVALID_IMPORT",
+                format!(
+                    "{total} line(s) of {} cannot be imported; nothing was imported",
+                    file.display()
+                ),
+            ))
+        }
+        Err(ImportRefusal::Other(e)) => Err(e),
+    }
+}
+
+fn first_queue(bytes: &[u8]) -> Option<String> {
+    let line = bytes
+        .split(|&b| b == b'\n')
+        .find(|l| !l.iter().all(u8::is_ascii_whitespace))?;
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    v.get("queue")?.as_str().map(str::to_owned)
+}
+
+async fn redrive(
+    queue: &str,
+    ids: Vec<String>,
+    error_type: Option<String>,
+    limit: Option<usize>,
+    dry_run: bool,
+    target: &TargetArgs,
+) -> Result<(), CliError> {
+    let backend = Backend::open(target)?;
+    let ids = (!ids.is_empty()).then_some(ids);
+    let mut redriven: Vec<String> = Vec::new();
+    if dry_run {
+        redriven = backend
+            .redrive(queue, ids, error_type.clone(), limit, true)
+            .await?;
+    } else {
+        let dead = dead_count(&backend, queue).await;
+        // Never more than the DLQ held when we started, nor than --limit / --id.
+        let budget = match (&ids, limit) {
+            (Some(ids), Some(l)) => ids.len().min(l) as u64,
+            (Some(ids), None) => ids.len() as u64,
+            (None, Some(l)) => (l as u64).min(dead),
+            (None, None) => dead,
+        };
+        let bar = output::progress("redrive", budget, target.json);
+        match ids {
+            Some(ids) => {
+                let wanted = ids.into_iter().take(budget as usize).collect::<Vec<_>>();
+                for chunk in wanted.chunks(REDRIVE_BATCH) {
+                    let done = backend
+                        .redrive(queue, Some(chunk.to_vec()), error_type.clone(), None, false)
+                        .await?;
+                    redriven.extend(done);
+                    bar.set_position(redriven.len() as u64);
+                }
+            }
+            None => {
+                while (redriven.len() as u64) < budget {
+                    let room = (budget - redriven.len() as u64).min(REDRIVE_BATCH as u64) as usize;
+                    let done = backend
+                        .redrive(queue, None, error_type.clone(), Some(room), false)
+                        .await?;
+                    let n = done.len();
+                    redriven.extend(done);
+                    bar.set_position(redriven.len() as u64);
+                    if n < room {
+                        break;
+                    }
+                }
+            }
+        }
+        bar.finish_and_clear();
+    }
+    if target.json {
+        println!(
+            "{}",
+            json!({"queue": queue, "dry_run": dry_run, "count": redriven.len(), "ids": redriven})
+        );
+    } else if dry_run {
+        for id in &redriven {
+            println!("{id}");
+        }
+        println!(
+            "{} dead task(s) of {queue} would be redriven (dry run: nothing changed)",
+            redriven.len()
+        );
+    } else {
+        println!("redrove {} dead task(s) of {queue}", redriven.len());
+    }
+    Ok(())
+}
+
+async fn purge(queue: &str, dry_run: bool, target: &TargetArgs) -> Result<(), CliError> {
+    let n = Backend::open(target)?.purge(queue, dry_run).await?;
+    if target.json {
+        println!(
+            "{}",
+            json!({"queue": queue, "dry_run": dry_run, "purged": n})
+        );
+    } else if dry_run {
+        println!("{n} dead task(s) of {queue} would be purged (dry run: nothing changed)");
+    } else {
+        println!("purged {n} dead task(s) of {queue}");
+    }
+    Ok(())
+}

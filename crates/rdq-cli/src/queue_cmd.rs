@@ -1,0 +1,190 @@
+//! `rdq queue list` and `rdq queue config QUEUE [--set key=value…]`.
+//!
+//! `--set` takes a dotted path into the policy (`max_attempts=5`,
+//! `backoff.kind=none`, `callback.url=http://…`, `callback=null`). The value
+//! is read as JSON when it parses as JSON, as a string otherwise. A dotted
+//! path changes one field of a nested object and keeps its other fields.
+
+use clap::Subcommand;
+use serde_json::{Map, Value};
+
+use crate::CliError;
+use crate::backend::{Backend, TargetArgs};
+use crate::output;
+
+/// Subcommands of `rdq queue`.
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Every queue with its tasks per status.
+    List {
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Show a queue's live policy, or change it with `--set`.
+    Config {
+        /// The queue.
+        queue: String,
+        /// Change a field: `KEY=VALUE`, KEY a dotted path (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+}
+
+/// Runs `rdq queue …`.
+pub async fn run(cmd: QueueCommand) -> Result<(), CliError> {
+    match cmd {
+        QueueCommand::List { target } => list(&target).await,
+        QueueCommand::Config { queue, set, target } => config(&queue, &set, &target).await,
+    }
+}
+
+async fn list(target: &TargetArgs) -> Result<(), CliError> {
+    let queues = Backend::open(target)?.queues().await?;
+    if target.json {
+        println!("{}", serde_json::json!({ "queues": queues }));
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = queues
+        .iter()
+        .map(|q| {
+            vec![
+                q.queue.clone(),
+                q.pending.to_string(),
+                q.in_flight.to_string(),
+                q.succeeded.to_string(),
+                q.dead.to_string(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        output::table(
+            &["QUEUE", "PENDING", "IN_FLIGHT", "SUCCEEDED", "DEAD"],
+            &rows
+        )
+    );
+    Ok(())
+}
+
+async fn config(queue: &str, set: &[String], target: &TargetArgs) -> Result<(), CliError> {
+    let backend = Backend::open(target)?;
+    let policy = if set.is_empty() {
+        backend.config(queue).await?.ok_or_else(|| {
+            CliError::new(
+                "QUEUE_NOT_FOUND",
+                format!("no queue {queue:?}: it has no tasks and no stored policy"),
+            )
+        })?
+    } else {
+        let current = backend.config(queue).await?.unwrap_or(Value::Null);
+        let patch = build_patch(&current, set)?;
+        backend.set_config(queue, patch).await?
+    };
+    if target.json {
+        println!("{policy}");
+    } else {
+        let pretty = serde_json::to_string_pretty(&policy)
+            .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
+        println!("{pretty}");
+    }
+    Ok(())
+}
+
+/// The partial policy document for `sets`, nested objects taken from
+/// `current` so a dotted path changes one field only.
+pub fn build_patch(current: &Value, sets: &[String]) -> Result<Value, CliError> {
+    let mut patch = Map::new();
+    for s in sets {
+        let (path, raw) = s.split_once('=').ok_or_else(|| {
+            CliError::new(
+                "INVALID_ARGUMENT",
+                format!("--set {s:?}: expected KEY=VALUE"),
+            )
+        })?;
+        let value: Value =
+            serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()));
+        let keys: Vec<&str> = path.split('.').collect();
+        if keys.iter().any(|k| k.is_empty()) {
+            return Err(CliError::new(
+                "INVALID_ARGUMENT",
+                format!("--set {s:?}: empty key in {path:?}"),
+            ));
+        }
+        let top = keys[0];
+        if keys.len() == 1 {
+            patch.insert(top.to_owned(), value);
+            continue;
+        }
+        let entry = patch
+            .entry(top.to_owned())
+            .or_insert_with(|| match current.get(top) {
+                Some(Value::Object(o)) => Value::Object(o.clone()),
+                _ => Value::Object(Map::new()),
+            });
+        let mut node = entry;
+        for key in &keys[1..keys.len() - 1] {
+            if !node.is_object() {
+                *node = Value::Object(Map::new());
+            }
+            node = node
+                .as_object_mut()
+                .map(|o| {
+                    o.entry((*key).to_owned())
+                        .or_insert_with(|| Value::Object(Map::new()))
+                })
+                .ok_or_else(|| CliError::new("INVALID_ARGUMENT", format!("--set {s:?}")))?;
+        }
+        if !node.is_object() {
+            *node = Value::Object(Map::new());
+        }
+        if let (Some(obj), Some(last)) = (node.as_object_mut(), keys.last()) {
+            obj.insert((*last).to_owned(), value);
+        }
+    }
+    Ok(Value::Object(patch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_are_json_when_they_parse_and_strings_otherwise() {
+        let patch = build_patch(
+            &Value::Null,
+            &[
+                "max_attempts=5".into(),
+                "paused=true".into(),
+                "callback=null".into(),
+                "x=hello".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            patch,
+            json!({"max_attempts": 5, "paused": true, "callback": null, "x": "hello"})
+        );
+    }
+
+    #[test]
+    fn a_dotted_path_keeps_the_other_fields_of_the_object() {
+        let current = json!({"callback": {"url": "http://127.0.0.1:1/a", "timeout_ms": 100}});
+        let patch = build_patch(
+            &current,
+            &[
+                "callback.timeout_ms=500".into(),
+                "callback.status_map.404=SUCCESS".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            patch,
+            json!({"callback": {"url": "http://127.0.0.1:1/a", "timeout_ms": 500, "status_map": {"404": "SUCCESS"}}})
+        );
+        assert!(build_patch(&current, &["nothing".into()]).is_err());
+        assert!(build_patch(&current, &["a..b=1".into()]).is_err());
+    }
+}

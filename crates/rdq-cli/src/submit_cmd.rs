@@ -1,0 +1,120 @@
+//! `rdq submit`: submit one task to a server or a store.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use base64::Engine as _;
+use clap::Args;
+use serde_json::{Map, Value, json};
+
+use crate::CliError;
+use crate::backend::{Backend, TargetArgs};
+
+/// Arguments of `rdq submit`.
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// Queue name, `[a-z0-9._-]{1,240}`.
+    #[arg(long)]
+    queue: String,
+    /// Handler ref, `[a-z0-9._-]{1,240}`.
+    #[arg(long)]
+    handler: String,
+    /// Payload as JSON text (content type `application/json`).
+    #[arg(long, conflicts_with = "payload_file")]
+    payload_json: Option<String>,
+    /// Payload read from a file, as opaque bytes.
+    #[arg(long)]
+    payload_file: Option<PathBuf>,
+    /// Content type of the payload (default: `application/json` with
+    /// `--payload-json`, `application/octet-stream` otherwise).
+    #[arg(long)]
+    content_type: Option<String>,
+    /// A user header `KEY=VALUE` (repeatable; the `rdq.` prefix is reserved).
+    #[arg(long = "header", value_name = "KEY=VALUE")]
+    headers: Vec<String>,
+    /// Claim priority, 0–255 (higher first).
+    #[arg(long)]
+    priority: Option<u8>,
+    /// Due this many milliseconds from now.
+    #[arg(long)]
+    delay_ms: Option<u64>,
+    /// A repeated submit with the same key returns the original task.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+    /// Handler version.
+    #[arg(long)]
+    handler_version: Option<String>,
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+/// Runs `rdq submit`.
+pub async fn run(args: SubmitArgs) -> Result<(), CliError> {
+    let backend = Backend::open(&args.target)?;
+    let mut body = Map::new();
+    body.insert("queue".into(), json!(args.queue));
+    body.insert("handler_ref".into(), json!(args.handler));
+    if let Some(text) = &args.payload_json {
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            CliError::new(
+                "INVALID_ARGUMENT",
+                format!("--payload-json is not JSON: {e}"),
+            )
+        })?;
+        body.insert("payload_json".into(), value);
+    }
+    if let Some(path) = &args.payload_file {
+        let bytes = std::fs::read(path).map_err(|e| {
+            CliError::new("IO_ERROR", format!("cannot read {}: {e}", path.display()))
+        })?;
+        body.insert(
+            "payload".into(),
+            json!(base64::engine::general_purpose::STANDARD.encode(bytes)),
+        );
+    }
+    if let Some(ct) = args.content_type {
+        body.insert("payload_content_type".into(), json!(ct));
+    }
+    let mut headers = BTreeMap::new();
+    for h in &args.headers {
+        let (k, v) = h.split_once('=').ok_or_else(|| {
+            CliError::new(
+                "INVALID_ARGUMENT",
+                format!("--header {h:?}: expected KEY=VALUE"),
+            )
+        })?;
+        headers.insert(k.to_owned(), v.to_owned());
+    }
+    if !headers.is_empty() {
+        body.insert("headers".into(), json!(headers));
+    }
+    for (key, value) in [
+        ("priority", args.priority.map(|p| json!(p))),
+        ("delay_ms", args.delay_ms.map(|d| json!(d))),
+        ("idempotency_key", args.idempotency_key.map(|k| json!(k))),
+        ("handler_version", args.handler_version.map(|v| json!(v))),
+    ] {
+        if let Some(v) = value {
+            body.insert(key.into(), v);
+        }
+    }
+    let (created, env) = backend.submit(Value::Object(body)).await?;
+    if args.target.json {
+        println!("{}", env.encode_string());
+    } else if created {
+        println!(
+            "submitted {} to {} ({})",
+            env.id,
+            env.queue,
+            env.status.as_str()
+        );
+    } else {
+        println!(
+            "already submitted: {} in {} ({}) has this idempotency key",
+            env.id,
+            env.queue,
+            env.status.as_str()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,38 @@
+//! `rdq task show ID`: one task, readable, with its attempt history.
+
+use clap::Subcommand;
+
+use crate::CliError;
+use crate::backend::{Backend, TargetArgs};
+use crate::output;
+
+/// Subcommands of `rdq task`.
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Show a task: its fields and attempt history (`--json`: the envelope).
+    Show {
+        /// The task id.
+        id: String,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+}
+
+/// Runs `rdq task …`.
+pub async fn run(cmd: TaskCommand) -> Result<(), CliError> {
+    match cmd {
+        TaskCommand::Show { id, target } => show(&id, &target).await,
+    }
+}
+
+/// Prints one task for people, or its canonical JSON with `--json`.
+pub async fn show(id: &str, target: &TargetArgs) -> Result<(), CliError> {
+    let backend = Backend::open(target)?;
+    let env = backend.task(id).await?;
+    if target.json {
+        println!("{}", env.encode_string());
+    } else {
+        print!("{}", output::envelope(&env));
+    }
+    Ok(())
+}

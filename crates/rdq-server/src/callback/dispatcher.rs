@@ -1,0 +1,356 @@
+//! The dispatcher: one [`Worker`] per queue that has a callback target, whose
+//! handler POSTs the task to the target and maps the answer to an outcome.
+//!
+//! Building on the runtime's worker loop means callbacks get exactly what
+//! in-process handlers get: claims and settles in batches, bounded
+//! concurrency (the target's `concurrency`), lease fencing, and graceful
+//! shutdown (stop claiming, let running callbacks finish within the grace
+//! period, hand back the rest unrun).
+//!
+//! The dispatcher reconciles its workers with the stored policies every
+//! `refresh_interval_ms`, and at once when this server changes a queue's
+//! config. A target change (URL, headers, mapping) applies to the next
+//! dispatch; a concurrency change restarts that queue's worker gracefully.
+
+use std::collections::{HashMap, HashSet};
+use std::error::Error as _;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use rdq_engine::{Engine, Settlement};
+use rdq_runtime::{Shutdown, ShutdownTrigger, Task, Worker, WorkerConfig, shutdown_channel};
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+use super::mapping::{CallResult, decide};
+use super::settings::CallbackSettings;
+use super::target::CallbackTarget;
+use crate::metrics::{Metrics, OutcomeLabel};
+
+/// Most bytes of a response body read (for body rules and the excerpt); a
+/// longer body is cut there.
+pub const MAX_BODY_READ: usize = 64 * 1024;
+
+/// Header carrying the task id on every callback.
+pub const TASK_ID_HEADER: &str = "rdq-task-id";
+/// Header carrying the attempt number on every callback.
+pub const ATTEMPT_HEADER: &str = "rdq-attempt";
+
+/// Pushes tasks of callback queues to their targets. See the module documentation.
+pub struct Dispatcher {
+    engine: Engine,
+    settings: CallbackSettings,
+    client: reqwest::Client,
+    metrics: Arc<Metrics>,
+    shutdown_grace: Duration,
+    refresh: Notify,
+}
+
+/// What one queue's handler needs; the target is swapped in place when the
+/// queue's config changes.
+struct QueueDispatch {
+    queue: String,
+    target: RwLock<Arc<CallbackTarget>>,
+    client: reqwest::Client,
+    metrics: Arc<Metrics>,
+    excerpt_bytes: usize,
+    max_retry_after: Duration,
+}
+
+struct Running {
+    dispatch: Arc<QueueDispatch>,
+    concurrency: usize,
+    trigger: ShutdownTrigger,
+    handle: JoinHandle<()>,
+}
+
+impl Dispatcher {
+    /// A dispatcher over `engine` with one shared HTTP client: keep-alive
+    /// connection pooling, no redirects followed, no proxies.
+    pub fn new(
+        engine: Engine,
+        settings: CallbackSettings,
+        metrics: Arc<Metrics>,
+        shutdown_grace: Duration,
+    ) -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .user_agent(concat!("rdq-server/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self {
+            engine,
+            settings,
+            client,
+            metrics,
+            shutdown_grace,
+            refresh: Notify::new(),
+        })
+    }
+
+    /// Asks for a reconcile now (after this server changed a queue's config).
+    pub fn refresh_soon(&self) {
+        self.refresh.notify_one();
+    }
+
+    /// Reconciles until `shutdown`, then stops every worker gracefully and
+    /// returns once their in-flight callbacks are settled or handed back.
+    pub async fn run(self: Arc<Self>, mut shutdown: Shutdown) {
+        let mut running: HashMap<String, Running> = HashMap::new();
+        let mut reported: HashSet<(String, String)> = HashSet::new();
+        let interval = Duration::from_millis(self.settings.refresh_interval_ms);
+        loop {
+            self.reconcile(&mut running, &mut reported, &shutdown).await;
+            tokio::select! {
+                () = shutdown.wait() => break,
+                () = tokio::time::sleep(interval) => {}
+                () = self.refresh.notified() => {}
+            }
+        }
+        info!(
+            queues = running.len(),
+            "callback dispatch stopping: finishing in-flight callbacks"
+        );
+        for r in running.values() {
+            r.trigger.trigger();
+        }
+        for (queue, r) in running {
+            if r.handle.await.is_err() {
+                warn!(queue = %queue, "a callback worker ended abnormally");
+            }
+        }
+    }
+
+    async fn reconcile(
+        &self,
+        running: &mut HashMap<String, Running>,
+        reported: &mut HashSet<(String, String)>,
+        shutdown: &Shutdown,
+    ) {
+        if shutdown.is_triggered() {
+            return;
+        }
+        let counts = match self.engine.store().counts().await {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(error = %e, "callback dispatch cannot list queues");
+                return;
+            }
+        };
+        let mut wanted: HashMap<String, CallbackTarget> = HashMap::new();
+        for c in counts {
+            let policy = match self.engine.policy(&c.queue).await {
+                Ok(p) => p,
+                Err(e) => {
+                    warn!(queue = %c.queue, error = %e, "cannot read the queue's policy");
+                    continue;
+                }
+            };
+            match CallbackTarget::from_policy(&policy, &self.settings) {
+                Ok(Some(target)) => {
+                    wanted.insert(c.queue, target);
+                }
+                Ok(None) => {}
+                Err(why) => {
+                    // A target stored before the allowlist changed, say: log once.
+                    if reported.insert((c.queue.clone(), why.clone())) {
+                        warn!(queue = %c.queue, error = %why, "not dispatching: the stored callback target is not valid");
+                    }
+                }
+            }
+        }
+        let stale: Vec<String> = running
+            .iter()
+            .filter(|(q, r)| {
+                wanted
+                    .get(*q)
+                    .is_none_or(|t| t.concurrency != r.concurrency)
+            })
+            .map(|(q, _)| q.clone())
+            .collect();
+        for queue in stale {
+            if let Some(r) = running.remove(&queue) {
+                info!(queue = %queue, "callback target removed or resized: stopping its dispatch");
+                r.trigger.trigger();
+                // Let it drain in the background; a replacement may start now.
+                tokio::spawn(async move {
+                    let _ = r.handle.await;
+                });
+            }
+        }
+        for (queue, target) in wanted {
+            if let Some(r) = running.get(&queue) {
+                *r.dispatch
+                    .target
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner) = Arc::new(target);
+                continue;
+            }
+            info!(queue = %queue, url = %target.display_url(), concurrency = target.concurrency, "dispatching callbacks");
+            let concurrency = target.concurrency;
+            let dispatch = Arc::new(QueueDispatch {
+                queue: queue.clone(),
+                target: RwLock::new(Arc::new(target)),
+                client: self.client.clone(),
+                metrics: Arc::clone(&self.metrics),
+                excerpt_bytes: self.settings.body_excerpt_bytes,
+                max_retry_after: Duration::from_millis(self.settings.max_retry_after_ms),
+            });
+            let config = WorkerConfig {
+                queues: vec![queue.clone()],
+                concurrency,
+                claim_batch: concurrency.min(64),
+                poll_interval: Duration::from_millis(self.settings.poll_interval_ms),
+                shutdown_grace: self.shutdown_grace,
+                ..WorkerConfig::default()
+            };
+            let handler_dispatch = Arc::clone(&dispatch);
+            let worker = Worker::new(self.engine.clone(), config, move |task: Arc<Task>| {
+                dispatch_one(Arc::clone(&handler_dispatch), task)
+            });
+            let (trigger, worker_shutdown) = shutdown_channel();
+            let handle = tokio::spawn(async move {
+                let stats = worker.run(worker_shutdown).await;
+                debug!(?stats, "callback worker stopped");
+            });
+            running.insert(
+                queue,
+                Running {
+                    dispatch,
+                    concurrency,
+                    trigger,
+                    handle,
+                },
+            );
+        }
+    }
+}
+
+/// One callback: POST the envelope, map the answer.
+async fn dispatch_one(dispatch: Arc<QueueDispatch>, task: Arc<Task>) -> Settlement {
+    let target = Arc::clone(
+        &dispatch
+            .target
+            .read()
+            .unwrap_or_else(PoisonError::into_inner),
+    );
+    let env = task.envelope();
+    dispatch.metrics.claimed(&dispatch.queue, 1);
+    let attempt = env
+        .open_attempt()
+        .map_or(env.attempt_count, |a| a.attempt_no);
+    let started = Instant::now();
+    let mut request = dispatch
+        .client
+        .post(target.url.clone())
+        .timeout(target.timeout)
+        .headers(target.headers.clone())
+        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+        .header(TASK_ID_HEADER, env.id.to_string())
+        .header(ATTEMPT_HEADER, attempt.to_string());
+    if let Some(tp) = env
+        .headers
+        .get("traceparent")
+        .and_then(|v| HeaderValue::from_str(v).ok())
+    {
+        request = request.header("traceparent", tp);
+    }
+    let result = match request.body(env.encode()).send().await {
+        Ok(response) => read_answer(response).await,
+        Err(e) => transport_failure(&e),
+    };
+    let settlement = decide(
+        &target,
+        &result,
+        env.deferral_count,
+        dispatch.excerpt_bytes,
+        dispatch.max_retry_after,
+        SystemTime::now(),
+    );
+    dispatch
+        .metrics
+        .dispatch_latency(&dispatch.queue, started.elapsed());
+    dispatch
+        .metrics
+        .outcome(&dispatch.queue, label(&settlement));
+    settlement
+}
+
+async fn read_answer(mut response: reqwest::Response) -> CallResult {
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = MAX_BODY_READ - body.len();
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                if body.len() >= MAX_BODY_READ {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(e) if e.is_timeout() => return CallResult::TimedOut,
+            Err(e) => {
+                return CallResult::Failed(format!(
+                    "the response body broke off: {}",
+                    error_chain(&e)
+                ));
+            }
+        }
+    }
+    CallResult::Answered {
+        status,
+        body,
+        retry_after,
+    }
+}
+
+fn transport_failure(e: &reqwest::Error) -> CallResult {
+    if e.is_timeout() {
+        CallResult::TimedOut
+    } else if e.is_connect() {
+        CallResult::ConnectFailed(error_chain(e))
+    } else {
+        CallResult::Failed(error_chain(e))
+    }
+}
+
+/// The innermost causes of `e`, which say what actually went wrong
+/// ("Connection refused (os error 111)"), without the URL (it may hold a query).
+fn error_chain(e: &reqwest::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut source = e.source();
+    while let Some(s) = source {
+        parts.push(s.to_string());
+        source = s.source();
+    }
+    if parts.is_empty() {
+        "the request failed".to_owned()
+    } else {
+        parts.join(": ")
+    }
+}
+
+fn label(settlement: &Settlement) -> OutcomeLabel {
+    match settlement {
+        Settlement::Success => OutcomeLabel::Success,
+        Settlement::Failure { kind, .. } | Settlement::FailureWithRetry { kind, .. } => {
+            if *kind == rdq_engine::FailureKind::Permanent {
+                OutcomeLabel::PermanentFailure
+            } else {
+                OutcomeLabel::RetryableFailure
+            }
+        }
+        Settlement::Defer { .. } => OutcomeLabel::Deferred,
+        Settlement::Release => OutcomeLabel::Released,
+    }
+}

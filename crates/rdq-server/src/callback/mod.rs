@@ -1,0 +1,18 @@
+//! Callback dispatch: queues whose policy has a `callback` target get their
+//! tasks POSTed to it, and the answer mapped onto the canonical outcome of
+//! seed `002`.
+//!
+//! - [`settings`]: the server-wide `[callbacks]` section and URL allowlist;
+//! - [`target`]: a queue's target, parsed and checked when it is configured;
+//! - [`mapping`]: answer → outcome, a pure function;
+//! - [`dispatcher`]: the per-queue workers that make the calls.
+
+pub mod dispatcher;
+pub mod mapping;
+pub mod settings;
+pub mod target;
+
+pub use dispatcher::Dispatcher;
+pub use mapping::{CallResult, decide};
+pub use settings::CallbackSettings;
+pub use target::{BodyRule, CallbackTarget, MappedOutcome};

@@ -1,0 +1,36 @@
+//! rdq-server: how every non-Rust service uses rdq, and how operators run it.
+//!
+//! One process over one store (the embedded store by default) offering:
+//!
+//! - the HTTP JSON API under `/v1` ([`api`]): submit and read tasks, queue
+//!   counts and live policy, the DLQ (page, redrive, export, import, purge),
+//!   errors as `application/problem+json` with rdq's stable codes;
+//! - the pull-worker API: claim with a lease, settle (one or a batch),
+//!   extend the lease, fenced by lease tokens ([`lease_token`]);
+//! - callback dispatch ([`callback`]): tasks of queues with a callback target
+//!   are POSTed to it and the answer is mapped onto the canonical outcome;
+//! - bearer-token auth with scopes ([`auth`]), an audit log ([`audit`]),
+//!   Prometheus metrics ([`metrics`]), health, readiness and an OpenAPI document;
+//! - the lease reaper and retention pruner, and graceful shutdown ([`server`]).
+//!
+//! [`dead_letters`] and [`submission`] are shared with the `rdq` CLI, which
+//! offers the same operations straight on a store.
+
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod audit;
+pub mod auth;
+pub mod callback;
+pub mod config;
+pub mod dead_letters;
+pub mod lease_token;
+pub mod metrics;
+pub mod problem;
+pub mod request;
+pub mod server;
+pub mod submission;
+
+pub use config::{ConfigError, DEFAULT_LISTEN, DEFAULT_STORE, ServerConfig};
+pub use problem::ApiError;
+pub use server::{Server, ServerError, shutdown_signal};

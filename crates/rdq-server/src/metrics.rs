@@ -1,0 +1,309 @@
+//! Counters and a latency histogram, rendered in the Prometheus text format
+//! (version 0.0.4) by hand: the format is a few lines of text and a metrics
+//! crate would be the largest dependency of the server.
+//!
+//! Counters live per queue behind atomics, so the hot paths (submit, claim,
+//! settle, dispatch) take a read lock on the queue map and one atomic add.
+//! Queue sizes (and the DLQ size) are read from the store at scrape time.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use rdq_engine::QueueCounts;
+
+/// Upper bounds of the dispatch latency buckets, in seconds.
+pub const LATENCY_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// How a settle or a lease ended, as counted in `rdq_outcomes_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutcomeLabel {
+    /// The task succeeded.
+    Success,
+    /// A retryable failure (retried, or dead once attempts ran out).
+    RetryableFailure,
+    /// A permanent failure (dead now).
+    PermanentFailure,
+    /// Deferred without spending an attempt.
+    Deferred,
+    /// Handed back unrun.
+    Released,
+    /// The lease lapsed with no outcome.
+    LeaseExpired,
+}
+
+impl OutcomeLabel {
+    const ALL: [OutcomeLabel; 6] = [
+        Self::Success,
+        Self::RetryableFailure,
+        Self::PermanentFailure,
+        Self::Deferred,
+        Self::Released,
+        Self::LeaseExpired,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "SUCCESS",
+            Self::RetryableFailure => "RETRYABLE_FAILURE",
+            Self::PermanentFailure => "PERMANENT_FAILURE",
+            Self::Deferred => "DEFERRED",
+            Self::Released => "RELEASED",
+            Self::LeaseExpired => "LEASE_EXPIRED",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Cumulative histogram with fixed buckets.
+#[derive(Debug, Default)]
+struct Histogram {
+    buckets: [AtomicU64; LATENCY_BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        if let Some(i) = LATENCY_BUCKETS.iter().position(|&b| secs <= b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+}
+
+/// The counters of one queue.
+#[derive(Debug, Default)]
+struct QueueMetrics {
+    submitted: AtomicU64,
+    claimed: AtomicU64,
+    outcomes: [AtomicU64; 6],
+    dispatch: Histogram,
+}
+
+/// Every counter the server keeps. Cheap to share (`Arc`).
+#[derive(Debug, Default)]
+pub struct Metrics {
+    queues: RwLock<HashMap<String, Arc<QueueMetrics>>>,
+}
+
+impl Metrics {
+    /// No counts yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn queue(&self, queue: &str) -> Arc<QueueMetrics> {
+        if let Some(q) = self
+            .queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(queue)
+        {
+            return Arc::clone(q);
+        }
+        let mut map = self.queues.write().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(map.entry(queue.to_owned()).or_default())
+    }
+
+    /// Counts `n` tasks stored by submits to `queue`.
+    pub fn submitted(&self, queue: &str, n: u64) {
+        self.queue(queue).submitted.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts `n` tasks handed out by claims (pull workers and callbacks).
+    pub fn claimed(&self, queue: &str, n: u64) {
+        self.queue(queue).claimed.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts one settle, deferral, release or lease expiry.
+    pub fn outcome(&self, queue: &str, outcome: OutcomeLabel) {
+        self.queue(queue).outcomes[outcome.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records how long one callback took, from request to mapped outcome.
+    pub fn dispatch_latency(&self, queue: &str, took: Duration) {
+        self.queue(queue).dispatch.observe(took);
+    }
+
+    /// The Prometheus text exposition, with queue sizes from `counts`.
+    pub fn render(&self, counts: &[QueueCounts]) -> String {
+        let queues = self.queues.read().unwrap_or_else(PoisonError::into_inner);
+        let mut names: Vec<&String> = queues.keys().collect();
+        names.sort();
+        let mut out = String::with_capacity(4096);
+        counter_family(
+            &mut out,
+            "rdq_tasks_submitted_total",
+            "Tasks stored by submits.",
+            names.iter().map(|n| (*n, &queues[*n].submitted)),
+        );
+        counter_family(
+            &mut out,
+            "rdq_tasks_claimed_total",
+            "Tasks handed out by claims (pull workers and callback dispatch).",
+            names.iter().map(|n| (*n, &queues[*n].claimed)),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP rdq_outcomes_total Settles by outcome, including deferrals, releases and lease expiries.\n# TYPE rdq_outcomes_total counter"
+        );
+        for name in &names {
+            for label in OutcomeLabel::ALL {
+                let v = queues[*name].outcomes[label.index()].load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "rdq_outcomes_total{{queue=\"{}\",outcome=\"{}\"}} {v}",
+                    escape(name),
+                    label.as_str()
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP rdq_lease_expiries_total Leases that lapsed with no outcome (closed as LEASE_EXPIRED).\n# TYPE rdq_lease_expiries_total counter"
+        );
+        for name in &names {
+            let v =
+                queues[*name].outcomes[OutcomeLabel::LeaseExpired.index()].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "rdq_lease_expiries_total{{queue=\"{}\"}} {v}",
+                escape(name)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP rdq_queue_tasks Tasks per queue and status.\n# TYPE rdq_queue_tasks gauge"
+        );
+        for c in counts {
+            for (status, v) in [
+                ("PENDING", c.pending),
+                ("IN_FLIGHT", c.in_flight),
+                ("SUCCEEDED", c.succeeded),
+                ("DEAD", c.dead),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "rdq_queue_tasks{{queue=\"{}\",status=\"{status}\"}} {v}",
+                    escape(&c.queue)
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP rdq_dlq_size Dead tasks per queue.\n# TYPE rdq_dlq_size gauge"
+        );
+        for c in counts {
+            let _ = writeln!(
+                out,
+                "rdq_dlq_size{{queue=\"{}\"}} {}",
+                escape(&c.queue),
+                c.dead
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP rdq_dispatch_duration_seconds Callback dispatch latency, request to mapped outcome.\n# TYPE rdq_dispatch_duration_seconds histogram"
+        );
+        for name in &names {
+            let h = &queues[*name].dispatch;
+            let q = escape(name);
+            let mut cumulative = 0u64;
+            for (i, bound) in LATENCY_BUCKETS.iter().enumerate() {
+                cumulative += h.buckets[i].load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "rdq_dispatch_duration_seconds_bucket{{queue=\"{q}\",le=\"{bound}\"}} {cumulative}"
+                );
+            }
+            let count = h.count.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "rdq_dispatch_duration_seconds_bucket{{queue=\"{q}\",le=\"+Inf\"}} {count}"
+            );
+            let sum = h.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+            let _ = writeln!(
+                out,
+                "rdq_dispatch_duration_seconds_sum{{queue=\"{q}\"}} {sum}"
+            );
+            let _ = writeln!(
+                out,
+                "rdq_dispatch_duration_seconds_count{{queue=\"{q}\"}} {count}"
+            );
+        }
+        out
+    }
+}
+
+fn counter_family<'a>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    values: impl Iterator<Item = (&'a String, &'a AtomicU64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    for (queue, v) in values {
+        let _ = writeln!(
+            out,
+            "{name}{{queue=\"{}\"}} {}",
+            escape(queue),
+            v.load(Ordering::Relaxed)
+        );
+    }
+}
+
+/// Label values are queue names (`[a-z0-9._-]`), but escape anyway.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_and_the_histogram_render_in_the_text_format() {
+        let m = Metrics::new();
+        m.submitted("emails", 3);
+        m.claimed("emails", 2);
+        m.outcome("emails", OutcomeLabel::Success);
+        m.outcome("emails", OutcomeLabel::LeaseExpired);
+        m.dispatch_latency("emails", Duration::from_millis(3));
+        m.dispatch_latency("emails", Duration::from_secs(60));
+        let text = m.render(&[QueueCounts {
+            queue: "emails".into(),
+            dead: 4,
+            ..QueueCounts::default()
+        }]);
+        for line in [
+            "rdq_tasks_submitted_total{queue=\"emails\"} 3",
+            "rdq_tasks_claimed_total{queue=\"emails\"} 2",
+            "rdq_outcomes_total{queue=\"emails\",outcome=\"SUCCESS\"} 1",
+            "rdq_lease_expiries_total{queue=\"emails\"} 1",
+            "rdq_dlq_size{queue=\"emails\"} 4",
+            "rdq_queue_tasks{queue=\"emails\",status=\"DEAD\"} 4",
+            "rdq_dispatch_duration_seconds_bucket{queue=\"emails\",le=\"0.0025\"} 0",
+            "rdq_dispatch_duration_seconds_bucket{queue=\"emails\",le=\"0.005\"} 1",
+            "rdq_dispatch_duration_seconds_bucket{queue=\"emails\",le=\"30\"} 1",
+            "rdq_dispatch_duration_seconds_bucket{queue=\"emails\",le=\"+Inf\"} 2",
+            "rdq_dispatch_duration_seconds_count{queue=\"emails\"} 2",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+        }
+        assert!(text.contains("# TYPE rdq_dispatch_duration_seconds histogram"));
+    }
+}

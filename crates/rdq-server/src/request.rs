@@ -1,0 +1,73 @@
+//! Reading request bodies and query strings into typed values, with every
+//! refusal as a problem document (`MALFORMED_REQUEST`, or 413
+//! `PAYLOAD_TOO_LARGE` past the body limit) instead of axum's plain text.
+//!
+//! JSON bodies are accepted whatever their `Content-Type` says: clients that
+//! forget the header are common and the body is parsed strictly anyway.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use rdq_envelope::ErrorCode;
+use serde::de::DeserializeOwned;
+
+use crate::problem::ApiError;
+
+/// A JSON request body of type `T`; an empty body reads as `{}`.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<S, T> FromRequest<S> for JsonBody<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = read_body(req, state).await?;
+        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &bytes
+        };
+        serde_json::from_slice(bytes)
+            .map(JsonBody)
+            .map_err(|e| ApiError::malformed(format!("the request body is not valid: {e}")))
+    }
+}
+
+/// Reads the whole body, refusing one over the route's limit with 413.
+pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorCode::PayloadTooLarge.as_str(),
+                "the request body is larger than the server accepts (max_request_bytes)",
+            )
+        } else {
+            ApiError::malformed(format!("the request body could not be read: {rejection}"))
+        }
+    })
+}
+
+/// A query string of type `T`.
+#[derive(Debug)]
+pub struct QueryArgs<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for QueryArgs<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(v)| QueryArgs(v))
+            .map_err(|e| ApiError::malformed(format!("the query string is not valid: {e}")))
+    }
+}

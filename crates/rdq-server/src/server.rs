@@ -1,0 +1,330 @@
+//! The composition root: binds the listener, assembles the engine, auth,
+//! audit, metrics and dispatcher, runs the HTTP server beside the background
+//! services, and shuts everything down in order.
+//!
+//! Shutdown is one trigger ([`rdq_runtime::shutdown_channel`]) watched by
+//! every part. When it fires: `/readyz` turns 503, the listener stops
+//! accepting and in-flight requests finish (up to `shutdown_grace_ms`), the
+//! dispatcher stops claiming and lets running callbacks finish (handing back
+//! what does not finish within the grace), the reaper and pruner stop, and
+//! [`Server::run`] returns.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::Router;
+use rdq_engine::{Engine, Store, SystemClock};
+use rdq_runtime::{PrunerConfig, Shutdown, run_pruner, shutdown_channel};
+use tokio::net::TcpListener;
+use tracing::{info, warn};
+
+use crate::api::{AppState, StateParts, route_table};
+use crate::audit::AuditLog;
+use crate::auth::Authenticator;
+use crate::callback::Dispatcher;
+use crate::config::{ConfigError, ServerConfig};
+use crate::metrics::{Metrics, OutcomeLabel};
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The configuration was refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {why}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// The OS error.
+        why: String,
+    },
+    /// The audit log file could not be opened.
+    #[error("cannot open the audit log {path}: {why}")]
+    AuditLog {
+        /// The file.
+        path: String,
+        /// The OS error.
+        why: String,
+    },
+    /// The HTTP client for callbacks could not be built.
+    #[error("cannot build the callback HTTP client: {0}")]
+    Client(String),
+    /// The HTTP server failed while running.
+    #[error("the HTTP server failed: {0}")]
+    Serve(String),
+}
+
+impl ServerError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Config(e) => e.code(),
+            Self::Bind { .. } => "BIND_FAILED",
+            Self::AuditLog { .. } => "IO_ERROR",
+            Self::Client(_) | Self::Serve(_) => "SERVER_FAILED",
+        }
+    }
+}
+
+/// A bound, ready-to-run server.
+pub struct Server {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    router: Router,
+    state: AppState,
+    engine: Engine,
+    dispatcher: Arc<Dispatcher>,
+    metrics: Arc<Metrics>,
+    config: ServerConfig,
+}
+
+impl Server {
+    /// Checks `config`, binds its listen address and assembles the server
+    /// over `store`. Refuses an open server (no tokens) on a non-loopback address.
+    pub async fn bind(config: ServerConfig, store: Arc<dyn Store>) -> Result<Self, ServerError> {
+        let addrs = config.validate()?;
+        let auth =
+            Authenticator::new(&config.tokens).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        let listener = TcpListener::bind(&addrs[..])
+            .await
+            .map_err(|e| ServerError::Bind {
+                addr: config.listen.clone(),
+                why: e.to_string(),
+            })?;
+        let local_addr = listener.local_addr().map_err(|e| ServerError::Bind {
+            addr: config.listen.clone(),
+            why: e.to_string(),
+        })?;
+        let audit = match &config.audit_log {
+            Some(path) => AuditLog::to_file(path).map_err(|e| ServerError::AuditLog {
+                path: path.display().to_string(),
+                why: e.to_string(),
+            })?,
+            None => AuditLog::tracing_only(),
+        };
+        let mut engine = Engine::new(store, Arc::new(SystemClock));
+        if let Some(defaults) = &config.defaults {
+            engine = engine.with_fallback_policy(defaults.clone());
+        }
+        let metrics = Arc::new(Metrics::new());
+        let grace = Duration::from_millis(config.shutdown_grace_ms);
+        let dispatcher = Arc::new(
+            Dispatcher::new(
+                engine.clone(),
+                config.callbacks.clone(),
+                Arc::clone(&metrics),
+                grace,
+            )
+            .map_err(|e| ServerError::Client(e.to_string()))?,
+        );
+        if auth.is_open() {
+            warn!(
+                addr = %local_addr,
+                "no tokens configured: the API is open, without authentication, to every process that can reach this loopback address"
+            );
+        } else {
+            info!(
+                tokens = config.tokens.len(),
+                "bearer-token authentication on"
+            );
+        }
+        let state = AppState::new(StateParts {
+            engine: engine.clone(),
+            auth,
+            audit,
+            metrics: Arc::clone(&metrics),
+            dispatcher: Arc::clone(&dispatcher),
+            callbacks: config.callbacks.clone(),
+            public_metrics: config.public_metrics,
+            max_import_bytes: config.max_import_bytes,
+        });
+        let router = route_table(config.max_import_bytes)
+            .into_router(state.clone(), config.max_request_bytes);
+        Ok(Self {
+            listener,
+            local_addr,
+            router,
+            state,
+            engine,
+            dispatcher,
+            metrics,
+            config,
+        })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Serves until `shutdown` completes, then shuts down in order (see the
+    /// module documentation) and returns.
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let (trigger, stop) = shutdown_channel();
+        let m = &self.config.maintenance;
+        let reaper = tokio::spawn(reap_leases(
+            self.engine.clone(),
+            Arc::clone(&self.metrics),
+            Duration::from_millis(m.reaper_interval_ms),
+            m.reaper_batch.max(1),
+            stop.clone(),
+        ));
+        let pruner = tokio::spawn(run_pruner(
+            self.engine.clone(),
+            PrunerConfig {
+                interval: Duration::from_millis(m.pruner_interval_ms),
+                batch: m.pruner_batch.max(1),
+            },
+            stop.clone(),
+        ));
+        let dispatch = tokio::spawn(Arc::clone(&self.dispatcher).run(stop.clone()));
+
+        let state = self.state.clone();
+        let stop_all = trigger.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            info!(
+                "shutdown requested: no new connections; finishing in-flight requests and callbacks"
+            );
+            state.ready().store(false, Ordering::Release);
+            stop_all.trigger();
+        });
+
+        info!(
+            addr = %self.local_addr,
+            store = %self.config.store,
+            "rdq-server listening on http://{}",
+            self.local_addr
+        );
+        let mut http_stop = stop.clone();
+        let mut serving = tokio::spawn(
+            axum::serve(self.listener, self.router)
+                .with_graceful_shutdown(async move { http_stop.wait().await })
+                .into_future(),
+        );
+        let mut stop_wait = stop.clone();
+        let ended_early = tokio::select! {
+            () = stop_wait.wait() => None,
+            result = &mut serving => Some(result),
+        };
+        let served = match ended_early {
+            // The listener failed on its own: stop everything else too.
+            Some(result) => {
+                self.state.ready().store(false, Ordering::Release);
+                trigger.trigger();
+                match result {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(ServerError::Serve(e.to_string())),
+                    Err(e) => Err(ServerError::Serve(e.to_string())),
+                }
+            }
+            None => {
+                let grace = Duration::from_millis(self.config.shutdown_grace_ms);
+                match tokio::time::timeout(grace, &mut serving).await {
+                    Ok(Ok(Ok(()))) => Ok(()),
+                    Ok(Ok(Err(e))) => Err(ServerError::Serve(e.to_string())),
+                    Ok(Err(e)) => Err(ServerError::Serve(e.to_string())),
+                    Err(_) => {
+                        warn!(
+                            "in-flight requests did not finish within the grace period; closing them"
+                        );
+                        serving.abort();
+                        Ok(())
+                    }
+                }
+            }
+        };
+        for (name, task) in [
+            ("callback dispatch", dispatch),
+            ("lease reaper", reaper),
+            ("pruner", pruner),
+        ] {
+            if task.await.is_err() {
+                warn!(service = name, "a background service ended abnormally");
+            }
+        }
+        info!("rdq-server stopped");
+        served
+    }
+}
+
+/// A future that completes on SIGTERM or SIGINT (Ctrl-C).
+///
+/// The handlers are installed when this is called, not when the future is
+/// first polled, so a signal that arrives while the server is still starting
+/// is not lost (and does not kill the process the default way). Call it
+/// inside the Tokio runtime.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let terminate = signal(SignalKind::terminate());
+        let interrupt = signal(SignalKind::interrupt());
+        async move {
+            match (terminate, interrupt) {
+                (Ok(mut terminate), Ok(mut interrupt)) => {
+                    tokio::select! {
+                        _ = terminate.recv() => {}
+                        _ = interrupt.recv() => {}
+                    }
+                }
+                (Ok(mut terminate), Err(_)) => {
+                    terminate.recv().await;
+                }
+                (Err(_), Ok(mut interrupt)) => {
+                    interrupt.recv().await;
+                }
+                (Err(_), Err(_)) => std::future::pending::<()>().await,
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        async {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// The lease reaper, counting each expiry in the metrics. (The runtime's
+/// `run_reaper` is the same loop without the counting.)
+async fn reap_leases(
+    engine: Engine,
+    metrics: Arc<Metrics>,
+    interval: Duration,
+    batch: usize,
+    mut shutdown: Shutdown,
+) {
+    loop {
+        let reaped = match engine.reap_expired(batch).await {
+            Ok(reaped) => {
+                for env in &reaped {
+                    metrics.outcome(&env.queue, OutcomeLabel::LeaseExpired);
+                }
+                reaped.len()
+            }
+            Err(e) => {
+                warn!(error = %e, "lease reaper pass failed");
+                0
+            }
+        };
+        if reaped < batch {
+            tokio::select! {
+                () = shutdown.wait() => return,
+                () = tokio::time::sleep(interval) => {}
+            }
+        } else if shutdown.is_triggered() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! `/openapi.json` agrees with the router: every registered route is
+//! documented, every documented operation is routed (probed over HTTP), and
+//! the committed `docs/openapi.json` is the document the server serves.
+//!
+//! After changing the API, regenerate the committed copy with
+//! `RDQ_UPDATE_OPENAPI=1 cargo test -p rdq-server --test openapi`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use common::TestServer;
+use reqwest::Method;
+use serde_json::Value;
+
+fn documented(doc: &Value) -> BTreeSet<(String, String)> {
+    let mut ops = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            ops.insert((method.to_uppercase(), path.clone()));
+        }
+    }
+    ops
+}
+
+#[test]
+fn every_route_is_documented_and_every_documented_operation_is_a_route() {
+    let routed: BTreeSet<(String, String)> = rdq_server::api::route_table(1 << 20)
+        .routes()
+        .iter()
+        .map(|(m, p)| (m.as_str().to_owned(), (*p).to_owned()))
+        .collect();
+    let doc = rdq_server::api::openapi::document();
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert_eq!(documented(&doc), routed);
+    // Every operation has an id, and every $ref resolves.
+    let text = doc.to_string();
+    for piece in text.split("\"$ref\":\"#/").skip(1) {
+        let target = piece.split('"').next().unwrap();
+        let mut node = &doc;
+        for part in target.split('/') {
+            node = &node[part];
+        }
+        assert!(!node.is_null(), "dangling $ref #/{target}");
+    }
+    for (_, item) in doc["paths"].as_object().unwrap() {
+        for (_, op) in item.as_object().unwrap() {
+            assert!(op["operationId"].is_string());
+            assert!(op["responses"].as_object().is_some_and(|r| !r.is_empty()));
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_documented_operation_answers_on_the_running_server() {
+    let server = TestServer::start().await;
+    let served = server.get("/openapi.json").await;
+    assert_eq!(served.body, rdq_server::api::openapi::document());
+    for (method, path) in documented(&served.body) {
+        let concrete = path
+            .replace("{id}", "01J2ZK7Q8XW5H3N9G4T6B8RDQ0")
+            .replace("{queue}", "probe");
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        let r = server.raw(method.clone(), &concrete, b"{}".to_vec()).await;
+        let code = r.body["code"].as_str().unwrap_or("");
+        assert!(
+            code != "ROUTE_NOT_FOUND" && code != "METHOD_NOT_ALLOWED",
+            "{method} {path} is documented but not routed: {}",
+            r.text
+        );
+    }
+    server.stop().await;
+}
+
+#[test]
+fn the_committed_document_is_the_one_the_server_serves() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+    let mut current = serde_json::to_string_pretty(&rdq_server::api::openapi::document()).unwrap();
+    current.push('\n');
+    if std::env::var_os("RDQ_UPDATE_OPENAPI").is_some() {
+        std::fs::write(&path, &current).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == current,
+        "docs/openapi.json is out of date: run RDQ_UPDATE_OPENAPI=1 cargo test -p rdq-server --test openapi"
+    );
+}
