@@ -215,11 +215,10 @@ impl QueuePolicy {
                 )));
             }
         }
-        let policy: Self =
-            serde_path_to_error::deserialize(value).map_err(|e| {
-                let path = e.path().to_string();
-                EngineError::InvalidPolicy(format!("{path}: {}", e.into_inner()))
-            })?;
+        let policy: Self = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            EngineError::InvalidPolicy(format!("{path}: {}", e.into_inner()))
+        })?;
         policy.validate()?;
         Ok(policy)
     }

@@ -5,9 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdq_engine::{
-    Backoff, Engine, ManualClock, QueuePolicy, Settlement, SubmitRequest,
-};
+use rdq_engine::{Backoff, Engine, ManualClock, QueuePolicy, Settlement, SubmitRequest};
 use rdq_envelope::{Outcome, Status, Timestamp};
 use rdq_runtime::{PrunerConfig, ReaperConfig, run_pruner, run_reaper, shutdown_channel};
 use rdq_store_memory::MemoryStore;
@@ -40,7 +38,10 @@ async fn submit(engine: &Engine, queue: &str, n: usize) {
 async fn statuses(engine: &Engine, queue: &str) -> Vec<Status> {
     let page = engine
         .store()
-        .list(&rdq_engine::ListQuery { queue: queue.into(), ..Default::default() })
+        .list(&rdq_engine::ListQuery {
+            queue: queue.into(),
+            ..Default::default()
+        })
         .await
         .unwrap();
     page.items.iter().map(|e| e.status).collect()
@@ -48,7 +49,11 @@ async fn statuses(engine: &Engine, queue: &str) -> Vec<Status> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reaper_closes_only_lapsed_leases_as_lease_expired() {
-    let policy = QueuePolicy { lease_ms: 1_000, backoff: Backoff::None, ..QueuePolicy::default() };
+    let policy = QueuePolicy {
+        lease_ms: 1_000,
+        backoff: Backoff::None,
+        ..QueuePolicy::default()
+    };
     let (engine, clock) = setup("r.q", policy).await;
     submit(&engine, "r.q", 10).await;
     let early = engine.claim("r.q", 4, None).await.unwrap();
@@ -60,11 +65,20 @@ async fn the_reaper_closes_only_lapsed_leases_as_lease_expired() {
     let (trigger, shutdown) = shutdown_channel();
     let reaper = tokio::spawn(run_reaper(
         engine.clone(),
-        ReaperConfig { interval: Duration::from_millis(5), batch: 2 },
+        ReaperConfig {
+            interval: Duration::from_millis(5),
+            batch: 2,
+        },
         shutdown,
     ));
     for _ in 0..400 {
-        if statuses(&engine, "r.q").await.iter().filter(|s| **s == Status::Pending).count() == 4 {
+        if statuses(&engine, "r.q")
+            .await
+            .iter()
+            .filter(|s| **s == Status::Pending)
+            .count()
+            == 4
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -76,19 +90,32 @@ async fn the_reaper_closes_only_lapsed_leases_as_lease_expired() {
         let env = engine.store().get(c.envelope.id).await.unwrap();
         assert_eq!(env.status, Status::Pending);
         assert_eq!(env.attempts[0].outcome, Some(Outcome::LeaseExpired));
-        assert_eq!(env.attempts[0].error.as_ref().unwrap().error_type, "rdq.LeaseExpired");
+        assert_eq!(
+            env.attempts[0].error.as_ref().unwrap().error_type,
+            "rdq.LeaseExpired"
+        );
         // The stale worker's settle is fenced off.
-        let stale = engine.settle(&c.envelope, c.token, Settlement::Success).await;
+        let stale = engine
+            .settle(&c.envelope, c.token, Settlement::Success)
+            .await;
         assert_eq!(stale.unwrap_err().code(), "LEASE_LOST");
     }
     for c in &late {
-        assert_eq!(engine.store().get(c.envelope.id).await.unwrap().status, Status::InFlight);
+        assert_eq!(
+            engine.store().get(c.envelope.id).await.unwrap().status,
+            Status::InFlight
+        );
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reapers_on_every_node_reap_each_lease_exactly_once() {
-    let policy = QueuePolicy { lease_ms: 100, max_attempts: 5, backoff: Backoff::None, ..QueuePolicy::default() };
+    let policy = QueuePolicy {
+        lease_ms: 100,
+        max_attempts: 5,
+        backoff: Backoff::None,
+        ..QueuePolicy::default()
+    };
     let (engine, clock) = setup("r.many", policy).await;
     submit(&engine, "r.many", 200).await;
     assert_eq!(engine.claim("r.many", 200, None).await.unwrap().len(), 200);
@@ -116,35 +143,54 @@ async fn reapers_on_every_node_reap_each_lease_exactly_once() {
     assert_eq!(total, 200, "every lapsed lease reaped once, none twice");
     let page = engine
         .store()
-        .list(&rdq_engine::ListQuery { queue: "r.many".into(), ..Default::default() })
+        .list(&rdq_engine::ListQuery {
+            queue: "r.many".into(),
+            ..Default::default()
+        })
         .await
         .unwrap();
     for env in page.items {
-        assert_eq!(env.attempts.len(), 1, "exactly one LEASE_EXPIRED record per lease");
+        assert_eq!(
+            env.attempts.len(),
+            1,
+            "exactly one LEASE_EXPIRED record per lease"
+        );
         assert_eq!(env.status, Status::Pending);
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pruner_removes_succeeded_tasks_past_retention_only() {
-    let policy = QueuePolicy { retain_succeeded_ms: 60_000, ..QueuePolicy::default() };
+    let policy = QueuePolicy {
+        retain_succeeded_ms: 60_000,
+        ..QueuePolicy::default()
+    };
     let (engine, clock) = setup("p.q", policy).await;
     submit(&engine, "p.q", 6).await;
     let claimed = engine.claim("p.q", 6, None).await.unwrap();
     // Two finish now, two a minute later, two stay in flight.
     for c in &claimed[..2] {
-        engine.settle(&c.envelope, c.token, Settlement::Success).await.unwrap();
+        engine
+            .settle(&c.envelope, c.token, Settlement::Success)
+            .await
+            .unwrap();
     }
     clock.advance_ms(30_000);
     for c in &claimed[2..4] {
-        engine.settle(&c.envelope, c.token, Settlement::Success).await.unwrap();
+        engine
+            .settle(&c.envelope, c.token, Settlement::Success)
+            .await
+            .unwrap();
     }
     clock.advance_ms(30_001);
 
     let (trigger, shutdown) = shutdown_channel();
     let pruner = tokio::spawn(run_pruner(
         engine.clone(),
-        PrunerConfig { interval: Duration::from_millis(5), batch: 100 },
+        PrunerConfig {
+            interval: Duration::from_millis(5),
+            batch: 100,
+        },
         shutdown,
     ));
     for _ in 0..400 {
@@ -161,6 +207,9 @@ async fn the_pruner_removes_succeeded_tasks_past_retention_only() {
     assert_eq!(left.iter().filter(|s| **s == Status::Succeeded).count(), 2);
     assert_eq!(left.iter().filter(|s| **s == Status::InFlight).count(), 2);
     for c in &claimed[..2] {
-        assert_eq!(engine.store().get(c.envelope.id).await.unwrap_err().code(), "TASK_NOT_FOUND");
+        assert_eq!(
+            engine.store().get(c.envelope.id).await.unwrap_err().code(),
+            "TASK_NOT_FOUND"
+        );
     }
 }

@@ -55,7 +55,10 @@ impl Checkpointer {
 }
 
 fn unavailable(path: &Path, e: &rusqlite::Error) -> EngineError {
-    EngineError::Unavailable(format!("cannot open {} for checkpoints: {e}", path.display()))
+    EngineError::Unavailable(format!(
+        "cannot open {} for checkpoints: {e}",
+        path.display()
+    ))
 }
 
 impl Drop for Checkpointer {
