@@ -13,7 +13,7 @@ ensure_services
 
 cargo test --workspace --doc --quiet
 if command -v cargo-nextest >/dev/null 2>&1; then
-  cargo nextest run --workspace --all-targets --no-fail-fast
+  cargo nextest run --workspace --no-fail-fast
 else
-  cargo test --workspace --all-targets --no-fail-fast
+  cargo test --workspace --no-fail-fast
 fi
