@@ -21,8 +21,17 @@ ensure_postgres() {
   fi
 }
 
+ensure_rabbitmq() {
+  if ! port_open 127.0.0.1 5672; then
+    echo "services: starting RabbitMQ" >&2
+    rabbitmq-server -detached
+    wait_for_port 127.0.0.1 5672 RabbitMQ
+  fi
+}
+
 ensure_services() {
   # The embedded and in-memory stores need no service. Stores that do are
   # added here as their crates land.
-  :
+  ensure_postgres # rdq-store-postgres (postgres://postgres@127.0.0.1:5432/test)
+  ensure_rabbitmq # rdq-store-rabbitmq (amqp://guest:guest@127.0.0.1:5672/%2f)
 }

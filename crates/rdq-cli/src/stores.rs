@@ -1,6 +1,6 @@
 //! Opening a store from the one string users type everywhere (`--store`):
 //! a bare filesystem path is the embedded store in that directory; other
-//! stores are URLs.
+//! stores are URLs (`postgres://…`: the PostgreSQL store).
 
 use std::sync::Arc;
 
@@ -13,6 +13,18 @@ use crate::CliError;
 pub fn open_store(spec: &str) -> Result<Arc<dyn Store>, CliError> {
     if spec == "memory:" || spec == "memory://" || spec == "memory" {
         return Ok(Arc::new(rdq_store_memory::MemoryStore::new()));
+    }
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        // Connects and migrates on first use, inside the caller's runtime.
+        let store = rdq_store_postgres::PostgresStore::from_url(spec)
+            .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+        return Ok(Arc::new(store));
+    }
+    if spec.starts_with("amqp://") {
+        // Connects on first use, inside the caller's runtime; the first dial fails fast.
+        let store = rdq_store_rabbitmq::RabbitStore::from_url(spec)
+            .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+        return Ok(Arc::new(store));
     }
     if let Some((scheme, _)) = spec.split_once("://") {
         return Err(CliError::new(

@@ -79,17 +79,22 @@ pub struct Engine {
 impl Engine {
     /// An engine over `store`, reading time from `clock`.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        let work_available = store
+            .work_signal()
+            .unwrap_or_else(|| Arc::new(Notify::new()));
         Self {
             store,
             clock,
             fallback_policy: Arc::new(QueuePolicy::default()),
-            work_available: Arc::new(Notify::new()),
+            work_available,
         }
     }
 
-    /// Signalled after submits, retries and reaps in this process. An idle
-    /// worker creates a `notified()` future, enables it, tries to claim, and
-    /// waits on it (with a poll timeout for work from other processes).
+    /// Signalled after submits, retries and reaps in this process, and by
+    /// stores that hear of work from other processes
+    /// ([`Store::work_signal`]). An idle worker creates a `notified()`
+    /// future, enables it, tries to claim, and waits on it (with a poll
+    /// timeout for work no signal announces).
     pub fn work_available(&self) -> &Arc<Notify> {
         &self.work_available
     }

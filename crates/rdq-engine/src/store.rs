@@ -17,8 +17,11 @@
 //!   ignores duplicates;
 //! - `counts` lists a queue while it has tasks or a stored policy.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
+use tokio::sync::Notify;
 
 use crate::error::EngineError;
 use crate::machine::LeaseToken;
@@ -178,6 +181,16 @@ fn unsupported<T>(what: &str) -> Result<T, EngineError> {
 pub trait Store: Send + Sync + 'static {
     /// What this store can do beyond the work path.
     fn capabilities(&self) -> Capabilities;
+
+    /// Wake-ups for work made due by other processes (a database's
+    /// `LISTEN/NOTIFY`, say): an [`crate::Engine`] built on this store
+    /// signals its idle workers through this `Notify`, and the store calls
+    /// `notify_waiters` on it when another process commits claimable work.
+    /// `None` (the default): only this process's own writes wake workers,
+    /// and work from elsewhere waits for the workers' poll.
+    fn work_signal(&self) -> Option<Arc<Notify>> {
+        None
+    }
 
     /// Stores new tasks, one result per task in order. Durable when it returns.
     async fn submit(&self, tasks: Vec<NewTask>) -> Vec<Result<Submitted, EngineError>>;

@@ -1,0 +1,132 @@
+//! The query columns of a `tasks` row, derived from its envelope, and the
+//! column arrays a batch write binds.
+//!
+//! The canonical envelope bytes are the row's source of truth; the other
+//! columns are copies of what the indexes need (status, claim order, lease
+//! deadline, the compare-and-swap token, the DLQ error type, the finish time).
+//! Deriving them in one place, from the envelope the engine decided, keeps
+//! every write path agreeing with every query.
+
+use rdq_engine::store::{finished_at, latest_error_type};
+use rdq_envelope::{Envelope, Status, TaskId};
+use uuid::Uuid;
+
+use crate::sql::status_code;
+
+/// A task id as PostgreSQL's `uuid`: the ULID's 16 bytes, so `uuid` order is id order.
+pub(crate) fn uuid_of(id: TaskId) -> Uuid {
+    Uuid::from_u128(id.as_u128())
+}
+
+/// The task id of a stored `uuid`.
+pub(crate) fn task_id_of(id: Uuid) -> TaskId {
+    TaskId::from_u128(id.as_u128())
+}
+
+/// One column per array, one element per task, in the order the batch
+/// statements' `unnest` takes them (see `sql.rs`).
+#[derive(Default)]
+pub(crate) struct Rows<'a> {
+    pub(crate) ids: Vec<Uuid>,
+    pub(crate) status: Vec<i16>,
+    pub(crate) priority: Vec<i16>,
+    pub(crate) next_attempt_at: Vec<Option<i64>>,
+    pub(crate) lease_expires_at: Vec<Option<i64>>,
+    pub(crate) claim_count: Vec<i64>,
+    pub(crate) error_type: Vec<Option<&'a [u8]>>,
+    pub(crate) finished_at: Vec<Option<i64>>,
+    pub(crate) envelope: Vec<&'a [u8]>,
+}
+
+impl<'a> Rows<'a> {
+    /// Room for `n` rows.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Self {
+            ids: Vec::with_capacity(n),
+            status: Vec::with_capacity(n),
+            priority: Vec::with_capacity(n),
+            next_attempt_at: Vec::with_capacity(n),
+            lease_expires_at: Vec::with_capacity(n),
+            claim_count: Vec::with_capacity(n),
+            error_type: Vec::with_capacity(n),
+            finished_at: Vec::with_capacity(n),
+            envelope: Vec::with_capacity(n),
+        }
+    }
+
+    /// Appends the row of `env`, with its canonical bytes `encoded`.
+    pub(crate) fn push(&mut self, env: &'a Envelope, encoded: &'a [u8]) {
+        let next_attempt_at = match env.status {
+            // A PENDING task without a due time is due now: sort it first.
+            Status::Pending => Some(env.next_attempt_at.map_or(i64::MIN, |t| t.unix_ms())),
+            _ => env.next_attempt_at.map(|t| t.unix_ms()),
+        };
+        self.ids.push(uuid_of(env.id));
+        self.status.push(status_code(env.status));
+        self.priority.push(i16::from(env.priority));
+        self.next_attempt_at.push(next_attempt_at);
+        self.lease_expires_at
+            .push(env.lease_expires_at.map(|t| t.unix_ms()));
+        // While IN_FLIGHT, the lease token settles compare against.
+        self.claim_count.push(i64::from(env.claim_count));
+        self.error_type
+            .push(latest_error_type(env).map(str::as_bytes));
+        self.finished_at
+            .push(env.status.is_terminal().then(|| finished_at(env).unix_ms()));
+        self.envelope.push(encoded);
+    }
+}
+
+/// The envelope of a row read as `envelope, status, claimed_at,
+/// lease_expires_at` from column `at` on.
+///
+/// A claim is written in SQL, in the one statement that picks the tasks: it
+/// sets the row's status, claim count and lease, and records `claimed_at`,
+/// but leaves the envelope bytes as they were (PENDING). The envelope the
+/// claim handed out is `machine::claim(pending, lease, claimed_at)`, a pure
+/// function of what the row holds, so it is recomputed here, byte for byte
+/// the same, whenever such a row is read; the next write of the task (a
+/// settle, an extension, a reap) stores its full envelope again.
+pub(crate) fn stored_envelope(
+    row: &tokio_postgres::Row,
+    at: usize,
+) -> Result<Envelope, crate::error::Failure> {
+    let bytes: &[u8] = row.try_get(at)?;
+    let status: i16 = row.try_get(at + 1)?;
+    let claimed_at: Option<i64> = row.try_get(at + 2)?;
+    let lease_expires_at: Option<i64> = row.try_get(at + 3)?;
+    let env = Envelope::decode(bytes)
+        .map_err(|e| crate::error::Failure::Engine(crate::error::undecodable("a task", &e)))?;
+    match (claimed_at, lease_expires_at) {
+        (Some(claimed_at), Some(until))
+            if status == status_code(Status::InFlight) && env.status == Status::Pending =>
+        {
+            Ok(finish_claim(&env, claimed_at, until)?)
+        }
+        _ => Ok(env),
+    }
+}
+
+/// The IN_FLIGHT envelope a claim at `claimed_at` with a lease until `until`
+/// (unix ms) made of the PENDING `env`.
+pub(crate) fn finish_claim(
+    env: &Envelope,
+    claimed_at: i64,
+    until: i64,
+) -> Result<Envelope, rdq_engine::EngineError> {
+    let now = rdq_envelope::Timestamp::from_unix_ms(claimed_at).ok_or_else(|| {
+        rdq_engine::EngineError::CorruptStore(format!(
+            "task {} was claimed at an impossible time ({claimed_at})",
+            env.id
+        ))
+    })?;
+    let lease_ms = u64::try_from(until.saturating_sub(claimed_at)).unwrap_or(0);
+    rdq_engine::machine::claim(env, lease_ms, now)
+        .map(|(next, _token)| next)
+        .map_err(|e| {
+            rdq_engine::EngineError::CorruptStore(format!(
+                "task {} is leased but its stored state cannot be claimed: {e}",
+                env.id
+            ))
+        })
+}

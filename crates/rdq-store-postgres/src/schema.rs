@@ -1,0 +1,145 @@
+//! The schema rdq owns and its versioned migrations.
+//!
+//! Everything lives in one schema (default `rdq`), so several rdq
+//! installations (or test runs) share a database without seeing each other.
+//! `migrations` records which versions were applied. [`migrate`] runs in one
+//! transaction under an advisory lock: nodes starting together apply each
+//! migration once, and a failed migration leaves the schema as it was. A
+//! schema written by a newer rdq is refused (`CORRUPT_STORE`: upgrade rdq),
+//! as is one holding tables that are not rdq's, so a wrong `?schema=` never
+//! writes over somebody else's data.
+
+use rdq_engine::EngineError;
+use tokio_postgres::Client;
+
+use crate::error::Failure;
+
+/// The newest schema version this build writes and reads.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// One schema version: its number, what it does and its DDL for a schema.
+struct Migration {
+    version: i32,
+    description: &'static str,
+    ddl: fn(&str) -> String,
+}
+
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    description: "tasks, queues and queue_counts",
+    ddl: v1,
+}];
+
+/// Schema version 1. The envelope bytes are each row's source of truth (the
+/// canonical encoding, returned byte for byte); every other column of `tasks`
+/// is derived from them for the queries' sake. Partial indexes keep each hot
+/// lookup a seek over only the rows it can match: claimable PENDING tasks,
+/// leased IN_FLIGHT tasks, the DLQ and prunable SUCCEEDED tasks. There is
+/// deliberately no `(queue, id)` index over every row: each claim and settle
+/// writes a new row version, and every index over all rows takes an entry
+/// for each (15% of the work rate, measured). Listings other than the DLQ's
+/// walk the primary key instead.
+/// `queue_counts` is an insert-only log of count deltas, folded now and then.
+fn v1(s: &str) -> String {
+    format!(
+        "CREATE TABLE {s}.tasks (
+            id               uuid     PRIMARY KEY,
+            queue            text     NOT NULL,
+            status           smallint NOT NULL,
+            priority         smallint NOT NULL,
+            next_attempt_at  bigint,
+            lease_expires_at bigint,
+            claim_count      bigint   NOT NULL,
+            claimed_at       bigint,
+            error_type       bytea,
+            finished_at      bigint,
+            idempotency_key  bytea,
+            envelope         bytea    NOT NULL
+        ) WITH (
+            autovacuum_vacuum_scale_factor = 0.01,
+            autovacuum_vacuum_insert_scale_factor = 0.05,
+            autovacuum_analyze_scale_factor = 0.02
+        );
+        CREATE INDEX tasks_claim ON {s}.tasks (queue, priority DESC, next_attempt_at, id)
+            WHERE status = 0;
+        CREATE INDEX tasks_lease ON {s}.tasks (lease_expires_at) WHERE status = 1;
+        CREATE INDEX tasks_done ON {s}.tasks (queue, finished_at) WHERE status = 2;
+        CREATE INDEX tasks_dead ON {s}.tasks (queue, id) WHERE status = 3;
+        CREATE UNIQUE INDEX tasks_idempotency ON {s}.tasks (queue, idempotency_key)
+            WHERE idempotency_key IS NOT NULL;
+        CREATE TABLE {s}.queues (
+            name   text PRIMARY KEY,
+            policy text NOT NULL
+        );
+        CREATE TABLE {s}.queue_counts (
+            queue     text   NOT NULL,
+            pending   bigint NOT NULL DEFAULT 0,
+            in_flight bigint NOT NULL DEFAULT 0,
+            succeeded bigint NOT NULL DEFAULT 0,
+            dead      bigint NOT NULL DEFAULT 0
+        ) WITH (autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000);"
+    )
+}
+
+/// Brings `schema` to [`SCHEMA_VERSION`], creating it if absent; returns the
+/// version it found (0 for a new schema).
+pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<i32, Failure> {
+    let tx = client.transaction().await?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('rdq.migrate.' || $1::text))",
+        &[&schema],
+    )
+    .await?;
+    let row = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
+                    to_regclass(quote_ident($1) || '.migrations') IS NOT NULL,
+                    (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                     WHERE n.nspname = $1)",
+            &[&schema],
+        )
+        .await?;
+    let (schema_exists, has_migrations, relations): (bool, bool, i64) =
+        (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+    if schema_exists && !has_migrations && relations > 0 {
+        return Err(EngineError::CorruptStore(format!(
+            "schema {schema} holds {relations} relations but no rdq migrations table: \
+             it is not an rdq store (choose another ?schema=)"
+        ))
+        .into());
+    }
+    tx.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {schema};
+         CREATE TABLE IF NOT EXISTS {schema}.migrations (
+             version     integer     PRIMARY KEY,
+             description text        NOT NULL,
+             applied_at  timestamptz NOT NULL DEFAULT now()
+         );"
+    ))
+    .await?;
+    let found: i32 = tx
+        .query_one(
+            &format!("SELECT coalesce(max(version), 0) FROM {schema}.migrations"),
+            &[],
+        )
+        .await?
+        .try_get(0)?;
+    if found > SCHEMA_VERSION {
+        return Err(EngineError::CorruptStore(format!(
+            "schema {schema} is at version {found}, newer than this build's \
+             {SCHEMA_VERSION}: upgrade rdq"
+        ))
+        .into());
+    }
+    for m in MIGRATIONS.iter().filter(|m| m.version > found) {
+        tx.batch_execute(&(m.ddl)(schema)).await?;
+        tx.execute(
+            &format!("INSERT INTO {schema}.migrations (version, description) VALUES ($1, $2)"),
+            &[&m.version, &m.description],
+        )
+        .await?;
+        tracing::info!(schema, version = m.version, "applied rdq migration");
+    }
+    tx.commit().await?;
+    Ok(found)
+}

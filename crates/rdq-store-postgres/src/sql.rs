@@ -1,0 +1,338 @@
+//! Every statement the store runs, as text for one schema.
+//!
+//! Statements are named by [`Q`] and prepared once per connection on first
+//! use (see `pool.rs`), so the hot path never parses SQL. Batch writes take
+//! one array per column and `unnest` them: a thousand tasks are one statement
+//! and one round trip. Each write also appends its change to the per-queue
+//! counts (`queue_counts`, an insert-only log of deltas, so concurrent writers
+//! never queue behind one hot counter row) in the same statement, and
+//! statements that make work due queue a `NOTIFY` in the same transaction,
+//! delivered when it commits.
+
+use rdq_envelope::Status;
+
+/// The columns of `tasks` a batch write sets, in the order of its arrays:
+/// `$n::type[]` for each, as `unnest` takes them.
+const ROW_ARRAYS: &str = "$3::int2[], $4::int2[], $5::int8[], $6::int8[], $7::int8[], \
+     $8::bytea[], $9::int8[], $10::bytea[]";
+
+/// Those columns' names, matching [`ROW_ARRAYS`].
+const ROW_COLUMNS: &str = "status, priority, next_attempt_at, lease_expires_at, claim_count, error_type, finished_at, envelope";
+
+/// `SET` of every derived column and the envelope from `v`.
+const SET_ROW: &str = "status = v.status, priority = v.priority, \
+     next_attempt_at = v.next_attempt_at, lease_expires_at = v.lease_expires_at, \
+     claim_count = v.claim_count, error_type = v.error_type, \
+     finished_at = v.finished_at, envelope = v.envelope, claimed_at = NULL";
+
+/// How a stored envelope is read: the bytes and what
+/// `columns::stored_envelope` needs to finish a claim written in SQL.
+const STORED: &str = "envelope, status, claimed_at, lease_expires_at";
+
+/// Which statuses a listing walks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Listing {
+    /// Every status: the primary key in id order, filtered by queue.
+    All,
+    /// DEAD only, on the DLQ's partial index.
+    Dead,
+    /// Another single status (a parameter): the primary key, filtered.
+    Status,
+}
+
+/// A statement of the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Q {
+    /// Grouped submit: insert every new task, skip conflicts, count, notify.
+    Submit,
+    /// Grouped settle: compare-and-swap on `(status, claim_count)`.
+    Settle,
+    /// Rewrites rows this transaction holds locked (redrive).
+    Rewrite,
+    /// Claims the next due PENDING tasks of a queue, skipping locked ones.
+    Claim,
+    /// IN_FLIGHT tasks whose lease ended.
+    Expired,
+    /// One task by id.
+    Get,
+    /// The task holding an idempotency key.
+    ByKey,
+    /// A page of a queue's tasks.
+    List {
+        /// Which statuses.
+        listing: Listing,
+        /// Newest first (by id, descending).
+        newest: bool,
+        /// Continues after a cursor.
+        cursor: bool,
+    },
+    /// Dead tasks of a queue by id (redrive by ids).
+    DeadByIds {
+        /// Lock them (a real redrive) or only read (a dry run).
+        lock: bool,
+    },
+    /// Dead tasks of a queue in id order (redrive by filter).
+    DeadPage {
+        /// Lock them (a real redrive) or only read (a dry run).
+        lock: bool,
+        /// Continues after a cursor.
+        cursor: bool,
+    },
+    /// Removes every task of a queue in one status.
+    Purge(Status),
+    /// Counts the tasks of a queue in one status (a dry-run purge).
+    CountStatus(Status),
+    /// Removes one task.
+    Delete,
+    /// Removes old SUCCEEDED tasks of a queue.
+    Prune,
+    /// Sums the count deltas per queue.
+    Counts,
+    /// Folds the count deltas into one row per queue.
+    FoldCounts,
+    /// Names of queues with a stored policy.
+    QueueNames,
+    /// One queue's stored policy.
+    GetConfig,
+    /// Stores a queue's policy and tells every node.
+    PutConfig,
+}
+
+/// The statement texts of one schema.
+#[derive(Debug, Clone)]
+pub(crate) struct Sql {
+    schema: String,
+}
+
+/// The count column of a status in `queue_counts`.
+fn count_column(status: Status) -> &'static str {
+    match status {
+        Status::Pending => "pending",
+        Status::InFlight => "in_flight",
+        Status::Succeeded => "succeeded",
+        Status::Dead => "dead",
+    }
+}
+
+/// The stored code of a status (`tasks.status`).
+pub(crate) fn status_code(status: Status) -> i16 {
+    match status {
+        Status::Pending => 0,
+        Status::InFlight => 1,
+        Status::Succeeded => 2,
+        Status::Dead => 3,
+    }
+}
+
+/// Per-queue deltas of a CTE `src` whose rows carry `status` (the new
+/// status) and `old` (the previous one, NULL for a new row), as four
+/// `count(*) FILTER` expressions.
+const DELTAS: &str = "\
+    count(*) FILTER (WHERE status = 0) - count(*) FILTER (WHERE old = 0), \
+    count(*) FILTER (WHERE status = 1) - count(*) FILTER (WHERE old = 1), \
+    count(*) FILTER (WHERE status = 2) - count(*) FILTER (WHERE old = 2), \
+    count(*) FILTER (WHERE status = 3) - count(*) FILTER (WHERE old = 3)";
+
+/// Keeps only queues whose counts changed.
+const CHANGED: &str = "HAVING count(*) FILTER (WHERE status IS DISTINCT FROM old) > 0";
+
+impl Sql {
+    /// The statements of `schema` (a validated plain name).
+    pub(crate) fn new(schema: &str) -> Self {
+        Self {
+            schema: schema.to_owned(),
+        }
+    }
+
+    /// The text of `q`.
+    pub(crate) fn text(&self, q: Q) -> String {
+        let s = &self.schema;
+        match q {
+            Q::Submit => format!(
+                "WITH v AS (
+                    SELECT * FROM unnest($1::uuid[], $2::text[], {ROW_ARRAYS}, $11::bytea[])
+                        AS v(id, queue, {ROW_COLUMNS}, idempotency_key)
+                 ), ins AS (
+                    INSERT INTO {s}.tasks (id, queue, {ROW_COLUMNS}, idempotency_key)
+                    SELECT * FROM v
+                    ON CONFLICT DO NOTHING
+                    RETURNING id, queue, status, NULL::int2 AS old
+                 ), counted AS (
+                    INSERT INTO {s}.queue_counts (queue, pending, in_flight, succeeded, dead)
+                    SELECT queue, {DELTAS} FROM ins GROUP BY queue
+                 ), woken AS (
+                    SELECT pg_notify($12::text, 'w ' || $13::text || ' ' || queue)
+                    FROM (SELECT DISTINCT queue FROM ins WHERE status = 0) q
+                 )
+                 SELECT id, (SELECT count(*) FROM woken) FROM ins"
+            ),
+            Q::Settle => format!(
+                "WITH v AS (
+                    SELECT * FROM unnest($1::uuid[], $2::int8[], {ROW_ARRAYS})
+                        AS v(id, expected, {ROW_COLUMNS})
+                 ), u AS (
+                    UPDATE {s}.tasks t SET {SET_ROW}
+                    FROM v
+                    WHERE t.id = v.id AND t.status = 1 AND t.claim_count = v.expected
+                    RETURNING t.id, t.queue, t.status, 1::int2 AS old
+                 ), counted AS (
+                    INSERT INTO {s}.queue_counts (queue, pending, in_flight, succeeded, dead)
+                    SELECT queue, {DELTAS} FROM u GROUP BY queue {CHANGED}
+                 ), woken AS (
+                    SELECT pg_notify($11::text, 'w ' || $12::text || ' ' || queue)
+                    FROM (SELECT DISTINCT queue FROM u WHERE status = 0) q
+                 )
+                 SELECT id, (SELECT count(*) FROM woken) FROM u"
+            ),
+            Q::Rewrite => format!(
+                "WITH v AS (
+                    SELECT * FROM unnest($1::uuid[], $2::int2[], {ROW_ARRAYS})
+                        AS v(id, old, {ROW_COLUMNS})
+                 ), u AS (
+                    UPDATE {s}.tasks t SET {SET_ROW}
+                    FROM v
+                    WHERE t.id = v.id
+                    RETURNING t.id, t.queue, t.status, v.old
+                 ), counted AS (
+                    INSERT INTO {s}.queue_counts (queue, pending, in_flight, succeeded, dead)
+                    SELECT queue, {DELTAS} FROM u GROUP BY queue {CHANGED}
+                 ), woken AS (
+                    SELECT pg_notify($11::text, 'w ' || $12::text || ' ' || queue)
+                    FROM (SELECT DISTINCT queue FROM u WHERE status = 0) q
+                 )
+                 SELECT id, (SELECT count(*) FROM woken) FROM u"
+            ),
+            Q::Claim => format!(
+                "WITH picked AS (
+                    SELECT id FROM {s}.tasks
+                    WHERE queue = $1 AND status = 0 AND next_attempt_at <= $2
+                    ORDER BY priority DESC, next_attempt_at, id
+                    LIMIT $3
+                    FOR UPDATE SKIP LOCKED
+                 ), claimed AS (
+                    UPDATE {s}.tasks t
+                    SET status = 1, claim_count = t.claim_count + 1, claimed_at = $2,
+                        lease_expires_at = $4
+                    FROM picked WHERE t.id = picked.id
+                    RETURNING t.queue, t.envelope
+                 ), counted AS (
+                    INSERT INTO {s}.queue_counts (queue, pending, in_flight)
+                    SELECT queue, -count(*), count(*) FROM claimed GROUP BY queue
+                 )
+                 SELECT envelope FROM claimed"
+            ),
+            Q::Expired => format!(
+                "SELECT {STORED} FROM {s}.tasks
+                 WHERE status = 1 AND lease_expires_at <= $1
+                 ORDER BY lease_expires_at LIMIT $2"
+            ),
+            Q::Get => format!("SELECT {STORED} FROM {s}.tasks WHERE id = $1"),
+            Q::ByKey => format!(
+                "SELECT {STORED} FROM {s}.tasks WHERE queue = $1 AND idempotency_key = $2"
+            ),
+            Q::List {
+                listing,
+                newest,
+                cursor,
+            } => {
+                let (cmp, order) = if newest { ("<", "DESC") } else { (">", "") };
+                let after = if cursor {
+                    format!("AND id {cmp} $2")
+                } else {
+                    String::new()
+                };
+                let (status, limit) = match (listing, cursor) {
+                    (Listing::All, true) => (String::new(), "$3"),
+                    (Listing::All, false) => (String::new(), "$2"),
+                    (Listing::Dead, true) => ("AND status = 3".to_owned(), "$3"),
+                    (Listing::Dead, false) => ("AND status = 3".to_owned(), "$2"),
+                    (Listing::Status, true) => ("AND status = $4".to_owned(), "$3"),
+                    (Listing::Status, false) => ("AND status = $3".to_owned(), "$2"),
+                };
+                format!(
+                    "SELECT id, error_type, {STORED} FROM {s}.tasks
+                     WHERE queue = $1 {after} {status}
+                     ORDER BY id {order} LIMIT {limit}"
+                )
+            }
+            Q::DeadByIds { lock } => format!(
+                "SELECT id, error_type, envelope FROM {s}.tasks
+                 WHERE id = ANY($1) AND queue = $2 AND status = 3 {}",
+                if lock { "FOR UPDATE" } else { "" }
+            ),
+            Q::DeadPage { lock, cursor } => format!(
+                "SELECT id, error_type, envelope FROM {s}.tasks
+                 WHERE queue = $1 AND status = 3 {}
+                 ORDER BY id LIMIT {} {}",
+                if cursor { "AND id > $3" } else { "" },
+                "$2",
+                if lock { "FOR UPDATE" } else { "" }
+            ),
+            Q::Purge(status) => format!(
+                "WITH d AS (
+                    DELETE FROM {s}.tasks WHERE queue = $1 AND status = {code} RETURNING 1
+                 ), counted AS (
+                    INSERT INTO {s}.queue_counts (queue, {col})
+                    SELECT $1, -count(*) FROM d HAVING count(*) > 0
+                 )
+                 SELECT count(*) FROM d",
+                code = status_code(status),
+                col = count_column(status)
+            ),
+            Q::CountStatus(status) => format!(
+                "SELECT count(*) FROM {s}.tasks WHERE queue = $1 AND status = {}",
+                status_code(status)
+            ),
+            Q::Delete => format!(
+                "WITH d AS (
+                    DELETE FROM {s}.tasks WHERE id = $1 RETURNING queue, status
+                 ), counted AS (
+                    INSERT INTO {s}.queue_counts (queue, pending, in_flight, succeeded, dead)
+                    SELECT queue, -(status = 0)::int, -(status = 1)::int,
+                           -(status = 2)::int, -(status = 3)::int
+                    FROM d
+                 )
+                 SELECT queue FROM d"
+            ),
+            Q::Prune => format!(
+                "WITH doomed AS (
+                    SELECT id FROM {s}.tasks
+                    WHERE queue = $1 AND status = 2 AND finished_at < $2
+                    ORDER BY finished_at LIMIT $3
+                    FOR UPDATE SKIP LOCKED
+                 ), d AS (
+                    DELETE FROM {s}.tasks t USING doomed WHERE t.id = doomed.id RETURNING 1
+                 ), counted AS (
+                    INSERT INTO {s}.queue_counts (queue, succeeded)
+                    SELECT $1, -count(*) FROM d HAVING count(*) > 0
+                 )
+                 SELECT count(*) FROM d"
+            ),
+            Q::Counts => format!(
+                "SELECT queue, sum(pending)::int8, sum(in_flight)::int8, sum(succeeded)::int8,
+                        sum(dead)::int8, count(*)
+                 FROM {s}.queue_counts GROUP BY queue"
+            ),
+            Q::FoldCounts => format!(
+                "WITH gone AS (
+                    DELETE FROM {s}.queue_counts RETURNING queue, pending, in_flight, succeeded, dead
+                 )
+                 INSERT INTO {s}.queue_counts (queue, pending, in_flight, succeeded, dead)
+                 SELECT queue, sum(pending), sum(in_flight), sum(succeeded), sum(dead)
+                 FROM gone GROUP BY queue
+                 HAVING sum(pending) <> 0 OR sum(in_flight) <> 0 OR sum(succeeded) <> 0
+                     OR sum(dead) <> 0"
+            ),
+            Q::QueueNames => format!("SELECT name FROM {s}.queues"),
+            Q::GetConfig => format!("SELECT policy FROM {s}.queues WHERE name = $1"),
+            Q::PutConfig => format!(
+                "WITH p AS (
+                    INSERT INTO {s}.queues (name, policy) VALUES ($1, $2)
+                    ON CONFLICT (name) DO UPDATE SET policy = excluded.policy
+                    RETURNING name
+                 )
+                 SELECT pg_notify($3::text, 'c ' || $4::text || ' ' || name) FROM p"
+            ),
+        }
+    }
+}

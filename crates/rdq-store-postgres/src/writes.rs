@@ -1,0 +1,575 @@
+//! The write side: grouped submits and settles, claims, and the admin writes.
+//!
+//! Refusals (`LEASE_LOST`, `TASK_NOT_FOUND`, a duplicate id) are decided by
+//! the statements themselves (`ON CONFLICT DO NOTHING`, a compare-and-swap in
+//! the `WHERE` clause) and change nothing, so one request's refusal never
+//! fails its neighbours in a group. A failure of the database fails the
+//! group, which the store then retries (see `retrying!`): submits and
+//! settles recognise, by comparing the stored envelope bytes, that an
+//! attempt whose answer was lost with the connection had in fact committed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use rdq_engine::glob::Glob;
+use rdq_engine::{
+    EngineError, LeasedUpdate, NewTask, QueuePolicy, RedriveRequest, Submitted, machine,
+};
+use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+use crate::columns::{Rows, finish_claim, stored_envelope, task_id_of, uuid_of};
+use crate::error::{Failure, undecodable};
+use crate::pool::Conn;
+use crate::sql::{Q, status_code};
+use crate::{Retry, Shared, retrying};
+
+/// Dead tasks read per statement while redriving by filter.
+const REDRIVE_PAGE: i64 = 500;
+
+/// Most tasks one claim takes, whatever `max` asks for.
+const MAX_CLAIM: usize = 10_000;
+
+/// A submit waiting for its group.
+pub(crate) struct SubmitRequest {
+    pub(crate) tasks: Vec<NewTask>,
+    pub(crate) reply: oneshot::Sender<Vec<Result<Submitted, EngineError>>>,
+}
+
+impl SubmitRequest {
+    /// Its share of a group: one per task.
+    pub(crate) fn weight(&self) -> usize {
+        self.tasks.len().max(1)
+    }
+}
+
+/// A settle waiting for its group.
+pub(crate) struct SettleRequest {
+    pub(crate) updates: Vec<LeasedUpdate>,
+    pub(crate) reply: oneshot::Sender<Vec<Result<(), EngineError>>>,
+}
+
+impl SettleRequest {
+    /// Its share of a group: one per update.
+    pub(crate) fn weight(&self) -> usize {
+        self.updates.len().max(1)
+    }
+}
+
+/// Writes one group of submits and answers each request.
+pub(crate) async fn run_submits(shared: Arc<Shared>, batch: Vec<SubmitRequest>) {
+    let tasks: Vec<&NewTask> = batch.iter().flat_map(|r| &r.tasks).collect();
+    let mut results = Vec::with_capacity(tasks.len());
+    for chunk in tasks.chunks(shared.max_group) {
+        results.extend(submit_group(&shared, chunk).await);
+    }
+    let mut results = results.into_iter();
+    for request in batch {
+        let mine: Vec<_> = results.by_ref().take(request.tasks.len()).collect();
+        // A caller that stopped waiting is no error: its write stands.
+        let _ = request.reply.send(mine);
+    }
+}
+
+/// Inserts a group of tasks in one statement; one result per task.
+async fn submit_group(shared: &Shared, tasks: &[&NewTask]) -> Vec<Result<Submitted, EngineError>> {
+    let encoded: Vec<Vec<u8>> = tasks.iter().map(|t| t.envelope.encode()).collect();
+    let outcome = retrying!(shared, Retry::Always, |conn, maybe_applied| {
+        let stmt = conn.stmt(&shared.sql, Q::Submit).await?;
+        let mut rows = Rows::with_capacity(tasks.len());
+        let mut queues = Vec::with_capacity(tasks.len());
+        let mut keys = Vec::with_capacity(tasks.len());
+        for (task, bytes) in tasks.iter().zip(&encoded) {
+            rows.push(&task.envelope, bytes);
+            queues.push(task.envelope.queue.as_str());
+            keys.push(task.idempotency_key.as_deref().map(str::as_bytes));
+        }
+        let inserted = conn
+            .client
+            .query(
+                &stmt,
+                &[
+                    &rows.ids,
+                    &queues,
+                    &rows.status,
+                    &rows.priority,
+                    &rows.next_attempt_at,
+                    &rows.lease_expires_at,
+                    &rows.claim_count,
+                    &rows.error_type,
+                    &rows.finished_at,
+                    &rows.envelope,
+                    &keys,
+                    &shared.channel,
+                    &shared.origin,
+                ],
+            )
+            .await?;
+        let mut fresh: HashSet<Uuid> = HashSet::with_capacity(inserted.len());
+        for row in &inserted {
+            fresh.insert(row.try_get(0)?);
+        }
+        let mut results = Vec::with_capacity(tasks.len());
+        for (i, task) in tasks.iter().enumerate() {
+            // `remove`: of two tasks with one id in a group, only the
+            // first was inserted.
+            if fresh.remove(&rows.ids[i]) {
+                results.push(Ok(Submitted::Created(task.envelope.clone())));
+            } else {
+                results
+                    .push(explain_conflict(shared, conn, task, &encoded[i], maybe_applied).await?);
+            }
+        }
+        Ok(results)
+    });
+    outcome.unwrap_or_else(|e| vec![Err(e); tasks.len()])
+}
+
+/// Why a task was not inserted: its idempotency key is taken (the original
+/// comes back), or its id is (refused). After an attempt whose outcome was
+/// lost, finding this very envelope means that attempt stored it.
+async fn explain_conflict(
+    shared: &Shared,
+    conn: &mut Conn,
+    task: &NewTask,
+    encoded: &[u8],
+    maybe_applied: bool,
+) -> Result<Result<Submitted, EngineError>, Failure> {
+    let env = &task.envelope;
+    if let Some(key) = &task.idempotency_key {
+        let stmt = conn.stmt(&shared.sql, Q::ByKey).await?;
+        if let Some(row) = conn
+            .client
+            .query_opt(&stmt, &[&env.queue, &key.as_bytes()])
+            .await?
+        {
+            let stored: &[u8] = row.try_get(0)?;
+            if maybe_applied && stored == encoded {
+                return Ok(Ok(Submitted::Created(env.clone())));
+            }
+            return Ok(Ok(Submitted::Existing(stored_envelope(&row, 0)?)));
+        }
+    }
+    let stmt = conn.stmt(&shared.sql, Q::Get).await?;
+    match conn.client.query_opt(&stmt, &[&uuid_of(env.id)]).await? {
+        Some(row) if maybe_applied && row.try_get::<_, &[u8]>(0)? == encoded => {
+            Ok(Ok(Submitted::Created(env.clone())))
+        }
+        Some(_) => Ok(Err(EngineError::InvalidArgument(format!(
+            "a task with id {} already exists",
+            env.id
+        )))),
+        // The conflicting row went away meanwhile (deleted or pruned).
+        None => Ok(Err(EngineError::Unavailable(format!(
+            "task {} conflicted with a row deleted meanwhile; submit it again",
+            env.id
+        )))),
+    }
+}
+
+/// Writes one group of settles and answers each request.
+pub(crate) async fn run_settles(shared: Arc<Shared>, batch: Vec<SettleRequest>) {
+    let updates: Vec<&LeasedUpdate> = batch.iter().flat_map(|r| &r.updates).collect();
+    let mut results = Vec::with_capacity(updates.len());
+    for chunk in updates.chunks(shared.max_group) {
+        results.extend(settle_group(&shared, chunk).await);
+    }
+    let mut results = results.into_iter();
+    for request in batch {
+        let mine: Vec<_> = results.by_ref().take(request.updates.len()).collect();
+        let _ = request.reply.send(mine);
+    }
+}
+
+/// Applies a group of compare-and-swap updates; one result per update.
+///
+/// Updates of one task apply in order: the group is split into rounds (the
+/// first update of each task, then the second, …), one statement per round,
+/// each round's rows sorted by id so that concurrent groups lock rows in the
+/// same order and cannot deadlock.
+async fn settle_group(shared: &Shared, updates: &[&LeasedUpdate]) -> Vec<Result<(), EngineError>> {
+    let encoded: Vec<Vec<u8>> = updates.iter().map(|u| u.envelope.encode()).collect();
+    let mut round_of = Vec::with_capacity(updates.len());
+    let mut seen: HashMap<TaskId, usize> = HashMap::with_capacity(updates.len());
+    let mut last_of: HashMap<TaskId, usize> = HashMap::with_capacity(updates.len());
+    for (i, u) in updates.iter().enumerate() {
+        let n = seen.entry(u.envelope.id).or_insert(0);
+        round_of.push(*n);
+        *n += 1;
+        last_of.insert(u.envelope.id, i);
+    }
+    let rounds = round_of.iter().copied().max().map_or(0, |r| r + 1);
+    let outcome = retrying!(shared, Retry::Always, |conn, maybe_applied| {
+        let stmt = conn.stmt(&shared.sql, Q::Settle).await?;
+        let mut results: Vec<Option<Result<(), EngineError>>> = vec![None; updates.len()];
+        let mut refused: Vec<usize> = Vec::new();
+        for round in 0..rounds {
+            let mut members: Vec<usize> = (0..updates.len())
+                .filter(|&i| round_of[i] == round)
+                .collect();
+            members.sort_by_key(|&i| updates[i].envelope.id);
+            let mut rows = Rows::with_capacity(members.len());
+            let mut expected = Vec::with_capacity(members.len());
+            for &i in &members {
+                rows.push(&updates[i].envelope, &encoded[i]);
+                expected.push(i64::from(updates[i].expected.0));
+            }
+            let applied = conn
+                .client
+                .query(
+                    &stmt,
+                    &[
+                        &rows.ids,
+                        &expected,
+                        &rows.status,
+                        &rows.priority,
+                        &rows.next_attempt_at,
+                        &rows.lease_expires_at,
+                        &rows.claim_count,
+                        &rows.error_type,
+                        &rows.finished_at,
+                        &rows.envelope,
+                        &shared.channel,
+                        &shared.origin,
+                    ],
+                )
+                .await?;
+            let mut done: HashSet<Uuid> = HashSet::with_capacity(applied.len());
+            for row in &applied {
+                done.insert(row.try_get(0)?);
+            }
+            for (k, &i) in members.iter().enumerate() {
+                if done.contains(&rows.ids[k]) {
+                    results[i] = Some(Ok(()));
+                } else {
+                    refused.push(i);
+                }
+            }
+        }
+        if !refused.is_empty() {
+            let ids: Vec<Uuid> = refused
+                .iter()
+                .map(|&i| uuid_of(updates[i].envelope.id))
+                .collect();
+            let current = current_envelopes(shared, conn, &ids).await?;
+            for i in refused {
+                let id = updates[i].envelope.id;
+                results[i] = Some(match current.get(&id) {
+                    None => Err(EngineError::TaskNotFound(id)),
+                    // A lost answer: the task holds what this group
+                    // wrote last for it, so the group had committed.
+                    Some(stored)
+                        if maybe_applied
+                            && last_of.get(&id).is_some_and(|&l| *stored == encoded[l]) =>
+                    {
+                        Ok(())
+                    }
+                    Some(_) => Err(EngineError::LeaseLost(id)),
+                });
+            }
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(EngineError::Unavailable("no answer".into()))))
+            .collect::<Vec<_>>())
+    });
+    outcome.unwrap_or_else(|e| vec![Err(e); updates.len()])
+}
+
+/// The stored envelope bytes of these tasks, by id (absent ones left out).
+async fn current_envelopes(
+    shared: &Shared,
+    conn: &mut Conn,
+    ids: &[Uuid],
+) -> Result<HashMap<TaskId, Vec<u8>>, Failure> {
+    let stmt = conn.stmt(&shared.sql, Q::Get).await?;
+    let mut out = HashMap::with_capacity(ids.len());
+    for id in ids {
+        if let Some(row) = conn.client.query_opt(&stmt, &[id]).await? {
+            out.insert(task_id_of(*id), row.try_get::<_, Vec<u8>>(0)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Rewrites rows this transaction holds locked with their new states, from
+/// `old` status; returns how many were written.
+async fn rewrite(
+    shared: &Shared,
+    conn: &mut Conn,
+    old: Status,
+    next: &[Envelope],
+) -> Result<usize, Failure> {
+    if next.is_empty() {
+        return Ok(0);
+    }
+    let stmt = conn.stmt(&shared.sql, Q::Rewrite).await?;
+    let encoded: Vec<Vec<u8>> = next.iter().map(Envelope::encode).collect();
+    let mut rows = Rows::with_capacity(next.len());
+    for (env, bytes) in next.iter().zip(&encoded) {
+        rows.push(env, bytes);
+    }
+    let olds = vec![status_code(old); next.len()];
+    let written = conn
+        .client
+        .query(
+            &stmt,
+            &[
+                &rows.ids,
+                &olds,
+                &rows.status,
+                &rows.priority,
+                &rows.next_attempt_at,
+                &rows.lease_expires_at,
+                &rows.claim_count,
+                &rows.error_type,
+                &rows.finished_at,
+                &rows.envelope,
+                &shared.channel,
+                &shared.origin,
+            ],
+        )
+        .await?;
+    Ok(written.len())
+}
+
+/// Claims up to `max` due tasks of `queue` in one statement and one round
+/// trip: it locks the next due tasks in claim order, skipping any another
+/// claimer holds (`FOR UPDATE SKIP LOCKED`, so claimers never wait for each
+/// other), and marks them IN_FLIGHT under the lease. The engine's
+/// `machine::claim` then decides each envelope here, as it will again
+/// whenever the row is read (see `columns::stored_envelope`).
+pub(crate) async fn claim(
+    shared: &Shared,
+    queue: &str,
+    max: usize,
+    lease_ms: u64,
+    now: Timestamp,
+) -> Result<Vec<Envelope>, EngineError> {
+    let limit = i64::try_from(max.min(MAX_CLAIM)).unwrap_or(1);
+    let now_ms = now.unix_ms();
+    let until = now.plus_ms(lease_ms).unix_ms();
+    retrying!(shared, Retry::Always, |conn, _applied| {
+        let stmt = conn.stmt(&shared.sql, Q::Claim).await?;
+        let rows = conn
+            .client
+            .query(&stmt, &[&queue, &now_ms, &limit, &until])
+            .await?;
+        let mut claimed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let env = Envelope::decode(row.try_get::<_, &[u8]>(0)?)
+                .map_err(|e| undecodable(&format!("a task of queue {queue}"), &e))?;
+            claimed.push(finish_claim(&env, now_ms, until)?);
+        }
+        // RETURNING keeps no order: restore the claim order.
+        claimed.sort_by_key(|env: &Envelope| {
+            (
+                std::cmp::Reverse(env.priority),
+                env.next_attempt_at.map_or(i64::MIN, Timestamp::unix_ms),
+                env.id,
+            )
+        });
+        Ok(claimed)
+    })
+}
+
+/// Redrives matching DEAD tasks in one transaction (or lists them, on a dry run).
+pub(crate) async fn redrive(
+    shared: &Shared,
+    request: &RedriveRequest,
+    now: Timestamp,
+) -> Result<Vec<TaskId>, EngineError> {
+    let glob = request
+        .error_type
+        .as_deref()
+        .map(Glob::new)
+        .transpose()
+        .map_err(EngineError::InvalidArgument)?;
+    let limit = request.limit.unwrap_or(usize::MAX);
+    let lock = !request.dry_run;
+    let redriven = retrying!(shared, Retry::RolledBackOnly, |conn, _applied| {
+        if lock {
+            conn.client.batch_execute("BEGIN").await?;
+        }
+        let chosen = choose_dead(shared, conn, request, glob.as_ref(), limit, lock).await?;
+        if !lock {
+            return Ok(chosen.into_iter().map(|env| env.id).collect());
+        }
+        let mut next = Vec::with_capacity(chosen.len());
+        for env in &chosen {
+            match machine::redrive(env, now) {
+                Ok(redriven) => next.push(redriven),
+                Err(e) => {
+                    tracing::warn!(task = %env.id, error = %e, "a task indexed as dead could not be redriven");
+                }
+            }
+        }
+        rewrite(shared, conn, Status::Dead, &next).await?;
+        conn.client.batch_execute("COMMIT").await?;
+        Ok(next.iter().map(|env| env.id).collect::<Vec<_>>())
+    })?;
+    if !request.dry_run && !redriven.is_empty() {
+        shared.work.notify_waiters();
+    }
+    Ok(redriven)
+}
+
+/// The dead tasks a redrive takes, in order, locked when `lock`.
+async fn choose_dead(
+    shared: &Shared,
+    conn: &mut Conn,
+    request: &RedriveRequest,
+    glob: Option<&Glob>,
+    limit: usize,
+    lock: bool,
+) -> Result<Vec<Envelope>, Failure> {
+    let matches = |error_type: Option<&[u8]>| {
+        glob.is_none_or(|g| {
+            error_type
+                .and_then(|t| std::str::from_utf8(t).ok())
+                .is_some_and(|t| g.matches(t))
+        })
+    };
+    let decode = |id: Uuid, bytes: &[u8]| {
+        Envelope::decode(bytes)
+            .map_err(|e| Failure::Engine(undecodable(&format!("task {}", task_id_of(id)), &e)))
+    };
+    let mut chosen = Vec::new();
+    match &request.ids {
+        Some(ids) => {
+            let wanted: Vec<Uuid> = ids.iter().map(|&id| uuid_of(id)).collect();
+            let stmt = conn.stmt(&shared.sql, Q::DeadByIds { lock }).await?;
+            let rows = conn.client.query(&stmt, &[&wanted, &request.queue]).await?;
+            let mut found: HashMap<Uuid, &tokio_postgres::Row> = HashMap::with_capacity(rows.len());
+            for row in &rows {
+                found.insert(row.try_get(0)?, row);
+            }
+            let mut seen = HashSet::with_capacity(wanted.len());
+            for id in wanted {
+                if chosen.len() >= limit {
+                    break;
+                }
+                if !seen.insert(id) {
+                    continue;
+                }
+                if let Some(row) = found.get(&id)
+                    && matches(row.try_get(1)?)
+                {
+                    chosen.push(decode(id, row.try_get(2)?)?);
+                }
+            }
+        }
+        None => {
+            let first = conn
+                .stmt(
+                    &shared.sql,
+                    Q::DeadPage {
+                        lock,
+                        cursor: false,
+                    },
+                )
+                .await?;
+            let next = conn
+                .stmt(&shared.sql, Q::DeadPage { lock, cursor: true })
+                .await?;
+            let mut cursor: Option<Uuid> = None;
+            while chosen.len() < limit {
+                let rows = match cursor {
+                    None => {
+                        conn.client
+                            .query(&first, &[&request.queue, &REDRIVE_PAGE])
+                            .await?
+                    }
+                    Some(after) => {
+                        conn.client
+                            .query(&next, &[&request.queue, &REDRIVE_PAGE, &after])
+                            .await?
+                    }
+                };
+                for row in &rows {
+                    let id: Uuid = row.try_get(0)?;
+                    cursor = Some(id);
+                    if chosen.len() < limit && matches(row.try_get(1)?) {
+                        chosen.push(decode(id, row.try_get(2)?)?);
+                    }
+                }
+                if rows.len() < usize::try_from(REDRIVE_PAGE).unwrap_or(0) {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(chosen)
+}
+
+/// Removes every task of `queue` in `status` (or counts them, on a dry run).
+pub(crate) async fn purge(
+    shared: &Shared,
+    queue: &str,
+    status: Status,
+    dry_run: bool,
+) -> Result<u64, EngineError> {
+    let q = if dry_run {
+        Q::CountStatus(status)
+    } else {
+        Q::Purge(status)
+    };
+    retrying!(shared, Retry::RolledBackOnly, |conn, _applied| {
+        let stmt = conn.stmt(&shared.sql, q).await?;
+        let n: i64 = conn.client.query_one(&stmt, &[&queue]).await?.try_get(0)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    })
+}
+
+/// Removes one task.
+pub(crate) async fn delete(shared: &Shared, id: TaskId) -> Result<(), EngineError> {
+    retrying!(shared, Retry::RolledBackOnly, |conn, _applied| {
+        let stmt = conn.stmt(&shared.sql, Q::Delete).await?;
+        match conn.client.query_opt(&stmt, &[&uuid_of(id)]).await? {
+            Some(_) => Ok(()),
+            None => Err(Failure::Engine(EngineError::TaskNotFound(id))),
+        }
+    })
+}
+
+/// Stores a queue's policy; every node drops its cached policies.
+pub(crate) async fn put_config(
+    shared: &Shared,
+    queue: &str,
+    policy: &QueuePolicy,
+) -> Result<(), EngineError> {
+    let text = serde_json::to_string(policy)
+        .map_err(|e| EngineError::InvalidPolicy(format!("the policy does not serialise: {e}")))?;
+    retrying!(shared, Retry::Always, |conn, _applied| {
+        let stmt = conn.stmt(&shared.sql, Q::PutConfig).await?;
+        conn.client
+            .query(&stmt, &[&queue, &text, &shared.channel, &shared.origin])
+            .await?;
+        Ok(())
+    })?;
+    shared.policies.invalidate();
+    Ok(())
+}
+
+/// Removes up to `limit` SUCCEEDED tasks of `queue` finished before `before`.
+/// Rows another pruner holds are skipped, so pruners on every node never wait
+/// for each other.
+pub(crate) async fn prune(
+    shared: &Shared,
+    queue: &str,
+    before: Timestamp,
+    limit: usize,
+) -> Result<u64, EngineError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let before = before.unix_ms();
+    retrying!(shared, Retry::Always, |conn, _applied| {
+        let stmt = conn.stmt(&shared.sql, Q::Prune).await?;
+        let n: i64 = conn
+            .client
+            .query_one(&stmt, &[&queue, &before, &limit])
+            .await?
+            .try_get(0)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    })
+}
