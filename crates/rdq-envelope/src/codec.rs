@@ -228,7 +228,8 @@ impl<'a> ObjectWriter<'a> {
     fn field_display(&mut self, key: &str, value: &dyn fmt::Display) {
         self.key(key);
         self.out.push(b'"');
-        self.out.extend_from_slice(value.to_string().as_bytes());
+        // Ids and timestamps are plain ASCII; writing into a Vec cannot fail.
+        let _ = std::io::Write::write_fmt(self.out, format_args!("{value}"));
         self.out.push(b'"');
     }
 

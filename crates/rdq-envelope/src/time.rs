@@ -98,14 +98,23 @@ impl fmt::Display for Timestamp {
         let days = self.0.div_euclid(86_400_000);
         let rem = self.0.rem_euclid(86_400_000);
         let (year, month, day) = civil_from_days(days);
-        write!(
-            f,
-            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-            rem / 3_600_000,
-            rem / 60_000 % 60,
-            rem / 1000 % 60,
-            rem % 1000
-        )
+        // Digit by digit into a fixed buffer: this runs for every timestamp of
+        // every envelope encoded, and `write!` with padding is several times slower.
+        let mut out = *b"0000-00-00T00:00:00.000Z";
+        let mut put = |at: usize, width: usize, mut v: i64| {
+            for i in (at..at + width).rev() {
+                out[i] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        put(0, 4, year);
+        put(5, 2, month);
+        put(8, 2, day);
+        put(11, 2, rem / 3_600_000);
+        put(14, 2, rem / 60_000 % 60);
+        put(17, 2, rem / 1000 % 60);
+        put(20, 3, rem % 1000);
+        f.write_str(std::str::from_utf8(&out).map_err(|_| fmt::Error)?)
     }
 }
 

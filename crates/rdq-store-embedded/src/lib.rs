@@ -17,7 +17,6 @@
 
 #![forbid(unsafe_code)]
 
-mod checkpointer;
 mod columns;
 mod error;
 mod reader;
@@ -36,7 +35,6 @@ use rdq_engine::{
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
 
-use crate::checkpointer::Checkpointer;
 use crate::reader::Readers;
 use crate::schema::Tuning;
 pub use crate::schema::{APPLICATION_ID, SCHEMA_VERSION};
@@ -94,7 +92,6 @@ struct Inner {
     // Fields drop in order. Readers close before the writer, so the writer's
     // connection is the last one and checkpoints the WAL into the database
     // as it closes; a temporary directory goes only after both.
-    _checkpointer: Checkpointer,
     readers: Readers,
     writer: Writer,
     _temporary: Option<TemporaryDir>,
@@ -195,12 +192,10 @@ impl EmbeddedStore {
         sync_dir(dir);
         let readers = Readers::new(path.clone(), tuning, options.read_connections)?;
         let writer = Writer::start(conn, options.max_group)?;
-        let checkpointer = Checkpointer::start(&path)?;
         tracing::debug!(path = %path.display(), "embedded store open");
         Ok(Self {
             inner: Arc::new(Inner {
                 path,
-                _checkpointer: checkpointer,
                 readers,
                 writer,
                 _temporary: temporary,

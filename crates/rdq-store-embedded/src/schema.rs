@@ -128,9 +128,6 @@ pub(crate) fn open_writer(path: &Path, tuning: Tuning) -> Result<Connection, Eng
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(|e| from_open(path, e))?;
     initialise(&conn, path)?;
-    // Checkpoints run on their own thread (see `checkpointer`), never inside a commit.
-    conn.pragma_update(None, "wal_autocheckpoint", 0)
-        .map_err(|e| from_open(path, e))?;
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
         .map_err(|e| from_open(path, e))?;

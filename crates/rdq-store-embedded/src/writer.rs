@@ -237,6 +237,8 @@ struct Ctx {
     /// Reused for every envelope encoding, so writes allocate nothing per row.
     buf: Vec<u8>,
     deltas: Deltas,
+    /// Whether the connection is at `synchronous=FULL` (it opens that way).
+    durable: bool,
 }
 
 fn run(conn: Connection, queue: &mpsc::Receiver<Job>, max_group: usize) {
@@ -244,6 +246,7 @@ fn run(conn: Connection, queue: &mpsc::Receiver<Job>, max_group: usize) {
         conn,
         buf: Vec::with_capacity(4096),
         deltas: Deltas::default(),
+        durable: true,
     };
     let mut group = Vec::with_capacity(64);
     while let Ok(first) = queue.recv() {
@@ -268,7 +271,15 @@ fn run_group(ctx: &mut Ctx, group: &mut Vec<Job>) {
     let started = Instant::now();
     let size = group.len();
     let mut done = Vec::with_capacity(size);
-    let mut fatal = begin(&ctx.conn).err();
+    // A claim needs no fsync of its own: one lost to power failure leaves its
+    // tasks PENDING (they run again, at least once), and every later
+    // synchronous commit makes the WAL before it durable too. Groups holding
+    // anything else (submits, settles, admin writes) fsync before answering.
+    let durable = group.iter().any(|job| !matches!(job, Job::Claim { .. }));
+    let mut fatal = set_durability(ctx, durable).err();
+    if fatal.is_none() {
+        fatal = begin(&ctx.conn).err();
+    }
     for job in group.drain(..) {
         if fatal.is_some() {
             done.push(job.unanswered());
@@ -304,6 +315,19 @@ fn run_group(ctx: &mut Ctx, group: &mut Vec<Job>) {
             done.into_iter().for_each(|d| d.fail(&e));
         }
     }
+}
+
+/// Switches `synchronous` between FULL (fsync at commit) and NORMAL (no
+/// fsync) when the next group needs the other one.
+fn set_durability(ctx: &mut Ctx, durable: bool) -> Result<(), Fatal> {
+    if ctx.durable != durable {
+        let mode = if durable { "FULL" } else { "NORMAL" };
+        ctx.conn
+            .pragma_update(None, "synchronous", mode)
+            .map_err(|e| Fatal(format!("cannot set synchronous={mode}: {e}")))?;
+        ctx.durable = durable;
+    }
+    Ok(())
 }
 
 fn begin(conn: &Connection) -> Result<(), Fatal> {
