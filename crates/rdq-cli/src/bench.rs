@@ -29,6 +29,7 @@ use tokio::sync::Mutex;
 
 use crate::CliError;
 use crate::bench_server;
+use crate::output::outln;
 use crate::stores::open_store;
 
 /// Submits kept in flight during the submit phase (SPEC §10, W1).
@@ -114,9 +115,9 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
             Workload::Backlog | Workload::Callback | Workload::Pull
         )
     {
-        println!("{report}");
+        outln!("{report}")?;
     } else {
-        println!(
+        outln!(
             "{} on {}: {} jobs, concurrency {}\n  submits/s  {:>10.0}\n  worked/s   {:>10.0}\n  enqueue-to-start p50 {:.3} ms, p99 {:.3} ms",
             report["workload"].as_str().unwrap_or(""),
             report["store"].as_str().unwrap_or(""),
@@ -126,7 +127,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
             report["work_per_s"].as_f64().unwrap_or(0.0),
             report["p50_ms"].as_f64().unwrap_or(0.0),
             report["p99_ms"].as_f64().unwrap_or(0.0),
-        );
+        )?;
     }
     Ok(())
 }

@@ -15,6 +15,7 @@ use crate::CliError;
 use crate::backend::{Backend, ImportRefusal, TargetArgs};
 use crate::input::read_all;
 use crate::output;
+use crate::output::{out, outln};
 
 /// Dead tasks redriven per call.
 pub const REDRIVE_BATCH: usize = 500;
@@ -164,7 +165,7 @@ async fn list(
             .iter()
             .filter_map(|e| serde_json::from_slice(&e.encode()).ok())
             .collect();
-        println!("{}", json!({"items": items, "next_cursor": next}));
+        outln!("{}", json!({"items": items, "next_cursor": next}))?;
         return Ok(());
     }
     let rows: Vec<Vec<String>> = items
@@ -184,7 +185,7 @@ async fn list(
             ]
         })
         .collect();
-    print!(
+    out!(
         "{}",
         output::table(
             &[
@@ -197,10 +198,10 @@ async fn list(
             ],
             &rows
         )
-    );
+    )?;
     match next {
-        Some(c) => println!("more: rdq dlq list {queue} --cursor {c}"),
-        None if items.is_empty() => println!("the DLQ of {queue} is empty"),
+        Some(c) => outln!("more: rdq dlq list {queue} --cursor {c}")?,
+        None if items.is_empty() => outln!("the DLQ of {queue} is empty")?,
         None => {}
     }
     Ok(())
@@ -243,10 +244,10 @@ async fn export(
     drop(sink);
     if let Some(path) = output_file {
         if target.json {
-            println!(
+            outln!(
                 "{}",
                 json!({"queue": queue, "exported": written, "file": path})
-            );
+            )?;
         } else {
             eprintln!(
                 "exported {written} dead task(s) of {queue} to {}",
@@ -286,16 +287,16 @@ async fn import(
     match result {
         Ok(n) => {
             if target.json {
-                println!(
+                outln!(
                     "{}",
                     json!({"queue": queue, "dry_run": dry_run, "imported": if dry_run { 0 } else { n }, "checked": n})
-                );
+                )?;
             } else if dry_run {
-                println!(
+                outln!(
                     "{n} envelope(s) can be imported into the DLQ of {queue}; nothing was imported (dry run)"
-                );
+                )?;
             } else {
-                println!("imported {n} envelope(s) into the DLQ of {queue}");
+                outln!("imported {n} envelope(s) into the DLQ of {queue}")?;
             }
             Ok(())
         }
@@ -380,20 +381,20 @@ async fn redrive(
         bar.finish_and_clear();
     }
     if target.json {
-        println!(
+        outln!(
             "{}",
             json!({"queue": queue, "dry_run": dry_run, "count": redriven.len(), "ids": redriven})
-        );
+        )?;
     } else if dry_run {
         for id in &redriven {
-            println!("{id}");
+            outln!("{id}")?;
         }
-        println!(
+        outln!(
             "{} dead task(s) of {queue} would be redriven (dry run: nothing changed)",
             redriven.len()
-        );
+        )?;
     } else {
-        println!("redrove {} dead task(s) of {queue}", redriven.len());
+        outln!("redrove {} dead task(s) of {queue}", redriven.len())?;
     }
     Ok(())
 }
@@ -401,14 +402,14 @@ async fn redrive(
 async fn purge(queue: &str, dry_run: bool, target: &TargetArgs) -> Result<(), CliError> {
     let n = Backend::open(target)?.purge(queue, dry_run).await?;
     if target.json {
-        println!(
+        outln!(
             "{}",
             json!({"queue": queue, "dry_run": dry_run, "purged": n})
-        );
+        )?;
     } else if dry_run {
-        println!("{n} dead task(s) of {queue} would be purged (dry run: nothing changed)");
+        outln!("{n} dead task(s) of {queue} would be purged (dry run: nothing changed)")?;
     } else {
-        println!("purged {n} dead task(s) of {queue}");
+        outln!("purged {n} dead task(s) of {queue}")?;
     }
     Ok(())
 }

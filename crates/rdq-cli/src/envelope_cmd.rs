@@ -2,7 +2,6 @@
 //! one, and convert to and from queuey's wire format.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Subcommand;
@@ -112,11 +111,7 @@ pub fn run(cmd: EnvelopeCommand) -> Result<(), CliError> {
             QueueyEnvelope::from_rdq(&Envelope::decode(&bytes)?)?.encode()
         }
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(&out)
-        .and_then(|()| stdout.write_all(b"\n"))
-        .map_err(|e| CliError::new("IO_ERROR", format!("cannot write standard output: {e}")))
+    crate::output::write_stdout(format_args!("{}", String::from_utf8_lossy(&out)), true)
 }
 
 fn parse_headers(pairs: &[String]) -> Result<BTreeMap<String, String>, CliError> {

@@ -103,6 +103,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of our output went away (`rdq … | head`): stop quietly.
+        Err(e) if e.code == output::BROKEN_PIPE => ExitCode::from(141),
         Err(e) => {
             eprintln!("{}: {}", e.code, e.message);
             ExitCode::FAILURE

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
+use std::io::Write as _;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rdq_envelope::Envelope;
@@ -171,6 +172,42 @@ pub fn progress(label: &str, total: u64, json: bool) -> ProgressBar {
     bar.set_message(label.to_owned());
     bar
 }
+
+/// Writes to standard output. A closed pipe (`rdq dlq list q | head`) ends the
+/// command quietly with `BROKEN_PIPE` instead of panicking as `print!` would.
+pub fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) -> Result<(), crate::CliError> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_fmt(args)
+        .and_then(|()| {
+            if newline {
+                stdout.write_all(b"\n")
+            } else {
+                Ok(())
+            }
+        })
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => {
+                crate::CliError::new(BROKEN_PIPE, "standard output was closed")
+            }
+            _ => crate::CliError::new("IO_ERROR", format!("cannot write standard output: {e}")),
+        })
+}
+
+/// The code of a command whose reader went away; `main` exits quietly on it.
+pub const BROKEN_PIPE: &str = "BROKEN_PIPE";
+
+/// `print!` that reports a closed pipe as an error instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::output::write_stdout(format_args!($($arg)*), false) };
+}
+
+/// `println!` that reports a closed pipe as an error instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => { $crate::output::write_stdout(format_args!($($arg)*), true) };
+}
+
+pub(crate) use {out, outln};
 
 #[cfg(test)]
 mod tests {

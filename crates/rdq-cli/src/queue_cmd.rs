@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use crate::CliError;
 use crate::backend::{Backend, TargetArgs};
 use crate::output;
+use crate::output::{out, outln};
 
 /// Subcommands of `rdq queue`.
 #[derive(Debug, Subcommand)]
@@ -43,7 +44,7 @@ pub async fn run(cmd: QueueCommand) -> Result<(), CliError> {
 async fn list(target: &TargetArgs) -> Result<(), CliError> {
     let queues = Backend::open(target)?.queues().await?;
     if target.json {
-        println!("{}", serde_json::json!({ "queues": queues }));
+        outln!("{}", serde_json::json!({ "queues": queues }))?;
         return Ok(());
     }
     let rows: Vec<Vec<String>> = queues
@@ -58,13 +59,13 @@ async fn list(target: &TargetArgs) -> Result<(), CliError> {
             ]
         })
         .collect();
-    print!(
+    out!(
         "{}",
         output::table(
             &["QUEUE", "PENDING", "IN_FLIGHT", "SUCCEEDED", "DEAD"],
             &rows
         )
-    );
+    )?;
     Ok(())
 }
 
@@ -83,11 +84,11 @@ async fn config(queue: &str, set: &[String], target: &TargetArgs) -> Result<(), 
         backend.set_config(queue, patch).await?
     };
     if target.json {
-        println!("{policy}");
+        outln!("{policy}")?;
     } else {
         let pretty = serde_json::to_string_pretty(&policy)
             .map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
-        println!("{pretty}");
+        outln!("{pretty}")?;
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 
 use crate::CliError;
 use crate::backend::{Backend, TargetArgs};
+use crate::output::outln;
 
 /// Arguments of `rdq submit`.
 #[derive(Debug, Args)]
@@ -100,21 +101,21 @@ pub async fn run(args: SubmitArgs) -> Result<(), CliError> {
     }
     let (created, env) = backend.submit(Value::Object(body)).await?;
     if args.target.json {
-        println!("{}", env.encode_string());
+        outln!("{}", env.encode_string())?;
     } else if created {
-        println!(
+        outln!(
             "submitted {} to {} ({})",
             env.id,
             env.queue,
             env.status.as_str()
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "already submitted: {} in {} ({}) has this idempotency key",
             env.id,
             env.queue,
             env.status.as_str()
-        );
+        )?;
     }
     Ok(())
 }

@@ -5,6 +5,7 @@ use clap::Subcommand;
 use crate::CliError;
 use crate::backend::{Backend, TargetArgs};
 use crate::output;
+use crate::output::{out, outln};
 
 /// Subcommands of `rdq task`.
 #[derive(Debug, Subcommand)]
@@ -30,9 +31,9 @@ pub async fn show(id: &str, target: &TargetArgs) -> Result<(), CliError> {
     let backend = Backend::open(target)?;
     let env = backend.task(id).await?;
     if target.json {
-        println!("{}", env.encode_string());
+        outln!("{}", env.encode_string())?;
     } else {
-        print!("{}", output::envelope(&env));
+        out!("{}", output::envelope(&env))?;
     }
     Ok(())
 }

@@ -212,3 +212,23 @@ fn queuey_bodies_convert_there_and_back_byte_for_byte() {
     assert!(back.status.success());
     assert_eq!(back.stdout.strip_suffix(b"\n").unwrap(), &queuey[..]);
 }
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly_instead_of_panicking() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rdq"))
+        .args(["envelope", "new", "--queue", "q", "--handler", "h"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the reading end before the command writes (`rdq … | head -0`).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(141));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
