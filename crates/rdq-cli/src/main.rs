@@ -11,6 +11,7 @@ mod bench_server;
 mod dlq_cmd;
 mod envelope_cmd;
 mod input;
+mod migrate_cmd;
 mod output;
 mod queue_cmd;
 mod serve;
@@ -50,6 +51,8 @@ enum Command {
     /// Operate the dead-letter queue: list, show, export, import, redrive, purge.
     #[command(subcommand)]
     Dlq(dlq_cmd::DlqCommand),
+    /// Bring a store's schema up to this build's version (PostgreSQL).
+    Migrate(migrate_cmd::MigrateArgs),
 }
 
 /// A command failure: a stable code (first on the stderr line) and a message.
@@ -100,6 +103,7 @@ fn main() -> ExitCode {
         Command::Task(cmd) => block_on(task_cmd::run(cmd)),
         Command::Queue(cmd) => block_on(queue_cmd::run(cmd)),
         Command::Dlq(cmd) => block_on(dlq_cmd::run(cmd)),
+        Command::Migrate(args) => block_on(migrate_cmd::run(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
