@@ -41,3 +41,4 @@ macro_rules! sdk_suite {
 
 sdk_suite!(memory => crate::suite::Harness::memory());
 sdk_suite!(embedded => crate::suite::Harness::embedded());
+sdk_suite!(postgres => crate::suite::Harness::postgres().await);

@@ -81,6 +81,19 @@ impl Harness {
         }
     }
 
+    /// A fresh schema of its own on the local PostgreSQL, dropped afterwards.
+    pub async fn postgres() -> Self {
+        let store = rdq_store_postgres::PostgresStore::open_temporary(
+            "postgres://postgres@127.0.0.1:5432/test",
+        )
+        .await
+        .unwrap();
+        Self {
+            engine: Engine::new(Arc::new(store), Arc::new(rdq_engine::SystemClock)),
+            _dir: None,
+        }
+    }
+
     pub async fn policy(&self, queue: &str, policy: QueuePolicy) {
         self.engine.set_policy(queue, &policy).await.unwrap();
     }
