@@ -265,35 +265,90 @@ impl Engine {
         &self,
         reqs: Vec<SettleRequest>,
     ) -> Vec<Result<Envelope, EngineError>> {
-        let now = self.clock.now();
-        let mut policies: HashMap<String, QueuePolicy> = HashMap::new();
-        let mut decided: Vec<Result<Envelope, EngineError>> = Vec::with_capacity(reqs.len());
-        for req in &reqs {
-            if !policies.contains_key(&req.envelope.queue) {
-                match self.policy(&req.envelope.queue).await {
-                    Ok(p) => {
-                        policies.insert(req.envelope.queue.clone(), p);
-                    }
-                    Err(e) => {
-                        decided.push(Err(e));
-                        continue;
-                    }
+        let tokens = reqs.iter().map(|r| r.token).collect();
+        let decided = self.decide(&reqs).await;
+        self.apply(decided, tokens).await
+    }
+
+    /// Like [`Engine::settle_many`] for callers that do not need the new
+    /// states (the worker loop): the decided envelopes move into the store
+    /// instead of being copied for the caller.
+    pub async fn settle_batch(&self, reqs: Vec<SettleRequest>) -> Vec<Result<(), EngineError>> {
+        let tokens: Vec<LeaseToken> = reqs.iter().map(|r| r.token).collect();
+        let decided = self.decide_owned(reqs).await;
+        let mut outcomes: Vec<Result<(), EngineError>> = Vec::with_capacity(decided.len());
+        let mut updates = Vec::with_capacity(decided.len());
+        for (d, expected) in decided.into_iter().zip(tokens) {
+            match d {
+                Ok(envelope) => {
+                    updates.push(LeasedUpdate { envelope, expected });
+                    outcomes.push(Ok(()));
                 }
+                Err(e) => outcomes.push(Err(e)),
             }
-            let policy = policies
-                .get(&req.envelope.queue)
-                .cloned()
-                .unwrap_or_else(|| (*self.fallback_policy).clone());
-            decided.push(machine::settle(
-                &req.envelope,
-                req.token,
-                &req.settlement,
-                &policy,
-                now,
-            ));
         }
-        self.apply(decided, reqs.iter().map(|r| r.token).collect())
-            .await
+        let mut written = if updates.is_empty() {
+            Vec::new()
+        } else {
+            self.store.settle(updates).await
+        }
+        .into_iter();
+        self.work_available.notify_waiters();
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o?;
+                written.next().unwrap_or_else(|| {
+                    Err(EngineError::Unavailable(
+                        "the store returned too few results".into(),
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// [`Engine::decide`] consuming the requests, so no envelope is copied.
+    async fn decide_owned(&self, reqs: Vec<SettleRequest>) -> Vec<Result<Envelope, EngineError>> {
+        let now = self.clock.now();
+        let mut policies: HashMap<String, Result<QueuePolicy, EngineError>> = HashMap::new();
+        let mut decided = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            if !policies.contains_key(&req.envelope.queue) {
+                let policy = self.policy(&req.envelope.queue).await;
+                policies.insert(req.envelope.queue.clone(), policy);
+            }
+            decided.push(match policies.get(&req.envelope.queue) {
+                Some(Ok(policy)) => {
+                    machine::settle_owned(req.envelope, req.token, &req.settlement, policy, now)
+                }
+                Some(Err(e)) => Err(e.clone()),
+                None => Err(EngineError::Unavailable("policy lookup failed".into())),
+            });
+        }
+        decided
+    }
+
+    /// The engine's decision for each settle, under each queue's live policy
+    /// (read once per queue per batch).
+    async fn decide(&self, reqs: &[SettleRequest]) -> Vec<Result<Envelope, EngineError>> {
+        let now = self.clock.now();
+        let mut policies: HashMap<&str, Result<QueuePolicy, EngineError>> = HashMap::new();
+        let mut decided = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            let queue = req.envelope.queue.as_str();
+            if !policies.contains_key(queue) {
+                let policy = self.policy(queue).await;
+                policies.insert(queue, policy);
+            }
+            decided.push(match policies.get(queue) {
+                Some(Ok(policy)) => {
+                    machine::settle(&req.envelope, req.token, &req.settlement, policy, now)
+                }
+                Some(Err(e)) => Err(e.clone()),
+                None => Err(EngineError::Unavailable("policy lookup failed".into())),
+            });
+        }
+        decided
     }
 
     /// Extends a claim's lease to `extend_ms` from now.

@@ -177,8 +177,31 @@ pub fn settle(
     now: Timestamp,
 ) -> Result<Envelope, EngineError> {
     check_lease(env, token)?;
-    let mut next = env.clone();
+    Ok(settled(env.clone(), settlement, policy, now))
+}
+
+/// [`settle`] for a caller that owns the claimed envelope and has no use for
+/// it once settled (the worker loop's batches): the same decision, without a
+/// copy. On refusal the envelope is dropped; nothing else changes.
+pub fn settle_owned(
+    env: Envelope,
+    token: LeaseToken,
+    settlement: &Settlement,
+    policy: &QueuePolicy,
+    now: Timestamp,
+) -> Result<Envelope, EngineError> {
+    check_lease(&env, token)?;
+    Ok(settled(env, settlement, policy, now))
+}
+
+fn settled(
+    mut next: Envelope,
+    settlement: &Settlement,
+    policy: &QueuePolicy,
+    now: Timestamp,
+) -> Envelope {
     next.mark_written();
+    let own_priority = next.priority;
     match settlement {
         Settlement::Success => {
             close_attempt(&mut next, now, Outcome::Success, None);
@@ -223,7 +246,7 @@ pub fn settle(
             next.deferral_count = next.deferral_count.saturating_add(1);
             next.headers
                 .entry(BASE_PRIORITY_HEADER.to_owned())
-                .or_insert_with(|| env.priority.to_string());
+                .or_insert_with(|| own_priority.to_string());
             next.priority = policy.max_priority;
             next.status = Status::Pending;
             next.lease_expires_at = None;
@@ -237,7 +260,7 @@ pub fn settle(
             next.next_attempt_at = Some(now);
         }
     }
-    Ok(next)
+    next
 }
 
 /// The lease lapsed with no outcome: the attempt closes as `LEASE_EXPIRED`,

@@ -303,15 +303,22 @@ async fn run_one(
             Settlement::Release
         }
     };
-    let mut envelope = task.envelope.clone();
-    envelope.lease_expires_at = Some(task.lease_deadline());
+    let deadline = task.lease_deadline();
+    let token = task.token;
+    // The handler is done with the task: take the envelope rather than copy it.
+    let mut envelope = match Arc::try_unwrap(task) {
+        Ok(task) => task.envelope,
+        Err(shared) => shared.envelope.clone(),
+    };
+    envelope.lease_expires_at = Some(deadline);
+    let id = envelope.id;
     let request = SettleRequest {
         envelope,
-        token: task.token,
+        token,
         settlement,
     };
     if settle_tx.send(request).is_err() {
-        warn!(task = %task.envelope.id, "settle loop gone; the lease will lapse and the task retry");
+        warn!(task = %id, "settle loop gone; the lease will lapse and the task retry");
     }
 }
 
@@ -336,7 +343,7 @@ async fn settle_loop(
 ) {
     let mut batch = Vec::with_capacity(max_batch);
     while rx.recv_many(&mut batch, max_batch).await > 0 {
-        let results = engine.settle_many(std::mem::take(&mut batch)).await;
+        let results = engine.settle_batch(std::mem::take(&mut batch)).await;
         for result in results {
             match result {
                 Ok(_) => stats.settled.fetch_add(1, Ordering::Relaxed),
