@@ -68,6 +68,10 @@ pub struct BenchArgs {
     /// Handlers running at once.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+    /// Claimed tasks kept ready beyond the free handler slots (the worker's
+    /// `prefetch`; graphile-worker's local queue is the analogue).
+    #[arg(long, default_value_t = 0)]
+    prefetch: usize,
     /// Producer rate for `latency`, tasks per second.
     #[arg(long, default_value_t = 1_000)]
     rate: u64,
@@ -274,6 +278,7 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
         queues: vec![queue.clone()],
         concurrency: args.concurrency,
         claim_batch: args.concurrency,
+        prefetch: args.prefetch,
         ..WorkerConfig::default()
     };
     let expected_settles = match args.workload {
@@ -356,6 +361,7 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
         "store": if args.store.is_some() { spec.to_owned() } else { "embedded (temporary directory)".to_owned() },
         "jobs": args.jobs,
         "concurrency": args.concurrency,
+        "prefetch": args.prefetch,
         "rate": if args.workload == Workload::Latency { json!(args.rate) } else { json!(null) },
         "submit_per_s": submit_per_s,
         "work_per_s": args.jobs as f64 / work_elapsed.as_secs_f64(),

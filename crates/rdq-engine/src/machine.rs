@@ -124,6 +124,22 @@ pub fn claim(
     lease_ms: u64,
     now: Timestamp,
 ) -> Result<(Envelope, LeaseToken), EngineError> {
+    check_claimable(env, now)?;
+    Ok(claimed(env.clone(), lease_ms, now))
+}
+
+/// [`claim`] for a store that owns the pending envelope (decoded from its
+/// row) and needs no copy of it: the same decision without cloning the history.
+pub fn claim_owned(
+    env: Envelope,
+    lease_ms: u64,
+    now: Timestamp,
+) -> Result<(Envelope, LeaseToken), EngineError> {
+    check_claimable(&env, now)?;
+    Ok(claimed(env, lease_ms, now))
+}
+
+fn check_claimable(env: &Envelope, now: Timestamp) -> Result<(), EngineError> {
     if env.status != Status::Pending {
         return Err(EngineError::InvalidTransition(format!(
             "task {} is {}, only PENDING tasks can be claimed",
@@ -137,16 +153,19 @@ pub fn claim(
             env.id
         )));
     }
-    let mut next = env.clone();
+    Ok(())
+}
+
+fn claimed(mut next: Envelope, lease_ms: u64, now: Timestamp) -> (Envelope, LeaseToken) {
     next.mark_written();
-    let attempt_no = next_attempt_no(env);
+    let attempt_no = next_attempt_no(&next);
     next.status = Status::InFlight;
     next.claim_count = next.claim_count.saturating_add(1);
     next.attempt_count = next.attempt_count.saturating_add(1);
     next.lease_expires_at = Some(now.plus_ms(lease_ms));
     next.attempts.push(AttemptRecord::open(attempt_no, now));
     let token = LeaseToken(next.claim_count);
-    Ok((next, token))
+    (next, token)
 }
 
 fn next_attempt_no(env: &Envelope) -> u32 {

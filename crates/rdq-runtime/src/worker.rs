@@ -12,7 +12,11 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use rdq_engine::{Engine, EngineError, FailureKind, LeaseToken, SettleRequest, Settlement};
+use std::collections::VecDeque;
+
+use rdq_engine::{
+    Claimed, Engine, EngineError, FailureKind, LeaseToken, SettleRequest, Settlement,
+};
 use rdq_envelope::{Envelope, ErrorInfo, Timestamp};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
@@ -98,6 +102,11 @@ pub struct WorkerConfig {
     pub shutdown_grace: Duration,
     /// Lease for claims; the queue's `lease_ms` when `None`.
     pub lease_ms: Option<u64>,
+    /// Claimed tasks kept ready beyond the free handler slots (default 0), so
+    /// one claim feeds many handlers (graphile-worker's local queue). Each
+    /// waits under its own lease; those still waiting at shutdown are handed
+    /// back unrun.
+    pub prefetch: usize,
 }
 
 impl Default for WorkerConfig {
@@ -110,6 +119,7 @@ impl Default for WorkerConfig {
             settle_batch: 512,
             shutdown_grace: Duration::from_secs(30),
             lease_ms: None,
+            prefetch: 0,
         }
     }
 }
@@ -171,6 +181,7 @@ impl Worker {
         let (abort_tx, abort_rx) = watch::channel(false);
         let mut running = JoinSet::new();
         let mut next_queue = 0usize;
+        let mut ready: VecDeque<Claimed> = VecDeque::new();
 
         'claiming: while !shutdown.is_triggered() && !self.config.queues.is_empty() {
             let first = tokio::select! {
@@ -196,27 +207,54 @@ impl Worker {
             woken.as_mut().enable();
 
             let mut claimed_any = false;
+            let slots = held.len();
+            let mut started = Vec::with_capacity(slots);
+            // Tasks claimed earlier go first, unless their lease already lapsed
+            // (the reaper records those).
+            let now_ms = self.engine.now().unix_ms();
+            while started.len() < slots {
+                let Some(c) = ready.pop_front() else { break };
+                if c.envelope
+                    .lease_expires_at
+                    .is_some_and(|d| d.unix_ms() <= now_ms)
+                {
+                    self.stats.lease_overruns.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                started.push(c);
+            }
             for _ in 0..self.config.queues.len() {
-                if held.is_empty() {
+                if started.len() >= slots {
                     break;
                 }
                 let queue = &self.config.queues[next_queue % self.config.queues.len()];
                 next_queue = next_queue.wrapping_add(1);
-                let claimed = match self
-                    .engine
-                    .claim(queue, held.len(), self.config.lease_ms)
-                    .await
-                {
+                let want = slots - started.len() + self.config.prefetch.saturating_sub(ready.len());
+                let claimed = match self.engine.claim(queue, want, self.config.lease_ms).await {
                     Ok(c) => c,
                     Err(e) => {
                         warn!(queue = %queue, error = %e, "claim failed");
                         Vec::new()
                     }
                 };
+                self.stats
+                    .claimed
+                    .fetch_add(claimed.len() as u64, Ordering::Relaxed);
                 for c in claimed {
-                    let Some(permit) = held.pop() else { break };
+                    if started.len() < slots {
+                        started.push(c);
+                    } else {
+                        ready.push_back(c);
+                    }
+                }
+            }
+            for c in started {
+                let Some(permit) = held.pop() else {
+                    ready.push_front(c);
+                    continue;
+                };
+                {
                     claimed_any = true;
-                    self.stats.claimed.fetch_add(1, Ordering::Relaxed);
                     let task = Arc::new(Task {
                         lease_deadline_ms: AtomicI64::new(
                             c.envelope
@@ -249,6 +287,18 @@ impl Worker {
         }
 
         debug!(running = running.len(), "worker stopping: no more claims");
+        // Claimed but never started: hand them back, due now, no attempt spent.
+        for c in ready.drain(..) {
+            self.stats.released.fetch_add(1, Ordering::Relaxed);
+            let request = SettleRequest {
+                envelope: c.envelope,
+                token: c.token,
+                settlement: Settlement::Release,
+            };
+            if settle_tx.send(request).is_err() {
+                warn!("settle loop gone; prefetched tasks will return when their leases lapse");
+            }
+        }
         let drained = tokio::time::timeout(self.config.shutdown_grace, async {
             while running.join_next().await.is_some() {}
         })

@@ -298,3 +298,61 @@ async fn extending_the_lease_keeps_a_long_handler_running() {
     assert_eq!(stats.lease_overruns.load(Ordering::SeqCst), 0);
     assert_eq!(all(&engine, "w.long").await[0].status, Status::Succeeded);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefetched_tasks_run_once_and_are_handed_back_unrun_at_shutdown() {
+    let engine = engine_with("w.prefetch", QueuePolicy::default()).await;
+    submit(&engine, "w.prefetch", 100).await;
+    let runs = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&runs);
+    let config = WorkerConfig {
+        concurrency: 2,
+        claim_batch: 2,
+        prefetch: 30,
+        shutdown_grace: Duration::from_millis(50),
+        ..config("w.prefetch")
+    };
+    let worker = Worker::new(engine.clone(), config, move |_t: Arc<Task>| {
+        let counted = Arc::clone(&counted);
+        async move {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Settlement::Success
+        }
+    });
+    let stats = worker.stats();
+    let (trigger, shutdown) = shutdown_channel();
+    let running = tokio::spawn(worker.run(shutdown));
+    until(|| stats.settled.load(Ordering::SeqCst) >= 10).await;
+    // More were claimed than handlers could run: the rest waited, prefetched.
+    assert!(stats.claimed.load(Ordering::SeqCst) > stats.settled.load(Ordering::SeqCst) + 2);
+    trigger.trigger();
+    running.await.unwrap();
+
+    let tasks = all(&engine, "w.prefetch").await;
+    let succeeded = tasks
+        .iter()
+        .filter(|e| e.status == Status::Succeeded)
+        .count() as u64;
+    let pending: Vec<_> = tasks
+        .iter()
+        .filter(|e| e.status == Status::Pending)
+        .collect();
+    assert_eq!(
+        succeeded + pending.len() as u64,
+        100,
+        "nothing left in flight"
+    );
+    assert_eq!(
+        succeeded,
+        runs.load(Ordering::SeqCst),
+        "each run settled exactly once"
+    );
+    assert!(
+        stats.released.load(Ordering::SeqCst) >= 20,
+        "the prefetched tasks were handed back"
+    );
+    for env in pending {
+        assert!(env.attempts.is_empty() && env.attempt_count == 0 && env.deferral_count == 0);
+    }
+}

@@ -617,13 +617,14 @@ fn claim(
     }
     let mut claimed = Vec::with_capacity(rows.len());
     for (seq, env) in rows {
-        match machine::claim(&env, lease_ms, now) {
+        let id = env.id;
+        match machine::claim_owned(env, lease_ms, now) {
             Ok((next, _token)) => {
                 rewrite(ctx, seq, &next)?;
                 claimed.push(next);
             }
             Err(e) => {
-                tracing::warn!(task = %env.id, error = %e, "a task indexed as claimable could not be claimed");
+                tracing::warn!(task = %id, error = %e, "a task indexed as claimable could not be claimed");
             }
         }
     }
