@@ -119,6 +119,16 @@ impl<Q: QueueSet> WorkerBuilder<Q> {
         self
     }
 
+    /// Claimed tasks kept ready beyond the free handler slots (default 0),
+    /// so one claim feeds many handlers — queuey's `prefetch`, graphile-worker's
+    /// local queue. Each waits under its own lease; those still waiting at
+    /// shutdown are handed back unrun.
+    #[must_use]
+    pub fn prefetch(mut self, tasks: usize) -> Self {
+        self.config.prefetch = tasks;
+        self
+    }
+
     /// Longest idle wait before claiming again, for work submitted by other
     /// processes (default 200 ms; work submitted through the same engine
     /// wakes the worker at once).
