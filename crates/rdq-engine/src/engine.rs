@@ -175,18 +175,13 @@ impl Engine {
         &self,
         reqs: Vec<SubmitRequest>,
     ) -> Vec<Result<Submitted, EngineError>> {
-        let mut policies: HashMap<String, Result<QueuePolicy, EngineError>> = HashMap::new();
+        let mut policies = BatchPolicies::default();
         let mut slots: Vec<Result<usize, EngineError>> = Vec::with_capacity(reqs.len());
         let mut tasks = Vec::with_capacity(reqs.len());
         for req in &reqs {
-            if !policies.contains_key(&req.queue) {
-                let policy = self.policy(&req.queue).await;
-                policies.insert(req.queue.clone(), policy);
-            }
-            let built = match policies.get(&req.queue) {
-                Some(Ok(policy)) => self.build(req, policy),
-                Some(Err(e)) => Err(e.clone()),
-                None => Err(EngineError::Unavailable("policy lookup failed".into())),
+            let built = match policies.of(self, &req.queue).await {
+                Ok(policy) => self.build(req, policy),
+                Err(e) => Err(e),
             };
             slots.push(built.map(|task| {
                 tasks.push(task);
@@ -310,19 +305,14 @@ impl Engine {
     /// [`Engine::decide`] consuming the requests, so no envelope is copied.
     async fn decide_owned(&self, reqs: Vec<SettleRequest>) -> Vec<Result<Envelope, EngineError>> {
         let now = self.clock.now();
-        let mut policies: HashMap<String, Result<QueuePolicy, EngineError>> = HashMap::new();
+        let mut policies = BatchPolicies::default();
         let mut decided = Vec::with_capacity(reqs.len());
         for req in reqs {
-            if !policies.contains_key(&req.envelope.queue) {
-                let policy = self.policy(&req.envelope.queue).await;
-                policies.insert(req.envelope.queue.clone(), policy);
-            }
-            decided.push(match policies.get(&req.envelope.queue) {
-                Some(Ok(policy)) => {
+            decided.push(match policies.of(self, &req.envelope.queue).await {
+                Ok(policy) => {
                     machine::settle_owned(req.envelope, req.token, &req.settlement, policy, now)
                 }
-                Some(Err(e)) => Err(e.clone()),
-                None => Err(EngineError::Unavailable("policy lookup failed".into())),
+                Err(e) => Err(e),
             });
         }
         decided
@@ -332,20 +322,14 @@ impl Engine {
     /// (read once per queue per batch).
     async fn decide(&self, reqs: &[SettleRequest]) -> Vec<Result<Envelope, EngineError>> {
         let now = self.clock.now();
-        let mut policies: HashMap<&str, Result<QueuePolicy, EngineError>> = HashMap::new();
+        let mut policies = BatchPolicies::default();
         let mut decided = Vec::with_capacity(reqs.len());
         for req in reqs {
-            let queue = req.envelope.queue.as_str();
-            if !policies.contains_key(queue) {
-                let policy = self.policy(queue).await;
-                policies.insert(queue, policy);
-            }
-            decided.push(match policies.get(queue) {
-                Some(Ok(policy)) => {
+            decided.push(match policies.of(self, &req.envelope.queue).await {
+                Ok(policy) => {
                     machine::settle(&req.envelope, req.token, &req.settlement, policy, now)
                 }
-                Some(Err(e)) => Err(e.clone()),
-                None => Err(EngineError::Unavailable("policy lookup failed".into())),
+                Err(e) => Err(e),
             });
         }
         decided
@@ -415,21 +399,15 @@ impl Engine {
     pub async fn reap_expired(&self, limit: usize) -> Result<Vec<Envelope>, EngineError> {
         let now = self.clock.now();
         let expired = self.store.expired_leases(now, limit).await?;
-        let mut policies: HashMap<String, QueuePolicy> = HashMap::new();
+        let mut policies = BatchPolicies::default();
         let mut decided = Vec::with_capacity(expired.len());
         let mut tokens = Vec::with_capacity(expired.len());
         for env in &expired {
             let Some(token) = LeaseToken::current(env) else {
                 continue;
             };
-            if !policies.contains_key(&env.queue) {
-                policies.insert(env.queue.clone(), self.policy(&env.queue).await?);
-            }
-            let policy = policies
-                .get(&env.queue)
-                .cloned()
-                .unwrap_or_else(|| (*self.fallback_policy).clone());
-            decided.push(machine::expire_lease(env, &policy, now));
+            let policy = policies.of(self, &env.queue).await?;
+            decided.push(machine::expire_lease(env, policy, now));
             tokens.push(token);
         }
         Ok(self
@@ -488,4 +466,22 @@ impl Engine {
 pub fn is_prunable(env: &Envelope, retain_ms: u64, now: Timestamp) -> bool {
     env.status == Status::Succeeded
         && (retain_ms == 0 || now.ms_since(finished_at(env)) > retain_ms)
+}
+
+/// The live policy of each queue one batch touches, read once per queue.
+#[derive(Default)]
+struct BatchPolicies(HashMap<String, Result<QueuePolicy, EngineError>>);
+
+impl BatchPolicies {
+    async fn of(&mut self, engine: &Engine, queue: &str) -> Result<&QueuePolicy, EngineError> {
+        if !self.0.contains_key(queue) {
+            let policy = engine.policy(queue).await;
+            self.0.insert(queue.to_owned(), policy);
+        }
+        match self.0.get(queue) {
+            Some(Ok(policy)) => Ok(policy),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(EngineError::Unavailable("policy lookup failed".into())),
+        }
+    }
 }

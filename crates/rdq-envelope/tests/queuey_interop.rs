@@ -430,40 +430,9 @@ fn a_non_json_payload_is_refused_with_invalid_field() {
 // Seed 000.
 
 /// The concrete envelope of seed 000, with its `...` elisions filled in.
-const SEED_000: &str = r#"{
-  "envelope_version": 1,
-  "id": "01J2ZK7Q8XW5H3N9G4T6B8RDQ0",
-  "queue": "payments.charge",
-  "handler_ref": "charge-payment",
-  "handler_version": "v3",
-  "payload": "eyJvcmRlcl9pZCI6IDQyfQ==",
-  "payload_content_type": "application/json",
-  "headers": {
-    "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-    "rdq.source": "kafka://payments/3/42351",
-    "rdq.submitted_by": "checkout-service"
-  },
-  "status": "PENDING",
-  "attempt_count": 2,
-  "redrive_count": 0,
-  "next_attempt_at": "2026-07-20T14:05:22.117Z",
-  "lease_expires_at": null,
-  "created_at": "2026-07-20T14:03:22.117Z",
-  "attempts": [
-    {
-      "attempt_no": 1,
-      "started_at": "2026-07-20T14:03:22.200Z",
-      "finished_at": "2026-07-20T14:03:22.950Z",
-      "outcome": "RETRYABLE_FAILURE",
-      "error": {
-        "type": "java.net.SocketTimeoutException",
-        "message": "connect timed out after 500ms",
-        "detail": null,
-        "stack": "java.net.SocketTimeoutException: connect timed out\n\tat java.base/sun.nio.ch.NioSocketImpl.timedFinishConnect(NioSocketImpl.java:546)"
-      }
-    }
-  ]
-}"#;
+/// The seed's concrete envelope (seed `000`), from the compliance fixtures.
+const SEED_000: &str =
+    include_str!("../../../compliance/fixtures/valid/seed_concrete_envelope.json");
 
 /// Removes JSON whitespace outside strings, keeping key order.
 fn minify(json: &str) -> String {
