@@ -184,14 +184,18 @@ fn queuey_bodies_convert_there_and_back_byte_for_byte() {
 #[test]
 fn a_closed_stdout_ends_the_command_quietly_instead_of_panicking() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rdq"))
-        .args(["envelope", "new", "--queue", "q", "--handler", "h"])
-        .stdin(Stdio::null())
+        .args(["envelope", "check", "-"])
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Close the reading end before the command writes (`rdq … | head -0`).
+    // Close the reading end first (`rdq … | head -0`); the command cannot
+    // write before it has read all of stdin, so the order is certain.
     drop(child.stdout.take());
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(SEED.as_bytes()).unwrap();
+    drop(stdin);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(141));
     assert!(
