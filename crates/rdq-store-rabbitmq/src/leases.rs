@@ -18,11 +18,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
-use lapin::Acker;
 use rdq_engine::LeaseToken;
 use rdq_envelope::{Envelope, TaskId, Timestamp};
 
-use crate::store::QueueState;
+use crate::store::{Held, QueueState};
 
 /// How many recently seen task ids the store remembers.
 pub const SEEN_CAPACITY: usize = 200_000;
@@ -33,11 +32,9 @@ pub struct Lease {
     pub token: LeaseToken,
     /// The task as the engine last wrote it (IN_FLIGHT).
     pub envelope: Envelope,
-    /// Acks the delivery: the end of the lease.
-    pub acker: Acker,
-    /// The consumer subscription the delivery came on; when it ends the
-    /// broker requeues the delivery, and the lease is gone.
-    pub epoch: u64,
+    /// The unacked delivery: acking it ends the lease. When its
+    /// subscription ends the broker requeues it, and the lease is gone.
+    pub delivery: Held,
     /// The queue it came from.
     pub queue: Arc<QueueState>,
     /// The caller's clock at the claim, and the local instant it was read:

@@ -29,6 +29,7 @@
 
 #![forbid(unsafe_code)]
 
+mod acks;
 mod connection;
 mod dlq;
 mod error;

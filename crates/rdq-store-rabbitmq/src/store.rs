@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use futures::{FutureExt, StreamExt};
 use lapin::Acker;
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
+use lapin::options::{BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Consumer};
 use rdq_engine::{
@@ -23,6 +23,7 @@ use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tracing::{debug, warn};
 
+use crate::acks::Acks;
 use crate::connection::Broker;
 use crate::error::RabbitError;
 use crate::leases::{Lease, Leases};
@@ -60,9 +61,31 @@ struct Flush {
 /// A delivery received and not yet claimed.
 struct Waiting {
     envelope: Envelope,
-    acker: Acker,
-    epoch: u64,
+    delivery: Held,
     redelivered: bool,
+}
+
+/// An unacknowledged delivery: how to ack it, and the subscription it
+/// belongs to (when that ends, the broker requeues the delivery).
+pub(crate) struct Held {
+    pub(crate) acker: Acker,
+    pub(crate) tag: u64,
+    pub(crate) subscription: Subscription,
+}
+
+impl Held {
+    /// Acks the delivery (coalesced with its neighbours); true once the ack
+    /// is on its way, false when the subscription ended first.
+    pub(crate) async fn ack(self) -> bool {
+        self.subscription.acks.ack(self.tag, self.acker).await
+    }
+}
+
+/// One consumer subscription: its number and its ack queue.
+#[derive(Clone)]
+pub(crate) struct Subscription {
+    pub(crate) epoch: u64,
+    pub(crate) acks: Arc<Acks>,
 }
 
 /// One rdq queue: its broker queues and its consumer's buffer.
@@ -78,7 +101,7 @@ pub struct QueueState {
     /// A clone of the live subscription's consumer and its epoch: claims
     /// drain what the client already received without waiting for the
     /// consumer task.
-    consumer: Mutex<Option<(Consumer, u64)>>,
+    consumer: Mutex<Option<(Consumer, Subscription)>>,
     /// Asks the consumer for a flush (see [`RabbitStore::claim`]).
     pump: Mutex<Option<mpsc::Sender<Flush>>>,
 }
@@ -365,26 +388,38 @@ impl Core {
     /// Moves every delivery the client has already received into the buffer.
     fn drain(self: &Arc<Self>, q: &Arc<QueueState>) {
         let consumer = lock(&q.consumer).clone();
-        if let Some((mut consumer, epoch)) = consumer {
+        if let Some((mut consumer, sub)) = consumer {
             while let Some(Some(Ok(delivery))) = consumer.next().now_or_never() {
-                self.accept(q, delivery, epoch);
+                self.accept(q, delivery, &sub);
             }
         }
+    }
+
+    /// True when the queue's consumer holds as many unacked deliveries as
+    /// its prefetch allows, so the broker has nothing in flight to it.
+    fn credit_used_up(&self, q: &QueueState) -> bool {
+        let prefetch = u64::from(self.broker.options().prefetch);
+        lock(&q.consumer)
+            .as_ref()
+            .is_some_and(|(_, sub)| prefetch > 0 && sub.acks.unacked() >= prefetch)
     }
 
     /// Drops what a finished subscription held: the broker requeues it.
     fn forget_epoch(&self, q: &QueueState, epoch: u64) {
         let mut leases = lock(&self.leases);
-        leases.held.retain(|_, l| l.epoch != epoch);
+        leases
+            .held
+            .retain(|_, l| l.delivery.subscription.epoch != epoch);
         let mut ready = lock(&q.ready);
         let before = ready.values().filter(|w| w.redelivered).count();
-        ready.retain(|_, w| w.epoch != epoch);
+        ready.retain(|_, w| w.delivery.subscription.epoch != epoch);
         let after = ready.values().filter(|w| w.redelivered).count();
         self.redelivered_waiting
             .fetch_sub(before - after, Ordering::Relaxed);
     }
 
-    fn accept(self: &Arc<Self>, q: &Arc<QueueState>, delivery: Delivery, epoch: u64) {
+    fn accept(self: &Arc<Self>, q: &Arc<QueueState>, delivery: Delivery, sub: &Subscription) {
+        sub.acks.received();
         let envelope = match wire::decode(&delivery.data) {
             Ok(Incoming::Rdq(mut env)) => {
                 if env.queue != q.name {
@@ -399,6 +434,7 @@ impl Core {
                     Arc::clone(self),
                     Arc::clone(q),
                     delivery,
+                    sub.clone(),
                 ));
                 return;
             }
@@ -421,8 +457,11 @@ impl Core {
             ),
             Waiting {
                 envelope,
-                acker: delivery.acker,
-                epoch,
+                delivery: Held {
+                    acker: delivery.acker,
+                    tag: delivery.delivery_tag,
+                    subscription: sub.clone(),
+                },
                 redelivered,
             },
         );
@@ -435,7 +474,7 @@ impl Core {
 
     async fn finish(&self, lease: Lease, next: Envelope) -> Result<(), EngineError> {
         let id = next.id;
-        if !lease.acker.usable() {
+        if !lease.delivery.acker.usable() {
             return Err(EngineError::LeaseLost(id));
         }
         let q = Arc::clone(&lease.queue);
@@ -463,20 +502,20 @@ impl Core {
         };
         if let Err(e) = published {
             // Nothing was acked: the lease stays, for a later settle or the reaper.
-            if lease.acker.usable() {
+            if lease.delivery.acker.usable() {
                 lock(&self.leases).held.insert(id, lease);
             }
             return Err(e);
         }
-        match lease.acker.ack(BasicAckOptions::default()).await {
-            Ok(true) => Ok(()),
-            _ if next.status == Status::Succeeded => Err(EngineError::LeaseLost(id)),
-            _ => {
-                // The successor is published; the original comes back and is
-                // counted as a lapsed attempt: a duplicate, never a loss.
-                warn!(task = %id, "acking after a publish failed; the broker will redeliver the original");
-                Ok(())
-            }
+        if lease.delivery.ack().await {
+            Ok(())
+        } else if next.status == Status::Succeeded {
+            Err(EngineError::LeaseLost(id))
+        } else {
+            // The successor is published; the original comes back and is
+            // counted as a lapsed attempt: a duplicate, never a loss.
+            warn!(task = %id, "acking after a publish failed; the broker will redeliver the original");
+            Ok(())
         }
     }
 }
@@ -497,8 +536,7 @@ fn lease(
         Ok((envelope, token)) => Ok(Lease {
             token,
             envelope,
-            acker: w.acker,
-            epoch: w.epoch,
+            delivery: w.delivery,
             queue: Arc::clone(q),
             claimed_now: now,
             claimed_at: Instant::now(),
@@ -511,7 +549,12 @@ fn lease(
 /// `x-death-reason = "malformed envelope"`), then acks it, so a poison
 /// message cannot stall the queue. If the copy fails the delivery stays
 /// unacked and comes back later.
-async fn dead_letter_malformed(core: Arc<Core>, q: Arc<QueueState>, delivery: Delivery) {
+async fn dead_letter_malformed(
+    core: Arc<Core>,
+    q: Arc<QueueState>,
+    delivery: Delivery,
+    sub: Subscription,
+) {
     let properties = wire::malformed_properties(&q.names.work, REASON_MALFORMED);
     match core
         .broker
@@ -519,7 +562,7 @@ async fn dead_letter_malformed(core: Arc<Core>, q: Arc<QueueState>, delivery: De
         .await
     {
         Ok(()) => {
-            let _ = delivery.acker.ack(BasicAckOptions::default()).await;
+            sub.acks.ack_detached(delivery.delivery_tag, delivery.acker);
         }
         Err(e) => {
             warn!(queue = %q.name, error = %e, "copying a malformed message to the dead-letter queue failed")
@@ -582,7 +625,11 @@ async fn run_consumer(core: Arc<Core>, q: Arc<QueueState>, mut flushes: mpsc::Re
             }
         };
         let epoch = core.epochs.fetch_add(1, Ordering::Relaxed) + 1;
-        *lock(&q.consumer) = Some((consumer.clone(), epoch));
+        let sub = Subscription {
+            epoch,
+            acks: Acks::start(),
+        };
+        *lock(&q.consumer) = Some((consumer.clone(), sub.clone()));
         let prefetch = core.broker.options().prefetch;
         debug!(queue = %q.name, epoch, "consuming");
         loop {
@@ -614,7 +661,7 @@ async fn run_consumer(core: Arc<Core>, q: Arc<QueueState>, mut flushes: mpsc::Re
                             .map_err(RabbitError::from)
                     };
                     while let Some(Some(Ok(delivery))) = consumer.next().now_or_never() {
-                        core.accept(&q, delivery, epoch);
+                        core.accept(&q, delivery, &sub);
                     }
                     let _ = reply.send(*synced.as_ref().unwrap_or(&0));
                     if synced.is_err() {
@@ -622,12 +669,13 @@ async fn run_consumer(core: Arc<Core>, q: Arc<QueueState>, mut flushes: mpsc::Re
                     }
                 }
                 item = consumer.next() => match item {
-                    Some(Ok(delivery)) => core.accept(&q, delivery, epoch),
+                    Some(Ok(delivery)) => core.accept(&q, delivery, &sub),
                     _ => break,
                 },
             }
         }
         *lock(&q.consumer) = None;
+        sub.acks.close();
         core.forget_epoch(&q, epoch);
         debug!(queue = %q.name, epoch, "subscription ended; resubscribing");
     }
@@ -689,13 +737,17 @@ impl Store for RabbitStore {
         let flush = core.pump(&q);
         core.drain(&q);
         let mut claimed = core.take(&q, max, lease_ms, now);
-        // Short: let the consumer catch up with what the broker already sent
-        // (one round trip on its channel). While nothing is found but the
-        // queue still has messages waiting (the broker is about to push
-        // them, e.g. after acks freed prefetch credit), look again a few
-        // times before answering empty.
+        // Short of `max`: let the consumer catch up with what the broker
+        // already sent (one round trip on its channel). While nothing is
+        // found but the queue still has messages waiting (the broker is
+        // about to push them, e.g. after acks freed prefetch credit), look
+        // again a few times before answering empty. Not when the consumer
+        // already holds all the deliveries its prefetch allows: the broker
+        // sends more only after acks (the consumer wakes the worker then),
+        // and under load a round trip per claim would cost the broker more
+        // than the deliveries themselves.
         for round in 0..FLUSH_ROUNDS {
-            if claimed.len() >= max {
+            if claimed.len() >= max || core.credit_used_up(&q) {
                 break;
             }
             let (reply, answer) = oneshot::channel();
