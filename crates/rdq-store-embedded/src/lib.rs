@@ -38,7 +38,7 @@ use tokio::sync::oneshot;
 use crate::reader::Readers;
 use crate::schema::Tuning;
 pub use crate::schema::{APPLICATION_ID, SCHEMA_VERSION};
-use crate::writer::{Job, Writer};
+use crate::writer::{Encoded, Job, Writer};
 
 /// Name of the database file inside the data directory.
 pub const DB_FILE_NAME: &str = "rdq.db";
@@ -54,7 +54,7 @@ pub struct EmbeddedOptions {
     pub max_group: usize,
     /// Idle read connections kept open for reuse; default 4.
     pub read_connections: usize,
-    /// SQLite page cache per connection, in KiB; default 16 MiB.
+    /// SQLite page cache per connection, in KiB; default 2 MiB.
     pub cache_kib: u32,
     /// How long a write waits for a lock held by another process using the
     /// same data directory before failing with `STORE_UNAVAILABLE`; default 5 s.
@@ -66,7 +66,7 @@ impl Default for EmbeddedOptions {
         Self {
             max_group: 4096,
             read_connections: 4,
-            cache_kib: 16 * 1024,
+            cache_kib: 2 * 1024,
             busy_timeout: Duration::from_secs(5),
         }
     }
@@ -279,6 +279,7 @@ impl Store for EmbeddedStore {
         if n == 0 {
             return Vec::new();
         }
+        let tasks = tasks.into_iter().map(Encoded::task).collect();
         self.write(|reply| Job::Submit { tasks, reply })
             .await
             .unwrap_or_else(|e| vec![Err(e); n])
@@ -309,6 +310,7 @@ impl Store for EmbeddedStore {
         if n == 0 {
             return Vec::new();
         }
+        let updates = updates.into_iter().map(Encoded::update).collect();
         self.write(|reply| Job::Settle { updates, reply })
             .await
             .unwrap_or_else(|e| vec![Err(e); n])

@@ -38,7 +38,7 @@ type Tx<T> = oneshot::Sender<T>;
 /// One write request and where its answer goes.
 pub(crate) enum Job {
     Submit {
-        tasks: Vec<NewTask>,
+        tasks: Vec<Encoded<NewTask>>,
         reply: Tx<Vec<Result<Submitted, EngineError>>>,
     },
     Claim {
@@ -49,7 +49,7 @@ pub(crate) enum Job {
         reply: Tx<Result<Vec<Envelope>, EngineError>>,
     },
     Settle {
-        updates: Vec<LeasedUpdate>,
+        updates: Vec<Encoded<LeasedUpdate>>,
         reply: Tx<Vec<Result<(), EngineError>>>,
     },
     Redrive {
@@ -78,6 +78,32 @@ pub(crate) enum Job {
         limit: usize,
         reply: Tx<Result<u64, EngineError>>,
     },
+}
+
+/// A write with its envelope already encoded by the caller, so the one
+/// writer thread spends its time on SQLite rather than on JSON.
+pub(crate) struct Encoded<T> {
+    pub(crate) item: T,
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl Encoded<NewTask> {
+    /// `task` with its envelope encoded.
+    pub(crate) fn task(task: NewTask) -> Self {
+        let bytes = task.envelope.encode();
+        Self { item: task, bytes }
+    }
+}
+
+impl Encoded<LeasedUpdate> {
+    /// `update` with its envelope encoded.
+    pub(crate) fn update(update: LeasedUpdate) -> Self {
+        let bytes = update.envelope.encode();
+        Self {
+            item: update,
+            bytes,
+        }
+    }
 }
 
 impl Job {
@@ -467,7 +493,14 @@ const UPDATE_IF_LEASED: &str = "UPDATE tasks SET status = ?2, priority = ?3, \
      finished_at = ?8, envelope = ?9 \
      WHERE id = ?1 AND queue = ?10 AND status = 1 AND lease_attempt = ?11";
 
-fn submit_one(ctx: &mut Ctx, task: NewTask) -> Result<Result<Submitted, EngineError>, Fatal> {
+fn submit_one(
+    ctx: &mut Ctx,
+    encoded: Encoded<NewTask>,
+) -> Result<Result<Submitted, EngineError>, Fatal> {
+    let Encoded {
+        item: task,
+        bytes: encoded_bytes,
+    } = encoded;
     let env = &task.envelope;
     if let Some(key) = &task.idempotency_key {
         let mut stmt = ctx.conn.prepare_cached(
@@ -484,8 +517,6 @@ fn submit_one(ctx: &mut Ctx, task: NewTask) -> Result<Result<Submitted, EngineEr
                 .map_err(|e| undecodable(&format!("the task holding key {key:?}"), &e)));
         }
     }
-    ctx.buf.clear();
-    env.encode_into(&mut ctx.buf);
     let c = Columns::of(env);
     let inserted = ctx.conn.prepare_cached(INSERT_TASK)?.execute(params![
         &env.id.to_bytes()[..],
@@ -498,7 +529,7 @@ fn submit_one(ctx: &mut Ctx, task: NewTask) -> Result<Result<Submitted, EngineEr
         c.error_type,
         c.finished_at,
         task.idempotency_key,
-        ctx.buf,
+        encoded_bytes,
     ]);
     match inserted {
         Ok(_) => {
@@ -518,11 +549,13 @@ fn submit_one(ctx: &mut Ctx, task: NewTask) -> Result<Result<Submitted, EngineEr
     }
 }
 
-fn settle_one(ctx: &mut Ctx, update: &LeasedUpdate) -> Result<Result<(), EngineError>, Fatal> {
+fn settle_one(
+    ctx: &mut Ctx,
+    encoded: &Encoded<LeasedUpdate>,
+) -> Result<Result<(), EngineError>, Fatal> {
+    let update = &encoded.item;
     let env = &update.envelope;
     let id = &env.id.to_bytes()[..];
-    ctx.buf.clear();
-    env.encode_into(&mut ctx.buf);
     let c = Columns::of(env);
     let changed = ctx.conn.prepare_cached(UPDATE_IF_LEASED)?.execute(params![
         id,
@@ -533,7 +566,7 @@ fn settle_one(ctx: &mut Ctx, update: &LeasedUpdate) -> Result<Result<(), EngineE
         c.lease_attempt,
         c.error_type,
         c.finished_at,
-        ctx.buf,
+        encoded.bytes,
         env.queue,
         i64::from(update.expected.0),
     ])?;
