@@ -106,6 +106,12 @@ impl Engine {
         self
     }
 
+    /// Tells the store this process claims no more from `queue` (see
+    /// [`Store::stop_claiming`]); a worker calls it when it stops.
+    pub async fn stop_claiming(&self, queue: &str) {
+        self.store.stop_claiming(queue).await;
+    }
+
     /// The store underneath.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store

@@ -192,6 +192,15 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// This process claims no more from `queue` (its worker is stopping):
+    /// hand back whatever the store holds ready for claims here, so that it
+    /// is neither stuck nor counted as a lapsed lease. Leases already handed
+    /// out stay valid and are settled as usual. A later claim resumes.
+    /// Stores that buffer nothing for claims (the default) do nothing.
+    async fn stop_claiming(&self, queue: &str) {
+        let _ = queue;
+    }
+
     /// Stores new tasks, one result per task in order. Durable when it returns.
     async fn submit(&self, tasks: Vec<NewTask>) -> Vec<Result<Submitted, EngineError>>;
 

@@ -287,6 +287,10 @@ impl Worker {
         }
 
         debug!(running = running.len(), "worker stopping: no more claims");
+        // What the store buffered for our claims goes back untouched.
+        for queue in &self.config.queues {
+            self.engine.stop_claiming(queue).await;
+        }
         // Claimed but never started: hand them back, due now, no attempt spent.
         for c in ready.drain(..) {
             self.stats.released.fetch_add(1, Ordering::Relaxed);

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use futures::{FutureExt, StreamExt};
 use lapin::Acker;
 use lapin::message::Delivery;
-use lapin::options::{BasicConsumeOptions, BasicQosOptions};
+use lapin::options::{BasicCancelOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Consumer};
 use rdq_engine::{
@@ -56,6 +56,14 @@ type ReadyKey = (Reverse<u8>, i64, u128, u64);
 struct Flush {
     count: bool,
     reply: oneshot::Sender<u32>,
+}
+
+/// What a queue's consumer task is asked to do.
+enum Request {
+    /// Catch up with the broker (see [`Flush`]); resumes a stopped consumer.
+    Flush(Flush),
+    /// Stop consuming and hand the buffer back ([`Store::stop_claiming`]).
+    Stop(oneshot::Sender<()>),
 }
 
 /// A delivery received and not yet claimed.
@@ -103,7 +111,7 @@ pub struct QueueState {
     /// consumer task.
     consumer: Mutex<Option<(Consumer, Subscription)>>,
     /// Asks the consumer for a flush (see [`RabbitStore::claim`]).
-    pump: Mutex<Option<mpsc::Sender<Flush>>>,
+    pump: Mutex<Option<mpsc::Sender<Request>>>,
 }
 
 /// The shared state behind every clone of a [`RabbitStore`], also held by
@@ -337,7 +345,7 @@ impl Core {
     }
 
     /// Starts the queue's consumer if it is not running; returns its flush handle.
-    fn pump(self: &Arc<Self>, q: &Arc<QueueState>) -> mpsc::Sender<Flush> {
+    fn pump(self: &Arc<Self>, q: &Arc<QueueState>) -> mpsc::Sender<Request> {
         let mut slot = lock(&q.pump);
         if let Some(tx) = slot.as_ref().filter(|tx| !tx.is_closed()) {
             return tx.clone();
@@ -393,6 +401,45 @@ impl Core {
                 self.accept(q, delivery, &sub);
             }
         }
+    }
+
+    /// Returns the deliveries buffered for claims (never redelivered ones:
+    /// those lapsed already) to the work queue untouched: publish a copy,
+    /// then ack, so the broker does not mark them redelivered and nobody
+    /// counts them as a lapsed attempt. A copy that cannot be published
+    /// stays buffered (and comes back redelivered when the channel closes).
+    async fn hand_back(&self, q: &Arc<QueueState>, epoch: u64) {
+        let waiting: Vec<Waiting> = {
+            let mut ready = lock(&q.ready);
+            let keys: Vec<ReadyKey> = ready
+                .iter()
+                .filter(|(_, w)| !w.redelivered && w.delivery.subscription.epoch == epoch)
+                .map(|(k, _)| *k)
+                .collect();
+            keys.iter().filter_map(|k| ready.remove(k)).collect()
+        };
+        if waiting.is_empty() {
+            return;
+        }
+        let granularity = self.broker.options().retry_granularity;
+        let count = waiting.len();
+        let returned = futures::future::join_all(waiting.into_iter().map(|w| async move {
+            match self.publish_task(q, &w.envelope, 0, granularity).await {
+                Ok(()) => w.delivery.ack().await,
+                Err(e) => {
+                    warn!(task = %w.envelope.id, error = %e, "handing a buffered task back failed; it stays buffered");
+                    let seq = q.arrivals.fetch_add(1, Ordering::Relaxed);
+                    let env = &w.envelope;
+                    let due = env.next_attempt_at.unwrap_or(env.created_at);
+                    let key = (Reverse(env.priority), due.unix_ms(), env.id.as_u128(), seq);
+                    lock(&q.ready).insert(key, w);
+                    false
+                }
+            }
+        }))
+        .await;
+        let acked = returned.iter().filter(|ok| **ok).count();
+        debug!(queue = %q.name, count, acked, "handed buffered deliveries back");
     }
 
     /// True when the queue's consumer holds as many unacked deliveries as
@@ -578,20 +625,25 @@ async fn subscribe(core: &Core, q: &QueueState) -> Result<(Channel, Consumer), R
             BasicQosOptions { global: false },
         )
         .await?;
-    let consumer = channel
+    let consumer = consume(&channel, q).await?;
+    Ok((channel, consumer))
+}
+
+/// Starts a consumer of `q`'s work queue on `channel`.
+async fn consume(channel: &Channel, q: &QueueState) -> Result<Consumer, RabbitError> {
+    Ok(channel
         .basic_consume(
             crate::connection::short_name(&q.names.work)?,
             "".into(),
             BasicConsumeOptions::default(),
             FieldTable::default(),
         )
-        .await?;
-    Ok((channel, consumer))
+        .await?)
 }
 
 /// One queue's consumer: pushes deliveries into the buffer claims read,
 /// answers flush requests, and resubscribes after a reconnect.
-async fn run_consumer(core: Arc<Core>, q: Arc<QueueState>, mut flushes: mpsc::Receiver<Flush>) {
+async fn run_consumer(core: Arc<Core>, q: Arc<QueueState>, mut requests: mpsc::Receiver<Request>) {
     let mut closed = core.broker.watch_closed();
     let mut failures = 0u32;
     loop {
@@ -632,12 +684,53 @@ async fn run_consumer(core: Arc<Core>, q: Arc<QueueState>, mut flushes: mpsc::Re
         *lock(&q.consumer) = Some((consumer.clone(), sub.clone()));
         let prefetch = core.broker.options().prefetch;
         debug!(queue = %q.name, epoch, "consuming");
+        // Stopped: no consumer on the channel, which stays open for the
+        // acks of the leases still out.
+        let mut stopped = false;
         loop {
             tokio::select! {
                 biased;
                 () = crate::connection::until_closed(&mut closed) => return,
-                flush = flushes.recv() => {
-                    let Some(Flush { count, reply }) = flush else { return };
+                request = requests.recv() => {
+                    let Some(request) = request else { return };
+                    let Flush { count, reply } = match request {
+                        Request::Stop(reply) => {
+                            if !stopped {
+                                stopped = true;
+                                if let Err(e) = channel
+                                    .basic_cancel(consumer.tag(), BasicCancelOptions::default())
+                                    .await
+                                {
+                                    warn!(queue = %q.name, error = %e, "cancelling the consumer failed");
+                                }
+                                while let Some(Some(Ok(delivery))) = consumer.next().now_or_never() {
+                                    core.accept(&q, delivery, &sub);
+                                }
+                                *lock(&q.consumer) = None;
+                                core.hand_back(&q, epoch).await;
+                                debug!(queue = %q.name, epoch, "stopped consuming");
+                            }
+                            let _ = reply.send(());
+                            continue;
+                        }
+                        Request::Flush(flush) => flush,
+                    };
+                    if stopped {
+                        // A claim after a stop: consume again on the same channel.
+                        match consume(&channel, &q).await {
+                            Ok(resumed) => {
+                                consumer = resumed;
+                                stopped = false;
+                                *lock(&q.consumer) = Some((consumer.clone(), sub.clone()));
+                                debug!(queue = %q.name, epoch, "consuming again");
+                            }
+                            Err(e) => {
+                                warn!(queue = %q.name, error = %e, "consuming again failed; resubscribing");
+                                let _ = reply.send(0);
+                                break;
+                            }
+                        }
+                    }
                     let synced = if count {
                         // A passive declare also says how many messages wait.
                         let passive = lapin::options::QueueDeclareOptions {
@@ -668,7 +761,7 @@ async fn run_consumer(core: Arc<Core>, q: Arc<QueueState>, mut flushes: mpsc::Re
                         break;
                     }
                 }
-                item = consumer.next() => match item {
+                item = consumer.next(), if !stopped => match item {
                     Some(Ok(delivery)) => core.accept(&q, delivery, &sub),
                     _ => break,
                 },
@@ -698,6 +791,19 @@ impl Store for RabbitStore {
 
     fn work_signal(&self) -> Option<Arc<Notify>> {
         Some(Arc::clone(&self.core().work))
+    }
+
+    async fn stop_claiming(&self, queue: &str) {
+        let core = self.core();
+        let Some(q) = lock(&core.queues).get(queue).cloned() else {
+            return;
+        };
+        let pump = lock(&q.pump).clone().filter(|tx| !tx.is_closed());
+        let Some(pump) = pump else { return };
+        let (reply, done) = oneshot::channel();
+        if pump.send(Request::Stop(reply)).await.is_ok() {
+            let _ = tokio::time::timeout(FLUSH_WAIT * 5, done).await;
+        }
     }
 
     async fn submit(&self, tasks: Vec<NewTask>) -> Vec<Result<Submitted, EngineError>> {
@@ -752,7 +858,11 @@ impl Store for RabbitStore {
             }
             let (reply, answer) = oneshot::channel();
             let count = claimed.is_empty() && round > 0;
-            if flush.send(Flush { count, reply }).await.is_err() {
+            if flush
+                .send(Request::Flush(Flush { count, reply }))
+                .await
+                .is_err()
+            {
                 break;
             }
             let waiting = match tokio::time::timeout(FLUSH_WAIT, answer).await {

@@ -296,3 +296,64 @@ fn a_body_that_is_no_envelope_is_copied_to_the_dead_letter_queue_and_acked() {
         let _ = connection.close(200, "OK".into()).await;
     });
 }
+
+#[test]
+fn a_stopping_worker_hands_its_buffered_deliveries_back_without_spending_attempts() {
+    with_stores(|stores| async move {
+        let queue = format!("rdq-test.stop.{}", unique());
+        let producer = engine_for(&stores.make(|_| {}));
+        for _ in 0..5 {
+            producer.submit(task(&queue)).await.unwrap();
+        }
+        let worker_store = stores.make(|_| {});
+        let worker = engine_for(&worker_store);
+        let held = worker.claim(&queue, 1, None).await.unwrap();
+        assert_eq!(held.len(), 1);
+        // The other four reach the consumer's buffer (prefetch 128).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        worker.stop_claiming(&queue).await;
+        // The lease handed out before the stop is still good.
+        worker
+            .settle(&held[0].envelope, held[0].token, Settlement::Success)
+            .await
+            .unwrap();
+
+        // Another process gets the four as fresh work: no lapsed attempt.
+        let other = engine_for(&stores.make(|_| {}));
+        let mut taken = Vec::new();
+        for _ in 0..250 {
+            taken.extend(other.claim(&queue, 10, None).await.unwrap());
+            if taken.len() >= 4 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(taken.len(), 4, "every buffered task came back");
+        for c in &taken {
+            assert_eq!(
+                c.envelope.attempt_count, 1,
+                "no attempt was spent on the stop"
+            );
+            assert_eq!(c.envelope.attempts.len(), 1);
+            other
+                .settle(&c.envelope, c.token, Settlement::Success)
+                .await
+                .unwrap();
+        }
+        assert!(other.reap_expired(10).await.unwrap().is_empty());
+        other.stop_claiming(&queue).await;
+
+        // A claim after the stop consumes again.
+        let again = producer.submit(task(&queue)).await.unwrap();
+        let mut resumed = Vec::new();
+        for _ in 0..250 {
+            resumed.extend(worker.claim(&queue, 1, None).await.unwrap());
+            if !resumed.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(resumed.len(), 1);
+        assert_eq!(resumed[0].envelope.id, again.envelope().id);
+    });
+}
