@@ -11,6 +11,8 @@ use rdq_engine::store::{finished_at, latest_error_type};
 use rdq_envelope::{Envelope, Status, TaskId};
 use uuid::Uuid;
 
+use tokio_postgres::types::ToSql;
+
 use crate::sql::status_code;
 
 /// A task id as PostgreSQL's `uuid`: the ULID's 16 bytes, so `uuid` order is id order.
@@ -52,6 +54,31 @@ impl<'a> Rows<'a> {
             finished_at: Vec::with_capacity(n),
             envelope: Vec::with_capacity(n),
         }
+    }
+
+    /// The parameters of a batch rewrite (`sql.rs`): the ids, then `guard`
+    /// (what each row must still hold for its write to apply), the columns,
+    /// and the schema's notification channel and this store's origin.
+    pub(crate) fn rewrite_params<'p>(
+        &'p self,
+        guard: &'p (dyn ToSql + Sync),
+        channel: &'p String,
+        origin: &'p String,
+    ) -> [&'p (dyn ToSql + Sync); 12] {
+        [
+            &self.ids,
+            guard,
+            &self.status,
+            &self.priority,
+            &self.next_attempt_at,
+            &self.lease_expires_at,
+            &self.claim_count,
+            &self.error_type,
+            &self.finished_at,
+            &self.envelope,
+            channel,
+            origin,
+        ]
     }
 
     /// Appends the row of `env`, with its canonical bytes `encoded`.

@@ -339,6 +339,26 @@ fn batcher_gone() -> EngineError {
     EngineError::Unavailable("the PostgreSQL store's batching task stopped".into())
 }
 
+/// Queues one request of `n` items on `batcher` and waits for its `n`
+/// answers (all `STORE_UNAVAILABLE` if the batching task has stopped).
+async fn through<R, A>(
+    batcher: &Batcher<R>,
+    n: usize,
+    request: impl FnOnce(oneshot::Sender<Vec<Result<A, EngineError>>>) -> R,
+) -> Vec<Result<A, EngineError>>
+where
+    R: Send + 'static,
+    A: Clone,
+{
+    let (reply, answer) = oneshot::channel();
+    if batcher.send(request(reply)).is_err() {
+        return vec![Err(batcher_gone()); n];
+    }
+    answer
+        .await
+        .unwrap_or_else(|_| vec![Err(batcher_gone()); n])
+}
+
 #[async_trait]
 impl Store for PostgresStore {
     fn capabilities(&self) -> Capabilities {
@@ -354,21 +374,16 @@ impl Store for PostgresStore {
         if n == 0 {
             return Vec::new();
         }
-        let started = match self.ready().await {
-            Ok(s) => s,
-            Err(e) => return vec![Err(e); n],
-        };
-        let (reply, answer) = oneshot::channel();
-        if started
-            .submits
-            .send(writes::SubmitRequest { tasks, reply })
-            .is_err()
-        {
-            return vec![Err(batcher_gone()); n];
+        match self.ready().await {
+            Ok(started) => {
+                through(&started.submits, n, |reply| writes::SubmitRequest {
+                    tasks,
+                    reply,
+                })
+                .await
+            }
+            Err(e) => vec![Err(e); n],
         }
-        answer
-            .await
-            .unwrap_or_else(|_| vec![Err(batcher_gone()); n])
     }
 
     async fn claim(
@@ -390,21 +405,16 @@ impl Store for PostgresStore {
         if n == 0 {
             return Vec::new();
         }
-        let started = match self.ready().await {
-            Ok(s) => s,
-            Err(e) => return vec![Err(e); n],
-        };
-        let (reply, answer) = oneshot::channel();
-        if started
-            .settles
-            .send(writes::SettleRequest { updates, reply })
-            .is_err()
-        {
-            return vec![Err(batcher_gone()); n];
+        match self.ready().await {
+            Ok(started) => {
+                through(&started.settles, n, |reply| writes::SettleRequest {
+                    updates,
+                    reply,
+                })
+                .await
+            }
+            Err(e) => vec![Err(e); n],
         }
-        answer
-            .await
-            .unwrap_or_else(|_| vec![Err(batcher_gone()); n])
     }
 
     async fn expired_leases(

@@ -219,20 +219,7 @@ async fn settle_group(shared: &Shared, updates: &[&LeasedUpdate]) -> Vec<Result<
                 .client
                 .query(
                     &stmt,
-                    &[
-                        &rows.ids,
-                        &expected,
-                        &rows.status,
-                        &rows.priority,
-                        &rows.next_attempt_at,
-                        &rows.lease_expires_at,
-                        &rows.claim_count,
-                        &rows.error_type,
-                        &rows.finished_at,
-                        &rows.envelope,
-                        &shared.channel,
-                        &shared.origin,
-                    ],
+                    &rows.rewrite_params(&expected, &shared.channel, &shared.origin),
                 )
                 .await?;
             let mut done: HashSet<Uuid> = HashSet::with_capacity(applied.len());
@@ -315,20 +302,7 @@ async fn rewrite(
         .client
         .query(
             &stmt,
-            &[
-                &rows.ids,
-                &olds,
-                &rows.status,
-                &rows.priority,
-                &rows.next_attempt_at,
-                &rows.lease_expires_at,
-                &rows.claim_count,
-                &rows.error_type,
-                &rows.finished_at,
-                &rows.envelope,
-                &shared.channel,
-                &shared.origin,
-            ],
+            &rows.rewrite_params(&olds, &shared.channel, &shared.origin),
         )
         .await?;
     Ok(written.len())
