@@ -32,6 +32,8 @@ fn run<F: std::future::Future<Output = ()>>(check: fn(rdq_compliance::StoreFacto
 
 macro_rules! checks {
     ($($check:ident)*) => {
+        /// The checks run here.
+        const LISTED: &[&str] = &[$(stringify!($check)),*];
         $(
             #[test]
             fn $check() {
@@ -80,4 +82,25 @@ fn not_yet_due_tasks_are_not_claimed() {
 #[ignore = "virtual time: its retries wait a 100 ms backoff the broker times in real time (see tests/work_path.rs)"]
 fn settled_tasks_reach_terminal_states() {
     run(rdq_compliance::settled_tasks_reach_terminal_states);
+}
+
+/// The checks ignored above.
+const IGNORED: &[&str] = &[
+    "claims_follow_priority_then_due_order",
+    "not_yet_due_tasks_are_not_claimed",
+    "settled_tasks_reach_terminal_states",
+];
+
+/// A check added to the suite must be run here or ignored with a reason:
+/// the list above is written by hand, so this keeps it whole.
+#[test]
+fn every_compliance_check_is_run_or_ignored() {
+    let all = rdq_compliance::all_checks();
+    for (name, _) in &all {
+        assert!(
+            LISTED.contains(name) != IGNORED.contains(name),
+            "compliance check {name} must be listed exactly once, as run or as ignored"
+        );
+    }
+    assert_eq!(LISTED.len() + IGNORED.len(), all.len());
 }
