@@ -17,3 +17,9 @@ if command -v cargo-nextest >/dev/null 2>&1; then
 else
   cargo test --workspace --no-fail-fast
 fi
+
+# The tests that restart a shared service (the broker, the database) run
+# last and one at a time, when nothing else needs the service.
+cargo test -p rdq-store-rabbitmq --test reconnect -- --ignored
+cargo test -p rdq-store-postgres --test db_restart -- --ignored
+ensure_services
