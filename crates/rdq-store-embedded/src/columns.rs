@@ -6,9 +6,9 @@
 //! place, from the envelope the engine decided, is what keeps every write path
 //! (submit, claim, settle, redrive) agreeing with every query.
 
-use rdq_engine::machine::LeaseToken;
 use rdq_engine::store::{finished_at, latest_error_type};
-use rdq_envelope::{Envelope, Status};
+use rdq_engine::{EngineError, machine};
+use rdq_envelope::{Envelope, Status, Timestamp};
 
 use crate::schema::status;
 
@@ -37,11 +37,57 @@ impl<'a> Columns<'a> {
             priority: i64::from(env.priority),
             next_attempt_at,
             lease_expires_at: env.lease_expires_at.map(|t| t.unix_ms()),
-            lease_attempt: LeaseToken::current(env).map(|t| i64::from(t.0)),
+            // The claim counter, whatever the status: a claim (which writes
+            // only the columns) counts on from it; a settle's compare-and-swap
+            // also requires status IN_FLIGHT.
+            lease_attempt: Some(i64::from(env.claim_count)),
             error_type: latest_error_type(env),
             finished_at: env.status.is_terminal().then(|| finished_at(env).unix_ms()),
         }
     }
+}
+
+/// The envelope a row stands for. A claim writes only the row's columns
+/// (status, lease, claim counter, `claimed_at`) and leaves the envelope
+/// bytes PENDING: the envelope it handed out is `machine::claim(pending,
+/// lease, claimed_at)`, a pure function of what the row holds, recomputed
+/// here byte for byte the same whenever such a row is read. The task's next
+/// write (a settle, an extension, a reap) stores its whole envelope again.
+pub(crate) fn stored(
+    env: Envelope,
+    status: i64,
+    claimed_at: Option<i64>,
+    lease_expires_at: Option<i64>,
+) -> Result<Envelope, EngineError> {
+    match (claimed_at, lease_expires_at) {
+        (Some(at), Some(until)) if status == status::IN_FLIGHT && env.status == Status::Pending => {
+            finish_claim(env, at, until)
+        }
+        _ => Ok(env),
+    }
+}
+
+/// The IN_FLIGHT envelope a claim at `claimed_at` with a lease until `until`
+/// (unix ms) made of the PENDING `env`.
+pub(crate) fn finish_claim(
+    env: Envelope,
+    claimed_at: i64,
+    until: i64,
+) -> Result<Envelope, EngineError> {
+    let id = env.id;
+    let now = Timestamp::from_unix_ms(claimed_at).ok_or_else(|| {
+        EngineError::CorruptStore(format!(
+            "task {id} was claimed at an impossible time ({claimed_at})"
+        ))
+    })?;
+    let lease_ms = u64::try_from(until.saturating_sub(claimed_at)).unwrap_or(0);
+    machine::claim_owned(env, lease_ms, now)
+        .map(|(next, _token)| next)
+        .map_err(|e| {
+            EngineError::CorruptStore(format!(
+                "task {id} is leased but its stored state cannot be claimed: {e}"
+            ))
+        })
 }
 
 /// The stored code of a status.

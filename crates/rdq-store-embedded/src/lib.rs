@@ -295,14 +295,24 @@ impl Store for EmbeddedStore {
         if max == 0 {
             return Ok(Vec::new());
         }
-        self.write(|reply| Job::Claim {
-            queue: queue.to_owned(),
-            max,
-            lease_ms,
-            now,
-            reply,
-        })
-        .await?
+        let rows = self
+            .write(|reply| Job::Claim {
+                queue: queue.to_owned(),
+                max,
+                lease_ms,
+                now,
+                reply,
+            })
+            .await??;
+        // The writer took the rows; the envelopes are finished here, off its
+        // thread (see `columns::stored`).
+        rows.into_iter()
+            .map(|row| {
+                let pending = Envelope::decode(&row.bytes)
+                    .map_err(|e| error::undecodable("a claimed task", &e))?;
+                columns::finish_claim(pending, row.claimed_at, row.until)
+            })
+            .collect()
     }
 
     async fn settle(&self, updates: Vec<LeasedUpdate>) -> Vec<Result<(), EngineError>> {

@@ -19,7 +19,7 @@ use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::columns::{Columns, slot, status_code, status_of};
+use crate::columns::{Columns, slot, status_code, status_of, stored};
 use crate::error::{from_sql, task_id, undecodable};
 use crate::schema::{Tuning, open_reader};
 
@@ -78,6 +78,18 @@ fn bytes<'r>(row: &'r Row<'_>, idx: usize) -> rusqlite::Result<&'r [u8]> {
     })
 }
 
+/// The envelope of a row whose columns `idx..idx + 4` are `envelope, status,
+/// claimed_at, lease_expires_at` (see `columns::stored`).
+fn envelope_at(row: &Row<'_>, idx: usize, what: &str) -> Result<Envelope, EngineError> {
+    let env = Envelope::decode(bytes(row, idx).map_err(sql)?).map_err(|e| undecodable(what, &e))?;
+    stored(
+        env,
+        row.get(idx + 1).map_err(sql)?,
+        row.get(idx + 2).map_err(sql)?,
+        row.get(idx + 3).map_err(sql)?,
+    )
+}
+
 fn text<'r>(row: &'r Row<'_>, idx: usize) -> rusqlite::Result<Option<&'r str>> {
     Ok(match row.get_ref(idx)? {
         ValueRef::Text(t) => std::str::from_utf8(t).ok(),
@@ -87,18 +99,14 @@ fn text<'r>(row: &'r Row<'_>, idx: usize) -> rusqlite::Result<Option<&'r str>> {
 
 /// The task with this id.
 pub(crate) fn get(conn: &Connection, id: TaskId) -> Result<Envelope, EngineError> {
-    let decoded = conn
-        .prepare_cached("SELECT envelope FROM tasks WHERE id = ?1")
-        .and_then(|mut stmt| {
-            stmt.query_row([&id.to_bytes()[..]], |row| {
-                Ok(Envelope::decode(bytes(row, 0)?))
-            })
-            .optional()
-        })
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT envelope, status, claimed_at, lease_expires_at FROM tasks WHERE id = ?1",
+        )
         .map_err(sql)?;
-    match decoded {
-        Some(Ok(env)) => Ok(env),
-        Some(Err(e)) => Err(undecodable(&format!("task {id}"), &e)),
+    let mut rows = stmt.query([&id.to_bytes()[..]]).map_err(sql)?;
+    match rows.next().map_err(sql)? {
+        Some(row) => envelope_at(row, 0, &format!("task {id}")),
         None => Err(EngineError::TaskNotFound(id)),
     }
 }
@@ -112,16 +120,14 @@ pub(crate) fn expired_leases(
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut stmt = conn
         .prepare_cached(
-            "SELECT envelope FROM tasks WHERE status = 1 AND lease_expires_at <= ?1 \
-             ORDER BY lease_expires_at LIMIT ?2",
+            "SELECT envelope, status, claimed_at, lease_expires_at FROM tasks \
+             WHERE status = 1 AND lease_expires_at <= ?1 ORDER BY lease_expires_at LIMIT ?2",
         )
         .map_err(sql)?;
     let mut rows = stmt.query(params![now.unix_ms(), limit]).map_err(sql)?;
     let mut out = Vec::new();
     while let Some(row) = rows.next().map_err(sql)? {
-        let env = Envelope::decode(bytes(row, 0).map_err(sql)?)
-            .map_err(|e| undecodable("an in-flight task", &e))?;
-        out.push(env);
+        out.push(envelope_at(row, 0, "an in-flight task")?);
     }
     Ok(out)
 }
@@ -151,25 +157,25 @@ pub(crate) fn list(conn: &Connection, query: &ListQuery) -> Result<Page, EngineE
     // keeps to the id order instead of sorting another index's rows.
     let sql_text = match (query.status, newest_first) {
         (None, true) => {
-            "SELECT error_type, envelope FROM tasks WHERE queue = ?1 AND id < ?2 ORDER BY id DESC"
+            "SELECT error_type, envelope, status, claimed_at, lease_expires_at FROM tasks WHERE queue = ?1 AND id < ?2 ORDER BY id DESC"
         }
         (None, false) => {
-            "SELECT error_type, envelope FROM tasks WHERE queue = ?1 AND id > ?2 ORDER BY id"
+            "SELECT error_type, envelope, status, claimed_at, lease_expires_at FROM tasks WHERE queue = ?1 AND id > ?2 ORDER BY id"
         }
         (Some(Status::Dead), true) => {
-            "SELECT error_type, envelope FROM tasks WHERE queue = ?1 AND status = 3 AND id < ?2 \
+            "SELECT error_type, envelope, status, claimed_at, lease_expires_at FROM tasks WHERE queue = ?1 AND status = 3 AND id < ?2 \
              ORDER BY id DESC"
         }
         (Some(Status::Dead), false) => {
-            "SELECT error_type, envelope FROM tasks WHERE queue = ?1 AND status = 3 AND id > ?2 \
+            "SELECT error_type, envelope, status, claimed_at, lease_expires_at FROM tasks WHERE queue = ?1 AND status = 3 AND id > ?2 \
              ORDER BY id"
         }
         (Some(_), true) => {
-            "SELECT error_type, envelope FROM tasks WHERE queue = ?1 AND id < ?2 AND status = ?3 \
+            "SELECT error_type, envelope, status, claimed_at, lease_expires_at FROM tasks WHERE queue = ?1 AND id < ?2 AND status = ?3 \
              ORDER BY id DESC"
         }
         (Some(_), false) => {
-            "SELECT error_type, envelope FROM tasks WHERE queue = ?1 AND id > ?2 AND status = ?3 \
+            "SELECT error_type, envelope, status, claimed_at, lease_expires_at FROM tasks WHERE queue = ?1 AND id > ?2 AND status = ?3 \
              ORDER BY id"
         }
     };
@@ -191,9 +197,11 @@ pub(crate) fn list(conn: &Connection, query: &ListQuery) -> Result<Page, EngineE
         {
             continue;
         }
-        let env = Envelope::decode(bytes(row, 1).map_err(sql)?)
-            .map_err(|e| undecodable(&format!("a task of queue {}", query.queue), &e))?;
-        items.push(env);
+        items.push(envelope_at(
+            row,
+            1,
+            &format!("a task of queue {}", query.queue),
+        )?);
     }
     // A full page's cursor is its last id (there may be more); a short page
     // is the last.
@@ -298,7 +306,7 @@ fn verify_snapshot(conn: &Connection) -> Result<Vec<String>, EngineError> {
     let mut stmt = conn
         .prepare(
             "SELECT id, queue, status, priority, next_attempt_at, lease_expires_at, \
-             lease_attempt, error_type, finished_at, envelope FROM tasks",
+             lease_attempt, error_type, finished_at, envelope, claimed_at FROM tasks",
         )
         .map_err(sql)?;
     let mut rows = stmt.query([]).map_err(sql)?;
@@ -314,6 +322,18 @@ fn verify_snapshot(conn: &Connection) -> Result<Vec<String>, EngineError> {
             Ok(env) => env,
             Err(e) => {
                 note(format!("task {id}: envelope does not decode: {e}"));
+                continue;
+            }
+        };
+        let env = match stored(
+            env,
+            row.get(2).map_err(sql)?,
+            row.get(10).map_err(sql)?,
+            row.get(5).map_err(sql)?,
+        ) {
+            Ok(env) => env,
+            Err(e) => {
+                note(format!("task {id}: {e}"));
                 continue;
             }
         };

@@ -23,7 +23,7 @@ use rdq_engine::EngineError;
 pub const APPLICATION_ID: i32 = 0x7264_7131;
 
 /// `PRAGMA user_version` of the schema this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Status codes stored in `tasks.status`.
 pub(crate) mod status {
@@ -33,12 +33,12 @@ pub(crate) mod status {
     pub(crate) const DEAD: i64 = 3;
 }
 
-/// Schema version 1. The envelope bytes are the source of truth; every other
+/// The schema (version 2). The envelope bytes are the source of truth; every other
 /// column of `tasks` is derived from them (see `columns.rs`) for the queries'
 /// sake. Partial indexes keep each hot lookup an index seek over only the rows
 /// it can match: claimable PENDING tasks, leased IN_FLIGHT tasks, the DLQ and
 /// prunable SUCCEEDED tasks.
-const SCHEMA_V1: &str = "
+const SCHEMA: &str = "
 CREATE TABLE tasks (
     seq              INTEGER PRIMARY KEY,
     id               BLOB    NOT NULL,
@@ -51,7 +51,8 @@ CREATE TABLE tasks (
     error_type       TEXT,
     finished_at      INTEGER,
     idempotency_key  TEXT,
-    envelope         BLOB    NOT NULL
+    envelope         BLOB    NOT NULL,
+    claimed_at       INTEGER
 );
 CREATE UNIQUE INDEX tasks_id ON tasks (id);
 CREATE INDEX tasks_queue ON tasks (queue, id);
@@ -74,7 +75,15 @@ CREATE TABLE queue_counts (
 ) WITHOUT ROWID;
 ";
 
-/// Tables a version-1 store must have.
+/// Version 2 adds `tasks.claimed_at`: a claim writes only the row's columns
+/// and leaves the envelope bytes as they were (see `columns::stored`).
+/// Version 1 kept the claim counter only for leased rows; a claim now counts
+/// on from the column, so every row gets its envelope's.
+const V1_TO_V2: &str = "ALTER TABLE tasks ADD COLUMN claimed_at INTEGER;
+UPDATE tasks SET lease_attempt = coalesce(json_extract(CAST(envelope AS TEXT), '$.claim_count'), 0)
+    WHERE status != 1;";
+
+/// Tables a store must have.
 const TABLES: [&str; 3] = ["tasks", "queues", "queue_counts"];
 
 /// Connection tuning shared by the writer and the readers.
@@ -89,8 +98,8 @@ enum Found {
     /// An SQLite database with nothing in it (a zero-length file, or a crash
     /// before the first transaction committed): safe to initialise.
     Empty,
-    /// An rdq store of a version this build reads.
-    Rdq,
+    /// An rdq store of a version this build reads (the version).
+    Rdq(i32),
 }
 
 /// Opens (creating if absent) the write connection to the store at `path`:
@@ -188,7 +197,8 @@ fn initialise(conn: &Connection, path: &Path) -> Result<(), EngineError> {
     conn.execute_batch("BEGIN EXCLUSIVE")
         .map_err(|e| from_open(path, e))?;
     let result = match inspect(conn, path) {
-        Ok(Found::Rdq) => Ok(()),
+        Ok(Found::Rdq(SCHEMA_VERSION)) => Ok(()),
+        Ok(Found::Rdq(_)) => upgrade(conn).map_err(|e| from_open(path, e)),
         Ok(Found::Empty) => create(conn).map_err(|e| from_open(path, e)),
         Err(e) => Err(e),
     };
@@ -203,11 +213,19 @@ fn initialise(conn: &Connection, path: &Path) -> Result<(), EngineError> {
     }
 }
 
+/// Brings a version-1 store to the current version (inside the caller's
+/// exclusive transaction).
+fn upgrade(conn: &Connection) -> rusqlite::Result<()> {
+    tracing::info!("upgrading an rdq store to schema version {SCHEMA_VERSION}");
+    conn.execute_batch(V1_TO_V2)?;
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+}
+
 fn create(conn: &Connection) -> rusqlite::Result<()> {
     tracing::info!("initialising a new rdq store, schema version {SCHEMA_VERSION}");
     conn.pragma_update(None, "application_id", APPLICATION_ID)?;
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    conn.execute_batch(SCHEMA_V1)
+    conn.execute_batch(SCHEMA)
 }
 
 /// Decides what the database behind `conn` is, without writing to it.
@@ -267,5 +285,5 @@ fn inspect(conn: &Connection, path: &Path) -> Result<Found, EngineError> {
             )));
         }
     }
-    Ok(Found::Rdq)
+    Ok(Found::Rdq(version))
 }

@@ -27,7 +27,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 use tokio::sync::oneshot;
 
-use crate::columns::{Columns, slot};
+use crate::columns::{Columns, slot, stored};
 use crate::error::{Fatal, task_id, undecodable};
 
 /// Most tasks one claim takes, whatever `max` asks for.
@@ -46,7 +46,7 @@ pub(crate) enum Job {
         max: usize,
         lease_ms: u64,
         now: Timestamp,
-        reply: Tx<Result<Vec<Envelope>, EngineError>>,
+        reply: Tx<Result<Vec<ClaimedRow>, EngineError>>,
     },
     Settle {
         updates: Vec<Encoded<LeasedUpdate>>,
@@ -106,6 +106,14 @@ impl Encoded<LeasedUpdate> {
     }
 }
 
+/// A row a claim took: its PENDING envelope bytes and the claim's instant
+/// and lease deadline (unix ms), from which the caller finishes the claim.
+pub(crate) struct ClaimedRow {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) claimed_at: i64,
+    pub(crate) until: i64,
+}
+
 impl Job {
     /// How much of a group's budget this request takes.
     fn weight(&self) -> usize {
@@ -151,8 +159,8 @@ enum Done {
         results: Vec<Result<(), EngineError>>,
     },
     Claim(
-        Tx<Result<Vec<Envelope>, EngineError>>,
-        Result<Vec<Envelope>, EngineError>,
+        Tx<Result<Vec<ClaimedRow>, EngineError>>,
+        Result<Vec<ClaimedRow>, EngineError>,
     ),
     Ids(
         Tx<Result<Vec<TaskId>, EngineError>>,
@@ -484,13 +492,20 @@ const INSERT_TASK: &str = "INSERT INTO tasks (id, queue, status, priority, next_
      lease_expires_at, lease_attempt, error_type, finished_at, idempotency_key, envelope) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
 
+/// A claim writes the row's columns only; the envelope bytes stay PENDING
+/// and the caller finishes the claim on them (`columns::stored`). A PENDING
+/// row without a due time sorts first (`i64::MIN`); leased, it has none.
+const CLAIM_ROW: &str = "UPDATE tasks SET status = 1, lease_expires_at = ?2, \
+     lease_attempt = lease_attempt + 1, claimed_at = ?3, \
+     next_attempt_at = NULLIF(next_attempt_at, ?4) WHERE seq = ?1";
+
 const UPDATE_BY_SEQ: &str = "UPDATE tasks SET status = ?2, priority = ?3, next_attempt_at = ?4, \
-     lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, finished_at = ?8, envelope = ?9 \
-     WHERE seq = ?1";
+     lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, finished_at = ?8, envelope = ?9, \
+     claimed_at = NULL WHERE seq = ?1";
 
 const UPDATE_IF_LEASED: &str = "UPDATE tasks SET status = ?2, priority = ?3, \
      next_attempt_at = ?4, lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, \
-     finished_at = ?8, envelope = ?9 \
+     finished_at = ?8, envelope = ?9, claimed_at = NULL \
      WHERE id = ?1 AND queue = ?10 AND status = 1 AND lease_attempt = ?11";
 
 fn submit_one(
@@ -504,17 +519,22 @@ fn submit_one(
     let env = &task.envelope;
     if let Some(key) = &task.idempotency_key {
         let mut stmt = ctx.conn.prepare_cached(
-            "SELECT envelope FROM tasks WHERE queue = ?1 AND idempotency_key = ?2",
+            "SELECT envelope, status, claimed_at, lease_expires_at FROM tasks \
+             WHERE queue = ?1 AND idempotency_key = ?2",
         )?;
         let existing = stmt
             .query_row(params![env.queue, key], |row| {
-                Ok(Envelope::decode(bytes(row, 0)?))
+                let status: i64 = row.get(1)?;
+                let claimed_at: Option<i64> = row.get(2)?;
+                let until: Option<i64> = row.get(3)?;
+                Ok(Envelope::decode(bytes(row, 0)?).map(|e| (e, status, claimed_at, until)))
             })
             .optional()?;
         if let Some(existing) = existing {
             return Ok(existing
-                .map(Submitted::Existing)
-                .map_err(|e| undecodable(&format!("the task holding key {key:?}"), &e)));
+                .map_err(|e| undecodable(&format!("the task holding key {key:?}"), &e))
+                .and_then(|(e, status, claimed_at, until)| stored(e, status, claimed_at, until))
+                .map(Submitted::Existing));
         }
     }
     let c = Columns::of(env);
@@ -615,10 +635,10 @@ fn claim(
     max: usize,
     lease_ms: u64,
     now: Timestamp,
-) -> Result<Result<Vec<Envelope>, EngineError>, Fatal> {
+) -> Result<Result<Vec<ClaimedRow>, EngineError>, Fatal> {
     let max = max.min(MAX_CLAIM);
     let now_ms = now.unix_ms();
-    let mut rows: Vec<(i64, Envelope)> = Vec::new();
+    let mut rows: Vec<(i64, Vec<u8>)> = Vec::new();
     let mut below: i64 = 256;
     while rows.len() < max {
         let level: Option<i64> = ctx
@@ -638,29 +658,22 @@ fn claim(
         let wanted = i64::try_from(max - rows.len()).unwrap_or(i64::MAX);
         let mut found = stmt.query(params![queue, level, now_ms, wanted])?;
         while let Some(row) = found.next()? {
-            let seq: i64 = row.get(0)?;
-            match Envelope::decode(bytes(row, 1)?) {
-                Ok(env) => rows.push((seq, env)),
-                Err(e) => {
-                    return Ok(Err(undecodable(&format!("row {seq} of queue {queue}"), &e)));
-                }
-            }
+            rows.push((row.get(0)?, bytes(row, 1)?.to_vec()));
         }
         below = level;
     }
+    let until = now.plus_ms(lease_ms).unix_ms();
     let mut claimed = Vec::with_capacity(rows.len());
-    for (seq, env) in rows {
-        let id = env.id;
-        match machine::claim_owned(env, lease_ms, now) {
-            Ok((next, _token)) => {
-                rewrite(ctx, seq, &next)?;
-                claimed.push(next);
-            }
-            Err(e) => {
-                tracing::warn!(task = %id, error = %e, "a task indexed as claimable could not be claimed");
-            }
-        }
+    let mut stmt = ctx.conn.prepare_cached(CLAIM_ROW)?;
+    for (seq, bytes) in rows {
+        stmt.execute(params![seq, until, now_ms, i64::MIN])?;
+        claimed.push(ClaimedRow {
+            bytes,
+            claimed_at: now_ms,
+            until,
+        });
     }
+    drop(stmt);
     let n = claimed.len() as i64;
     ctx.deltas
         .moved(queue, Status::Pending, Status::InFlight, n);

@@ -711,3 +711,122 @@ async fn a_temporary_store_is_removed_with_its_last_clone() {
     drop(clone);
     assert!(!dir.exists(), "{} was left behind", dir.display());
 }
+
+#[tokio::test]
+async fn a_claim_stores_only_columns_and_every_read_sees_the_claimed_envelope() {
+    let (_dir, store) = fresh();
+    let submitted = submit_ok(&store, vec![task("lazy", 0, t(0))]).await;
+    let claimed = store.claim("lazy", 1, 30_000, t(10)).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let expected = machine::claim(&submitted[0], 30_000, t(10)).unwrap().0;
+    assert_eq!(claimed[0].encode(), expected.encode());
+    // Read back by id, by listing and by the reaper: the same bytes.
+    assert_eq!(
+        store.get(expected.id).await.unwrap().encode(),
+        expected.encode()
+    );
+    let page = store
+        .list(&ListQuery {
+            queue: "lazy".into(),
+            status: Some(Status::InFlight),
+            limit: 10,
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.items[0].encode(), expected.encode());
+    let expired = store.expired_leases(t(40_000), 10).await.unwrap();
+    assert_eq!(expired[0].encode(), expected.encode());
+    store.verify().await.unwrap();
+    // The settle's compare-and-swap takes the claim's token; a retried task
+    // claimed again keeps its recorded error (the DLQ filter's column).
+    let policy = QueuePolicy {
+        backoff: Backoff::None,
+        ..QueuePolicy::default()
+    };
+    let retry = machine::Settlement::Failure {
+        error: ErrorInfo::new("app.Flaky", "try again"),
+        kind: machine::FailureKind::Retryable,
+    };
+    let failed = settle(&store, &claimed[0], retry, &policy, t(20))
+        .await
+        .unwrap();
+    assert_eq!(failed.status, Status::Pending);
+    let again = store.claim("lazy", 1, 30_000, t(30)).await.unwrap();
+    assert_eq!(
+        again[0].encode(),
+        machine::claim(&failed, 30_000, t(30)).unwrap().0.encode()
+    );
+    store.verify().await.unwrap();
+    let done = settle(
+        &store,
+        &again[0],
+        machine::Settlement::Success,
+        &policy,
+        t(40),
+    )
+    .await
+    .unwrap();
+    assert_eq!(store.get(done.id).await.unwrap().encode(), done.encode());
+    store.verify().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_version_1_store_is_upgraded_and_claims_count_on_from_its_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let deferred;
+    {
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        submit_ok(&store, vec![task("old", 0, t(0))]).await;
+        // Claimed and deferred twice: claim_count 2 while PENDING.
+        let mut env = store.claim("old", 1, 30_000, t(1)).await.unwrap().remove(0);
+        for n in 0..2 {
+            env = settle(
+                &store,
+                &env,
+                machine::Settlement::Defer { delay_ms: 0 },
+                &QueuePolicy::default(),
+                t(2 + n),
+            )
+            .await
+            .unwrap();
+            if n == 0 {
+                env = store.claim("old", 1, 30_000, t(3)).await.unwrap().remove(0);
+            }
+        }
+        assert_eq!(env.claim_count, 2);
+        assert_eq!(env.status, Status::Pending);
+        deferred = env;
+    }
+    // Make it a version-1 file: no `claimed_at`, no counter on PENDING rows.
+    {
+        let conn = rusqlite::Connection::open(dir.path().join(DB_FILE_NAME)).unwrap();
+        conn.execute_batch(
+            "ALTER TABLE tasks DROP COLUMN claimed_at;
+             UPDATE tasks SET lease_attempt = NULL WHERE status != 1;
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+    }
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    store.verify().await.unwrap();
+    let claimed = store.claim("old", 1, 30_000, t(10)).await.unwrap();
+    assert_eq!(claimed[0].claim_count, 3);
+    assert_eq!(
+        claimed[0].encode(),
+        machine::claim(&deferred, 30_000, t(10)).unwrap().0.encode()
+    );
+    settle(
+        &store,
+        &claimed[0],
+        machine::Settlement::Success,
+        &QueuePolicy::default(),
+        t(11),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        store.get(deferred.id).await.unwrap().status,
+        Status::Succeeded
+    );
+}
