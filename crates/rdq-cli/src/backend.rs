@@ -181,11 +181,7 @@ impl Backend {
                 }
             }
             Self::Store(engine) => {
-                rdq_envelope::validate_queue_name(queue)?;
-                if !dead_letters::queue_exists(engine, queue)
-                    .await
-                    .map_err(engine_err)?
-                {
+                if !queue_known(engine, queue).await? {
                     return Ok(None);
                 }
                 let policy = engine.policy(queue).await.map_err(engine_err)?;
@@ -253,13 +249,7 @@ impl Backend {
                 Ok((items, page["next_cursor"].as_str().map(str::to_owned)))
             }
             Self::Store(engine) => {
-                rdq_envelope::validate_queue_name(queue)?;
-                if !dead_letters::queue_exists(engine, queue)
-                    .await
-                    .map_err(engine_err)?
-                {
-                    return Err(not_found(queue));
-                }
+                require_queue(engine, queue).await?;
                 let cursor = cursor.map(parse_id).transpose()?;
                 let page =
                     dead_letters::page(engine, queue, error_type.map(str::to_owned), cursor, limit)
@@ -298,13 +288,7 @@ impl Backend {
                     .collect())
             }
             Self::Store(engine) => {
-                rdq_envelope::validate_queue_name(queue)?;
-                if !dead_letters::queue_exists(engine, queue)
-                    .await
-                    .map_err(engine_err)?
-                {
-                    return Err(not_found(queue));
-                }
+                require_queue(engine, queue).await?;
                 let ids = ids
                     .map(|ids| {
                         ids.iter()
@@ -365,13 +349,7 @@ impl Backend {
                 }
             }
             Self::Store(engine) => {
-                rdq_envelope::validate_queue_name(queue)?;
-                if !dead_letters::queue_exists(engine, queue)
-                    .await
-                    .map_err(engine_err)?
-                {
-                    return Err(not_found(queue));
-                }
+                require_queue(engine, queue).await?;
                 let mut cursor: Option<TaskId> = None;
                 loop {
                     let page = dead_letters::export_page(
@@ -484,13 +462,7 @@ impl Backend {
                 Ok(json_of(&bytes)?["purged"].as_u64().unwrap_or(0))
             }
             Self::Store(engine) => {
-                rdq_envelope::validate_queue_name(queue)?;
-                if !dead_letters::queue_exists(engine, queue)
-                    .await
-                    .map_err(engine_err)?
-                {
-                    return Err(not_found(queue));
-                }
+                require_queue(engine, queue).await?;
                 engine
                     .store()
                     .purge(queue, Status::Dead, dry_run)
@@ -643,6 +615,23 @@ fn parse_id(id: &str) -> Result<TaskId, CliError> {
             format!("{id:?} is not a task id (a 26-character ULID)"),
         )
     })
+}
+
+/// Whether `queue` (a valid name, else `INVALID_QUEUE_NAME`) exists in the store.
+async fn queue_known(engine: &Engine, queue: &str) -> Result<bool, CliError> {
+    rdq_envelope::validate_queue_name(queue)?;
+    dead_letters::queue_exists(engine, queue)
+        .await
+        .map_err(engine_err)
+}
+
+/// `queue` must exist in the store: `QUEUE_NOT_FOUND` otherwise.
+async fn require_queue(engine: &Engine, queue: &str) -> Result<(), CliError> {
+    if queue_known(engine, queue).await? {
+        Ok(())
+    } else {
+        Err(not_found(queue))
+    }
 }
 
 fn not_found(queue: &str) -> CliError {

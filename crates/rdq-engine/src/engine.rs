@@ -288,24 +288,30 @@ impl Engine {
                 Err(e) => outcomes.push(Err(e)),
             }
         }
-        let mut written = if updates.is_empty() {
-            Vec::new()
-        } else {
-            self.store.settle(updates).await
-        }
-        .into_iter();
-        self.work_available.notify_waiters();
+        let mut written = self.write(updates).await;
         outcomes
             .into_iter()
             .map(|o| {
                 o?;
-                written.next().unwrap_or_else(|| {
-                    Err(EngineError::Unavailable(
-                        "the store returned too few results".into(),
-                    ))
-                })
+                written.next().unwrap_or_else(|| Err(too_few()))
             })
             .collect()
+    }
+
+    /// Writes `updates` in one store call (none for none) and wakes idle
+    /// workers: a retry with no backoff, a release or a reap may make work
+    /// due now.
+    async fn write(
+        &self,
+        updates: Vec<LeasedUpdate>,
+    ) -> std::vec::IntoIter<Result<(), EngineError>> {
+        let written = if updates.is_empty() {
+            Vec::new()
+        } else {
+            self.store.settle(updates).await
+        };
+        self.work_available.notify_waiters();
+        written.into_iter()
     }
 
     /// [`Engine::decide`] consuming the requests, so no envelope is copied.
@@ -376,25 +382,15 @@ impl Engine {
                 })
             })
             .collect();
-        let mut written = if updates.is_empty() {
-            Vec::new()
-        } else {
-            self.store.settle(updates).await
-        }
-        .into_iter();
-        // A retry with no backoff, a release or a reap may make work due now.
-        self.work_available.notify_waiters();
+        let mut written = self.write(updates).await;
         decided
             .into_iter()
             .map(|d| {
                 let env = d?;
-                match written.next() {
-                    Some(Ok(())) => Ok(env),
-                    Some(Err(e)) => Err(e),
-                    None => Err(EngineError::Unavailable(
-                        "the store returned too few results".into(),
-                    )),
-                }
+                written
+                    .next()
+                    .unwrap_or_else(|| Err(too_few()))
+                    .map(|()| env)
             })
             .collect()
     }
@@ -490,4 +486,9 @@ impl BatchPolicies {
             None => Err(EngineError::Unavailable("policy lookup failed".into())),
         }
     }
+}
+
+/// A store answered fewer results than it was asked for.
+fn too_few() -> EngineError {
+    EngineError::Unavailable("the store returned too few results".into())
 }

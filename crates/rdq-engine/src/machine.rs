@@ -139,6 +139,28 @@ pub fn claim_owned(
     Ok(claimed(env, lease_ms, now))
 }
 
+/// The IN_FLIGHT envelope a claim at `claimed_at` with a lease until `until`
+/// (unix ms) made of the PENDING `env`. Stores that write only a claim's
+/// columns and keep the PENDING envelope bytes recompute the claim with it
+/// on every read; `CORRUPT_STORE` when the stored state cannot have been
+/// claimed that way.
+pub fn replay_claim(env: Envelope, claimed_at: i64, until: i64) -> Result<Envelope, EngineError> {
+    let id = env.id;
+    let now = Timestamp::from_unix_ms(claimed_at).ok_or_else(|| {
+        EngineError::CorruptStore(format!(
+            "task {id} was claimed at an impossible time ({claimed_at})"
+        ))
+    })?;
+    let lease_ms = u64::try_from(until.saturating_sub(claimed_at)).unwrap_or(0);
+    claim_owned(env, lease_ms, now)
+        .map(|(next, _token)| next)
+        .map_err(|e| {
+            EngineError::CorruptStore(format!(
+                "task {id} is leased but its stored state cannot be claimed: {e}"
+            ))
+        })
+}
+
 fn check_claimable(env: &Envelope, now: Timestamp) -> Result<(), EngineError> {
     if env.status != Status::Pending {
         return Err(EngineError::InvalidTransition(format!(

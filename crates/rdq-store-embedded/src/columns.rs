@@ -8,7 +8,7 @@
 
 use rdq_engine::store::{finished_at, latest_error_type};
 use rdq_engine::{EngineError, machine};
-use rdq_envelope::{Envelope, Status, Timestamp};
+use rdq_envelope::{Envelope, Status};
 
 use crate::schema::status;
 
@@ -61,33 +61,10 @@ pub(crate) fn stored(
 ) -> Result<Envelope, EngineError> {
     match (claimed_at, lease_expires_at) {
         (Some(at), Some(until)) if status == status::IN_FLIGHT && env.status == Status::Pending => {
-            finish_claim(env, at, until)
+            machine::replay_claim(env, at, until)
         }
         _ => Ok(env),
     }
-}
-
-/// The IN_FLIGHT envelope a claim at `claimed_at` with a lease until `until`
-/// (unix ms) made of the PENDING `env`.
-pub(crate) fn finish_claim(
-    env: Envelope,
-    claimed_at: i64,
-    until: i64,
-) -> Result<Envelope, EngineError> {
-    let id = env.id;
-    let now = Timestamp::from_unix_ms(claimed_at).ok_or_else(|| {
-        EngineError::CorruptStore(format!(
-            "task {id} was claimed at an impossible time ({claimed_at})"
-        ))
-    })?;
-    let lease_ms = u64::try_from(until.saturating_sub(claimed_at)).unwrap_or(0);
-    machine::claim_owned(env, lease_ms, now)
-        .map(|(next, _token)| next)
-        .map_err(|e| {
-            EngineError::CorruptStore(format!(
-                "task {id} is leased but its stored state cannot be claimed: {e}"
-            ))
-        })
 }
 
 /// The stored code of a status.

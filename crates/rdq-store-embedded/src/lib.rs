@@ -310,7 +310,7 @@ impl Store for EmbeddedStore {
             .map(|row| {
                 let pending = Envelope::decode(&row.bytes)
                     .map_err(|e| error::undecodable("a claimed task", &e))?;
-                columns::finish_claim(pending, row.claimed_at, row.until)
+                rdq_engine::machine::replay_claim(pending, row.claimed_at, row.until)
             })
             .collect()
     }

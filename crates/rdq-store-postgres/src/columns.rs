@@ -128,32 +128,8 @@ pub(crate) fn stored_envelope(
         (Some(claimed_at), Some(until))
             if status == status_code(Status::InFlight) && env.status == Status::Pending =>
         {
-            Ok(finish_claim(&env, claimed_at, until)?)
+            Ok(rdq_engine::machine::replay_claim(env, claimed_at, until)?)
         }
         _ => Ok(env),
     }
-}
-
-/// The IN_FLIGHT envelope a claim at `claimed_at` with a lease until `until`
-/// (unix ms) made of the PENDING `env`.
-pub(crate) fn finish_claim(
-    env: &Envelope,
-    claimed_at: i64,
-    until: i64,
-) -> Result<Envelope, rdq_engine::EngineError> {
-    let now = rdq_envelope::Timestamp::from_unix_ms(claimed_at).ok_or_else(|| {
-        rdq_engine::EngineError::CorruptStore(format!(
-            "task {} was claimed at an impossible time ({claimed_at})",
-            env.id
-        ))
-    })?;
-    let lease_ms = u64::try_from(until.saturating_sub(claimed_at)).unwrap_or(0);
-    rdq_engine::machine::claim(env, lease_ms, now)
-        .map(|(next, _token)| next)
-        .map_err(|e| {
-            rdq_engine::EngineError::CorruptStore(format!(
-                "task {} is leased but its stored state cannot be claimed: {e}",
-                env.id
-            ))
-        })
 }

@@ -19,7 +19,7 @@ use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use crate::columns::{Rows, finish_claim, stored_envelope, task_id_of, uuid_of};
+use crate::columns::{Rows, stored_envelope, task_id_of, uuid_of};
 use crate::error::{Failure, undecodable};
 use crate::pool::Conn;
 use crate::sql::{Q, status_code};
@@ -334,7 +334,7 @@ pub(crate) async fn claim(
         for row in &rows {
             let env = Envelope::decode(row.try_get::<_, &[u8]>(0)?)
                 .map_err(|e| undecodable(&format!("a task of queue {queue}"), &e))?;
-            claimed.push(finish_claim(&env, now_ms, until)?);
+            claimed.push(machine::replay_claim(env, now_ms, until)?);
         }
         // RETURNING keeps no order: restore the claim order.
         claimed.sort_by_key(|env: &Envelope| {

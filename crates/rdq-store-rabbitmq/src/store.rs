@@ -114,6 +114,17 @@ pub struct QueueState {
     pump: Mutex<Option<mpsc::Sender<Request>>>,
 }
 
+impl QueueState {
+    /// Puts a received delivery in the claim buffer, in claim order.
+    fn buffer(&self, w: Waiting) {
+        let seq = self.arrivals.fetch_add(1, Ordering::Relaxed);
+        let env = &w.envelope;
+        let due = env.next_attempt_at.unwrap_or(env.created_at);
+        let key = (Reverse(env.priority), due.unix_ms(), env.id.as_u128(), seq);
+        lock(&self.ready).insert(key, w);
+    }
+}
+
 /// The shared state behind every clone of a [`RabbitStore`], also held by
 /// the consumer tasks.
 pub(crate) struct Core {
@@ -428,11 +439,7 @@ impl Core {
                 Ok(()) => w.delivery.ack().await,
                 Err(e) => {
                     warn!(task = %w.envelope.id, error = %e, "handing a buffered task back failed; it stays buffered");
-                    let seq = q.arrivals.fetch_add(1, Ordering::Relaxed);
-                    let env = &w.envelope;
-                    let due = env.next_attempt_at.unwrap_or(env.created_at);
-                    let key = (Reverse(env.priority), due.unix_ms(), env.id.as_u128(), seq);
-                    lock(&q.ready).insert(key, w);
+                    q.buffer(w);
                     false
                 }
             }
@@ -493,25 +500,15 @@ impl Core {
             envelope.lease_expires_at = None;
         }
         let redelivered = delivery.redelivered;
-        let seq = q.arrivals.fetch_add(1, Ordering::Relaxed);
-        let due = envelope.next_attempt_at.unwrap_or(envelope.created_at);
-        lock(&q.ready).insert(
-            (
-                Reverse(envelope.priority),
-                due.unix_ms(),
-                envelope.id.as_u128(),
-                seq,
-            ),
-            Waiting {
-                envelope,
-                delivery: Held {
-                    acker: delivery.acker,
-                    tag: delivery.delivery_tag,
-                    subscription: sub.clone(),
-                },
-                redelivered,
+        q.buffer(Waiting {
+            envelope,
+            delivery: Held {
+                acker: delivery.acker,
+                tag: delivery.delivery_tag,
+                subscription: sub.clone(),
             },
-        );
+            redelivered,
+        });
         if redelivered {
             self.redelivered_waiting.fetch_add(1, Ordering::Relaxed);
         } else {
