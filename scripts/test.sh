@@ -13,13 +13,16 @@ ensure_services
 
 cargo test --workspace --doc --quiet
 if command -v cargo-nextest >/dev/null 2>&1; then
-  cargo nextest run --workspace --no-fail-fast
+  profile=default
+  if [ "${CI:-}" = "true" ]; then profile=ci; fi
+  cargo nextest run --workspace --no-fail-fast --profile "$profile"
+  # The tests that restart a shared service (the broker, the database) run
+  # last and one at a time, when nothing else needs the service.
+  cargo nextest run --profile "$profile" -p rdq-store-rabbitmq --test reconnect --run-ignored only
+  cargo nextest run --profile "$profile" -p rdq-store-postgres --test db_restart --run-ignored only
 else
   cargo test --workspace --no-fail-fast
+  cargo test -p rdq-store-rabbitmq --test reconnect -- --ignored
+  cargo test -p rdq-store-postgres --test db_restart -- --ignored
 fi
-
-# The tests that restart a shared service (the broker, the database) run
-# last and one at a time, when nothing else needs the service.
-cargo test -p rdq-store-rabbitmq --test reconnect -- --ignored
-cargo test -p rdq-store-postgres --test db_restart -- --ignored
 ensure_services
