@@ -141,6 +141,22 @@ impl Backend {
         }
     }
 
+    /// The dead task `id` of `queue`, on any store that can list its DLQ.
+    pub async fn dead_task(&self, queue: &str, id: &str) -> Result<Envelope, CliError> {
+        match self {
+            Self::Server(c) => {
+                let (_, bytes) = c
+                    .send(Method::GET, &format!("/v1/queues/{queue}/dead/{id}"), None)
+                    .await?;
+                decode(&bytes)
+            }
+            Self::Store(engine) => {
+                let id = parse_id(id)?;
+                engine.dead_task(queue, id).await.map_err(engine_err)
+            }
+        }
+    }
+
     /// Every queue with its counts.
     pub async fn queues(&self) -> Result<Vec<QueueRow>, CliError> {
         match self {

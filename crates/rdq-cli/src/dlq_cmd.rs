@@ -43,6 +43,10 @@ pub enum DlqCommand {
     Show {
         /// The task id.
         id: String,
+        /// The task's queue: the DLQ is searched instead of looking the id
+        /// up, which is what a store without lookup by id (RabbitMQ) needs.
+        #[arg(long, value_name = "QUEUE")]
+        queue: Option<String>,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -122,7 +126,23 @@ pub async fn run(cmd: DlqCommand) -> Result<(), CliError> {
             )
             .await
         }
-        DlqCommand::Show { id, target } => crate::task_cmd::show(&id, &target).await,
+        DlqCommand::Show {
+            id,
+            queue: None,
+            target,
+        } => crate::task_cmd::show(&id, &target).await.map_err(|mut e| {
+            if e.code == "UNSUPPORTED" {
+                e.message.push_str(
+                    "; pass --queue QUEUE to search that queue's dead-letter queue instead",
+                );
+            }
+            e
+        }),
+        DlqCommand::Show {
+            id,
+            queue: Some(queue),
+            target,
+        } => show_in(&queue, &id, &target).await,
         DlqCommand::Export {
             queue,
             output,
@@ -149,6 +169,12 @@ pub async fn run(cmd: DlqCommand) -> Result<(), CliError> {
             target,
         } => purge(&queue, dry_run, &target).await,
     }
+}
+
+/// `dlq show ID --queue Q`: searches the queue's DLQ for the task.
+async fn show_in(queue: &str, id: &str, target: &TargetArgs) -> Result<(), CliError> {
+    let env = Backend::open(target)?.dead_task(queue, id).await?;
+    crate::task_cmd::print(&env, target)
 }
 
 async fn list(

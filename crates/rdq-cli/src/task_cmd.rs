@@ -1,6 +1,7 @@
 //! `rdq task show ID`: one task, readable, with its attempt history.
 
 use clap::Subcommand;
+use rdq_envelope::Envelope;
 
 use crate::CliError;
 use crate::backend::{Backend, TargetArgs};
@@ -28,12 +29,16 @@ pub async fn run(cmd: TaskCommand) -> Result<(), CliError> {
 
 /// Prints one task for people, or its canonical JSON with `--json`.
 pub async fn show(id: &str, target: &TargetArgs) -> Result<(), CliError> {
-    let backend = Backend::open(target)?;
-    let env = backend.task(id).await?;
+    let env = Backend::open(target)?.task(id).await?;
+    print(&env, target)
+}
+
+/// Prints `env` for people, or its canonical JSON with `--json`.
+pub fn print(env: &Envelope, target: &TargetArgs) -> Result<(), CliError> {
     if target.json {
         outln!("{}", env.encode_string())?;
     } else {
-        out!("{}", output::envelope(&env))?;
+        out!("{}", output::envelope(env))?;
     }
     Ok(())
 }

@@ -166,10 +166,37 @@ fn the_dlq_commands_work_on_a_rabbitmq_store() {
         assert_eq!(back[0].envelope.attempt_count, 1);
         assert_eq!(back[0].envelope.attempts.len(), 2);
 
-        // What a broker cannot do is refused with a stable code.
+        // A broker cannot look a task up by id: `dlq show` is refused with a
+        // stable code and a hint, and works when it names the queue.
         let out = rdq(&["dlq", "show", &dead[1], "--store", &url]);
         assert!(!out.status.success());
         assert!(stderr(&out).starts_with("UNSUPPORTED"), "{}", stderr(&out));
+        assert!(stderr(&out).contains("--queue"), "{}", stderr(&out));
+        let out = rdq(&[
+            "dlq", "show", &dead[1], "--queue", queue, "--store", &url, "--json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(shown["id"], dead[1].as_str());
+        assert_eq!(shown["status"], "DEAD");
+        assert_eq!(
+            shown,
+            lines
+                .iter()
+                .find(|l| l["id"] == dead[1].as_str())
+                .unwrap()
+                .clone()
+        );
+        let out = rdq(&["dlq", "show", &dead[1], "--queue", queue, "--store", &url]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&dead[1]));
+        // The redriven task is no longer dead.
+        let out = rdq(&["dlq", "show", &dead[0], "--queue", queue, "--store", &url]);
+        assert!(
+            stderr(&out).starts_with("TASK_NOT_FOUND"),
+            "{}",
+            stderr(&out)
+        );
 
         // purge empties the dead-letter queue.
         let out = rdq(&["dlq", "purge", queue, "--store", &url, "--json"]);

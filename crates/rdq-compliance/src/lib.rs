@@ -120,6 +120,7 @@ macro_rules! __with_every_check {
             settled_tasks_reach_terminal_states
             settle_batches_report_per_item
             dlq_paging_is_stable_under_concurrent_inserts
+            a_dead_task_is_found_by_queue_and_id
             redrive_resets_attempts_and_keeps_history
             redrive_by_filter_with_dry_run_and_limit
             idempotent_submit_returns_the_original

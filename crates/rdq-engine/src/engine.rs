@@ -18,7 +18,10 @@ use crate::clock::Clock;
 use crate::error::EngineError;
 use crate::machine::{self, LeaseToken, Settlement};
 use crate::policy::QueuePolicy;
-use crate::store::{LeasedUpdate, NewTask, RedriveRequest, Store, Submitted, finished_at};
+use crate::store::{
+    LeasedUpdate, ListOrder, ListQuery, MAX_PAGE, NewTask, RedriveRequest, Store, Submitted,
+    finished_at,
+};
 
 /// A task to submit: the client subset of the envelope plus scheduling options.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -418,6 +421,48 @@ impl Engine {
             .into_iter()
             .filter_map(Result::ok)
             .collect())
+    }
+
+    /// The dead task `id` of `queue`. Works on every store that can either
+    /// find a task by id or list a queue's DLQ (a broker can only do the
+    /// latter: the DLQ is paged through until the task turns up).
+    pub async fn dead_task(&self, queue: &str, id: TaskId) -> Result<Envelope, EngineError> {
+        validate_queue_name(queue)?;
+        let caps = self.store.capabilities();
+        if caps.get_by_id {
+            let env = self.store.get(id).await?;
+            return if env.queue == queue && env.status == Status::Dead {
+                Ok(env)
+            } else {
+                Err(EngineError::TaskNotFound(id))
+            };
+        }
+        if !caps.list {
+            return Err(EngineError::Unsupported(
+                "this store can neither find a task by id nor list a dead-letter queue".into(),
+            ));
+        }
+        let mut cursor = None;
+        loop {
+            let page = self
+                .store
+                .list(&ListQuery {
+                    queue: queue.to_owned(),
+                    status: Some(Status::Dead),
+                    error_type: None,
+                    cursor,
+                    limit: MAX_PAGE,
+                    order: ListOrder::NewestFirst,
+                })
+                .await?;
+            if let Some(env) = page.items.into_iter().find(|e| e.id == id) {
+                return Ok(env);
+            }
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Err(EngineError::TaskNotFound(id)),
+            }
+        }
     }
 
     /// Redrives dead tasks (or reports which would be, on a dry run).

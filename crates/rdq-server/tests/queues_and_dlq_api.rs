@@ -390,3 +390,44 @@ async fn imports_have_their_own_body_limit() {
         .assert_problem(413, "PAYLOAD_TOO_LARGE");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_dead_task_is_read_by_queue_and_id() {
+    let server = TestServer::start().await;
+    let dead = dead_tasks(&server, "shown", 2, "app.Shown").await;
+    let waiting = server.submit("shown", json!(9)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let other = dead_tasks(&server, "elsewhere", 1, "app.Other").await;
+
+    let r = server
+        .get(&format!("/v1/queues/shown/dead/{}", dead[1]))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.body["id"], dead[1].as_str());
+    assert_eq!(r.body["status"], "DEAD");
+    assert_eq!(r.body["attempts"][0]["error"]["type"], "app.Shown");
+    // The same envelope `GET /v1/tasks/{id}` returns, byte for byte.
+    assert_eq!(
+        r.text,
+        server.get(&format!("/v1/tasks/{}", dead[1])).await.text
+    );
+
+    for id in [&waiting, &other[0]] {
+        server
+            .get(&format!("/v1/queues/shown/dead/{id}"))
+            .await
+            .assert_problem(404, "TASK_NOT_FOUND");
+    }
+    server
+        .get("/v1/queues/shown/dead/not-a-ulid")
+        .await
+        .assert_problem(400, "INVALID_ARGUMENT");
+    // The export route is not taken for an id.
+    assert_eq!(
+        server.get("/v1/queues/shown/dead/export").await.status,
+        StatusCode::OK
+    );
+    server.stop().await;
+}

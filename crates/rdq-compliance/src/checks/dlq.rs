@@ -336,3 +336,41 @@ pub async fn redrive_by_filter_with_dry_run_and_limit(factory: StoreFactory) {
         "all claimable again"
     );
 }
+
+/// `Engine::dead_task` finds a DEAD task by queue and id, by lookup or by
+/// paging the DLQ, whichever the store can do; a task of another queue, one
+/// still PENDING and an unknown id are all `TASK_NOT_FOUND`, and a bad queue
+/// name is refused.
+pub async fn a_dead_task_is_found_by_queue_and_id(factory: StoreFactory) {
+    const QUEUE: &str = "dlq.show";
+    const OTHER: &str = "dlq.show-other";
+    let h = Harness::new(&factory).await;
+    if h.skips("a_dead_task_is_found_by_queue_and_id", &[Need::List]) {
+        return;
+    }
+    let dead = h.kill(QUEUE, 3, "app.Shown").await;
+    let elsewhere = h.kill(OTHER, 1, "app.Elsewhere").await;
+    let waiting = h.submit(task(QUEUE)).await;
+
+    for id in &dead {
+        let env = h.engine.dead_task(QUEUE, *id).await.expect("dead task");
+        assert_eq!(env.id, *id);
+        assert_eq!(env.queue, QUEUE);
+        assert_eq!(env.status, Status::Dead);
+        assert_eq!(
+            env.last_error().map(|e| e.error_type.as_str()),
+            Some("app.Shown")
+        );
+    }
+    for (queue, id, what) in [
+        (QUEUE, elsewhere[0], "a dead task of another queue"),
+        (OTHER, dead[0], "a dead task looked for in another queue"),
+        (QUEUE, waiting.id, "a PENDING task"),
+        (QUEUE, TaskId::generate(), "an unknown id"),
+    ] {
+        let missing = h.engine.dead_task(queue, id).await;
+        assert_eq!(code_of(&missing), "TASK_NOT_FOUND", "{what}");
+    }
+    let bad = h.engine.dead_task("Bad Queue", dead[0]).await;
+    assert_eq!(code_of(&bad), "INVALID_QUEUE_NAME");
+}

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use super::{AppState, json_response, parse_task_id, raw_envelope};
+use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
 use crate::audit::AuditRecord;
 use crate::auth::{Caller, Scope};
 use crate::dead_letters::{self, LineError};
@@ -152,6 +152,20 @@ pub async fn redrive(
 pub struct ExportQuery {
     /// Only tasks whose latest error type matches this glob.
     pub error_type: Option<String>,
+}
+
+/// `GET /v1/queues/{queue}/dead/{id}`: one dead task with its history. Unlike
+/// `GET /v1/tasks/{id}` it works on stores that cannot find a task by id
+/// (a broker), by paging the queue's DLQ.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((queue, id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    caller.require(Scope::Admin, &queue)?;
+    let id = parse_task_id(&id)?;
+    let env = state.engine().dead_task(&queue, id).await?;
+    Ok(envelope_response(StatusCode::OK, &env))
 }
 
 /// `GET /v1/queues/{queue}/dead/export`: JSONL of canonical envelopes,

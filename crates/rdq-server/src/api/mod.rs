@@ -223,6 +223,7 @@ pub fn route_table(max_import_bytes: usize) -> RouteTable {
             dead::redrive,
         )
         .add(Method::GET, "/v1/queues/{queue}/dead/export", dead::export)
+        .add(Method::GET, "/v1/queues/{queue}/dead/{id}", dead::get)
         .add_router(
             Method::POST,
             "/v1/queues/{queue}/dead/import",

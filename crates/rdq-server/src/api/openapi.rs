@@ -339,6 +339,19 @@ pub fn document() -> Value {
             .responds(problems(&[400, 401, 403, 404])),
     );
     add(
+        "/v1/queues/{queue}/dead/{id}",
+        "get",
+        Op::new(
+            "getDead",
+            "dlq",
+            "One dead task of the queue with its attempt history; works on stores that cannot look a task up by id (a broker) by paging the DLQ",
+        )
+        .param(queue_param())
+        .param(id_param())
+        .responds(ok(200, "The dead task", schema_ref("Envelope")))
+        .responds(problems(&[400, 401, 403, 404])),
+    );
+    add(
         "/v1/queues/{queue}/dead/import",
         "post",
         Op::new(
