@@ -6,7 +6,10 @@
 #   bench/queuey/run.sh [JOBS]
 #
 # Needs RabbitMQ on 127.0.0.1:5672 (scripts/services.sh starts it) and
-# rabbitmqctl for cleanup. Prints one JSON line per system and workload.
+# rabbitmqctl for cleanup. Prints one JSON line per system and workload,
+# then the broker's own ceiling for the work phase (src/bin/broker-limit.rs):
+# a consumer that only acks, each delivery alone, in runs of 16, and in runs
+# of 16 after one hand-off between tasks per delivery.
 set -euo pipefail
 cd "$(dirname "$0")"
 JOBS="${1:-20000}"
@@ -31,4 +34,9 @@ for workload in drain retry; do
     --store "$URL?prefetch=64&namespace=$ns"
   # shellcheck disable=SC2046
   delete_queues $(rabbitmqctl list_queues name </dev/null 2>/dev/null | grep "^$ns" || true)
+done
+
+for flags in "--ack-every 1" "--ack-every 16" "--ack-every 16 --handoff"; do
+  # shellcheck disable=SC2086
+  ./target/release/broker-limit --jobs "$JOBS" --prefetch 64 --body-bytes 700 --url "$URL" $flags
 done

@@ -64,7 +64,9 @@ impl JobHandler for Handler {
 }
 
 fn arg(args: &[String], key: &str) -> Option<String> {
-    args.iter().position(|a| a == key).and_then(|i| args.get(i + 1).cloned())
+    args.iter()
+        .position(|a| a == key)
+        .and_then(|i| args.get(i + 1).cloned())
 }
 
 #[tokio::main]
@@ -75,7 +77,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let concurrency: usize = arg(&args, "--concurrency").map_or(Ok(64), |v| v.parse())?;
     let prefetch: u16 = arg(&args, "--prefetch").map_or(Ok(64), |v| v.parse())?;
     let url = arg(&args, "--url").unwrap_or_else(|| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos();
     let name: &'static str = Box::leak(format!("queuey-bench.{nanos:x}").into_boxed_str());
     let _ = NAME.set(name);
     let _ = PREFETCH.set(prefetch);
@@ -108,7 +112,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let done = Arc::new(AtomicU64::new(0));
     let worker = Worker::<Bench, _>::builder(Arc::clone(&backend))
         .concurrency(concurrency)
-        .handler(Handler { retry, done: Arc::clone(&done) })
+        .handler(Handler {
+            retry,
+            done: Arc::clone(&done),
+        })
         .build()
         .await?;
     let handle = worker.handle();
@@ -140,5 +147,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// queuey exposes no queue deletion, so the script deletes these.
 async fn lapin_free_cleanup(_backend: &RabbitMqBackend, name: &str) -> Vec<String> {
-    vec![name.to_owned(), format!("{name}.dead"), format!("{name}.deferred.1000")]
+    vec![
+        name.to_owned(),
+        format!("{name}.dead"),
+        format!("{name}.deferred.1000"),
+    ]
 }
