@@ -4,12 +4,14 @@
 //! nothing but ack. No job queue can work faster on this broker; it is the
 //! physical limit `rdq bench --store amqp://…` and queuey are compared to.
 //!
-//! `broker-limit [--jobs N] [--prefetch N] [--ack-every N] [--body-bytes N] [--handoff] [--url URL]`
+//! `broker-limit [--jobs N] [--prefetch N] [--ack-every N] [--body-bytes N] [--handoff] [--in-flight N] [--url URL]`
 //!
 //! `--ack-every 1` acks each delivery on its own (queuey's way); a larger
 //! value acks with `multiple` every N deliveries (rdq coalesces acks).
 //! `--handoff` hands each delivery to a task of its own and acks from one
-//! ack task: the fewest task switches a worker can add.
+//! ack task: the fewest task switches a worker can add. The queue is filled
+//! first with `--in-flight` publishes awaiting confirms at a time (64): its
+//! rate is the submit side's ceiling, reported as `submit_per_s`.
 //! Prints one JSON line.
 
 use std::time::Instant;
@@ -38,6 +40,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ack_every: u64 = arg(&args, "--ack-every", "1").parse::<u64>()?.max(1);
     let body_bytes: usize = arg(&args, "--body-bytes", "90").parse()?;
     let handoff = args.iter().any(|a| a == "--handoff");
+    let in_flight: usize = arg(&args, "--in-flight", "64").parse::<usize>()?.max(1);
     let url = arg(&args, "--url", "amqp://guest:guest@127.0.0.1:5672/%2f");
 
     let conn = Connection::connect(&url, ConnectionProperties::default()).await?;
@@ -61,36 +64,40 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .await?;
 
-    // Fill the queue: persistent ~100-byte bodies, confirms pipelined in
-    // windows of 1,000 (not measured).
+    // Fill the queue: persistent bodies on one confirm-mode channel, at most
+    // `--in-flight` publishes awaiting their confirm at any moment (the
+    // submit side's ceiling for that many submits in flight).
     setup
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
     let body = vec![b'x'; body_bytes];
     let body = body.as_slice();
-    let mut sent = 0;
-    while sent < jobs {
-        let mut confirms = Vec::new();
-        for _ in 0..1000.min(jobs - sent) {
-            confirms.push(
-                setup
-                    .basic_publish(
-                        "".into(),
-                        queue.as_str().into(),
-                        BasicPublishOptions::default(),
-                        body,
-                        BasicProperties::default()
-                            .with_delivery_mode(2)
-                            .with_priority(0),
-                    )
-                    .await?,
-            );
-            sent += 1;
+    let mut waiting = std::collections::VecDeque::new();
+    let filling = Instant::now();
+    for _ in 0..jobs {
+        if waiting.len() >= in_flight
+            && let Some(confirm) = waiting.pop_front()
+        {
+            confirm.await?;
         }
-        for c in confirms {
-            c.await?;
-        }
+        waiting.push_back(
+            setup
+                .basic_publish(
+                    "".into(),
+                    queue.as_str().into(),
+                    BasicPublishOptions::default(),
+                    body,
+                    BasicProperties::default()
+                        .with_delivery_mode(2)
+                        .with_priority(0),
+                )
+                .await?,
+        );
     }
+    for confirm in waiting {
+        confirm.await?;
+    }
+    let submit_per_s = jobs as f64 / filling.elapsed().as_secs_f64();
 
     // Drain it: the only work is the ack.
     let channel = conn.create_channel().await?;
@@ -160,7 +167,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
         .await?;
     println!(
-        "{{\"system\":\"broker limit (lapin, ack only)\",\"jobs\":{received},\"prefetch\":{prefetch},\"ack_every\":{ack_every},\"body_bytes\":{body_bytes},\"handoff\":{handoff},\"work_per_s\":{:.0}}}",
+        "{{\"system\":\"broker limit (lapin, ack only)\",\"jobs\":{received},\"prefetch\":{prefetch},\"ack_every\":{ack_every},\"body_bytes\":{body_bytes},\"handoff\":{handoff},\"in_flight\":{in_flight},\"submit_per_s\":{submit_per_s:.0},\"work_per_s\":{:.0}}}",
         received as f64 / elapsed.as_secs_f64()
     );
     Ok(())
