@@ -50,7 +50,9 @@ pub enum Backend {
     Store(Engine),
 }
 
-/// One queue's counts.
+/// One queue's counts. On a store that reports broker queue depths instead
+/// of counting tasks (RabbitMQ), `pending` is the messages ready in the work
+/// queue, and IN_FLIGHT and SUCCEEDED are unknown (`None`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueueRow {
     /// The queue.
@@ -58,9 +60,11 @@ pub struct QueueRow {
     /// PENDING tasks.
     pub pending: u64,
     /// IN_FLIGHT tasks.
-    pub in_flight: u64,
+    #[serde(default)]
+    pub in_flight: Option<u64>,
     /// SUCCEEDED tasks.
-    pub succeeded: u64,
+    #[serde(default)]
+    pub succeeded: Option<u64>,
     /// DEAD tasks.
     pub dead: u64,
 }
@@ -157,30 +161,76 @@ impl Backend {
         }
     }
 
-    /// Every queue with its counts.
-    pub async fn queues(&self) -> Result<Vec<QueueRow>, CliError> {
-        match self {
+    /// Every queue with its counts, or only the named ones (refused with
+    /// `QUEUE_NOT_FOUND` when one does not exist). A store that cannot count
+    /// tasks but can report broker queue depths answers for named queues.
+    pub async fn queues(&self, names: &[String]) -> Result<Vec<QueueRow>, CliError> {
+        for name in names {
+            rdq_envelope::validate_queue_name(name)?;
+        }
+        let rows = match self {
             Self::Server(c) => {
                 let (_, bytes) = c.send(Method::GET, "/v1/queues", None).await?;
                 let v: Value = json_of(&bytes)?;
                 serde_json::from_value(v["queues"].clone())
-                    .map_err(|e| CliError::new("BAD_RESPONSE", e.to_string()))
+                    .map_err(|e| CliError::new("BAD_RESPONSE", e.to_string()))?
             }
-            Self::Store(engine) => Ok(engine
+            Self::Store(engine) if !engine.store().capabilities().counts && !names.is_empty() => {
+                let mut rows = Vec::with_capacity(names.len());
+                for name in names {
+                    if let Some(d) = engine.store().depths(name).await.map_err(engine_err)? {
+                        rows.push(QueueRow {
+                            queue: d.queue,
+                            pending: d.ready,
+                            in_flight: None,
+                            succeeded: None,
+                            dead: d.dead,
+                        });
+                    }
+                }
+                rows
+            }
+            Self::Store(engine) => engine
                 .store()
                 .counts()
                 .await
-                .map_err(engine_err)?
+                .map_err(|e| {
+                    let mut e = engine_err(e);
+                    if e.code == "UNSUPPORTED" {
+                        e.message.push_str(
+                            "; name the queues (rdq queue list QUEUE…) to see their depths",
+                        );
+                    }
+                    e
+                })?
                 .into_iter()
                 .map(|c| QueueRow {
                     queue: c.queue,
                     pending: c.pending,
-                    in_flight: c.in_flight,
-                    succeeded: c.succeeded,
+                    in_flight: Some(c.in_flight),
+                    succeeded: Some(c.succeeded),
                     dead: c.dead,
                 })
-                .collect()),
+                .collect(),
+        };
+        if names.is_empty() {
+            return Ok(rows);
         }
+        let missing: Vec<&str> = names
+            .iter()
+            .filter(|n| !rows.iter().any(|r| &r.queue == *n))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(CliError::new(
+                "QUEUE_NOT_FOUND",
+                format!("no queue {}", missing.join(", ")),
+            ));
+        }
+        Ok(names
+            .iter()
+            .filter_map(|n| rows.iter().find(|r| &r.queue == n).cloned())
+            .collect())
     }
 
     /// The live policy of `queue` (`None` for a queue that does not exist).

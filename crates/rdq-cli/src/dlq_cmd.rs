@@ -235,10 +235,10 @@ async fn list(
 
 async fn dead_count(backend: &Backend, queue: &str) -> u64 {
     backend
-        .queues()
+        .queues(&[queue.to_owned()])
         .await
         .ok()
-        .and_then(|qs| qs.into_iter().find(|q| q.queue == queue))
+        .and_then(|qs| qs.into_iter().next())
         .map_or(0, |q| q.dead)
 }
 

@@ -16,8 +16,12 @@ use crate::output::{out, outln};
 /// Subcommands of `rdq queue`.
 #[derive(Debug, Subcommand)]
 pub enum QueueCommand {
-    /// Every queue with its tasks per status.
+    /// Every queue with its tasks per status, or only the named queues.
+    /// On RabbitMQ, name them: a broker reports the depths of its queues
+    /// (ready and dead messages), not tasks per status.
     List {
+        /// Only these queues.
+        queues: Vec<String>,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -36,13 +40,13 @@ pub enum QueueCommand {
 /// Runs `rdq queue …`.
 pub async fn run(cmd: QueueCommand) -> Result<(), CliError> {
     match cmd {
-        QueueCommand::List { target } => list(&target).await,
+        QueueCommand::List { queues, target } => list(&queues, &target).await,
         QueueCommand::Config { queue, set, target } => config(&queue, &set, &target).await,
     }
 }
 
-async fn list(target: &TargetArgs) -> Result<(), CliError> {
-    let queues = Backend::open(target)?.queues().await?;
+async fn list(names: &[String], target: &TargetArgs) -> Result<(), CliError> {
+    let queues = Backend::open(target)?.queues(names).await?;
     if target.json {
         outln!("{}", serde_json::json!({ "queues": queues }))?;
         return Ok(());
@@ -53,8 +57,10 @@ async fn list(target: &TargetArgs) -> Result<(), CliError> {
             vec![
                 q.queue.clone(),
                 q.pending.to_string(),
-                q.in_flight.to_string(),
-                q.succeeded.to_string(),
+                q.in_flight
+                    .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+                q.succeeded
+                    .map_or_else(|| "-".to_owned(), |n| n.to_string()),
                 q.dead.to_string(),
             ]
         })

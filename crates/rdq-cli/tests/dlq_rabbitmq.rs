@@ -116,6 +116,29 @@ fn the_dlq_commands_work_on_a_rabbitmq_store() {
         assert!(out.status.success(), "{}", stderr(&out));
         assert!(String::from_utf8_lossy(&out.stdout).contains("mail.Bounced"));
 
+        // Counts come from queue depths, for named queues: nothing ready,
+        // two dead; in flight and succeeded are unknown to a broker.
+        let rows = json(&rdq(&["queue", "list", queue, "--store", &url, "--json"]));
+        assert_eq!(rows["queues"][0]["queue"], queue);
+        assert_eq!(rows["queues"][0]["pending"], 0);
+        assert_eq!(rows["queues"][0]["dead"], 2);
+        assert!(rows["queues"][0]["in_flight"].is_null());
+        let out = rdq(&["queue", "list", queue, "--store", &url]);
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(" - "),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let out = rdq(&["queue", "list", "--store", &url]);
+        assert!(stderr(&out).starts_with("UNSUPPORTED"), "{}", stderr(&out));
+        assert!(stderr(&out).contains("name the queues"), "{}", stderr(&out));
+        let out = rdq(&["queue", "list", "nowhere", "--store", &url]);
+        assert!(
+            stderr(&out).starts_with("QUEUE_NOT_FOUND"),
+            "{}",
+            stderr(&out)
+        );
+
         // export writes one canonical envelope per line.
         let out = rdq(&["dlq", "export", queue, "--store", &url]);
         assert!(out.status.success(), "{}", stderr(&out));

@@ -453,6 +453,17 @@ fn the_operator_cli_works_straight_on_a_store() {
     let out = rdq_env(&["queue", "list", "--json"], &[("RDQ_STORE", st)]);
     let queues: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(queues["queues"][0]["pending"], 1);
+    // Named queues: only those, and a missing one is an error.
+    let out = rdq(&["queue", "list", "local", "--store", st, "--json"]);
+    let named: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(named["queues"], queues["queues"]);
+    let out = rdq(&["queue", "list", "local", "nope", "--store", st]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).starts_with("QUEUE_NOT_FOUND"),
+        "{}",
+        stderr(&out)
+    );
     let out = rdq(&["task", "show", &id, "--store", st, "--json"]);
     assert_eq!(
         serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"],

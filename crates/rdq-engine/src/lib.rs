@@ -25,6 +25,6 @@ pub use error::EngineError;
 pub use machine::{FailureKind, LeaseToken, RetryOverride, Settlement};
 pub use policy::{Backoff, QueuePolicy, VersionMismatch};
 pub use store::{
-    Capabilities, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueCounts, RedriveRequest,
-    Store, Submitted,
+    Capabilities, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueCounts, QueueDepths,
+    RedriveRequest, Store, Submitted,
 };

@@ -170,6 +170,19 @@ pub struct QueueCounts {
     pub dead: u64,
 }
 
+/// How many messages wait in the broker queues behind one rdq queue: what a
+/// store that cannot count tasks per status (a broker) can still report.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QueueDepths {
+    /// The queue.
+    pub queue: String,
+    /// Messages ready for delivery in the work queue: PENDING tasks that are
+    /// due (tasks waiting out a delay in a hold queue are not included).
+    pub ready: u64,
+    /// Messages in the dead-letter queue: DEAD tasks.
+    pub dead: u64,
+}
+
 fn unsupported<T>(what: &str) -> Result<T, EngineError> {
     Err(EngineError::Unsupported(format!(
         "this store cannot {what}"
@@ -265,6 +278,13 @@ pub trait Store: Send + Sync + 'static {
     /// Tasks per status for every queue that has tasks or a stored policy.
     async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
         unsupported("count tasks")
+    }
+
+    /// The depths of the broker queues behind `queue` (`None` when it has
+    /// none), for stores that cannot [`Store::counts`] tasks per status.
+    async fn depths(&self, queue: &str) -> Result<Option<QueueDepths>, EngineError> {
+        let _ = queue;
+        unsupported("report queue depths")
     }
 
     /// The stored policy of `queue`, if one was stored.

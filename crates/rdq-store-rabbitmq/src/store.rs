@@ -16,8 +16,8 @@ use lapin::options::{BasicCancelOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use lapin::{Channel, Consumer};
 use rdq_engine::{
-    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueuePolicy, RedriveRequest,
-    Store, Submitted, machine,
+    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueDepths, QueuePolicy,
+    RedriveRequest, Store, Submitted, machine,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -995,6 +995,21 @@ impl Store for RabbitStore {
 
     async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
         crate::dlq::delete(self.core(), id).await
+    }
+
+    async fn depths(&self, queue: &str) -> Result<Option<QueueDepths>, EngineError> {
+        rdq_envelope::validate_queue_name(queue)?;
+        let names = self.broker_names(queue)?;
+        let broker = &self.core().broker;
+        let Some(ready) = broker.depth(&names.work).await? else {
+            return Ok(None);
+        };
+        let dead = broker.depth(&names.dead).await?.unwrap_or(0);
+        Ok(Some(QueueDepths {
+            queue: queue.to_owned(),
+            ready: u64::from(ready),
+            dead: u64::from(dead),
+        }))
     }
 
     async fn get_config(&self, queue: &str) -> Result<Option<QueuePolicy>, EngineError> {

@@ -357,3 +357,35 @@ fn a_stopping_worker_hands_its_buffered_deliveries_back_without_spending_attempt
         assert_eq!(resumed[0].envelope.id, again.envelope().id);
     });
 }
+
+#[test]
+fn queue_depths_count_ready_and_dead_messages() {
+    with_stores(|stores| async move {
+        let queue = format!("rdq-test.depths.{}", unique());
+        let store = stores.make(|_| {});
+        let engine = engine(&store, policy());
+        assert_eq!(store.depths(&queue).await.unwrap(), None, "no queue yet");
+        for _ in 0..3 {
+            engine.submit(task(&queue)).await.unwrap();
+        }
+        let depths = store.depths(&queue).await.unwrap().unwrap();
+        assert_eq!((depths.ready, depths.dead), (3, 0));
+
+        let claimed = engine.claim(&queue, 1, None).await.unwrap();
+        assert_eq!(claimed.len(), 1);
+        let c = &claimed[0];
+        let failure = Settlement::Failure {
+            error: ErrorInfo::new("test.Fatal", "no"),
+            kind: FailureKind::Permanent,
+        };
+        engine.settle(&c.envelope, c.token, failure).await.unwrap();
+        let depths = store.depths(&queue).await.unwrap().unwrap();
+        // The consumer holds the other two unacked: not ready, not counted.
+        assert_eq!(depths.dead, 1);
+        assert!(depths.ready <= 2);
+        assert_eq!(
+            store.depths("Bad Name").await.unwrap_err().code(),
+            "INVALID_QUEUE_NAME"
+        );
+    });
+}
