@@ -195,13 +195,9 @@ impl Backend {
                 .counts()
                 .await
                 .map_err(|e| {
-                    let mut e = engine_err(e);
-                    if e.code == "UNSUPPORTED" {
-                        e.message.push_str(
-                            "; name the queues (rdq queue list QUEUE…) to see their depths",
-                        );
-                    }
-                    e
+                    engine_err(e).hint_if_unsupported(
+                        "name the queues (rdq queue list QUEUE…) to see their depths",
+                    )
                 })?
                 .into_iter()
                 .map(|c| QueueRow {
@@ -216,21 +212,21 @@ impl Backend {
         if names.is_empty() {
             return Ok(rows);
         }
-        let missing: Vec<&str> = names
-            .iter()
-            .filter(|n| !rows.iter().any(|r| &r.queue == *n))
-            .map(String::as_str)
-            .collect();
-        if !missing.is_empty() {
-            return Err(CliError::new(
+        let (mut named, mut missing) = (Vec::with_capacity(names.len()), Vec::new());
+        for name in names {
+            match rows.iter().find(|r| &r.queue == name) {
+                Some(row) => named.push(row.clone()),
+                None => missing.push(name.as_str()),
+            }
+        }
+        if missing.is_empty() {
+            Ok(named)
+        } else {
+            Err(CliError::new(
                 "QUEUE_NOT_FOUND",
                 format!("no queue {}", missing.join(", ")),
-            ));
+            ))
         }
-        Ok(names
-            .iter()
-            .filter_map(|n| rows.iter().find(|r| &r.queue == n).cloned())
-            .collect())
     }
 
     /// The live policy of `queue` (`None` for a queue that does not exist).

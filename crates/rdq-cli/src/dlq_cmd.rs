@@ -130,13 +130,10 @@ pub async fn run(cmd: DlqCommand) -> Result<(), CliError> {
             id,
             queue: None,
             target,
-        } => crate::task_cmd::show(&id, &target).await.map_err(|mut e| {
-            if e.code == "UNSUPPORTED" {
-                e.message.push_str(
-                    "; pass --queue QUEUE to search that queue's dead-letter queue instead",
-                );
-            }
-            e
+        } => crate::task_cmd::show(&id, &target).await.map_err(|e| {
+            e.hint_if_unsupported(
+                "pass --queue QUEUE to search that queue's dead-letter queue instead",
+            )
         }),
         DlqCommand::Show {
             id,

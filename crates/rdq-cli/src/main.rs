@@ -78,6 +78,16 @@ impl CliError {
             message: message.into(),
         }
     }
+
+    /// Tells the operator what to do instead when the store refused the
+    /// command as `UNSUPPORTED`; other errors pass unchanged.
+    pub fn hint_if_unsupported(mut self, hint: &str) -> Self {
+        if self.code == "UNSUPPORTED" {
+            self.message.push_str("; ");
+            self.message.push_str(hint);
+        }
+        self
+    }
 }
 
 impl From<rdq_envelope::EnvelopeError> for CliError {

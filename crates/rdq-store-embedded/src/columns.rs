@@ -47,6 +47,15 @@ impl<'a> Columns<'a> {
     }
 }
 
+/// The columns [`stored`] needs, in its argument order, for a `SELECT`:
+/// `concat!("SELECT ", envelope_columns!(), " FROM tasks …")`.
+macro_rules! envelope_columns {
+    () => {
+        "envelope, status, claimed_at, lease_expires_at"
+    };
+}
+pub(crate) use envelope_columns;
+
 /// The envelope a row stands for. A claim writes only the row's columns
 /// (status, lease, claim counter, `claimed_at`) and leaves the envelope
 /// bytes PENDING: the envelope it handed out is `machine::claim(pending,

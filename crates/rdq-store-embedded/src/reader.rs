@@ -19,7 +19,7 @@ use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::columns::{Columns, slot, status_code, status_of, stored};
+use crate::columns::{Columns, envelope_columns, slot, status_code, status_of, stored};
 use crate::error::{from_sql, task_id, undecodable};
 use crate::schema::{Tuning, open_reader};
 
@@ -100,9 +100,11 @@ fn text<'r>(row: &'r Row<'_>, idx: usize) -> rusqlite::Result<Option<&'r str>> {
 /// The task with this id.
 pub(crate) fn get(conn: &Connection, id: TaskId) -> Result<Envelope, EngineError> {
     let mut stmt = conn
-        .prepare_cached(
-            "SELECT envelope, status, claimed_at, lease_expires_at FROM tasks WHERE id = ?1",
-        )
+        .prepare_cached(concat!(
+            "SELECT ",
+            envelope_columns!(),
+            " FROM tasks WHERE id = ?1"
+        ))
         .map_err(sql)?;
     let mut rows = stmt.query([&id.to_bytes()[..]]).map_err(sql)?;
     match rows.next().map_err(sql)? {
@@ -119,10 +121,12 @@ pub(crate) fn expired_leases(
 ) -> Result<Vec<Envelope>, EngineError> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut stmt = conn
-        .prepare_cached(
-            "SELECT envelope, status, claimed_at, lease_expires_at FROM tasks \
-             WHERE status = 1 AND lease_expires_at <= ?1 ORDER BY lease_expires_at LIMIT ?2",
-        )
+        .prepare_cached(concat!(
+            "SELECT ",
+            envelope_columns!(),
+            " FROM tasks WHERE status = 1 AND lease_expires_at <= ?1 \
+                 ORDER BY lease_expires_at LIMIT ?2"
+        ))
         .map_err(sql)?;
     let mut rows = stmt.query(params![now.unix_ms(), limit]).map_err(sql)?;
     let mut out = Vec::new();
@@ -155,29 +159,23 @@ pub(crate) fn list(conn: &Connection, query: &ListQuery) -> Result<Page, EngineE
     // DEAD has its own partial index (the DLQ); the other statuses walk the
     // queue's ids and filter, with the status as a parameter so that SQLite
     // keeps to the id order instead of sorting another index's rows.
+    macro_rules! page {
+        ($where_order:literal) => {
+            concat!(
+                "SELECT error_type, ",
+                envelope_columns!(),
+                " FROM tasks WHERE queue = ?1 AND ",
+                $where_order
+            )
+        };
+    }
     let sql_text = match (query.status, newest_first) {
-        (None, true) => {
-            "SELECT error_type, envelope, status, claimed_at, lease_expires_at FROM tasks WHERE queue = ?1 AND id < ?2 ORDER BY id DESC"
-        }
-        (None, false) => {
-            "SELECT error_type, envelope, status, claimed_at, lease_expires_at FROM tasks WHERE queue = ?1 AND id > ?2 ORDER BY id"
-        }
-        (Some(Status::Dead), true) => {
-            "SELECT error_type, envelope, status, claimed_at, lease_expires_at FROM tasks WHERE queue = ?1 AND status = 3 AND id < ?2 \
-             ORDER BY id DESC"
-        }
-        (Some(Status::Dead), false) => {
-            "SELECT error_type, envelope, status, claimed_at, lease_expires_at FROM tasks WHERE queue = ?1 AND status = 3 AND id > ?2 \
-             ORDER BY id"
-        }
-        (Some(_), true) => {
-            "SELECT error_type, envelope, status, claimed_at, lease_expires_at FROM tasks WHERE queue = ?1 AND id < ?2 AND status = ?3 \
-             ORDER BY id DESC"
-        }
-        (Some(_), false) => {
-            "SELECT error_type, envelope, status, claimed_at, lease_expires_at FROM tasks WHERE queue = ?1 AND id > ?2 AND status = ?3 \
-             ORDER BY id"
-        }
+        (None, true) => page!("id < ?2 ORDER BY id DESC"),
+        (None, false) => page!("id > ?2 ORDER BY id"),
+        (Some(Status::Dead), true) => page!("status = 3 AND id < ?2 ORDER BY id DESC"),
+        (Some(Status::Dead), false) => page!("status = 3 AND id > ?2 ORDER BY id"),
+        (Some(_), true) => page!("id < ?2 AND status = ?3 ORDER BY id DESC"),
+        (Some(_), false) => page!("id > ?2 AND status = ?3 ORDER BY id"),
     };
     let mut stmt = conn.prepare_cached(sql_text).map_err(sql)?;
     let mut rows = match query.status {

@@ -27,7 +27,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params};
 use tokio::sync::oneshot;
 
-use crate::columns::{Columns, slot, stored};
+use crate::columns::{Columns, envelope_columns, slot, stored};
 use crate::error::{Fatal, task_id, undecodable};
 
 /// Most tasks one claim takes, whatever `max` asks for.
@@ -518,10 +518,11 @@ fn submit_one(
     } = encoded;
     let env = &task.envelope;
     if let Some(key) = &task.idempotency_key {
-        let mut stmt = ctx.conn.prepare_cached(
-            "SELECT envelope, status, claimed_at, lease_expires_at FROM tasks \
-             WHERE queue = ?1 AND idempotency_key = ?2",
-        )?;
+        let mut stmt = ctx.conn.prepare_cached(concat!(
+            "SELECT ",
+            envelope_columns!(),
+            " FROM tasks WHERE queue = ?1 AND idempotency_key = ?2"
+        ))?;
         let existing = stmt
             .query_row(params![env.queue, key], |row| {
                 let status: i64 = row.get(1)?;

@@ -330,6 +330,36 @@ impl PostgresStore {
             .await
     }
 
+    /// Queues one request of `n` items on the batcher `pick` chooses and
+    /// waits for its `n` answers: none for none, the startup error for each
+    /// if the store cannot start, `STORE_UNAVAILABLE` for each if the
+    /// batching task has stopped.
+    async fn through<R, A>(
+        &self,
+        n: usize,
+        pick: fn(&Started) -> &Batcher<R>,
+        request: impl FnOnce(oneshot::Sender<Vec<Result<A, EngineError>>>) -> R,
+    ) -> Vec<Result<A, EngineError>>
+    where
+        R: Send + 'static,
+        A: Clone,
+    {
+        if n == 0 {
+            return Vec::new();
+        }
+        let batcher = match self.ready().await {
+            Ok(started) => pick(started),
+            Err(e) => return vec![Err(e); n],
+        };
+        let (reply, answer) = oneshot::channel();
+        if batcher.send(request(reply)).is_err() {
+            return vec![Err(batcher_gone()); n];
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| vec![Err(batcher_gone()); n])
+    }
+
     fn shared(&self) -> &Shared {
         &self.inner.shared
     }
@@ -337,26 +367,6 @@ impl PostgresStore {
 
 fn batcher_gone() -> EngineError {
     EngineError::Unavailable("the PostgreSQL store's batching task stopped".into())
-}
-
-/// Queues one request of `n` items on `batcher` and waits for its `n`
-/// answers (all `STORE_UNAVAILABLE` if the batching task has stopped).
-async fn through<R, A>(
-    batcher: &Batcher<R>,
-    n: usize,
-    request: impl FnOnce(oneshot::Sender<Vec<Result<A, EngineError>>>) -> R,
-) -> Vec<Result<A, EngineError>>
-where
-    R: Send + 'static,
-    A: Clone,
-{
-    let (reply, answer) = oneshot::channel();
-    if batcher.send(request(reply)).is_err() {
-        return vec![Err(batcher_gone()); n];
-    }
-    answer
-        .await
-        .unwrap_or_else(|_| vec![Err(batcher_gone()); n])
 }
 
 #[async_trait]
@@ -370,20 +380,12 @@ impl Store for PostgresStore {
     }
 
     async fn submit(&self, tasks: Vec<NewTask>) -> Vec<Result<Submitted, EngineError>> {
-        let n = tasks.len();
-        if n == 0 {
-            return Vec::new();
-        }
-        match self.ready().await {
-            Ok(started) => {
-                through(&started.submits, n, |reply| writes::SubmitRequest {
-                    tasks,
-                    reply,
-                })
-                .await
-            }
-            Err(e) => vec![Err(e); n],
-        }
+        self.through(
+            tasks.len(),
+            |s| &s.submits,
+            |reply| writes::SubmitRequest { tasks, reply },
+        )
+        .await
     }
 
     async fn claim(
@@ -401,20 +403,12 @@ impl Store for PostgresStore {
     }
 
     async fn settle(&self, updates: Vec<LeasedUpdate>) -> Vec<Result<(), EngineError>> {
-        let n = updates.len();
-        if n == 0 {
-            return Vec::new();
-        }
-        match self.ready().await {
-            Ok(started) => {
-                through(&started.settles, n, |reply| writes::SettleRequest {
-                    updates,
-                    reply,
-                })
-                .await
-            }
-            Err(e) => vec![Err(e); n],
-        }
+        self.through(
+            updates.len(),
+            |s| &s.settles,
+            |reply| writes::SettleRequest { updates, reply },
+        )
+        .await
     }
 
     async fn expired_leases(

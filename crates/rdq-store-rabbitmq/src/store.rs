@@ -700,9 +700,7 @@ async fn run_consumer(core: Arc<Core>, q: Arc<QueueState>, mut requests: mpsc::R
                                 {
                                     warn!(queue = %q.name, error = %e, "cancelling the consumer failed");
                                 }
-                                while let Some(Some(Ok(delivery))) = consumer.next().now_or_never() {
-                                    core.accept(&q, delivery, &sub);
-                                }
+                                core.drain(&q);
                                 *lock(&q.consumer) = None;
                                 core.hand_back(&q, epoch).await;
                                 debug!(queue = %q.name, epoch, "stopped consuming");
@@ -750,9 +748,7 @@ async fn run_consumer(core: Arc<Core>, q: Arc<QueueState>, mut requests: mpsc::R
                             .map(|()| 0)
                             .map_err(RabbitError::from)
                     };
-                    while let Some(Some(Ok(delivery))) = consumer.next().now_or_never() {
-                        core.accept(&q, delivery, &sub);
-                    }
+                    core.drain(&q);
                     let _ = reply.send(*synced.as_ref().unwrap_or(&0));
                     if synced.is_err() {
                         break;
