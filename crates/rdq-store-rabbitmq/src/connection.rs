@@ -17,7 +17,9 @@
 //!   reported as confirmed (and its original acked: a lost task). A pool of
 //!   channels (64 by default, queuey uses 8) buys the concurrency back. A
 //!   publish that finds the connection down waits for the redial instead of
-//!   failing, bounded by the reconnect policy.
+//!   failing, bounded by the reconnect policy. A publish that comes back
+//!   unroutable stored nothing: its queue vanished, so it is declared again
+//!   and the publish made once more.
 //! - **Declarations** run on a channel of their own: a refused declaration
 //!   (`PRECONDITION_FAILED`) closes the channel it ran on, and must not take
 //!   publishes down with it.
@@ -353,13 +355,22 @@ impl Broker {
     ) -> Result<(), RabbitError> {
         let key = short_name(routing_key)?;
         let mut tries = 0u32;
+        let mut redeclared = false;
         loop {
             tries += 1;
             match self.publish_once(&key, body, properties.clone()).await {
                 Ok(()) => return Ok(()),
+                Err(e @ RabbitError::Returned { .. }) => {
+                    // Nothing was stored: the queue is gone (deleted under
+                    // us). Declare it again and publish once more.
+                    if !redeclared && self.redeclare_after_return(routing_key).await {
+                        redeclared = true;
+                        continue;
+                    }
+                    return Err(e);
+                }
                 Err(
-                    e @ (RabbitError::Returned { .. }
-                    | RabbitError::Nacked(_)
+                    e @ (RabbitError::Nacked(_)
                     | RabbitError::Closed
                     | RabbitError::ReconnectExhausted { .. }),
                 ) => {
@@ -376,6 +387,26 @@ impl Broker {
                     }
                 }
                 Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// After a publish to `name` came back unroutable: a work or
+    /// dead-letter queue is declared again (true: publish again); a hold
+    /// queue is forgotten, so the next [`Broker::declare_hold`] makes it.
+    async fn redeclare_after_return(&self, name: &str) -> bool {
+        lock(&self.holds).remove(name);
+        let args = lock(&self.declared).get(name).cloned();
+        let Some(args) = args else { return false };
+        warn!(
+            queue = name,
+            "a declared queue is gone from the broker; declaring it again"
+        );
+        match self.declare(name, args).await {
+            Ok(()) => true,
+            Err(e) => {
+                warn!(queue = name, error = %e, "declaring a vanished queue again failed");
+                false
             }
         }
     }

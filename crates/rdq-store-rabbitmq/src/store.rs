@@ -333,12 +333,23 @@ impl Core {
         let ttl =
             topology::hold_ttl_ms(delay_ms, step).ok_or(RabbitError::DelayTooLong(delay_ms))?;
         let hold = q.names.hold(mode, ttl);
-        self.broker
-            .declare_hold(&hold, ttl, topology::hold_args(mode, &q.names.work, ttl))
-            .await?;
-        self.broker
-            .publish(&hold, &out.body, out.properties)
-            .await?;
+        let args = topology::hold_args(mode, &q.names.work, ttl);
+        self.broker.declare_hold(&hold, ttl, args.clone()).await?;
+        match self
+            .broker
+            .publish(&hold, &out.body, out.properties.clone())
+            .await
+        {
+            // The hold queue vanished (deleted, or expired early) and the
+            // broker forgot it: declare it again and publish once more.
+            Err(RabbitError::Returned { .. }) => {
+                self.broker.declare_hold(&hold, ttl, args).await?;
+                self.broker
+                    .publish(&hold, &out.body, out.properties)
+                    .await?;
+            }
+            other => other?,
+        }
         Ok(())
     }
 
@@ -661,6 +672,7 @@ async fn run_consumer(core: Arc<Core>, q: Arc<QueueState>, mut requests: mpsc::R
             Err(e) => {
                 failures += 1;
                 warn!(queue = %q.name, error = %e, failures, "subscribing failed; trying again");
+                *q.declared.lock().await = false;
                 let delay = core
                     .broker
                     .options()
@@ -763,6 +775,9 @@ async fn run_consumer(core: Arc<Core>, q: Arc<QueueState>, mut requests: mpsc::R
         *lock(&q.consumer) = None;
         sub.acks.close();
         core.forget_epoch(&q, epoch);
+        // The subscription may have ended because its queue was deleted (the
+        // broker cancels the consumer): declare it again before resubscribing.
+        *q.declared.lock().await = false;
         debug!(queue = %q.name, epoch, "subscription ended; resubscribing");
     }
 }

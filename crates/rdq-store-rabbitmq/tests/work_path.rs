@@ -107,6 +107,89 @@ fn delayed_tasks_wait_in_a_hold_queue_and_are_never_released_early() {
 }
 
 #[test]
+fn a_queue_deleted_under_the_store_is_declared_again_and_nothing_is_reported_stored_unrouted() {
+    with_stores(|stores| async move {
+        let queue = format!("rdq-test.vanished.{}", unique());
+        let store = stores.make(|o| o.retry_granularity = Duration::from_millis(200));
+        let engine = engine(&store, policy());
+        engine.submit(task(&queue)).await.unwrap();
+        let mut delayed = task(&queue);
+        delayed.delay_ms = 60_000;
+        engine.submit(delayed.clone()).await.unwrap();
+        let names = store.broker_names(&queue).unwrap();
+        let hold = names.hold(rdq_store_rabbitmq::topology::Mode::Rdq, 60_000);
+        // An operator deletes the queues under the running store, which still
+        // believes it declared them: its next publishes come back unroutable
+        // (mandatory), and each is declared again and published once more.
+        let operator = stores.make(|_| {});
+        operator
+            .delete_broker_queues(&[names.work.clone(), hold.clone()])
+            .await
+            .unwrap();
+        assert_eq!(store.depth(&names.work).await.unwrap(), None);
+        let submits = (0..32).map(|_| engine.submit(task(&queue)));
+        for result in futures::future::join_all(submits).await {
+            result.expect("stored after the queue was declared again");
+        }
+        assert_eq!(
+            store.depth(&names.work).await.unwrap(),
+            Some(32),
+            "every acknowledged submit is in the queue, none was reported stored while unroutable"
+        );
+        engine.submit(delayed).await.unwrap();
+        assert_eq!(
+            store.depth(&hold).await.unwrap(),
+            Some(1),
+            "the hold queue too"
+        );
+    });
+}
+
+#[test]
+fn a_consumer_whose_queue_is_deleted_resubscribes_to_the_queue_declared_again() {
+    with_stores(|stores| async move {
+        let queue = format!("rdq-test.resubscribe.{}", unique());
+        let store = stores.make(|_| {});
+        let engine = engine(&store, policy());
+        assert!(engine.claim(&queue, 10, None).await.unwrap().is_empty());
+        let work = store.broker_names(&queue).unwrap().work;
+        let operator = stores.make(|_| {});
+        operator
+            .delete_broker_queues(std::slice::from_ref(&work))
+            .await
+            .unwrap();
+        // The broker cancels the consumer; it declares the queue again and
+        // resubscribes by itself, without waiting for a producer to do it.
+        let started = std::time::Instant::now();
+        while store.depth(&work).await.unwrap().is_none() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the consumer declared its queue again"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let submitted = engine.submit(task(&queue)).await.unwrap();
+        let started = std::time::Instant::now();
+        let claimed = loop {
+            let claimed = engine.claim(&queue, 10, None).await.unwrap();
+            if !claimed.is_empty() {
+                break claimed;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the consumer came back on the queue declared again"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(claimed[0].envelope.id, submitted.envelope().id);
+        engine
+            .settle(&claimed[0].envelope, claimed[0].token, Settlement::Success)
+            .await
+            .unwrap();
+    });
+}
+
+#[test]
 fn higher_priority_waiting_tasks_are_claimed_first() {
     with_stores(|stores| async move {
         let queue = format!("rdq-test.priority.{}", unique());
