@@ -9,7 +9,9 @@
 # rabbitmqctl for cleanup. Prints one JSON line per system and workload,
 # then the broker's own ceiling for the work phase (src/bin/broker-limit.rs):
 # a consumer that only acks, each delivery alone, in runs of 16, and in runs
-# of 16 after one hand-off between tasks per delivery.
+# of 16 after one hand-off between tasks per delivery; the last line fills
+# its queue over 64 channels with one publish in flight each (rdq's way)
+# instead of 64 in flight on one channel.
 set -euo pipefail
 cd "$(dirname "$0")"
 JOBS="${1:-20000}"
@@ -36,7 +38,7 @@ for workload in drain retry; do
   delete_queues $(rabbitmqctl list_queues name </dev/null 2>/dev/null | grep "^$ns" || true)
 done
 
-for flags in "--ack-every 1" "--ack-every 16" "--ack-every 16 --handoff"; do
+for flags in "--ack-every 1" "--ack-every 16" "--ack-every 16 --handoff" "--ack-every 16 --channels 64"; do
   # shellcheck disable=SC2086
   ./target/release/broker-limit --jobs "$JOBS" --prefetch 64 --body-bytes 700 --url "$URL" $flags
 done

@@ -4,14 +4,16 @@
 //! nothing but ack. No job queue can work faster on this broker; it is the
 //! physical limit `rdq bench --store amqp://…` and queuey are compared to.
 //!
-//! `broker-limit [--jobs N] [--prefetch N] [--ack-every N] [--body-bytes N] [--handoff] [--in-flight N] [--url URL]`
+//! `broker-limit [--jobs N] [--prefetch N] [--ack-every N] [--body-bytes N] [--handoff] [--in-flight N] [--channels N] [--url URL]`
 //!
 //! `--ack-every 1` acks each delivery on its own (queuey's way); a larger
 //! value acks with `multiple` every N deliveries (rdq coalesces acks).
 //! `--handoff` hands each delivery to a task of its own and acks from one
 //! ack task: the fewest task switches a worker can add. The queue is filled
 //! first with `--in-flight` publishes awaiting confirms at a time (64): its
-//! rate is the submit side's ceiling, reported as `submit_per_s`.
+//! rate is the submit side's ceiling, reported as `submit_per_s`. With
+//! `--channels N` those publishes are spread over N confirm-mode channels
+//! (rdq's publisher keeps one publish in flight on each of 64 channels).
 //! Prints one JSON line.
 
 use std::time::Instant;
@@ -41,6 +43,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let body_bytes: usize = arg(&args, "--body-bytes", "90").parse()?;
     let handoff = args.iter().any(|a| a == "--handoff");
     let in_flight: usize = arg(&args, "--in-flight", "64").parse::<usize>()?.max(1);
+    let channels: usize = arg(&args, "--channels", "1").parse::<usize>()?.clamp(1, in_flight);
     let url = arg(&args, "--url", "amqp://guest:guest@127.0.0.1:5672/%2f");
 
     let conn = Connection::connect(&url, ConnectionProperties::default()).await?;
@@ -64,38 +67,51 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .await?;
 
-    // Fill the queue: persistent bodies on one confirm-mode channel, at most
-    // `--in-flight` publishes awaiting their confirm at any moment (the
-    // submit side's ceiling for that many submits in flight).
-    setup
-        .confirm_select(ConfirmSelectOptions::default())
-        .await?;
-    let body = vec![b'x'; body_bytes];
-    let body = body.as_slice();
-    let mut waiting = std::collections::VecDeque::new();
+    // Fill the queue: persistent bodies on `--channels` confirm-mode
+    // channels, at most `--in-flight` publishes (shared out between the
+    // channels) awaiting their confirm at any moment: the submit side's
+    // ceiling for that many submits in flight.
     let filling = Instant::now();
-    for _ in 0..jobs {
-        if waiting.len() >= in_flight
-            && let Some(confirm) = waiting.pop_front()
-        {
-            confirm.await?;
-        }
-        waiting.push_back(
-            setup
-                .basic_publish(
-                    "".into(),
-                    queue.as_str().into(),
-                    BasicPublishOptions::default(),
-                    body,
-                    BasicProperties::default()
-                        .with_delivery_mode(2)
-                        .with_priority(0),
-                )
-                .await?,
-        );
+    let mut fillers = Vec::with_capacity(channels);
+    for c in 0..channels {
+        let channel = conn.create_channel().await?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
+        let share = jobs / channels as u64 + u64::from((c as u64) < jobs % channels as u64);
+        let window = (in_flight / channels).max(1);
+        let queue = queue.clone();
+        fillers.push(tokio::spawn(async move {
+            let body = vec![b'x'; body_bytes];
+            let mut waiting = std::collections::VecDeque::new();
+            for _ in 0..share {
+                if waiting.len() >= window
+                    && let Some(confirm) = waiting.pop_front()
+                {
+                    confirm.await?;
+                }
+                waiting.push_back(
+                    channel
+                        .basic_publish(
+                            "".into(),
+                            queue.as_str().into(),
+                            BasicPublishOptions::default(),
+                            &body,
+                            BasicProperties::default()
+                                .with_delivery_mode(2)
+                                .with_priority(0),
+                        )
+                        .await?,
+                );
+            }
+            for confirm in waiting {
+                confirm.await?;
+            }
+            Ok::<(), lapin::Error>(())
+        }));
     }
-    for confirm in waiting {
-        confirm.await?;
+    for filler in fillers {
+        filler.await??;
     }
     let submit_per_s = jobs as f64 / filling.elapsed().as_secs_f64();
 
@@ -167,7 +183,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
         .await?;
     println!(
-        "{{\"system\":\"broker limit (lapin, ack only)\",\"jobs\":{received},\"prefetch\":{prefetch},\"ack_every\":{ack_every},\"body_bytes\":{body_bytes},\"handoff\":{handoff},\"in_flight\":{in_flight},\"submit_per_s\":{submit_per_s:.0},\"work_per_s\":{:.0}}}",
+        "{{\"system\":\"broker limit (lapin, ack only)\",\"jobs\":{received},\"prefetch\":{prefetch},\"ack_every\":{ack_every},\"body_bytes\":{body_bytes},\"handoff\":{handoff},\"in_flight\":{in_flight},\"channels\":{channels},\"submit_per_s\":{submit_per_s:.0},\"work_per_s\":{:.0}}}",
         received as f64 / elapsed.as_secs_f64()
     );
     Ok(())
