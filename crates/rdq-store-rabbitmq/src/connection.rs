@@ -80,8 +80,9 @@ pub struct Broker {
     closed_tx: watch::Sender<bool>,
     /// Work and dead-letter queues declared so far, replayed after a redial.
     declared: Mutex<HashMap<String, FieldTable>>,
-    /// When each hold queue was last declared; see [`Broker::declare_hold`].
-    holds: Mutex<HashMap<String, Instant>>,
+    /// When each hold queue was last declared, and its arguments; see
+    /// [`Broker::declare_hold`].
+    holds: Mutex<HashMap<String, (Instant, FieldTable)>>,
     /// Every hold queue ever declared through this handle (for cleanup tooling).
     hold_names: Mutex<std::collections::BTreeSet<String>>,
     idle: Mutex<Vec<Channel>>,
@@ -305,11 +306,17 @@ impl Broker {
     ) -> Result<(), RabbitError> {
         let fresh = lock(&self.holds)
             .get(name)
-            .is_some_and(|at| at.elapsed() < Duration::from_millis(u64::from(ttl_ms / 2)));
+            .is_some_and(|(at, _)| at.elapsed() < Duration::from_millis(u64::from(ttl_ms / 2)));
         if fresh {
             return Ok(());
         }
+        self.declare_hold_now(name, args).await
+    }
+
+    /// Declares a hold queue now, whenever it was last declared.
+    async fn declare_hold_now(&self, name: &str, args: FieldTable) -> Result<(), RabbitError> {
         let queue = short_name(name)?;
+        let remembered = args.clone();
         let declared_at = Instant::now();
         self.with_declare_channel(async |c| {
             c.queue_declare(queue, topology::declare_options(), args)
@@ -317,7 +324,7 @@ impl Broker {
                 .map(drop)
         })
         .await?;
-        lock(&self.holds).insert(name.to_owned(), declared_at);
+        lock(&self.holds).insert(name.to_owned(), (declared_at, remembered));
         lock(&self.hold_names).insert(name.to_owned());
         Ok(())
     }
@@ -391,18 +398,24 @@ impl Broker {
         }
     }
 
-    /// After a publish to `name` came back unroutable: a work or
-    /// dead-letter queue is declared again (true: publish again); a hold
-    /// queue is forgotten, so the next [`Broker::declare_hold`] makes it.
+    /// After a publish to `name` came back unroutable: declares the queue
+    /// again with the arguments it was declared with (true: publish again).
     async fn redeclare_after_return(&self, name: &str) -> bool {
-        lock(&self.holds).remove(name);
-        let args = lock(&self.declared).get(name).cloned();
-        let Some(args) = args else { return false };
+        let work = lock(&self.declared).get(name).cloned();
+        let hold = lock(&self.holds).get(name).map(|(_, args)| args.clone());
+        if work.is_none() && hold.is_none() {
+            return false;
+        }
         warn!(
             queue = name,
             "a declared queue is gone from the broker; declaring it again"
         );
-        match self.declare(name, args).await {
+        let declared = match (work, hold) {
+            (Some(args), _) => self.declare(name, args).await,
+            (None, Some(args)) => self.declare_hold_now(name, args).await,
+            (None, None) => return false,
+        };
+        match declared {
             Ok(()) => true,
             Err(e) => {
                 warn!(queue = name, error = %e, "declaring a vanished queue again failed");

@@ -333,23 +333,12 @@ impl Core {
         let ttl =
             topology::hold_ttl_ms(delay_ms, step).ok_or(RabbitError::DelayTooLong(delay_ms))?;
         let hold = q.names.hold(mode, ttl);
-        let args = topology::hold_args(mode, &q.names.work, ttl);
-        self.broker.declare_hold(&hold, ttl, args.clone()).await?;
-        match self
-            .broker
-            .publish(&hold, &out.body, out.properties.clone())
-            .await
-        {
-            // The hold queue vanished (deleted, or expired early) and the
-            // broker forgot it: declare it again and publish once more.
-            Err(RabbitError::Returned { .. }) => {
-                self.broker.declare_hold(&hold, ttl, args).await?;
-                self.broker
-                    .publish(&hold, &out.body, out.properties)
-                    .await?;
-            }
-            other => other?,
-        }
+        self.broker
+            .declare_hold(&hold, ttl, topology::hold_args(mode, &q.names.work, ttl))
+            .await?;
+        self.broker
+            .publish(&hold, &out.body, out.properties)
+            .await?;
         Ok(())
     }
 
