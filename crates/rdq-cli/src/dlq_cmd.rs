@@ -170,7 +170,7 @@ pub async fn run(cmd: DlqCommand) -> Result<(), CliError> {
 
 /// `dlq show ID --queue Q`: searches the queue's DLQ for the task.
 async fn show_in(queue: &str, id: &str, target: &TargetArgs) -> Result<(), CliError> {
-    let env = Backend::open(target)?.dead_task(queue, id).await?;
+    let env = Backend::open(target).await?.dead_task(queue, id).await?;
     crate::task_cmd::print(&env, target)
 }
 
@@ -181,7 +181,7 @@ async fn list(
     cursor: Option<&str>,
     target: &TargetArgs,
 ) -> Result<(), CliError> {
-    let backend = Backend::open(target)?;
+    let backend = Backend::open(target).await?;
     let (items, next) = backend.dead_page(queue, error_type, cursor, limit).await?;
     if target.json {
         let items: Vec<serde_json::Value> = items
@@ -230,7 +230,7 @@ async fn list(
     Ok(())
 }
 
-async fn dead_count(backend: &Backend, queue: &str) -> u64 {
+async fn dead_count(backend: &dyn crate::backend::Operations, queue: &str) -> u64 {
     backend
         .queues(&[queue.to_owned()])
         .await
@@ -245,9 +245,9 @@ async fn export(
     error_type: Option<&str>,
     target: &TargetArgs,
 ) -> Result<(), CliError> {
-    let backend = Backend::open(target)?;
+    let backend = Backend::open(target).await?;
     let total = if error_type.is_none() {
-        dead_count(&backend, queue).await
+        dead_count(&*backend, queue).await
     } else {
         0
     };
@@ -287,7 +287,7 @@ async fn import(
     dry_run: bool,
     target: &TargetArgs,
 ) -> Result<(), CliError> {
-    let backend = Backend::open(target)?;
+    let backend = Backend::open(target).await?;
     let bytes = read_all(Some(file))?;
     let queue = match queue {
         Some(q) => q,
@@ -358,7 +358,7 @@ async fn redrive(
     dry_run: bool,
     target: &TargetArgs,
 ) -> Result<(), CliError> {
-    let backend = Backend::open(target)?;
+    let backend = Backend::open(target).await?;
     let ids = (!ids.is_empty()).then_some(ids);
     let mut redriven: Vec<String> = Vec::new();
     if dry_run {
@@ -366,7 +366,7 @@ async fn redrive(
             .redrive(queue, ids, error_type.clone(), limit, true)
             .await?;
     } else {
-        let dead = dead_count(&backend, queue).await;
+        let dead = dead_count(&*backend, queue).await;
         // Never more than the DLQ held when we started, nor than --limit / --id.
         let budget = match (&ids, limit) {
             (Some(ids), Some(l)) => ids.len().min(l) as u64,
@@ -423,7 +423,7 @@ async fn redrive(
 }
 
 async fn purge(queue: &str, dry_run: bool, target: &TargetArgs) -> Result<(), CliError> {
-    let n = Backend::open(target)?.purge(queue, dry_run).await?;
+    let n = Backend::open(target).await?.purge(queue, dry_run).await?;
     if target.json {
         outln!(
             "{}",

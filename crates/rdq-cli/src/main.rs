@@ -8,6 +8,7 @@
 mod backend;
 mod bench;
 mod bench_server;
+mod check_cmd;
 mod dlq_cmd;
 mod envelope_cmd;
 mod input;
@@ -59,6 +60,8 @@ enum Command {
     Dlq(dlq_cmd::DlqCommand),
     /// Bring a store's schema up to this build's version (PostgreSQL).
     Migrate(migrate_cmd::MigrateArgs),
+    /// Check a store in full (the embedded store's pages and tasks) and whether it can serve.
+    Check(check_cmd::CheckArgs),
 }
 
 /// A command failure: a stable code (first on the stderr line) and a message.
@@ -120,6 +123,7 @@ fn main() -> ExitCode {
         Command::Queue(cmd) => block_on(queue_cmd::run(cmd)),
         Command::Dlq(cmd) => block_on(dlq_cmd::run(cmd)),
         Command::Migrate(args) => block_on(migrate_cmd::run(args)),
+        Command::Check(args) => block_on(check_cmd::run(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -46,7 +46,7 @@ pub async fn run(cmd: QueueCommand) -> Result<(), CliError> {
 }
 
 async fn list(names: &[String], target: &TargetArgs) -> Result<(), CliError> {
-    let queues = Backend::open(target)?.queues(names).await?;
+    let queues = Backend::open(target).await?.queues(names).await?;
     if target.json {
         outln!("{}", serde_json::json!({ "queues": queues }))?;
         return Ok(());
@@ -76,7 +76,7 @@ async fn list(names: &[String], target: &TargetArgs) -> Result<(), CliError> {
 }
 
 async fn config(queue: &str, set: &[String], target: &TargetArgs) -> Result<(), CliError> {
-    let backend = Backend::open(target)?;
+    let backend = Backend::open(target).await?;
     let policy = if set.is_empty() {
         backend.config(queue).await?.ok_or_else(|| {
             CliError::new(

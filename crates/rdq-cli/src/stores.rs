@@ -20,6 +20,12 @@ pub fn open_store(spec: &str) -> Result<Arc<dyn Store>, CliError> {
             .map_err(|e| CliError::new(e.code(), e.to_string()))?;
         return Ok(Arc::new(store));
     }
+    if spec.starts_with("redis://") || spec.starts_with("rediss://") {
+        // Connects on first use, inside the caller's runtime.
+        let store = rdq_store_redis::RedisStore::from_url(spec)
+            .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+        return Ok(Arc::new(store));
+    }
     if spec.starts_with("amqp://") {
         // Connects on first use, inside the caller's runtime; the first dial fails fast.
         let store = rdq_store_rabbitmq::RabbitStore::from_url(spec)

@@ -51,7 +51,7 @@ pub struct SubmitArgs {
 
 /// Runs `rdq submit`.
 pub async fn run(args: SubmitArgs) -> Result<(), CliError> {
-    let backend = Backend::open(&args.target)?;
+    let backend = Backend::open(&args.target).await?;
     let mut body = Map::new();
     body.insert("queue".into(), json!(args.queue));
     body.insert("handler_ref".into(), json!(args.handler));

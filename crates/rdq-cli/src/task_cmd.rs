@@ -29,7 +29,7 @@ pub async fn run(cmd: TaskCommand) -> Result<(), CliError> {
 
 /// Prints one task for people, or its canonical JSON with `--json`.
 pub async fn show(id: &str, target: &TargetArgs) -> Result<(), CliError> {
-    let env = Backend::open(target)?.task(id).await?;
+    let env = Backend::open(target).await?.task(id).await?;
     print(&env, target)
 }
 

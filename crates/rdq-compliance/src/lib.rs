@@ -126,6 +126,9 @@ macro_rules! __with_every_check {
             idempotent_submit_returns_the_original
             counts_purge_delete_and_prune
             unknown_ids_are_reported
+            counters_at_their_maximum_never_wedge_a_task
+            the_lease_secret_is_stable
+            a_healthy_store_is_ready
         }
     };
 }
@@ -173,6 +176,6 @@ mod tests {
         let unique: HashSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
         assert!(names.contains(&"fixtures_round_trip"));
-        assert_eq!(names.len(), 18);
+        assert_eq!(names.len(), 21);
     }
 }

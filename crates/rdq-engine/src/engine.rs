@@ -264,29 +264,101 @@ impl Engine {
         })
     }
 
-    /// Settles many tasks in one store call; one result per request, in order.
+    /// Settles many tasks in one store call; one result per request, in
+    /// order, with each task's new state.
     pub async fn settle_many(
         &self,
         reqs: Vec<SettleRequest>,
     ) -> Vec<Result<Envelope, EngineError>> {
-        let tokens = reqs.iter().map(|r| r.token).collect();
-        let decided = self.decide(&reqs).await;
-        self.apply(decided, tokens).await
+        let (decided, tokens) = self.decide(reqs).await;
+        self.apply(decided, tokens, Keep::States)
+            .await
+            .into_iter()
+            .map(|r| r.and_then(|kept| kept.ok_or_else(too_few)))
+            .collect()
     }
 
     /// Like [`Engine::settle_many`] for callers that do not need the new
     /// states (the worker loop): the decided envelopes move into the store
     /// instead of being copied for the caller.
     pub async fn settle_batch(&self, reqs: Vec<SettleRequest>) -> Vec<Result<(), EngineError>> {
-        let tokens: Vec<LeaseToken> = reqs.iter().map(|r| r.token).collect();
-        let decided = self.decide_owned(reqs).await;
-        let mut outcomes: Vec<Result<(), EngineError>> = Vec::with_capacity(decided.len());
+        let (decided, tokens) = self.decide(reqs).await;
+        self.apply(decided, tokens, Keep::Nothing)
+            .await
+            .into_iter()
+            .map(|r| r.map(drop))
+            .collect()
+    }
+
+    /// The in-flight state behind each `(id, token)` a worker presents
+    /// ([`Store::leased`]): what a settle or extension by id and token
+    /// decides from, on every store.
+    pub async fn leased(
+        &self,
+        leases: &[(TaskId, LeaseToken)],
+    ) -> Vec<Result<Envelope, EngineError>> {
+        if leases.is_empty() {
+            return Vec::new();
+        }
+        self.store.leased(leases).await
+    }
+
+    /// The engine's decision for each settle, under each queue's live policy
+    /// (read once per queue per batch), consuming the requests so no
+    /// envelope is copied; with the tokens the writes are fenced by.
+    async fn decide(
+        &self,
+        reqs: Vec<SettleRequest>,
+    ) -> (Vec<Result<Envelope, EngineError>>, Vec<LeaseToken>) {
+        let now = self.clock.now();
+        let mut policies = BatchPolicies::default();
+        let mut decided = Vec::with_capacity(reqs.len());
+        let mut tokens = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            tokens.push(req.token);
+            decided.push(match policies.of(self, &req.envelope.queue).await {
+                Ok(policy) => {
+                    machine::settle_owned(req.envelope, req.token, &req.settlement, policy, now)
+                }
+                Err(e) => Err(e),
+            });
+        }
+        (decided, tokens)
+    }
+
+    /// Extends a claim's lease to `extend_ms` from now.
+    pub async fn extend_lease(
+        &self,
+        envelope: &Envelope,
+        token: LeaseToken,
+        extend_ms: u64,
+    ) -> Result<Envelope, EngineError> {
+        let next = machine::extend_lease(envelope, token, extend_ms, self.clock.now());
+        self.apply(vec![next], vec![token], Keep::States)
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(too_few()))
+            .and_then(|kept| kept.ok_or_else(too_few))
+    }
+
+    /// The one write path of every transition of an in-flight task (settle,
+    /// extension, reap): engine decisions written as compare-and-swap
+    /// updates in one store call, one result per decision in order.
+    /// Decisions that already failed keep their error; with
+    /// [`Keep::States`] each success also hands back the state written.
+    async fn apply(
+        &self,
+        decided: Vec<Result<Envelope, EngineError>>,
+        tokens: Vec<LeaseToken>,
+        keep: Keep,
+    ) -> Vec<Result<Option<Envelope>, EngineError>> {
+        let mut outcomes = Vec::with_capacity(decided.len());
         let mut updates = Vec::with_capacity(decided.len());
         for (d, expected) in decided.into_iter().zip(tokens) {
             match d {
                 Ok(envelope) => {
+                    outcomes.push(Ok((keep == Keep::States).then(|| envelope.clone())));
                     updates.push(LeasedUpdate { envelope, expected });
-                    outcomes.push(Ok(()));
                 }
                 Err(e) => outcomes.push(Err(e)),
             }
@@ -295,8 +367,9 @@ impl Engine {
         outcomes
             .into_iter()
             .map(|o| {
-                o?;
-                written.next().unwrap_or_else(|| Err(too_few()))
+                let kept = o?;
+                written.next().unwrap_or_else(|| Err(too_few()))?;
+                Ok(kept)
             })
             .collect()
     }
@@ -317,87 +390,6 @@ impl Engine {
         written.into_iter()
     }
 
-    /// [`Engine::decide`] consuming the requests, so no envelope is copied.
-    async fn decide_owned(&self, reqs: Vec<SettleRequest>) -> Vec<Result<Envelope, EngineError>> {
-        let now = self.clock.now();
-        let mut policies = BatchPolicies::default();
-        let mut decided = Vec::with_capacity(reqs.len());
-        for req in reqs {
-            decided.push(match policies.of(self, &req.envelope.queue).await {
-                Ok(policy) => {
-                    machine::settle_owned(req.envelope, req.token, &req.settlement, policy, now)
-                }
-                Err(e) => Err(e),
-            });
-        }
-        decided
-    }
-
-    /// The engine's decision for each settle, under each queue's live policy
-    /// (read once per queue per batch).
-    async fn decide(&self, reqs: &[SettleRequest]) -> Vec<Result<Envelope, EngineError>> {
-        let now = self.clock.now();
-        let mut policies = BatchPolicies::default();
-        let mut decided = Vec::with_capacity(reqs.len());
-        for req in reqs {
-            decided.push(match policies.of(self, &req.envelope.queue).await {
-                Ok(policy) => {
-                    machine::settle(&req.envelope, req.token, &req.settlement, policy, now)
-                }
-                Err(e) => Err(e),
-            });
-        }
-        decided
-    }
-
-    /// Extends a claim's lease to `extend_ms` from now.
-    pub async fn extend_lease(
-        &self,
-        envelope: &Envelope,
-        token: LeaseToken,
-        extend_ms: u64,
-    ) -> Result<Envelope, EngineError> {
-        let next = machine::extend_lease(envelope, token, extend_ms, self.clock.now());
-        self.apply(vec![next], vec![token])
-            .await
-            .pop()
-            .unwrap_or_else(|| {
-                Err(EngineError::Unavailable(
-                    "the store returned no result".into(),
-                ))
-            })
-    }
-
-    /// Writes engine decisions as compare-and-swap updates; decisions that
-    /// already failed keep their error.
-    async fn apply(
-        &self,
-        decided: Vec<Result<Envelope, EngineError>>,
-        tokens: Vec<LeaseToken>,
-    ) -> Vec<Result<Envelope, EngineError>> {
-        let updates: Vec<LeasedUpdate> = decided
-            .iter()
-            .zip(&tokens)
-            .filter_map(|(d, &expected)| {
-                d.as_ref().ok().map(|envelope| LeasedUpdate {
-                    envelope: envelope.clone(),
-                    expected,
-                })
-            })
-            .collect();
-        let mut written = self.write(updates).await;
-        decided
-            .into_iter()
-            .map(|d| {
-                let env = d?;
-                written
-                    .next()
-                    .unwrap_or_else(|| Err(too_few()))
-                    .map(|()| env)
-            })
-            .collect()
-    }
-
     /// Closes up to `limit` lapsed leases as `LEASE_EXPIRED`; returns the tasks
     /// it reaped. Safe to run on every node at once: each lease is reaped by
     /// exactly one caller (the others get `LEASE_LOST` and skip it).
@@ -416,10 +408,10 @@ impl Engine {
             tokens.push(token);
         }
         Ok(self
-            .apply(decided, tokens)
+            .apply(decided, tokens, Keep::States)
             .await
             .into_iter()
-            .filter_map(Result::ok)
+            .filter_map(|r| r.ok().flatten())
             .collect())
     }
 
@@ -531,6 +523,13 @@ impl BatchPolicies {
             None => Err(EngineError::Unavailable("policy lookup failed".into())),
         }
     }
+}
+
+/// Whether [`Engine::apply`] hands back the states it wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    States,
+    Nothing,
 }
 
 /// A store answered fewer results than it was asked for.

@@ -4,6 +4,7 @@
 //! - [`machine`]: every task transition as a pure function
 //!   `(envelope, event, policy, now) -> Result<envelope, error>`;
 //! - [`store`]: the storage SPI every store implements, with explicit capabilities;
+//! - [`lease_key`]: lease tokens keyed with the store's secret, so only the holder can present one;
 //! - [`Engine`]: the machine and policy bound to a store and a [`Clock`], the
 //!   one entry point the SDK, server and CLI use.
 //!
@@ -15,6 +16,7 @@ mod clock;
 mod engine;
 mod error;
 pub mod glob;
+pub mod lease_key;
 pub mod machine;
 pub mod policy;
 pub mod store;
@@ -22,6 +24,7 @@ pub mod store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{Claimed, Engine, SettleRequest, SubmitRequest, is_prunable};
 pub use error::EngineError;
+pub use lease_key::{LeaseKey, TokenMismatch};
 pub use machine::{FailureKind, LeaseToken, RetryOverride, Settlement};
 pub use policy::{Backoff, QueuePolicy, VersionMismatch};
 pub use store::{

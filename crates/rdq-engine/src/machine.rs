@@ -4,6 +4,15 @@
 //! Stores persist what these functions decide and never see policy. A refused
 //! transition returns an error and the input is untouched (it is taken by
 //! reference), so "changes nothing" holds by construction.
+//!
+//! Counters (`claim_count`, `attempt_count`, `deferral_count`,
+//! `redrive_count`, `attempt_no`) never saturate and never wrap: a transition
+//! that would raise one past `u32::MAX` is refused with `INVALID_TRANSITION`.
+//! A saturated `claim_count` would hand two claims one lease token, and a
+//! store counting on in SQL would disagree with the envelope, leaving the
+//! task leased forever. So that no task is stranded by a refusal, a DEAD task
+//! that could not be claimed again is not redriven (it stays in the DLQ), and
+//! stores do not pick PENDING tasks whose `claim_count` is at the maximum.
 
 use rdq_envelope::{AttemptRecord, Envelope, ErrorInfo, Outcome, Status, Timestamp};
 
@@ -15,6 +24,10 @@ pub const LEASE_EXPIRED_ERROR_TYPE: &str = "rdq.LeaseExpired";
 
 /// Header remembering a task's own priority while a deferral has raised it.
 pub const BASE_PRIORITY_HEADER: &str = "rdq.base_priority";
+
+/// The largest value of every counter: a task whose `claim_count` is here
+/// can no longer be claimed (see the module documentation).
+pub const MAX_COUNT: u32 = u32::MAX;
 
 /// Fences a settle to one claim: the task's `claim_count` when it was claimed.
 /// Every claim increments it and nothing decrements it (a deferral or release
@@ -175,12 +188,36 @@ fn check_claimable(env: &Envelope, now: Timestamp) -> Result<(), EngineError> {
             env.id
         )));
     }
+    check_claim_counters(env)
+}
+
+/// A claim raises `claim_count`, `attempt_count` and opens attempt number
+/// `next_attempt_no`: refused when any of them has no room left.
+fn check_claim_counters(env: &Envelope) -> Result<(), EngineError> {
+    counted(env, "claim_count", env.claim_count)?;
+    counted(env, "attempt_count", env.attempt_count)?;
+    if next_attempt_no(env).is_none() {
+        return Err(overflow(env, "attempt_no"));
+    }
     Ok(())
 }
 
+/// `Ok` when `value` can still be raised by one.
+fn counted(env: &Envelope, counter: &str, value: u32) -> Result<u32, EngineError> {
+    value.checked_add(1).ok_or_else(|| overflow(env, counter))
+}
+
+fn overflow(env: &Envelope, counter: &str) -> EngineError {
+    EngineError::InvalidTransition(format!(
+        "task {}: {counter} is at its maximum ({MAX_COUNT}); counters never wrap or saturate",
+        env.id
+    ))
+}
+
+/// The claim of `next`, whose counters [`check_claim_counters`] found room in.
 fn claimed(mut next: Envelope, lease_ms: u64, now: Timestamp) -> (Envelope, LeaseToken) {
     next.mark_written();
-    let attempt_no = next_attempt_no(&next);
+    let attempt_no = next_attempt_no(&next).unwrap_or(MAX_COUNT);
     next.status = Status::InFlight;
     next.claim_count = next.claim_count.saturating_add(1);
     next.attempt_count = next.attempt_count.saturating_add(1);
@@ -190,15 +227,14 @@ fn claimed(mut next: Envelope, lease_ms: u64, now: Timestamp) -> (Envelope, Leas
     (next, token)
 }
 
-fn next_attempt_no(env: &Envelope) -> u32 {
-    env.attempts
-        .last()
-        .map_or(1, |a| a.attempt_no.saturating_add(1))
-        .max(
-            u32::try_from(env.attempts.len())
-                .unwrap_or(u32::MAX)
-                .saturating_add(1),
-        )
+/// The number of the attempt a claim would open, `None` when there is none left.
+fn next_attempt_no(env: &Envelope) -> Option<u32> {
+    let after_last = match env.attempts.last() {
+        Some(a) => a.attempt_no.checked_add(1)?,
+        None => 1,
+    };
+    let after_all = u32::try_from(env.attempts.len()).ok()?.checked_add(1)?;
+    Some(after_last.max(after_all))
 }
 
 fn check_lease(env: &Envelope, token: LeaseToken) -> Result<(), EngineError> {
@@ -218,6 +254,7 @@ pub fn settle(
     now: Timestamp,
 ) -> Result<Envelope, EngineError> {
     check_lease(env, token)?;
+    check_settle_counters(env, settlement)?;
     Ok(settled(env.clone(), settlement, policy, now))
 }
 
@@ -232,7 +269,18 @@ pub fn settle_owned(
     now: Timestamp,
 ) -> Result<Envelope, EngineError> {
     check_lease(&env, token)?;
+    check_settle_counters(&env, settlement)?;
     Ok(settled(env, settlement, policy, now))
+}
+
+/// A deferral raises `deferral_count`: refused when it has no room left (the
+/// task stays leased; its worker can still settle it otherwise, or the lease
+/// lapses and is reaped as usual).
+fn check_settle_counters(env: &Envelope, settlement: &Settlement) -> Result<(), EngineError> {
+    match settlement {
+        Settlement::Defer { .. } => counted(env, "deferral_count", env.deferral_count).map(drop),
+        _ => Ok(()),
+    }
 }
 
 fn settled(
@@ -335,7 +383,12 @@ pub fn expire_lease(
     );
     if next.open_attempt().is_none() {
         // An IN_FLIGHT task written by another system may lack its open record.
-        let no = next_attempt_no(&next);
+        let Some(no) = next_attempt_no(&next) else {
+            // No attempt number left to record the lapse under: the reaper
+            // must still end the lease, and the task could not run again.
+            finish(&mut next, Status::Dead);
+            return Ok(next);
+        };
         next.attempts.push(AttemptRecord::open(no, deadline));
     }
     close_attempt(&mut next, now, Outcome::LeaseExpired, Some(error));
@@ -361,7 +414,10 @@ pub fn extend_lease(
     Ok(next)
 }
 
-/// An operator sends a dead task back: PENDING now, attempts reset, history kept.
+/// An operator sends a dead task back: PENDING now, attempts reset, history
+/// kept. Refused for a task whose `redrive_count` is at the maximum, and for
+/// one that could not be claimed again (`claim_count` or the last
+/// `attempt_no` at the maximum): it stays in the DLQ rather than wait forever.
 pub fn redrive(env: &Envelope, now: Timestamp) -> Result<Envelope, EngineError> {
     if env.status != Status::Dead {
         return Err(EngineError::InvalidTransition(format!(
@@ -369,6 +425,11 @@ pub fn redrive(env: &Envelope, now: Timestamp) -> Result<Envelope, EngineError> 
             env.id,
             env.status.as_str()
         )));
+    }
+    counted(env, "redrive_count", env.redrive_count)?;
+    counted(env, "claim_count", env.claim_count)?;
+    if next_attempt_no(env).is_none() {
+        return Err(overflow(env, "attempt_no"));
     }
     let mut next = env.clone();
     next.mark_written();

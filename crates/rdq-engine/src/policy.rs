@@ -65,7 +65,12 @@ impl Default for QueuePolicy {
 
 /// How long to wait before the next attempt after a retryable failure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(
+    tag = "kind",
+    rename_all = "snake_case",
+    deny_unknown_fields,
+    from = "BackoffDocument"
+)]
 pub enum Backoff {
     /// Retry at once.
     None,
@@ -86,6 +91,76 @@ pub enum Backoff {
         /// Full jitter: spread retries over `[0, delay]`.
         jitter: bool,
     },
+}
+
+/// What a policy document's `backoff` may hold, read by hand from a JSON
+/// value: each kind takes exactly its fields (`{"kind":"none","x":1}` is
+/// refused like an unknown field of any other kind), and numbers are read
+/// from their text, so `2.50` is a factor like `2.5` whatever the JSON
+/// parser's number mode.
+struct BackoffDocument(Backoff);
+
+impl<'de> Deserialize<'de> for BackoffDocument {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = serde_json::Value::deserialize(d)?;
+        let serde_json::Value::Object(mut map) = value else {
+            return Err(D::Error::custom("backoff must be an object with a \"kind\""));
+        };
+        let kind = match map.remove("kind") {
+            Some(serde_json::Value::String(k)) => k,
+            Some(_) => return Err(D::Error::custom("backoff.kind must be a string")),
+            None => return Err(D::Error::missing_field("kind")),
+        };
+        let mut take_u64 = |key: &'static str| match map.remove(key) {
+            Some(v) => v
+                .as_u64()
+                .ok_or_else(|| D::Error::custom(format!("backoff.{key} must be a non-negative integer"))),
+            None => Err(D::Error::missing_field(key)),
+        };
+        let backoff = match kind.as_str() {
+            "none" => Backoff::None,
+            "fixed" => Backoff::Fixed {
+                delay_ms: take_u64("delay_ms")?,
+            },
+            "exponential" => {
+                let base_ms = take_u64("base_ms")?;
+                let cap_ms = take_u64("cap_ms")?;
+                let factor = match map.remove("factor") {
+                    Some(v) => v
+                        .as_f64()
+                        .ok_or_else(|| D::Error::custom("backoff.factor must be a number"))?,
+                    None => return Err(D::Error::missing_field("factor")),
+                };
+                let jitter = match map.remove("jitter") {
+                    Some(serde_json::Value::Bool(b)) => b,
+                    Some(_) => return Err(D::Error::custom("backoff.jitter must be a boolean")),
+                    None => return Err(D::Error::missing_field("jitter")),
+                };
+                Backoff::Exponential {
+                    base_ms,
+                    factor,
+                    cap_ms,
+                    jitter,
+                }
+            }
+            other => {
+                return Err(D::Error::unknown_variant(other, &["none", "fixed", "exponential"]));
+            }
+        };
+        if let Some(extra) = map.keys().next() {
+            return Err(D::Error::custom(format!(
+                "unknown field `{extra}` in a backoff of kind {kind:?}"
+            )));
+        }
+        Ok(Self(backoff))
+    }
+}
+
+impl From<BackoffDocument> for Backoff {
+    fn from(doc: BackoffDocument) -> Self {
+        doc.0
+    }
 }
 
 impl Default for Backoff {
@@ -269,6 +344,25 @@ mod tests {
             QueuePolicy::default()
         );
         QueuePolicy::default().validate().unwrap();
+    }
+
+    #[test]
+    fn every_backoff_kind_refuses_unknown_fields() {
+        for doc in [
+            json!({"backoff": {"kind": "none", "x": 1}}),
+            json!({"backoff": {"kind": "fixed", "delay_ms": 5, "x": 1}}),
+            json!({"backoff": {"kind": "exponential", "base_ms": 1, "factor": 2.0, "cap_ms": 9, "jitter": false, "x": 1}}),
+        ] {
+            let err = QueuePolicy::from_json(doc.clone()).unwrap_err();
+            assert_eq!(err.code(), "INVALID_POLICY", "{doc}");
+            assert!(err.to_string().contains('x'), "{err}");
+        }
+        let none = QueuePolicy::from_json(json!({"backoff": {"kind": "none"}})).unwrap();
+        assert_eq!(none.backoff, Backoff::None);
+        assert_eq!(
+            serde_json::to_value(&none.backoff).unwrap(),
+            json!({"kind": "none"})
+        );
     }
 
     #[test]

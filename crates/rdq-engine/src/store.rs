@@ -46,6 +46,13 @@ pub struct Capabilities {
     pub idempotent_submit: bool,
     /// `prune_succeeded` removes old SUCCEEDED tasks.
     pub prune: bool,
+    /// `depths` reports how many messages wait in the broker queues behind
+    /// a queue: what a store that cannot count tasks per status offers.
+    pub depths: bool,
+    /// Queue configuration (`queue_config`) is kept by this process only:
+    /// other processes on the same store neither see nor share it, and it is
+    /// lost at restart. A broker holds messages, not settings.
+    pub config_local: bool,
 }
 
 impl Capabilities {
@@ -59,7 +66,26 @@ impl Capabilities {
         queue_config: true,
         idempotent_submit: true,
         prune: true,
+        depths: false,
+        config_local: false,
     };
+
+    /// The capability names, each with whether this store has it: what
+    /// `GET /v1/capabilities` and the docs' tables show.
+    pub fn named(&self) -> [(&'static str, bool); 10] {
+        [
+            ("get_by_id", self.get_by_id),
+            ("list", self.list),
+            ("redrive", self.redrive),
+            ("purge", self.purge),
+            ("counts", self.counts),
+            ("depths", self.depths),
+            ("queue_config", self.queue_config),
+            ("config_local", self.config_local),
+            ("idempotent_submit", self.idempotent_submit),
+            ("prune", self.prune),
+        ]
+    }
 }
 
 /// A task to store, already shaped by [`crate::machine::submit`].
@@ -233,6 +259,25 @@ pub trait Store: Send + Sync + 'static {
     /// `TASK_NOT_FOUND` when the task is gone. Durable when it returns.
     async fn settle(&self, updates: Vec<LeasedUpdate>) -> Vec<Result<(), EngineError>>;
 
+    /// The in-flight envelope behind each `(id, token)` a worker presents,
+    /// one result per item in order: `LEASE_LOST` when the task is no longer
+    /// IN_FLIGHT under that claim, `TASK_NOT_FOUND` when it is gone. This is
+    /// how a settle or extension by id and token finds the state the engine
+    /// decides from, on every store: the default reads each task by id
+    /// ([`Store::get`]); a store that cannot look tasks up (a broker) answers
+    /// from the leases it holds.
+    async fn leased(&self, leases: &[(TaskId, LeaseToken)]) -> Vec<Result<Envelope, EngineError>> {
+        let mut out = Vec::with_capacity(leases.len());
+        for &(id, token) in leases {
+            out.push(match self.get(id).await {
+                Ok(env) if LeaseToken::current(&env) == Some(token) => Ok(env),
+                Ok(_) => Err(EngineError::LeaseLost(id)),
+                Err(e) => Err(e),
+            });
+        }
+        out
+    }
+
     /// Up to `limit` IN_FLIGHT tasks whose lease ended at or before `now`.
     async fn expired_leases(
         &self,
@@ -280,6 +325,13 @@ pub trait Store: Send + Sync + 'static {
         unsupported("count tasks")
     }
 
+    /// Every queue this store knows of: those with tasks or a stored policy.
+    /// The default takes them from [`Store::counts`]; a store that cannot
+    /// count (a broker) lists the queues this process declared or configured.
+    async fn queue_names(&self) -> Result<Vec<String>, EngineError> {
+        Ok(self.counts().await?.into_iter().map(|c| c.queue).collect())
+    }
+
     /// The depths of the broker queues behind `queue` (`None` when it has
     /// none), for stores that cannot [`Store::counts`] tasks per status.
     async fn depths(&self, queue: &str) -> Result<Option<QueueDepths>, EngineError> {
@@ -309,6 +361,22 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<u64, EngineError> {
         let _ = (queue, finished_before, limit);
         unsupported("prune")
+    }
+
+    /// The secret lease tokens are keyed with ([`crate::lease_key`]), the
+    /// same for every process on this store and across restarts, so a token
+    /// handed out by one node settles on another. `None` (the default): the
+    /// store keeps none and each process uses a random one, which suits
+    /// stores whose leases die with the process anyway.
+    async fn lease_secret(&self) -> Result<Option<[u8; 32]>, EngineError> {
+        Ok(None)
+    }
+
+    /// Whether the store can serve and write now (what `/readyz` reports):
+    /// `STORE_UNAVAILABLE` or `CORRUPT_STORE` with why not. Cheap: a health
+    /// probe calls it every few seconds. The default says yes.
+    async fn ready(&self) -> Result<(), EngineError> {
+        Ok(())
     }
 }
 

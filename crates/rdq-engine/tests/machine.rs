@@ -827,6 +827,108 @@ fn a_task_written_without_optional_fields_round_trips_after_each_transition() {
 }
 
 // ---------------------------------------------------------------------------
+// Counters at their maximum: refused, never saturated
+
+/// A DEAD task as a DLQ import could bring it in, counters set by `set`.
+fn dead_with(set: impl FnOnce(&mut Envelope)) -> Envelope {
+    let p = policy();
+    let (env, token) = claimed(&p, t0());
+    let mut dead = machine::settle(
+        &env,
+        token,
+        &fail("Boom", FailureKind::Permanent),
+        &p,
+        at(1),
+    )
+    .unwrap();
+    set(&mut dead);
+    dead
+}
+
+#[test]
+fn a_claim_at_the_maximum_claim_count_is_refused_and_changes_nothing() {
+    let p = policy();
+    let mut env = submitted(&p, t0());
+    env.claim_count = u32::MAX;
+    let before = env.clone();
+    assert_invalid_transition(machine::claim(&env, p.lease_ms, t0()));
+    assert_invalid_transition(machine::claim_owned(env.clone(), p.lease_ms, t0()));
+    assert_eq!(env, before);
+}
+
+#[test]
+fn a_claim_one_below_the_maximum_gets_the_last_token_and_still_settles() {
+    let p = policy();
+    let mut env = submitted(&p, t0());
+    env.claim_count = u32::MAX - 1;
+    let (leased, token) = machine::claim(&env, p.lease_ms, t0()).unwrap();
+    assert_eq!(token, LeaseToken(u32::MAX));
+    assert_eq!(leased.claim_count, u32::MAX);
+    let done = machine::settle(&leased, token, &Settlement::Success, &p, at(1)).unwrap();
+    assert_eq!(done.status, Status::Succeeded);
+}
+
+#[test]
+fn a_claim_with_no_attempt_count_or_number_left_is_refused() {
+    let p = policy();
+    let mut env = submitted(&p, t0());
+    env.attempt_count = u32::MAX;
+    assert_invalid_transition(machine::claim(&env, p.lease_ms, t0()));
+    let dead = dead_with(|e| e.attempts[0].attempt_no = u32::MAX);
+    let mut pending = dead.clone();
+    pending.status = Status::Pending;
+    pending.next_attempt_at = Some(t0());
+    assert_invalid_transition(machine::claim(&pending, p.lease_ms, at(2)));
+}
+
+#[test]
+fn a_deferral_at_the_maximum_deferral_count_is_refused_and_the_lease_is_kept() {
+    let p = policy();
+    let (mut env, token) = claimed(&p, t0());
+    env.deferral_count = u32::MAX;
+    let defer = Settlement::Defer { delay_ms: 10 };
+    assert_invalid_transition(machine::settle(&env, token, &defer, &p, at(1)));
+    assert_invalid_transition(machine::settle_owned(env.clone(), token, &defer, &p, at(1)));
+    // Any other outcome still settles the lease.
+    let done = machine::settle(&env, token, &Settlement::Success, &p, at(1)).unwrap();
+    assert_eq!(done.status, Status::Succeeded);
+    assert_eq!(done.deferral_count, u32::MAX);
+}
+
+#[test]
+fn a_dead_task_that_could_not_count_again_is_not_redriven() {
+    for dead in [
+        dead_with(|e| e.redrive_count = u32::MAX),
+        dead_with(|e| e.claim_count = u32::MAX),
+        dead_with(|e| e.attempts[0].attempt_no = u32::MAX),
+    ] {
+        assert_invalid_transition(machine::redrive(&dead, at(2)));
+    }
+    let almost = dead_with(|e| {
+        e.redrive_count = u32::MAX - 1;
+        e.claim_count = u32::MAX - 1;
+    });
+    let back = machine::redrive(&almost, at(2)).unwrap();
+    assert_eq!(back.redrive_count, u32::MAX);
+    let (_, token) = machine::claim(&back, policy().lease_ms, at(2)).unwrap();
+    assert_eq!(token, LeaseToken(u32::MAX));
+}
+
+#[test]
+fn a_lapsed_lease_with_no_attempt_number_left_still_ends() {
+    let p = policy();
+    let (mut env, _token) = claimed(&p, t0());
+    env.attempts.clear();
+    env.attempts
+        .push(rdq_envelope::AttemptRecord::open(u32::MAX, t0()));
+    env.attempts[0].finished_at = Some(t0());
+    env.attempts[0].outcome = Some(Outcome::RetryableFailure);
+    let reaped = machine::expire_lease(&env, &p, at(p.lease_ms)).unwrap();
+    assert_eq!(reaped.status, Status::Dead);
+    assert!(reaped.lease_expires_at.is_none());
+}
+
+// ---------------------------------------------------------------------------
 // Properties over random event sequences
 
 /// Error types failures report.

@@ -277,6 +277,10 @@ pub fn parse_strict(bytes: &[u8]) -> Result<Value, EnvelopeError> {
 
 struct StrictValue;
 
+/// The key under which serde_json (with exact numbers, its
+/// `arbitrary_precision` mode) passes a number's text to a visitor.
+const EXACT_NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
 impl<'de> DeserializeSeed<'de> for StrictValue {
     type Value = Value;
 
@@ -337,6 +341,16 @@ impl<'de> Visitor<'de> for StrictValue {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
+            if out.is_empty() && key == EXACT_NUMBER_TOKEN {
+                // A number that fits no machine type (a big integer, a
+                // decimal): serde_json hands over its text, kept digit for
+                // digit.
+                let text: String = map.next_value()?;
+                return text
+                    .parse::<Number>()
+                    .map(Value::Number)
+                    .map_err(|e| de::Error::custom(format!("bad number {text:?}: {e}")));
+            }
             let value = map.next_value_seed(StrictValue)?;
             match out.entry(key) {
                 serde_json::map::Entry::Vacant(slot) => {

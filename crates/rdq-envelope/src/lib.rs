@@ -26,8 +26,8 @@ pub use error::{EnvelopeError, ErrorCode};
 pub use id::TaskId;
 pub use model::{AttemptRecord, ENVELOPE_VERSION, Envelope, ErrorInfo, Outcome, Status};
 pub use names::{
-    MAX_NAME_LEN, RESERVED_HEADER_PREFIX, is_valid_name, validate_handler_ref, validate_queue_name,
-    validate_user_headers,
+    MAX_NAME_LEN, RESERVED_HEADER_PREFIX, is_reserved_header, is_valid_name, validate_handler_ref,
+    validate_queue_name, validate_user_headers,
 };
 pub use time::Timestamp;
 pub use truncate::{

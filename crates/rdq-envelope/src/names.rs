@@ -10,9 +10,12 @@ pub const MAX_NAME_LEN: usize = 240;
 /// Prefix reserved for headers the system sets (`rdq.source`, `rdq.submitted_by`).
 pub const RESERVED_HEADER_PREFIX: &str = "rdq.";
 
-/// True if `name` is 1–240 characters of `[a-z0-9._-]`.
+/// True if `name` is 1–240 characters of `[a-z0-9._-]`, other than `.` and
+/// `..`: names end up in URL paths (`/v1/queues/{queue}`) and file names,
+/// where those two mean "here" and "up".
 pub fn is_valid_name(name: &str) -> bool {
     !name.is_empty()
+        && !is_dot_segment(name)
         && name.len() <= MAX_NAME_LEN
         && name
             .bytes()
@@ -29,12 +32,18 @@ pub fn validate_handler_ref(name: &str) -> Result<(), EnvelopeError> {
     check(name, ErrorCode::InvalidHandlerRef, "handler_ref")
 }
 
+fn is_dot_segment(name: &str) -> bool {
+    name == "." || name == ".."
+}
+
 fn check(name: &str, code: ErrorCode, field: &str) -> Result<(), EnvelopeError> {
     if is_valid_name(name) {
         return Ok(());
     }
     let why = if name.is_empty() {
         "must not be empty".to_owned()
+    } else if is_dot_segment(name) {
+        format!("{name:?} is a path segment, not a name")
     } else if name.len() > MAX_NAME_LEN {
         format!("is {} bytes long; the limit is {MAX_NAME_LEN}", name.len())
     } else {
@@ -43,14 +52,20 @@ fn check(name: &str, code: ErrorCode, field: &str) -> Result<(), EnvelopeError> 
     Err(EnvelopeError::at(code, field, why))
 }
 
-/// Checks headers supplied by a user (on submit): none may use the `rdq.` prefix.
+/// True if header `key` is in the reserved namespace: `rdq.` in any case
+/// (`RDQ.x` and `Rdq.submitted_by` too), since header names are
+/// case-insensitive in HTTP and in most of the languages that read them.
+pub fn is_reserved_header(key: &str) -> bool {
+    key.get(..RESERVED_HEADER_PREFIX.len())
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case(RESERVED_HEADER_PREFIX))
+}
+
+/// Checks headers supplied by a user (on submit): none may use the `rdq.`
+/// prefix, in any case.
 ///
 /// Stored envelopes may carry `rdq.` headers; only the system sets them.
 pub fn validate_user_headers(headers: &BTreeMap<String, String>) -> Result<(), EnvelopeError> {
-    match headers
-        .keys()
-        .find(|k| k.starts_with(RESERVED_HEADER_PREFIX))
-    {
+    match headers.keys().find(|k| is_reserved_header(k)) {
         Some(key) => Err(EnvelopeError::at(
             ErrorCode::ReservedHeader,
             format!("headers.{key}"),
@@ -78,6 +93,35 @@ mod tests {
         assert!(!is_valid_name("a/b"));
         assert!(!is_valid_name("myapp::jobs::SendEmail"));
         assert!(!is_valid_name("café"));
+    }
+
+    #[test]
+    fn dot_segments_are_not_names() {
+        for name in [".", ".."] {
+            assert!(!is_valid_name(name), "{name}");
+            let err = validate_queue_name(name).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::InvalidQueueName);
+            let err = validate_handler_ref(name).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::InvalidHandlerRef);
+        }
+        assert!(is_valid_name("..."));
+        assert!(is_valid_name(".a"));
+        assert!(is_valid_name("a.."));
+    }
+
+    #[test]
+    fn the_reserved_prefix_is_refused_in_any_case() {
+        for key in ["RDQ.x", "Rdq.submitted_by", "rDq.source", "rdq."] {
+            let mut h = BTreeMap::new();
+            h.insert(key.to_owned(), "x".to_owned());
+            let err = validate_user_headers(&h).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::ReservedHeader, "{key}");
+        }
+        for key in ["rdq", "rdqx.y", "r.dq", "é"] {
+            let mut h = BTreeMap::new();
+            h.insert(key.to_owned(), "x".to_owned());
+            assert!(validate_user_headers(&h).is_ok(), "{key}");
+        }
     }
 
     #[test]

@@ -95,13 +95,14 @@ fn nonempty_text(max: usize) -> impl Strategy<Value = String> {
     ]
 }
 
-/// A valid queue name / handler ref: `[a-z0-9._-]{1,240}`.
+/// A valid queue name / handler ref: `[a-z0-9._-]{1,240}`, not `.` or `..`.
 fn valid_name() -> impl Strategy<Value = String> {
     prop_oneof![
         8 => "[a-z0-9._-]{1,40}",
         1 => "[a-z0-9._-]{240}",
         1 => Just("payments.charge".to_owned()),
     ]
+    .prop_filter("`.` and `..` are path segments", |n| n != "." && n != "..")
 }
 
 /// An integer-only JSON leaf (numbers must compare equal as numbers after a round trip).

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use rdq_engine::QueuePolicy;
 use serde::Deserialize;
 
-use crate::auth::{Authenticator, TokenConfig};
+use rdq_app::auth::{Authenticator, TokenConfig};
 use crate::callback::CallbackSettings;
 
 /// Where `rdq serve` listens by default: loopback, port 7480.

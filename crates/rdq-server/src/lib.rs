@@ -6,30 +6,26 @@
 //!   counts and live policy, the DLQ (page, redrive, export, import, purge),
 //!   errors as `application/problem+json` with rdq's stable codes;
 //! - the pull-worker API: claim with a lease, settle (one or a batch),
-//!   extend the lease, fenced by lease tokens ([`lease_token`]);
+//!   extend the lease, fenced by lease tokens;
 //! - callback dispatch ([`callback`]): tasks of queues with a callback target
 //!   are POSTed to it and the answer is mapped onto the canonical outcome;
-//! - bearer-token auth with scopes ([`auth`]), an audit log ([`audit`]),
-//!   Prometheus metrics ([`metrics`]), health, readiness and an OpenAPI document;
+//! - bearer-token auth with scopes, an audit log, Prometheus metrics,
+//!   health, readiness and an OpenAPI document;
 //! - the lease reaper and retention pruner, and graceful shutdown ([`server`]).
 //!
-//! [`dead_letters`] and [`submission`] are shared with the `rdq` CLI, which
-//! offers the same operations straight on a store.
+//! Every use case lives in the application layer (`rdq_app`), shared with
+//! the `rdq` CLI's direct-to-store path; the handlers here only translate
+//! HTTP to it and back. Request and response types are `rdq_api`'s, shared
+//! with the Rust client (`rdq_client`).
 
 #![forbid(unsafe_code)]
 
 pub mod api;
-pub mod audit;
-pub mod auth;
 pub mod callback;
 pub mod config;
-pub mod dead_letters;
-pub mod lease_token;
-pub mod metrics;
 pub mod problem;
 pub mod request;
 pub mod server;
-pub mod submission;
 
 pub use config::{ConfigError, DEFAULT_LISTEN, DEFAULT_STORE, ServerConfig};
 pub use problem::ApiError;

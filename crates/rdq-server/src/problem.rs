@@ -2,39 +2,28 @@
 //! rdq's stable `code` beside the standard `type`, `title`, `status` and
 //! `detail`.
 //!
-//! Every refusal of the HTTP API is an [`ApiError`]. Engine and envelope errors
-//! keep their own codes; the few codes only the server knows
-//! (`MALFORMED_REQUEST`, `UNAUTHENTICATED`, `FORBIDDEN`, `QUEUE_NOT_FOUND`, …)
-//! are defined here, so `docs/http-api.md` can list them from one place.
+//! Every refusal of the HTTP API is an [`ApiError`]: an application-layer
+//! [`AppError`] (whose codes are declared once, in `rdq_app::error`) with
+//! the HTTP status its kind maps to, or one of the two codes only HTTP has
+//! (`ROUTE_NOT_FOUND`, `METHOD_NOT_ALLOWED`).
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use rdq_app::{AppError, ErrorKind};
 use rdq_engine::EngineError;
-use rdq_envelope::{EnvelopeError, ErrorCode};
+use rdq_envelope::EnvelopeError;
 use serde_json::{Map, Value, json};
 
-/// Media type of every error body.
-pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+pub use rdq_api::problem::PROBLEM_CONTENT_TYPE;
+pub use rdq_app::error::{
+    FORBIDDEN, INTERNAL, INVALID_IMPORT, MALFORMED_REQUEST, QUEUE_NOT_FOUND, SHUTTING_DOWN,
+    TASK_EXISTS, UNAUTHENTICATED,
+};
 
-/// The request body is not JSON, has a value of the wrong type, misses a
-/// required field or names an unknown one.
-pub const MALFORMED_REQUEST: &str = "MALFORMED_REQUEST";
-/// No bearer token, or one the server does not know.
-pub const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
-/// The token is known but lacks the scope or the queue.
-pub const FORBIDDEN: &str = "FORBIDDEN";
-/// No queue of that name has tasks or a stored policy.
-pub const QUEUE_NOT_FOUND: &str = "QUEUE_NOT_FOUND";
 /// No route has this path.
 pub const ROUTE_NOT_FOUND: &str = "ROUTE_NOT_FOUND";
 /// The route exists but not with this method.
 pub const METHOD_NOT_ALLOWED: &str = "METHOD_NOT_ALLOWED";
-/// Some lines of a DLQ import are bad; nothing was imported.
-pub const INVALID_IMPORT: &str = "INVALID_IMPORT";
-/// A task with the imported id already exists.
-pub const TASK_EXISTS: &str = "TASK_EXISTS";
-/// The server failed in a way that is not the caller's fault.
-pub const INTERNAL: &str = "INTERNAL";
 
 /// One refusal of the HTTP API, rendered as a problem document.
 #[derive(Debug, Clone)]
@@ -65,7 +54,7 @@ impl ApiError {
     pub fn invalid_field(path: &str, detail: impl Into<String>) -> Self {
         Self::new(
             StatusCode::BAD_REQUEST,
-            ErrorCode::InvalidField.as_str(),
+            rdq_envelope::ErrorCode::InvalidField.as_str(),
             format!("{path}: {}", detail.into()),
         )
         .with("field", json!(path))
@@ -124,79 +113,47 @@ impl ApiError {
 
 /// A short, stable summary of a code, for the problem's `title`.
 fn title(code: &str, status: StatusCode) -> String {
-    let known = match code {
-        MALFORMED_REQUEST => "Malformed request",
-        UNAUTHENTICATED => "Authentication required",
-        FORBIDDEN => "Not allowed",
-        QUEUE_NOT_FOUND => "Queue not found",
-        ROUTE_NOT_FOUND => "No such route",
-        METHOD_NOT_ALLOWED => "Method not allowed",
-        INVALID_IMPORT => "Invalid import",
-        TASK_EXISTS => "Task already exists",
-        INTERNAL => "Internal error",
-        "LEASE_LOST" => "Lease lost",
-        "TASK_NOT_FOUND" => "Task not found",
-        "INVALID_TRANSITION" => "Invalid transition",
-        "INVALID_POLICY" => "Invalid queue policy",
-        "INVALID_ARGUMENT" => "Invalid argument",
-        "UNSUPPORTED" => "Not supported by this store",
-        "CORRUPT_STORE" => "Corrupt store",
-        "STORE_UNAVAILABLE" => "Store unavailable",
-        "MALFORMED_ENVELOPE" => "Malformed envelope",
-        "UNSUPPORTED_ENVELOPE_VERSION" => "Unsupported envelope version",
-        "INVALID_QUEUE_NAME" => "Invalid queue name",
-        "INVALID_HANDLER_REF" => "Invalid handler ref",
-        "INVALID_FIELD" => "Invalid field",
-        "PAYLOAD_TOO_LARGE" => "Payload too large",
-        "RESERVED_HEADER" => "Reserved header",
-        _ => "",
-    };
-    if known.is_empty() {
-        status.canonical_reason().unwrap_or("Error").to_owned()
-    } else {
-        known.to_owned()
+    match code {
+        ROUTE_NOT_FOUND => "No such route".to_owned(),
+        METHOD_NOT_ALLOWED => "Method not allowed".to_owned(),
+        _ => rdq_app::error::title(code)
+            .map(str::to_owned)
+            .unwrap_or_else(|| status.canonical_reason().unwrap_or("Error").to_owned()),
+    }
+}
+
+/// The HTTP status of an application error's kind.
+pub fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::Invalid => StatusCode::BAD_REQUEST,
+        ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::Unsupported => StatusCode::NOT_IMPLEMENTED,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl From<AppError> for ApiError {
+    fn from(e: AppError) -> Self {
+        let mut err = Self::new(status_of(e.kind()), e.code(), e.detail());
+        err.extensions = e.extensions().clone();
+        err
     }
 }
 
 impl From<EnvelopeError> for ApiError {
     fn from(e: EnvelopeError) -> Self {
-        let status = match e.code() {
-            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            _ => StatusCode::BAD_REQUEST,
-        };
-        let detail = match e.path() {
-            Some(path) => format!("{path}: {}", e.message()),
-            None => e.message().to_owned(),
-        };
-        let err = Self::new(status, e.code().as_str(), detail);
-        match e.path() {
-            Some(path) => err.with("field", json!(path)),
-            None => err,
-        }
+        AppError::from(e).into()
     }
 }
 
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
-        let status = match &e {
-            EngineError::Envelope(inner) => return Self::from(inner.clone()),
-            EngineError::LeaseLost(_) | EngineError::InvalidTransition(_) => StatusCode::CONFLICT,
-            EngineError::TaskNotFound(_) => StatusCode::NOT_FOUND,
-            EngineError::InvalidPolicy(_) | EngineError::InvalidArgument(_) => {
-                StatusCode::BAD_REQUEST
-            }
-            EngineError::Unsupported(_) => StatusCode::NOT_IMPLEMENTED,
-            EngineError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        let text = e.to_string();
-        // The display form starts with the code; the detail need not repeat it.
-        let detail = text
-            .strip_prefix(e.code())
-            .and_then(|rest| rest.strip_prefix(": "))
-            .unwrap_or(&text)
-            .to_owned();
-        Self::new(status, e.code(), detail)
+        AppError::from(e).into()
     }
 }
 
@@ -232,7 +189,7 @@ mod tests {
         let missing = ApiError::from(EngineError::TaskNotFound(TaskId::from_u128(1)));
         assert_eq!(missing.status(), StatusCode::NOT_FOUND);
         let big = ApiError::from(EngineError::Envelope(EnvelopeError::new(
-            ErrorCode::PayloadTooLarge,
+            rdq_envelope::ErrorCode::PayloadTooLarge,
             "too big",
         )));
         assert_eq!(big.status(), StatusCode::PAYLOAD_TOO_LARGE);

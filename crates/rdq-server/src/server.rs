@@ -12,7 +12,6 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Router;
@@ -21,12 +20,11 @@ use rdq_runtime::{PrunerConfig, Shutdown, run_pruner, shutdown_channel};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
-use crate::api::{AppState, StateParts, route_table};
-use crate::audit::AuditLog;
-use crate::auth::Authenticator;
-use crate::callback::Dispatcher;
+use rdq_app::{App, AppParts, AuditLog, Authenticator, Metrics, OutcomeLabel};
+
+use crate::api::{AppState, route_table};
+use crate::callback::{CallbackTarget, Dispatcher};
 use crate::config::{ConfigError, ServerConfig};
-use crate::metrics::{Metrics, OutcomeLabel};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +55,10 @@ pub enum ServerError {
     /// The HTTP server failed while running.
     #[error("the HTTP server failed: {0}")]
     Serve(String),
+    /// The store could not give what the server needs to start (the lease
+    /// secret); carries the store's code.
+    #[error("the store cannot serve: {0}")]
+    Store(rdq_engine::EngineError),
 }
 
 impl ServerError {
@@ -67,6 +69,7 @@ impl ServerError {
             Self::Bind { .. } => "BIND_FAILED",
             Self::AuditLog { .. } => "IO_ERROR",
             Self::Client(_) | Self::Serve(_) => "SERVER_FAILED",
+            Self::Store(e) => e.code(),
         }
     }
 }
@@ -133,16 +136,27 @@ impl Server {
                 "bearer-token authentication on"
             );
         }
-        let state = AppState::new(StateParts {
+        let callbacks = config.callbacks.clone();
+        let refresh = Arc::clone(&dispatcher);
+        let app = App::new(AppParts {
             engine: engine.clone(),
             auth,
             audit,
             metrics: Arc::clone(&metrics),
-            dispatcher: Arc::clone(&dispatcher),
-            callbacks: config.callbacks.clone(),
-            public_metrics: config.public_metrics,
-            max_import_bytes: config.max_import_bytes,
-        });
+            // A callback target must pass the server's allowlist.
+            policy_check: Some(Arc::new(move |policy| {
+                CallbackTarget::from_policy(policy, &callbacks).map(drop)
+            })),
+            config_changed: Some(Arc::new(move |_queue| refresh.refresh_soon())),
+        })
+        .await
+        .map_err(ServerError::Store)?;
+        let state = AppState::new(
+            app,
+            Arc::clone(&dispatcher),
+            config.callbacks.clone(),
+            config.public_metrics,
+        );
         let router = route_table(config.max_import_bytes)
             .into_router(state.clone(), config.max_request_bytes);
         Ok(Self {
@@ -194,7 +208,7 @@ impl Server {
             info!(
                 "shutdown requested: no new connections; finishing in-flight requests and callbacks"
             );
-            state.ready().store(false, Ordering::Release);
+            state.app().start_shutdown();
             stop_all.trigger();
         });
 
@@ -218,7 +232,7 @@ impl Server {
         let served = match ended_early {
             // The listener failed on its own: stop everything else too.
             Some(result) => {
-                self.state.ready().store(false, Ordering::Release);
+                self.state.app().start_shutdown();
                 trigger.trigger();
                 match result {
                     Ok(Ok(())) => Ok(()),

@@ -200,17 +200,42 @@ async fn scopes_and_queue_globs_decide_what_a_token_may_do() {
     };
     assert_eq!(seen(OPS).await, vec!["emails", "payments.charge"]);
     assert_eq!(seen(WORKER).await, vec!["payments.charge"]);
-    // The worker's token cannot read a task of a queue outside its globs.
+    // The worker's token cannot read a task of a queue outside its globs,
+    // nor tell it from one that does not exist: both are 404.
     let emails_id = other.body["id"].as_str().unwrap();
-    server
+    let elsewhere = server
         .call_as(
             Some(WORKER),
             Method::GET,
             &format!("/v1/tasks/{emails_id}"),
             None,
         )
+        .await;
+    elsewhere.assert_problem(404, "TASK_NOT_FOUND");
+    let missing = server
+        .call_as(
+            Some(WORKER),
+            Method::GET,
+            "/v1/tasks/01J2ZK7Q8XW5H3N9G4T6B8RDQ0",
+            None,
+        )
+        .await;
+    missing.assert_problem(404, "TASK_NOT_FOUND");
+    assert_eq!(
+        elsewhere.body["detail"].as_str().map(|d| d.replace(emails_id, "ID")),
+        missing.body["detail"]
+            .as_str()
+            .map(|d| d.replace("01J2ZK7Q8XW5H3N9G4T6B8RDQ0", "ID"))
+    );
+    server
+        .call_as(
+            Some(WORKER),
+            Method::DELETE,
+            &format!("/v1/tasks/{emails_id}"),
+            None,
+        )
         .await
-        .assert_problem(403, "FORBIDDEN");
+        .assert_problem(404, "TASK_NOT_FOUND");
     // Metrics are admin-only here.
     server
         .call_as(Some(WORKER), Method::GET, "/metrics", None)

@@ -149,7 +149,7 @@ async fn a_batch_settle_answers_one_result_per_item_in_order() {
         {"id": tasks[0]["id"], "lease_token": tasks[0]["lease_token"], "outcome": "SUCCESS"},
         {"id": tasks[1]["id"], "lease_token": "9.00000000", "outcome": "SUCCESS"},
         {"id": tasks[2]["id"], "lease_token": tasks[2]["lease_token"], "outcome": "MAYBE"},
-        {"id": "01J2ZK7Q8XW5H3N9G4T6B8RDQ0", "lease_token": "1.00000000", "outcome": "SUCCESS"},
+        {"id": "01J2ZK7Q8XW5H3N9G4T6B8RDQ0", "lease_token": tasks[0]["lease_token"], "outcome": "SUCCESS"},
         {"id": tasks[3]["id"], "lease_token": tasks[3]["lease_token"], "outcome": "PERMANENT_FAILURE", "error": {"type": "t"}},
         {"id": tasks[0]["id"], "lease_token": tasks[0]["lease_token"], "outcome": "SUCCESS"},
     ]});
@@ -171,7 +171,8 @@ async fn a_batch_settle_answers_one_result_per_item_in_order() {
             (200, ""),
             (409, "LEASE_LOST"),
             (400, "MALFORMED_REQUEST"),
-            (404, "TASK_NOT_FOUND"),
+            // A token not issued for this id: whether or not the id exists.
+            (409, "LEASE_LOST"),
             (200, ""),
             (409, "LEASE_LOST"),
         ]
@@ -346,5 +347,50 @@ async fn a_crashed_workers_lease_expires_the_task_is_claimable_again_and_its_set
         )
         .await;
     assert_eq!(ok.body["status"], "SUCCEEDED");
+    server.stop().await;
+}
+
+/// The check the server used before tokens were keyed: SplitMix64 over the
+/// task id and claim, computable by anyone who can read the task.
+fn public_token(id: &str, claim: u32) -> String {
+    fn mix(mut z: u64) -> u64 {
+        z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    let bits = rdq_envelope::TaskId::parse(id).unwrap().as_u128();
+    let mixed = mix(mix((bits >> 64) as u64 ^ u64::from(claim)) ^ bits as u64);
+    format!("{claim}.{:08x}", (mixed >> 32) as u32)
+}
+
+#[tokio::test]
+async fn a_token_computed_from_what_a_reader_can_see_is_refused_with_lease_lost() {
+    let server = TestServer::start().await;
+    server.submit("q", json!(1)).await;
+    let task = claim(&server, "q", json!({"max": 1})).await.remove(0);
+    let id = task["id"].as_str().unwrap();
+    let seen = server.get(&format!("/v1/tasks/{id}")).await;
+    let claim_count = u32::try_from(seen.body["claim_count"].as_u64().unwrap()).unwrap();
+    let forged = public_token(id, claim_count);
+    assert_ne!(forged, task["lease_token"].as_str().unwrap());
+    for forged in [forged, format!("{claim_count}.{}", "0".repeat(32))] {
+        server
+            .post(
+                &settle_path(&task),
+                json!({"lease_token": forged, "outcome": "SUCCESS"}),
+            )
+            .await
+            .assert_problem(409, "LEASE_LOST");
+    }
+    let still = server.get(&format!("/v1/tasks/{id}")).await;
+    assert_eq!(still.body["status"], "IN_FLIGHT");
+    let r = server
+        .post(
+            &settle_path(&task),
+            json!({"lease_token": task["lease_token"], "outcome": "SUCCESS"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     server.stop().await;
 }

@@ -19,6 +19,7 @@
 
 mod columns;
 mod error;
+mod integrity;
 mod reader;
 mod schema;
 mod writer;
@@ -59,6 +60,11 @@ pub struct EmbeddedOptions {
     /// How long a write waits for a lock held by another process using the
     /// same data directory before failing with `STORE_UNAVAILABLE`; default 5 s.
     pub busy_timeout: Duration,
+    /// Time the integrity check at open (`PRAGMA quick_check`) may take;
+    /// default 2 s. A damaged file is refused with `CORRUPT_STORE`; a check
+    /// that runs out of time lets the store open and logs a warning (run
+    /// [`EmbeddedStore::check_files`] for a full check). Zero skips it.
+    pub open_check_budget: Duration,
 }
 
 impl Default for EmbeddedOptions {
@@ -68,6 +74,7 @@ impl Default for EmbeddedOptions {
             read_connections: 4,
             cache_kib: 2 * 1024,
             busy_timeout: Duration::from_secs(5),
+            open_check_budget: Duration::from_secs(2),
         }
     }
 }
@@ -89,6 +96,8 @@ impl std::fmt::Debug for EmbeddedStore {
 
 struct Inner {
     path: PathBuf,
+    /// Read once at open; it never changes (see `schema::ensure_lease_secret`).
+    lease_secret: [u8; 32],
     // Fields drop in order. Readers close before the writer, so the writer's
     // connection is the last one and checkpoints the WAL into the database
     // as it closes; a temporary directory goes only after both.
@@ -182,8 +191,10 @@ impl EmbeddedStore {
         let tuning = Tuning {
             cache_kib: options.cache_kib,
             busy_timeout: options.busy_timeout,
+            check_budget: options.open_check_budget,
         };
         let conn = schema::open_writer(&path, tuning)?;
+        let lease_secret = schema::lease_secret(&conn, &path)?;
         // Make the directory entries of a new store durable too (the
         // directory in its parent, `rdq.db` in the directory).
         if let Some(parent) = dir.parent() {
@@ -196,6 +207,7 @@ impl EmbeddedStore {
         Ok(Self {
             inner: Arc::new(Inner {
                 path,
+                lease_secret,
                 readers,
                 writer,
                 _temporary: temporary,
@@ -224,6 +236,22 @@ impl EmbeddedStore {
                 problems.join("; ")
             )))
         }
+    }
+
+    /// SQLite's full `PRAGMA integrity_check` of the store in `dir`, without
+    /// opening it as a store (so it also runs on a file that open refuses):
+    /// `CORRUPT_STORE` listing (up to 20 of) the damaged pages and indexes.
+    /// Reads the whole file; for `rdq check` and operators, not the hot path.
+    /// [`EmbeddedStore::verify`] then checks the tasks themselves.
+    pub fn check_files(dir: impl AsRef<Path>) -> Result<(), EngineError> {
+        let path = dir.as_ref().join(DB_FILE_NAME);
+        if !path.exists() {
+            return Err(EngineError::InvalidArgument(format!(
+                "{} does not exist",
+                path.display()
+            )));
+        }
+        integrity::full_check(&path)
     }
 
     /// Runs a potentially long read off the async executor when there is one.
@@ -396,6 +424,25 @@ impl Store for EmbeddedStore {
             reply,
         })
         .await?
+    }
+
+    async fn lease_secret(&self) -> Result<Option<[u8; 32]>, EngineError> {
+        Ok(Some(self.inner.lease_secret))
+    }
+
+    /// Ready while the writer thread runs and its last group committed;
+    /// after a failed group, ready again once a probe write commits.
+    async fn ready(&self) -> Result<(), EngineError> {
+        let writer = &self.inner.writer;
+        if !writer.is_alive() {
+            return Err(EngineError::Unavailable(
+                "the embedded store's writer thread has stopped".into(),
+            ));
+        }
+        if writer.health().last_failure().is_none() {
+            return Ok(());
+        }
+        self.write(|reply| Job::Probe { reply }).await?
     }
 
     async fn prune_succeeded(

@@ -83,6 +83,17 @@ const V1_TO_V2: &str = "ALTER TABLE tasks ADD COLUMN claimed_at INTEGER;
 UPDATE tasks SET lease_attempt = coalesce(json_extract(CAST(envelope AS TEXT), '$.claim_count'), 0)
     WHERE status != 1;";
 
+/// Settings the store itself keeps, such as the lease secret. Not versioned:
+/// every open creates the table if it is missing (a store written before it
+/// existed), and builds that do not know it ignore it.
+const META: &str = "CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value BLOB NOT NULL
+) WITHOUT ROWID;";
+
+/// The `meta` key of the secret lease tokens are keyed with.
+const LEASE_SECRET_KEY: &str = "lease_secret";
+
 /// Tables a store must have.
 const TABLES: [&str; 3] = ["tasks", "queues", "queue_counts"];
 
@@ -91,6 +102,8 @@ const TABLES: [&str; 3] = ["tasks", "queues", "queue_counts"];
 pub(crate) struct Tuning {
     pub(crate) cache_kib: u32,
     pub(crate) busy_timeout: Duration,
+    /// Time the integrity check at open may take (see `integrity.rs`).
+    pub(crate) check_budget: Duration,
 }
 
 /// What an existing file turned out to be.
@@ -124,6 +137,7 @@ pub(crate) fn open_writer(path: &Path, tuning: Tuning) -> Result<Connection, Eng
         )
         .map_err(|e| from_open(path, e))?;
         inspect(&probe, path)?;
+        crate::integrity::quick_check(&probe, path, tuning.check_budget)?;
     }
     let conn = Connection::open_with_flags(
         path,
@@ -201,7 +215,8 @@ fn initialise(conn: &Connection, path: &Path) -> Result<(), EngineError> {
         Ok(Found::Rdq(_)) => upgrade(conn).map_err(|e| from_open(path, e)),
         Ok(Found::Empty) => create(conn).map_err(|e| from_open(path, e)),
         Err(e) => Err(e),
-    };
+    }
+    .and_then(|()| ensure_lease_secret(conn, path));
     match result {
         Ok(()) => conn.execute_batch("COMMIT").map_err(|e| from_open(path, e)),
         Err(e) => {
@@ -211,6 +226,41 @@ fn initialise(conn: &Connection, path: &Path) -> Result<(), EngineError> {
             Err(e)
         }
     }
+}
+
+/// Creates the `meta` table and the lease secret where they are missing
+/// (inside the caller's exclusive transaction, so two processes opening one
+/// new store agree on one secret).
+fn ensure_lease_secret(conn: &Connection, path: &Path) -> Result<(), EngineError> {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| {
+        EngineError::Unavailable(format!("no randomness for the lease secret: {e}"))
+    })?;
+    conn.execute_batch(META).map_err(|e| from_open(path, e))?;
+    conn.execute(
+        "INSERT OR IGNORE INTO meta (key, value) VALUES (?1, ?2)",
+        rusqlite::params![LEASE_SECRET_KEY, &secret[..]],
+    )
+    .map_err(|e| from_open(path, e))?;
+    Ok(())
+}
+
+/// The store's lease secret (see [`ensure_lease_secret`]).
+pub(crate) fn lease_secret(conn: &Connection, path: &Path) -> Result<[u8; 32], EngineError> {
+    let value: Vec<u8> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = ?1",
+            [LEASE_SECRET_KEY],
+            |row| row.get(0),
+        )
+        .map_err(|e| from_open(path, e))?;
+    value.try_into().map_err(|v: Vec<u8>| {
+        EngineError::CorruptStore(format!(
+            "{}: the stored lease secret is {} bytes, not 32",
+            path.display(),
+            v.len()
+        ))
+    })
 }
 
 /// Brings a version-1 store to the current version (inside the caller's

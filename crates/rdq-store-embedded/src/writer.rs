@@ -16,7 +16,7 @@
 //! nothing in the group was acknowledged, so nothing acknowledged is lost.
 
 use std::collections::HashSet;
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -78,6 +78,9 @@ pub(crate) enum Job {
         limit: usize,
         reply: Tx<Result<u64, EngineError>>,
     },
+    /// Writes nothing of consequence, to learn whether writes commit now
+    /// (readiness after a failed group).
+    Probe { reply: Tx<Result<(), EngineError>> },
 }
 
 /// A write with its envelope already encoded by the caller, so the one
@@ -141,7 +144,9 @@ impl Job {
             Self::Claim { reply, .. } => Done::Claim(reply, Ok(Vec::new())),
             Self::Redrive { reply, .. } => Done::Ids(reply, Ok(Vec::new())),
             Self::Purge { reply, .. } | Self::Prune { reply, .. } => Done::Count(reply, Ok(0)),
-            Self::Delete { reply, .. } | Self::PutConfig { reply, .. } => Done::Unit(reply, Ok(())),
+            Self::Delete { reply, .. } | Self::PutConfig { reply, .. } | Self::Probe { reply } => {
+                Done::Unit(reply, Ok(()))
+            }
         }
     }
 }
@@ -197,26 +202,59 @@ impl Done {
     }
 }
 
+/// What the writer thread reports about its last group: `None` when it
+/// committed, else why it did not.
+#[derive(Default)]
+pub(crate) struct Health(Mutex<Option<String>>);
+
+impl Health {
+    fn set(&self, failure: Option<String>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = failure;
+    }
+
+    /// Why the last group failed, if it did.
+    pub(crate) fn last_failure(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
 /// The handle the store holds: a channel to the writer thread.
 pub(crate) struct Writer {
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
+    health: Arc<Health>,
 }
 
 impl Writer {
     /// Starts the writer thread on `conn`.
     pub(crate) fn start(conn: Connection, max_group: usize) -> Result<Self, EngineError> {
         let (jobs, queue) = mpsc::channel();
+        let health = Arc::new(Health::default());
+        let reported = Arc::clone(&health);
         let thread = std::thread::Builder::new()
             .name("rdq-embedded-writer".into())
-            .spawn(move || run(conn, &queue, max_group.max(1)))
+            .spawn(move || run(conn, &queue, max_group.max(1), &reported))
             .map_err(|e| {
                 EngineError::Unavailable(format!("cannot start the store's writer thread: {e}"))
             })?;
         Ok(Self {
             jobs: Some(jobs),
             thread: Some(thread),
+            health,
         })
+    }
+
+    /// Whether the writer thread is still running.
+    pub(crate) fn is_alive(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// What the last group did.
+    pub(crate) fn health(&self) -> &Health {
+        &self.health
     }
 
     /// Sends a job; the error is what every request in it should answer.
@@ -275,7 +313,7 @@ struct Ctx {
     durable: bool,
 }
 
-fn run(conn: Connection, queue: &mpsc::Receiver<Job>, max_group: usize) {
+fn run(conn: Connection, queue: &mpsc::Receiver<Job>, max_group: usize, health: &Health) {
     let mut ctx = Ctx {
         conn,
         buf: Vec::with_capacity(4096),
@@ -295,13 +333,14 @@ fn run(conn: Connection, queue: &mpsc::Receiver<Job>, max_group: usize) {
                 Err(_) => break,
             }
         }
-        run_group(&mut ctx, &mut group);
+        health.set(run_group(&mut ctx, &mut group));
     }
     tracing::debug!("the embedded store's writer is closing");
 }
 
-/// Runs one group in one transaction and answers it.
-fn run_group(ctx: &mut Ctx, group: &mut Vec<Job>) {
+/// Runs one group in one transaction and answers it; returns why it did not
+/// commit, if it did not.
+fn run_group(ctx: &mut Ctx, group: &mut Vec<Job>) -> Option<String> {
     let started = Instant::now();
     let size = group.len();
     let mut done = Vec::with_capacity(size);
@@ -335,6 +374,7 @@ fn run_group(ctx: &mut Ctx, group: &mut Vec<Job>) {
                 "group committed"
             );
             done.into_iter().for_each(Done::send);
+            None
         }
         Some(Fatal(why)) => {
             if !ctx.conn.is_autocommit()
@@ -347,6 +387,7 @@ fn run_group(ctx: &mut Ctx, group: &mut Vec<Job>) {
                 "the embedded store could not commit this write: {why}"
             ));
             done.into_iter().for_each(|d| d.fail(&e));
+            Some(why)
         }
     }
 }
@@ -460,7 +501,16 @@ fn execute(ctx: &mut Ctx, job: Job) -> (Done, Option<Fatal>) {
             limit,
             reply,
         } => split(prune(ctx, &queue, before, limit), |r| Done::Count(reply, r)),
+        Job::Probe { reply } => split(probe(ctx).map(Ok), |r| Done::Unit(reply, r)),
     }
+}
+
+/// A write that changes nothing but still needs the write lock and a commit.
+fn probe(ctx: &mut Ctx) -> Result<(), Fatal> {
+    ctx.conn
+        .prepare_cached("UPDATE meta SET value = value WHERE key = 'lease_secret'")?
+        .execute([])?;
+    Ok(())
 }
 
 /// Pairs a request's outcome with its reply; a fatal failure gets a
@@ -652,8 +702,11 @@ fn claim(
             .optional()?;
         let Some(level) = level else { break };
         let mut stmt = ctx.conn.prepare_cached(
+            // A task whose claim counter is at its maximum cannot be
+            // claimed (`machine::MAX_COUNT`): it is left as it is.
             "SELECT seq, envelope FROM tasks \
              WHERE queue = ?1 AND status = 0 AND priority = ?2 AND next_attempt_at <= ?3 \
+             AND lease_attempt < 4294967295 \
              ORDER BY next_attempt_at, id LIMIT ?4",
         )?;
         let wanted = i64::try_from(max - rows.len()).unwrap_or(i64::MAX);

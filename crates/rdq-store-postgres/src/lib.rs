@@ -239,7 +239,7 @@ impl PostgresStore {
     /// not rdq's or is newer than this build) rather than at first use.
     pub async fn open(url: &str) -> Result<Self, EngineError> {
         let store = Self::from_url(url)?;
-        store.ready().await?;
+        store.started().await?;
         Ok(store)
     }
 
@@ -257,7 +257,7 @@ impl PostgresStore {
             schema: options.schema.clone(),
         };
         let store = Self::build(options, Some(temporary));
-        store.ready().await?;
+        store.started().await?;
         Ok(store)
     }
 
@@ -301,7 +301,7 @@ impl PostgresStore {
     }
 
     /// Connects, migrates and starts the background work, once.
-    async fn ready(&self) -> Result<&Started, EngineError> {
+    async fn started(&self) -> Result<&Started, EngineError> {
         self.inner
             .started
             .get_or_try_init(|| async {
@@ -347,7 +347,7 @@ impl PostgresStore {
         if n == 0 {
             return Vec::new();
         }
-        let batcher = match self.ready().await {
+        let batcher = match self.started().await {
             Ok(started) => pick(started),
             Err(e) => return vec![Err(e); n],
         };
@@ -398,7 +398,7 @@ impl Store for PostgresStore {
         if max == 0 {
             return Ok(Vec::new());
         }
-        self.ready().await?;
+        self.started().await?;
         writes::claim(self.shared(), queue, max, lease_ms, now).await
     }
 
@@ -419,17 +419,17 @@ impl Store for PostgresStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        self.ready().await?;
+        self.started().await?;
         reads::expired_leases(self.shared(), now, limit).await
     }
 
     async fn get(&self, id: TaskId) -> Result<Envelope, EngineError> {
-        self.ready().await?;
+        self.started().await?;
         reads::get(self.shared(), id).await
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
-        self.ready().await?;
+        self.started().await?;
         reads::list(self.shared(), query).await
     }
 
@@ -438,32 +438,32 @@ impl Store for PostgresStore {
         request: &RedriveRequest,
         now: Timestamp,
     ) -> Result<Vec<TaskId>, EngineError> {
-        self.ready().await?;
+        self.started().await?;
         writes::redrive(self.shared(), request, now).await
     }
 
     async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
-        self.ready().await?;
+        self.started().await?;
         writes::purge(self.shared(), queue, status, dry_run).await
     }
 
     async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
-        self.ready().await?;
+        self.started().await?;
         writes::delete(self.shared(), id).await
     }
 
     async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
-        self.ready().await?;
+        self.started().await?;
         reads::counts(self.shared()).await
     }
 
     async fn get_config(&self, queue: &str) -> Result<Option<QueuePolicy>, EngineError> {
-        self.ready().await?;
+        self.started().await?;
         reads::get_config(self.shared(), queue).await
     }
 
     async fn put_config(&self, queue: &str, policy: &QueuePolicy) -> Result<(), EngineError> {
-        self.ready().await?;
+        self.started().await?;
         writes::put_config(self.shared(), queue, policy).await
     }
 
@@ -476,7 +476,29 @@ impl Store for PostgresStore {
         if limit == 0 {
             return Ok(0);
         }
-        self.ready().await?;
+        self.started().await?;
         writes::prune(self.shared(), queue, finished_before, limit).await
+    }
+
+    async fn lease_secret(&self) -> Result<Option<[u8; 32]>, EngineError> {
+        self.started().await?;
+        let mut candidate = [0u8; 32];
+        getrandom::fill(&mut candidate).map_err(|e| {
+            EngineError::Unavailable(format!("no randomness for the lease secret: {e}"))
+        })?;
+        let shared = self.shared();
+        let secret = retrying!(shared, Retry::Always, |conn, _applied| {
+            schema::lease_secret(&conn.client, &shared.schema, &candidate).await
+        })?;
+        Ok(Some(secret))
+    }
+
+    async fn ready(&self) -> Result<(), EngineError> {
+        self.started().await?;
+        let shared = self.shared();
+        retrying!(shared, Retry::Always, |conn, _applied| {
+            conn.client.simple_query("SELECT 1").await?;
+            Ok(())
+        })
     }
 }

@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 use crate::error::Failure;
 
 /// The newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// One schema version: its number, what it does and its DDL for a schema.
 struct Migration {
@@ -24,11 +24,18 @@ struct Migration {
     ddl: fn(&str) -> String,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "tasks, queues and queue_counts",
-    ddl: v1,
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "tasks, queues and queue_counts",
+        ddl: v1,
+    },
+    Migration {
+        version: 2,
+        description: "secrets (the lease-token key)",
+        ddl: v2,
+    },
+];
 
 /// Schema version 1. The envelope bytes are each row's source of truth (the
 /// canonical encoding, returned byte for byte); every other column of `tasks`
@@ -79,6 +86,51 @@ fn v1(s: &str) -> String {
             dead      bigint NOT NULL DEFAULT 0
         ) WITH (autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000);"
     )
+}
+
+/// Schema version 2: secrets the store keeps for every node, such as the
+/// key of lease tokens (created by the first node that asks, see
+/// [`lease_secret`]).
+fn v2(s: &str) -> String {
+    format!(
+        "CREATE TABLE {s}.secrets (
+            name  text  PRIMARY KEY,
+            value bytea NOT NULL
+        );"
+    )
+}
+
+/// The lease secret of `schema`: `candidate` when no node stored one yet,
+/// else the one stored first. Race-free across nodes: the insert of a second
+/// candidate does nothing, and the select reads whichever won.
+pub(crate) async fn lease_secret(
+    client: &Client,
+    schema: &str,
+    candidate: &[u8; 32],
+) -> Result<[u8; 32], Failure> {
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {schema}.secrets (name, value) VALUES ('lease_secret', $1)
+                 ON CONFLICT (name) DO NOTHING"
+            ),
+            &[&&candidate[..]],
+        )
+        .await?;
+    let value: Vec<u8> = client
+        .query_one(
+            &format!("SELECT value FROM {schema}.secrets WHERE name = 'lease_secret'"),
+            &[],
+        )
+        .await?
+        .try_get(0)?;
+    value.try_into().map_err(|v: Vec<u8>| {
+        EngineError::CorruptStore(format!(
+            "schema {schema}: the stored lease secret is {} bytes, not 32",
+            v.len()
+        ))
+        .into()
+    })
 }
 
 /// Brings `schema` to [`SCHEMA_VERSION`], creating it if absent; returns the

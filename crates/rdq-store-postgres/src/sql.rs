@@ -9,6 +9,7 @@
 //! statements that make work due queue a `NOTIFY` in the same transaction,
 //! delivered when it commits.
 
+use rdq_engine::machine::MAX_COUNT;
 use rdq_envelope::Status;
 
 /// The columns of `tasks` a batch write sets, in the order of its arrays:
@@ -206,6 +207,7 @@ impl Sql {
                 "WITH picked AS (
                     SELECT id FROM {s}.tasks
                     WHERE queue = $1 AND status = 0 AND next_attempt_at <= $2
+                        AND claim_count < {MAX_COUNT}
                     ORDER BY priority DESC, next_attempt_at, id
                     LIMIT $3
                     FOR UPDATE SKIP LOCKED

@@ -22,7 +22,8 @@ use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tracing::warn;
 
 use crate::connection::{is_not_found, short_name};
-use crate::store::{Core, QueueState};
+use crate::core::Core;
+use crate::queue::QueueState;
 use crate::wire::{self, Incoming};
 
 struct DeadLetter {

@@ -21,7 +21,7 @@ use std::time::Instant;
 use rdq_engine::LeaseToken;
 use rdq_envelope::{Envelope, TaskId, Timestamp};
 
-use crate::store::{Held, QueueState};
+use crate::queue::{Held, QueueState};
 
 /// How many recently seen task ids the store remembers.
 pub const SEEN_CAPACITY: usize = 200_000;

@@ -31,14 +31,18 @@
 
 mod acks;
 mod connection;
+mod consumer;
+mod core;
 mod dlq;
 mod error;
 mod leases;
 mod options;
+mod queue;
 mod store;
 pub mod topology;
 pub mod wire;
 
 pub use error::RabbitError;
 pub use options::{RabbitOptions, ReconnectPolicy};
-pub use store::{QueueState, RabbitStore};
+pub use queue::QueueState;
+pub use store::RabbitStore;

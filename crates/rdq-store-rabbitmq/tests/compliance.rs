@@ -59,6 +59,9 @@ checks! {
     idempotent_submit_returns_the_original
     counts_purge_delete_and_prune
     unknown_ids_are_reported
+    counters_at_their_maximum_never_wedge_a_task
+    the_lease_secret_is_stable
+    a_healthy_store_is_ready
 }
 
 // These checks advance a virtual clock and expect tasks to become claimable

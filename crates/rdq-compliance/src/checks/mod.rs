@@ -7,6 +7,7 @@ mod claiming;
 mod dlq;
 mod fixtures;
 mod leases;
+mod limits;
 
 pub use admin::{
     counts_purge_delete_and_prune, idempotent_submit_returns_the_original, unknown_ids_are_reported,
@@ -24,4 +25,8 @@ pub use fixtures::fixtures_round_trip;
 pub use leases::{
     expired_leases_are_reaped_exactly_once, extend_lease_moves_the_deadline_and_fences,
     settle_batches_report_per_item, settled_tasks_reach_terminal_states, stale_settles_are_refused,
+};
+pub use limits::{
+    a_healthy_store_is_ready, counters_at_their_maximum_never_wedge_a_task,
+    the_lease_secret_is_stable,
 };

@@ -15,7 +15,6 @@ pub mod tasks;
 pub mod workers;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use axum::Router;
 use axum::body::Body;
@@ -25,88 +24,49 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, on};
-use rdq_engine::Engine;
+use rdq_app::{App, Caller};
 use rdq_envelope::{Envelope, TaskId};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::audit::AuditLog;
-use crate::auth::{Authenticator, Caller};
 use crate::callback::{CallbackSettings, Dispatcher};
-use crate::metrics::Metrics;
 use crate::problem::{ApiError, METHOD_NOT_ALLOWED, ROUTE_NOT_FOUND};
 
-/// What every handler can reach. Cheap to clone.
+/// What every handler can reach: the application layer, plus what only
+/// the HTTP server has. Cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
+    app: App,
     inner: Arc<StateInner>,
 }
 
 struct StateInner {
-    engine: Engine,
-    auth: Authenticator,
-    audit: AuditLog,
-    metrics: Arc<Metrics>,
     dispatcher: Arc<Dispatcher>,
     callbacks: CallbackSettings,
     public_metrics: bool,
-    max_import_bytes: usize,
-    /// Cleared when shutdown starts, so `/readyz` tells load balancers to stop
-    /// sending work before the listener closes.
-    ready: AtomicBool,
-}
-
-/// The parts of [`AppState`], for the server to assemble.
-pub struct StateParts {
-    /// The engine over the store.
-    pub engine: Engine,
-    /// The configured tokens.
-    pub auth: Authenticator,
-    /// Where audit records go.
-    pub audit: AuditLog,
-    /// Counters.
-    pub metrics: Arc<Metrics>,
-    /// The callback dispatcher (to refresh after config changes).
-    pub dispatcher: Arc<Dispatcher>,
-    /// The `[callbacks]` settings (to check targets on config changes).
-    pub callbacks: CallbackSettings,
-    /// Serve `/metrics` without a token.
-    pub public_metrics: bool,
-    /// Largest DLQ import body.
-    pub max_import_bytes: usize,
 }
 
 impl AppState {
     /// Assembles the state.
-    pub fn new(parts: StateParts) -> Self {
+    pub fn new(
+        app: App,
+        dispatcher: Arc<Dispatcher>,
+        callbacks: CallbackSettings,
+        public_metrics: bool,
+    ) -> Self {
         Self {
+            app,
             inner: Arc::new(StateInner {
-                engine: parts.engine,
-                auth: parts.auth,
-                audit: parts.audit,
-                metrics: parts.metrics,
-                dispatcher: parts.dispatcher,
-                callbacks: parts.callbacks,
-                public_metrics: parts.public_metrics,
-                max_import_bytes: parts.max_import_bytes,
-                ready: AtomicBool::new(true),
+                dispatcher,
+                callbacks,
+                public_metrics,
             }),
         }
     }
 
-    /// The engine.
-    pub fn engine(&self) -> &Engine {
-        &self.inner.engine
-    }
-
-    /// The audit log.
-    pub fn audit(&self) -> &AuditLog {
-        &self.inner.audit
-    }
-
-    /// The counters.
-    pub fn metrics(&self) -> &Metrics {
-        &self.inner.metrics
+    /// The application layer: every use case.
+    pub fn app(&self) -> &App {
+        &self.app
     }
 
     /// The callback dispatcher.
@@ -124,21 +84,14 @@ impl AppState {
         self.inner.public_metrics
     }
 
-    /// Largest DLQ import body.
-    pub fn max_import_bytes(&self) -> usize {
-        self.inner.max_import_bytes
-    }
-
-    /// The readiness flag.
-    pub fn ready(&self) -> &AtomicBool {
-        &self.inner.ready
-    }
-
     /// The caller behind `parts`' `Authorization` header.
     pub fn authenticate(&self, parts: &Parts) -> Result<Caller, ApiError> {
-        self.inner
-            .auth
-            .authenticate(parts.headers.get(header::AUTHORIZATION))
+        Ok(self.app.authenticate(
+            parts
+                .headers
+                .get(header::AUTHORIZATION)
+                .map(HeaderValue::as_bytes),
+        )?)
     }
 }
 
@@ -206,12 +159,14 @@ impl RouteTable {
 pub fn route_table(max_import_bytes: usize) -> RouteTable {
     RouteTable::new()
         .add(Method::POST, "/v1/tasks", tasks::submit)
+        .add(Method::POST, "/v1/tasks/batch", tasks::submit_batch)
         .add(Method::GET, "/v1/tasks/{id}", tasks::get)
         .add(Method::DELETE, "/v1/tasks/{id}", tasks::delete)
         .add(Method::POST, "/v1/tasks/{id}/settle", workers::settle)
         .add(Method::POST, "/v1/tasks/{id}/lease", workers::extend_lease)
         .add(Method::POST, "/v1/settle", workers::settle_batch)
         .add(Method::GET, "/v1/queues", queues::list)
+        .add(Method::GET, "/v1/capabilities", queues::capabilities)
         .add(Method::GET, "/v1/queues/{queue}/config", queues::get_config)
         .add(Method::PUT, "/v1/queues/{queue}/config", queues::put_config)
         .add(Method::POST, "/v1/queues/{queue}/claim", workers::claim)

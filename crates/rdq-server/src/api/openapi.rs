@@ -142,6 +142,19 @@ pub fn document() -> Value {
             .responds(problems(&[400, 401, 403, 413])),
     );
     add(
+        "/v1/tasks/batch",
+        "post",
+        Op::new(
+            "submitTasks",
+            "tasks",
+            "Submit up to 1000 tasks in one store call; one result per item, in order",
+        )
+        .param(json!({"name": "traceparent", "in": "header", "required": false, "description": "W3C trace context, copied into each item's headers that has none", "schema": {"type": "string"}}))
+        .body(schema_ref("SubmitBatchRequest"))
+        .responds(ok(200, "One result per item", schema_ref("SubmitBatchResponse")))
+        .responds(problems(&[400, 401, 413])),
+    );
+    add(
         "/v1/tasks/{id}",
         "get",
         Op::new(
@@ -219,7 +232,19 @@ pub fn document() -> Value {
             "queues",
             "Every queue the caller may see, with counts per status",
         )
+        .param(query_param("names", "Only these queues, comma-separated (needed on a store that cannot list its queues)", json!({"type": "string"})))
         .responds(ok(200, "The queues", schema_ref("QueueList")))
+        .responds(problems(&[400, 401, 404, 501])),
+    );
+    add(
+        "/v1/capabilities",
+        "get",
+        Op::new(
+            "getCapabilities",
+            "queues",
+            "What the store behind the server can do, by capability",
+        )
+        .responds(ok(200, "The capabilities", schema_ref("CapabilityList")))
         .responds(problems(&[401])),
     );
     add(
@@ -429,6 +454,10 @@ pub fn document() -> Value {
         ),
         (413, "Too large (PAYLOAD_TOO_LARGE)"),
         (
+            501,
+            "The store cannot do this (UNSUPPORTED, with a hint)",
+        ),
+        (
             503,
             "The store does not answer or the server is shutting down",
         ),
@@ -533,11 +562,41 @@ fn schemas() -> Value {
         }));
     all.insert("QueueList".into(), json!({
             "type": "object",
+            "required": ["queues"],
             "properties": {"queues": {"type": "array", "items": {
                 "type": "object",
+                "required": ["queue", "pending", "in_flight", "succeeded", "dead", "source"],
                 "properties": {
-                    "queue": {"type": "string"}, "pending": {"type": "integer"}, "in_flight": {"type": "integer"},
-                    "succeeded": {"type": "integer"}, "dead": {"type": "integer"}
+                    "queue": {"type": "string"}, "pending": {"type": "integer"},
+                    "in_flight": {"type": ["integer", "null"], "description": "null where the store cannot tell (depths)"},
+                    "succeeded": {"type": ["integer", "null"], "description": "null where the store cannot tell (depths)"},
+                    "dead": {"type": "integer"},
+                    "source": {"type": "string", "enum": ["counts", "depths"], "description": "counts: tasks per status; depths: messages waiting in the broker queues"}
+                }
+            }}}
+        }));
+    all.insert("CapabilityList".into(), json!({
+            "type": "object",
+            "required": ["capabilities"],
+            "properties": {"capabilities": {"type": "object", "additionalProperties": {"type": "boolean"}}}
+        }));
+    all.insert("SubmitBatchRequest".into(), json!({
+            "type": "object",
+            "required": ["tasks"],
+            "additionalProperties": false,
+            "properties": {"tasks": {"type": "array", "maxItems": 1000, "items": {"$ref": "#/components/schemas/SubmitRequest"}}}
+        }));
+    all.insert("SubmitBatchResponse".into(), json!({
+            "type": "object",
+            "required": ["results"],
+            "properties": {"results": {"type": "array", "items": {
+                "type": "object",
+                "required": ["status"],
+                "properties": {
+                    "status": {"type": "integer", "description": "201 created, 200 an idempotent repeat, else the item's error status"},
+                    "envelope": {"$ref": "#/components/schemas/Envelope"},
+                    "code": {"type": "string"},
+                    "detail": {"type": "string"}
                 }
             }}}
         }));

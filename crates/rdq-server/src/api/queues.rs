@@ -1,59 +1,69 @@
-//! `/v1/queues`: every queue with its counts, and each queue's live policy.
+//! `/v1/queues`: every queue with its numbers, each queue's live policy,
+//! and `/v1/capabilities`: what the store can do. Thin adapters over the
+//! application layer (`rdq_app`).
 //!
 //! `PUT …/config` takes a partial document: the fields it names replace the
 //! current ones (nested objects such as `backoff` and `callback` whole), the
 //! result is validated (the callback target against the server's allowlist
-//! too), stored, audited, and the dispatcher picks it up at once.
+//! too), stored, audited, and the dispatcher picks it up at once. On a store
+//! whose configuration lives in the process (RabbitMQ) the answers carry
+//! `rdq-config-scope: process`.
+
+use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
-use rdq_engine::EngineError;
-use rdq_envelope::validate_queue_name;
-use serde::Serialize;
+use rdq_api::queues::{CapabilityList, QueueList, QueueListQuery};
+use rdq_app::Caller;
 use serde_json::Value;
 
 use super::{AppState, json_response};
-use crate::audit::{AuditRecord, redact_policy};
-use crate::auth::{Caller, Scope};
-use crate::callback::CallbackTarget;
-use crate::dead_letters::queue_exists;
 use crate::problem::ApiError;
-use crate::request::JsonBody;
+use crate::request::{JsonBody, QueryArgs};
 
-/// One row of `GET /v1/queues`.
-#[derive(Debug, Serialize)]
-pub struct QueueRow {
-    /// The queue.
-    pub queue: String,
-    /// PENDING tasks.
-    pub pending: u64,
-    /// IN_FLIGHT tasks.
-    pub in_flight: u64,
-    /// SUCCEEDED tasks not yet pruned.
-    pub succeeded: u64,
-    /// DEAD tasks.
-    pub dead: u64,
+/// Response header saying a policy lives in this process only.
+pub const CONFIG_SCOPE_HEADER: &str = "rdq-config-scope";
+
+/// `GET /v1/queues?names=a,b`: the queues the caller may see, with counts
+/// per status where the store counts tasks, depths where it reports those.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    QueryArgs(query): QueryArgs<QueueListQuery>,
+) -> Result<Response, ApiError> {
+    let names: Vec<String> = query
+        .names
+        .as_deref()
+        .map(|n| {
+            n.split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let queues = state.app().queues(&caller, &names).await?;
+    Ok(json_response(StatusCode::OK, &QueueList { queues }))
 }
 
-/// `GET /v1/queues`: the queues the caller may see, with counts per status.
-pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
-    let counts = state.engine().store().counts().await?;
-    let queues: Vec<QueueRow> = counts
+/// `GET /v1/capabilities`: each capability of the store behind the server.
+pub async fn capabilities(State(state): State<AppState>, _caller: Caller) -> Response {
+    let capabilities: BTreeMap<String, bool> = state
+        .app()
+        .capabilities()
         .into_iter()
-        .filter(|c| caller.allows_queue(&c.queue))
-        .map(|c| QueueRow {
-            queue: c.queue,
-            pending: c.pending,
-            in_flight: c.in_flight,
-            succeeded: c.succeeded,
-            dead: c.dead,
-        })
+        .map(|(k, v)| (k.to_owned(), v))
         .collect();
-    Ok(json_response(
-        StatusCode::OK,
-        &serde_json::json!({ "queues": queues }),
-    ))
+    json_response(StatusCode::OK, &CapabilityList { capabilities })
+}
+
+fn with_scope(state: &AppState, mut response: Response) -> Response {
+    if state.app().config_is_local() {
+        response
+            .headers_mut()
+            .insert(CONFIG_SCOPE_HEADER, HeaderValue::from_static("process"));
+    }
+    response
 }
 
 /// `GET /v1/queues/{queue}/config`: the live policy, defaults filled in.
@@ -62,13 +72,8 @@ pub async fn get_config(
     caller: Caller,
     Path(queue): Path<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Scope::Admin, &queue)?;
-    validate_queue_name(&queue)?;
-    if !queue_exists(state.engine(), &queue).await? {
-        return Err(ApiError::queue_not_found(&queue));
-    }
-    let policy = state.engine().policy(&queue).await?;
-    Ok(json_response(StatusCode::OK, &policy))
+    let policy = state.app().queue_config(&caller, &queue).await?;
+    Ok(with_scope(&state, json_response(StatusCode::OK, &policy)))
 }
 
 /// `PUT /v1/queues/{queue}/config`: applies a partial policy document.
@@ -78,20 +83,6 @@ pub async fn put_config(
     Path(queue): Path<String>,
     JsonBody(patch): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
-    caller.require(Scope::Admin, &queue)?;
-    validate_queue_name(&queue)?;
-    let current = state.engine().policy(&queue).await?;
-    let next = current.patched(&patch)?;
-    CallbackTarget::from_policy(&next, state.callbacks()).map_err(EngineError::InvalidPolicy)?;
-    state.engine().set_policy(&queue, &next).await?;
-    state.audit().record(AuditRecord {
-        who: caller.who().to_owned(),
-        action: "queue.config",
-        queue: Some(queue.clone()),
-        count: None,
-        dry_run: false,
-        detail: serde_json::json!({ "patch": redact_policy(&patch) }),
-    });
-    state.dispatcher().refresh_soon();
-    Ok(json_response(StatusCode::OK, &next))
+    let next = state.app().set_queue_config(&caller, &queue, &patch).await?;
+    Ok(with_scope(&state, json_response(StatusCode::OK, &next)))
 }

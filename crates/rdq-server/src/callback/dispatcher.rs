@@ -24,10 +24,11 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
+use super::address::CheckedResolver;
 use super::mapping::{CallResult, decide};
 use super::settings::CallbackSettings;
 use super::target::CallbackTarget;
-use crate::metrics::{Metrics, OutcomeLabel};
+use rdq_app::metrics::{Metrics, OutcomeLabel};
 
 /// Most bytes of a response body read (for body rules and the excerpt); a
 /// longer body is cut there.
@@ -68,15 +69,20 @@ struct Running {
 
 impl Dispatcher {
     /// A dispatcher over `engine` with one shared HTTP client: keep-alive
-    /// connection pooling, no redirects followed, no proxies.
+    /// connection pooling, no redirects followed, no proxies, and every
+    /// resolved address checked against the `[callbacks]` address rules.
     pub fn new(
         engine: Engine,
         settings: CallbackSettings,
         metrics: Arc<Metrics>,
         shutdown_grace: Duration,
     ) -> Result<Self, reqwest::Error> {
+        // Names resolve through the address check on every connection, and
+        // the client connects to exactly the addresses that were checked.
+        let resolver = CheckedResolver::new(settings.address_policy());
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(resolver)
             .no_proxy()
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(60))
@@ -134,31 +140,31 @@ impl Dispatcher {
         if shutdown.is_triggered() {
             return;
         }
-        let counts = match self.engine.store().counts().await {
-            Ok(c) => c,
+        let queues = match self.engine.store().queue_names().await {
+            Ok(q) => q,
             Err(e) => {
                 warn!(error = %e, "callback dispatch cannot list queues");
                 return;
             }
         };
         let mut wanted: HashMap<String, CallbackTarget> = HashMap::new();
-        for c in counts {
-            let policy = match self.engine.policy(&c.queue).await {
+        for queue in queues {
+            let policy = match self.engine.policy(&queue).await {
                 Ok(p) => p,
                 Err(e) => {
-                    warn!(queue = %c.queue, error = %e, "cannot read the queue's policy");
+                    warn!(queue = %queue, error = %e, "cannot read the queue's policy");
                     continue;
                 }
             };
             match CallbackTarget::from_policy(&policy, &self.settings) {
                 Ok(Some(target)) => {
-                    wanted.insert(c.queue, target);
+                    wanted.insert(queue, target);
                 }
                 Ok(None) => {}
                 Err(why) => {
                     // A target stored before the allowlist changed, say: log once.
-                    if reported.insert((c.queue.clone(), why.clone())) {
-                        warn!(queue = %c.queue, error = %why, "not dispatching: the stored callback target is not valid");
+                    if reported.insert((queue.clone(), why.clone())) {
+                        warn!(queue = %queue, error = %why, "not dispatching: the stored callback target is not valid");
                     }
                 }
             }

@@ -3,10 +3,12 @@
 //! seed `002`.
 //!
 //! - [`settings`]: the server-wide `[callbacks]` section and URL allowlist;
+//! - [`address`]: which addresses a callback may reach, checked on every connection;
 //! - [`target`]: a queue's target, parsed and checked when it is configured;
 //! - [`mapping`]: answer → outcome, a pure function;
 //! - [`dispatcher`]: the per-queue workers that make the calls.
 
+pub mod address;
 pub mod dispatcher;
 pub mod mapping;
 pub mod settings;

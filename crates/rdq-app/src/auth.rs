@@ -12,11 +12,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use axum::http::{HeaderValue, StatusCode};
 use rdq_engine::glob::Glob;
 use serde::{Deserialize, Serialize};
 
-use crate::problem::{ApiError, FORBIDDEN, UNAUTHENTICATED};
+use crate::error::{AppError, ErrorKind, FORBIDDEN, UNAUTHENTICATED};
 
 /// Shortest token accepted in the configuration, in bytes.
 pub const MIN_TOKEN_LEN: usize = 16;
@@ -130,12 +129,12 @@ impl Caller {
     }
 
     /// Refuses with 403 `FORBIDDEN` unless the token has `scope`.
-    pub fn require_scope(&self, scope: Scope) -> Result<(), ApiError> {
+    pub fn require_scope(&self, scope: Scope) -> Result<(), AppError> {
         if self.has_scope(scope) {
             Ok(())
         } else {
-            Err(ApiError::new(
-                StatusCode::FORBIDDEN,
+            Err(AppError::new(
+                ErrorKind::Forbidden,
                 FORBIDDEN,
                 format!(
                     "the token {:?} lacks the {:?} scope",
@@ -147,13 +146,13 @@ impl Caller {
     }
 
     /// Refuses with 403 `FORBIDDEN` unless the token has `scope` on `queue`.
-    pub fn require(&self, scope: Scope, queue: &str) -> Result<(), ApiError> {
+    pub fn require(&self, scope: Scope, queue: &str) -> Result<(), AppError> {
         self.require_scope(scope)?;
         if self.allows_queue(queue) {
             Ok(())
         } else {
-            Err(ApiError::new(
-                StatusCode::FORBIDDEN,
+            Err(AppError::new(
+                ErrorKind::Forbidden,
                 FORBIDDEN,
                 format!(
                     "the token {:?} is not allowed on queue {queue:?}",
@@ -164,11 +163,11 @@ impl Caller {
     }
 
     /// Refuses with 403 unless the token has any of `scopes` on `queue`.
-    pub fn require_any(&self, scopes: &[Scope], queue: &str) -> Result<(), ApiError> {
+    pub fn require_any(&self, scopes: &[Scope], queue: &str) -> Result<(), AppError> {
         match scopes.iter().find(|s| self.has_scope(**s)) {
             Some(scope) => self.require(*scope, queue),
-            None => Err(ApiError::new(
-                StatusCode::FORBIDDEN,
+            None => Err(AppError::new(
+                ErrorKind::Forbidden,
                 FORBIDDEN,
                 format!(
                     "the token {:?} has none of the scopes {:?}",
@@ -187,6 +186,11 @@ pub struct Authenticator {
 }
 
 impl Authenticator {
+    /// No tokens: every call is allowed, as `anonymous`.
+    pub fn open() -> Self {
+        Self { tokens: Vec::new() }
+    }
+
     /// Checks the configured tokens: names unique and non-empty, secrets long
     /// enough and distinct, at least one scope, valid queue globs.
     pub fn new(configs: &[TokenConfig]) -> Result<Self, TokenConfigError> {
@@ -238,18 +242,18 @@ impl Authenticator {
         self.tokens.is_empty()
     }
 
-    /// The caller behind `authorization` (the header's value, if any):
-    /// 401 `UNAUTHENTICATED` when it is missing or unknown.
-    pub fn authenticate(&self, authorization: Option<&HeaderValue>) -> Result<Caller, ApiError> {
+    /// The caller behind `authorization` (an `Authorization` header's or
+    /// gRPC metadata's value, if any): `UNAUTHENTICATED` when it is missing,
+    /// not a bearer token, or unknown.
+    pub fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Caller, AppError> {
         if self.is_open() {
             return Ok(Caller::open());
         }
         let unauthenticated =
-            |why: &str| ApiError::new(StatusCode::UNAUTHORIZED, UNAUTHENTICATED, why);
+            |why: &str| AppError::new(ErrorKind::Unauthenticated, UNAUTHENTICATED, why);
         let header = authorization
             .ok_or_else(|| unauthenticated("this server needs an Authorization: Bearer token"))?;
-        let presented = header
-            .to_str()
+        let presented = std::str::from_utf8(header)
             .ok()
             .and_then(|h| {
                 h.strip_prefix("Bearer ")
@@ -292,8 +296,8 @@ mod tests {
         }
     }
 
-    fn bearer(s: &str) -> HeaderValue {
-        HeaderValue::from_str(&format!("Bearer {s}")).unwrap()
+    fn bearer(s: &str) -> Vec<u8> {
+        format!("Bearer {s}").into_bytes()
     }
 
     #[test]
@@ -309,7 +313,7 @@ mod tests {
         ])
         .unwrap();
         let caller = auth
-            .authenticate(Some(&bearer("checkout-secret-0001")))
+            .authenticate(Some(&*bearer("checkout-secret-0001")))
             .unwrap();
         assert_eq!(caller.who(), "checkout");
         assert!(caller.require(Scope::Submit, "payments.charge").is_ok());
@@ -318,11 +322,11 @@ mod tests {
             "FORBIDDEN"
         );
         assert_eq!(
-            caller.require_scope(Scope::Admin).unwrap_err().status(),
-            StatusCode::FORBIDDEN
+            caller.require_scope(Scope::Admin).unwrap_err().kind(),
+            ErrorKind::Forbidden
         );
         let ops = auth
-            .authenticate(Some(&bearer("ops-secret-000000001")))
+            .authenticate(Some(&*bearer("ops-secret-000000001")))
             .unwrap();
         assert!(ops.require(Scope::Work, "anything").is_ok());
     }
@@ -333,12 +337,12 @@ mod tests {
             Authenticator::new(&[token("a", "aaaaaaaaaaaaaaaa", &[Scope::Work], &[])]).unwrap();
         for header in [
             None,
-            Some(HeaderValue::from_static("Basic abc")),
+            Some(b"Basic abc".to_vec()),
             Some(bearer("aaaaaaaaaaaaaaab")),
             Some(bearer("aaaaaaaaaaaaaaaaa")),
         ] {
-            let err = auth.authenticate(header.as_ref()).unwrap_err();
-            assert_eq!(err.status(), StatusCode::UNAUTHORIZED);
+            let err = auth.authenticate(header.as_deref()).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unauthenticated);
             assert_eq!(err.code(), "UNAUTHENTICATED");
         }
     }

@@ -1,0 +1,113 @@
+//! `/v1/queues/{queue}/dead`: the dead-letter queue.
+
+use serde::{Deserialize, Serialize};
+
+use crate::RawEnvelope;
+
+/// Query of `GET …/dead`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    /// Page size, 1–1000 (default 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// `next_cursor` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Glob on the latest error's type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+}
+
+/// A page of dead tasks.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DlqPage {
+    /// The envelopes, newest first.
+    pub items: Vec<RawEnvelope>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// Body of `POST …/dead/redrive`; every field optional.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedriveBody {
+    /// Only these tasks.
+    #[serde(default)]
+    pub ids: Option<Vec<String>>,
+    /// Only tasks whose latest error type matches this glob.
+    #[serde(default)]
+    pub error_type: Option<String>,
+    /// At most this many.
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Report, change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// The answer of a redrive.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RedriveResult {
+    /// The queue.
+    pub queue: String,
+    /// True when nothing was changed.
+    pub dry_run: bool,
+    /// How many were (or would be) redriven.
+    pub count: usize,
+    /// Which.
+    pub ids: Vec<String>,
+}
+
+/// Query of `GET …/dead/export`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportQuery {
+    /// Only tasks whose latest error type matches this glob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+}
+
+/// Query of `POST …/dead/import` and `DELETE …/dead`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DryRunQuery {
+    /// Check or count, change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// A line of an import that cannot be imported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineError {
+    /// 1-based line number in the file.
+    pub line: usize,
+    /// Stable code (`MALFORMED_ENVELOPE`, `INVALID_FIELD`, `TASK_EXISTS`, …).
+    pub code: String,
+    /// What is wrong, for people.
+    pub message: String,
+}
+
+/// The answer of an import.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ImportResult {
+    /// The queue.
+    pub queue: String,
+    /// True when nothing was stored.
+    pub dry_run: bool,
+    /// Lines checked.
+    pub checked: u64,
+    /// Envelopes stored.
+    pub imported: u64,
+}
+
+/// The answer of a purge.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PurgeResult {
+    /// The queue.
+    pub queue: String,
+    /// True when nothing was removed.
+    pub dry_run: bool,
+    /// How many were (or would be) removed.
+    pub purged: u64,
+}

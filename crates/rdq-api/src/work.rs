@@ -1,0 +1,136 @@
+//! The pull-worker API: claim, settle (one or a batch), extend a lease.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::RawEnvelope;
+
+/// Body of `POST /v1/queues/{queue}/claim`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimBody {
+    /// Most tasks to take, 0–1000.
+    pub max: usize,
+    /// Lease for these claims; the queue's `lease_ms` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+}
+
+/// One claimed task.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ClaimedTask {
+    /// The task id.
+    pub id: String,
+    /// Present this when settling or extending; opaque.
+    pub lease_token: String,
+    /// The task as claimed: IN_FLIGHT, its open attempt last.
+    pub envelope: RawEnvelope,
+}
+
+/// The answer of a claim.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ClaimResponse {
+    /// The claimed tasks, highest priority first.
+    pub tasks: Vec<ClaimedTask>,
+}
+
+/// What a worker reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReportedOutcome {
+    /// The task succeeded.
+    Success,
+    /// Retry with backoff (until `max_attempts`).
+    RetryableFailure,
+    /// Dead-letter now.
+    PermanentFailure,
+    /// A failure the worker did not classify: the queue's
+    /// `retryable_errors` / `non_retryable_errors` globs decide, default retryable.
+    Failure,
+    /// Put back for `defer_ms` without spending an attempt.
+    Defer,
+    /// Hand back unrun (a worker shutting down): due now, no attempt spent.
+    Release,
+}
+
+/// The error of a failed attempt, as a worker reports it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportedError {
+    /// Language-native type name; classification globs match on it.
+    #[serde(rename = "type")]
+    pub error_type: String,
+    /// What went wrong (cut at 4 KiB).
+    #[serde(default)]
+    pub message: String,
+    /// Optional structured JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Value>,
+    /// Optional stack (cut at 64 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<String>,
+}
+
+/// Body of `POST /v1/tasks/{id}/settle`; one item of `POST /v1/settle`
+/// also names the task `id`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettleBody {
+    /// The task (batch items only; the path names it otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The token from the claim.
+    pub lease_token: String,
+    /// What happened.
+    pub outcome: ReportedOutcome,
+    /// Required with the failure outcomes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ReportedError>,
+    /// Required with `DEFER`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defer_ms: Option<u64>,
+}
+
+/// Body of `POST /v1/settle`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettleBatchBody {
+    /// The settles, each naming its task `id`. Kept as JSON so a malformed
+    /// item is answered in its slot instead of failing the batch.
+    pub settles: Vec<Value>,
+}
+
+/// One result of a batch settle, in request order.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SettleItemResult {
+    /// The task id as given.
+    pub id: String,
+    /// 200, or the error's status (409 `LEASE_LOST`, 400, …).
+    pub status: u16,
+    /// The task's new state, on success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope: Option<RawEnvelope>,
+    /// The stable error code, on failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// What was wrong, on failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The answer of `POST /v1/settle`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SettleBatchResponse {
+    /// One result per item, in order.
+    pub results: Vec<SettleItemResult>,
+}
+
+/// Body of `POST /v1/tasks/{id}/lease`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendBody {
+    /// The token from the claim.
+    pub lease_token: String,
+    /// The lease then ends this long from now.
+    pub extend_ms: u64,
+}

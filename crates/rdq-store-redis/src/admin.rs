@@ -1,0 +1,321 @@
+//! The admin writes: redrive, purge, delete, prune and stored policies.
+//!
+//! Redrive reads the DLQ a page at a time, lets the engine decide each
+//! task's new state ([`machine::redrive`]) and writes the page back with the
+//! compare-and-swap script, which skips any task that stopped being that
+//! DEAD task meanwhile. Removals run as batches of one script each and then
+//! drop the removed ids from the id index.
+
+use std::collections::HashSet;
+
+use futures::FutureExt;
+use rdq_engine::glob::Glob;
+use rdq_engine::store::latest_error_type;
+use rdq_engine::{
+    EngineError, LeaseToken, LeasedUpdate, ListOrder, QueuePolicy, RedriveRequest, machine,
+};
+use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
+
+use crate::Shared;
+use crate::conn::{Retry, retrying};
+use crate::reads;
+use crate::stored::{self, status_digit};
+use crate::writes::swap_attempt;
+
+/// Dead tasks read (and redriven) per round trip.
+const REDRIVE_PAGE: usize = 500;
+
+/// Tasks one purge script removes.
+const PURGE_BATCH: usize = 1_000;
+
+/// Redrives matching DEAD tasks; returns their ids (what would be, on a dry run).
+pub(crate) async fn redrive(
+    shared: &Shared,
+    request: &RedriveRequest,
+    now: Timestamp,
+) -> Result<Vec<TaskId>, EngineError> {
+    let glob = request
+        .error_type
+        .as_deref()
+        .map(Glob::new)
+        .transpose()
+        .map_err(EngineError::InvalidArgument)?;
+    let matches = |env: &Envelope| {
+        env.status == Status::Dead
+            && env.queue == request.queue
+            && glob
+                .as_ref()
+                .is_none_or(|g| latest_error_type(env).is_some_and(|t| g.matches(t)))
+    };
+    let limit = request.limit.unwrap_or(usize::MAX);
+    let mut chosen: Vec<TaskId> = Vec::new();
+    match &request.ids {
+        Some(ids) => {
+            let mut seen = HashSet::new();
+            let unique: Vec<TaskId> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
+            for page in unique.chunks(REDRIVE_PAGE) {
+                let found = fetch(shared, &request.queue, page).await?;
+                let picked: Vec<Envelope> = found
+                    .into_iter()
+                    .filter(|env| matches(env))
+                    .take(limit - chosen.len())
+                    .collect();
+                chosen.extend(apply(shared, picked, request.dry_run, now).await?);
+                if chosen.len() >= limit {
+                    break;
+                }
+            }
+        }
+        None => {
+            let mut cursor = None;
+            loop {
+                let raw = reads::chunk(
+                    shared,
+                    &request.queue,
+                    "3",
+                    cursor,
+                    REDRIVE_PAGE,
+                    ListOrder::OldestFirst,
+                )
+                .await?;
+                let full = raw.len() == REDRIVE_PAGE;
+                let mut picked = Vec::new();
+                for (id, value) in raw {
+                    cursor = Some(id);
+                    let env = stored::decode(&value)?;
+                    if matches(&env) && chosen.len() + picked.len() < limit {
+                        picked.push(env);
+                    }
+                }
+                chosen.extend(apply(shared, picked, request.dry_run, now).await?);
+                if !full || chosen.len() >= limit {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(chosen)
+}
+
+/// The stored tasks of `queue` with these ids (missing ones left out).
+async fn fetch(shared: &Shared, queue: &str, ids: &[TaskId]) -> Result<Vec<Envelope>, EngineError> {
+    let key = shared.keys.queue(queue).tasks().to_owned();
+    let values: Vec<Option<Vec<u8>>> = retrying(shared.options.wait, Retry::Always, |_| {
+        let key = &key;
+        async move {
+            let mut conn = shared.conn().await?;
+            let mut cmd = redis::cmd("HMGET");
+            cmd.arg(key);
+            for id in ids {
+                cmd.arg(id.to_string());
+            }
+            Ok(cmd.query_async(&mut conn).await?)
+        }
+        .boxed()
+    })
+    .await?;
+    values
+        .into_iter()
+        .flatten()
+        .map(|v| stored::decode(&v))
+        .collect()
+}
+
+/// Redrives `picked` (unless a dry run); returns the ids redriven.
+async fn apply(
+    shared: &Shared,
+    picked: Vec<Envelope>,
+    dry_run: bool,
+    now: Timestamp,
+) -> Result<Vec<TaskId>, EngineError> {
+    if dry_run {
+        return Ok(picked
+            .iter()
+            .filter(|env| machine::redrive(env, now).is_ok())
+            .map(|env| env.id)
+            .collect());
+    }
+    let mut updates = Vec::with_capacity(picked.len());
+    for env in &picked {
+        // A task the machine will not redrive (a counter at its maximum)
+        // stays in the DLQ as it is.
+        if let Ok(next) = machine::redrive(env, now) {
+            updates.push(LeasedUpdate {
+                envelope: next,
+                // For a DEAD task the script compares the claim count alone.
+                expected: LeaseToken(env.claim_count),
+            });
+        }
+    }
+    if updates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let values: Vec<Vec<u8>> = updates
+        .iter()
+        .map(|u| stored::value_of(&u.envelope))
+        .collect();
+    let (updates, values) = (&updates, &values);
+    let results = retrying(shared.options.wait, Retry::NotAppliedOnly, |_| {
+        swap_attempt(shared, '3', updates, values, false).boxed()
+    })
+    .await?;
+    Ok(updates
+        .iter()
+        .zip(results)
+        .filter(|(_, r)| r.is_ok())
+        .map(|(u, _)| u.envelope.id)
+        .collect())
+}
+
+/// Runs the removal script with `args` once; returns the removed ids,
+/// already dropped from the id index.
+async fn remove(
+    shared: &Shared,
+    queue: &str,
+    args: Vec<String>,
+    retry: Retry,
+) -> Result<Vec<TaskId>, EngineError> {
+    let queue_keys = shared.keys.queue(queue);
+    let (queue_keys, args) = (&queue_keys, &args);
+    retrying(shared.options.wait, retry, |_| {
+        async move {
+            let mut conn = shared.conn().await?;
+            let removed: Vec<String> =
+                crate::scripts::run(&mut conn, &shared.scripts.remove, queue_keys, args).await?;
+            let ids: Vec<TaskId> = removed.iter().filter_map(|s| TaskId::parse(s)).collect();
+            shared.forget_ids(&mut conn, &ids).await?;
+            Ok(ids)
+        }
+        .boxed()
+    })
+    .await
+}
+
+/// Removes every task of `queue` in `status`; returns how many (would be) removed.
+pub(crate) async fn purge(
+    shared: &Shared,
+    queue: &str,
+    status: Status,
+    dry_run: bool,
+) -> Result<u64, EngineError> {
+    if dry_run {
+        return reads::count_of(shared, queue, status).await;
+    }
+    let mut removed = 0u64;
+    loop {
+        let args = vec![
+            "status".to_owned(),
+            status_digit(status).to_string(),
+            PURGE_BATCH.to_string(),
+        ];
+        let batch = remove(shared, queue, args, Retry::NotAppliedOnly).await?;
+        removed += batch.len() as u64;
+        if batch.len() < PURGE_BATCH {
+            return Ok(removed);
+        }
+    }
+}
+
+/// Removes one task.
+pub(crate) async fn delete(shared: &Shared, id: TaskId) -> Result<(), EngineError> {
+    let queue = retrying(shared.options.wait, Retry::Always, |_| {
+        async move {
+            let mut conn = shared.conn().await?;
+            reads::queue_of(shared, &mut conn, id).await
+        }
+        .boxed()
+    })
+    .await?
+    .ok_or(EngineError::TaskNotFound(id))?;
+    let removed = remove(
+        shared,
+        &queue,
+        vec!["ids".to_owned(), id.to_string()],
+        Retry::NotAppliedOnly,
+    )
+    .await?;
+    if removed.is_empty() {
+        return Err(EngineError::TaskNotFound(id));
+    }
+    Ok(())
+}
+
+/// Removes up to `limit` SUCCEEDED tasks of `queue` finished before the cutoff.
+pub(crate) async fn prune(
+    shared: &Shared,
+    queue: &str,
+    finished_before: Timestamp,
+    limit: usize,
+) -> Result<u64, EngineError> {
+    let args = vec![
+        "finished".to_owned(),
+        finished_before.unix_ms().to_string(),
+        limit.to_string(),
+    ];
+    Ok(remove(shared, queue, args, Retry::Always).await?.len() as u64)
+}
+
+/// Stores the policy of `queue`.
+pub(crate) async fn put_config(
+    shared: &Shared,
+    queue: &str,
+    policy: &QueuePolicy,
+) -> Result<(), EngineError> {
+    let text = serde_json::to_string(policy)
+        .map_err(|e| EngineError::InvalidPolicy(format!("the policy does not serialise: {e}")))?;
+    let key = shared.keys.queue(queue).config().to_owned();
+    let (key, text) = (&key, &text);
+    retrying(shared.options.wait, Retry::Always, |_| {
+        async move {
+            let mut conn = shared.conn().await?;
+            let mut register = redis::cmd("SADD");
+            register.arg(shared.keys.registry()).arg(queue);
+            let mut set = redis::cmd("SET");
+            set.arg(key).arg(text);
+            let _: Vec<redis::Value> = conn.each(vec![register, set]).await?;
+            shared.events.forget(queue);
+            let _: redis::Value = redis::cmd("PUBLISH")
+                .arg(shared.keys.channel())
+                .arg(format!("c:{queue}"))
+                .query_async(&mut conn)
+                .await?;
+            Ok(())
+        }
+        .boxed()
+    })
+    .await
+}
+
+/// The lease secret: made by the first process to ask (`SET NX`), then the
+/// same for every process until the data is lost.
+pub(crate) async fn lease_secret(shared: &Shared) -> Result<[u8; 32], EngineError> {
+    let mut fresh = [0u8; 32];
+    getrandom::fill(&mut fresh).map_err(|e| {
+        EngineError::Unavailable(format!("no randomness for the lease secret: {e}"))
+    })?;
+    let key = shared.keys.lease_secret();
+    let (key, fresh_ref) = (&key, &fresh);
+    let earlier: Option<Vec<u8>> = retrying(shared.options.wait, Retry::Always, |_| {
+        async move {
+            let mut conn = shared.conn().await?;
+            Ok(redis::cmd("SET")
+                .arg(key)
+                .arg(&fresh_ref[..])
+                .arg("NX")
+                .arg("GET")
+                .query_async(&mut conn)
+                .await?)
+        }
+        .boxed()
+    })
+    .await?;
+    match earlier {
+        None => Ok(fresh),
+        Some(stored) => stored.try_into().map_err(|v: Vec<u8>| {
+            EngineError::CorruptStore(format!(
+                "the stored lease secret is {} bytes, not 32",
+                v.len()
+            ))
+        }),
+    }
+}

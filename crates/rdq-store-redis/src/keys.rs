@@ -1,0 +1,122 @@
+//! The key layout: every key of one queue shares the hash tag
+//! `{PREFIX:QUEUE}`, so a queue's scripts run atomically on one shard of a
+//! cluster while queues spread over all of them. What spans queues (the
+//! registry of queues, the id → queue index) has keys of its own.
+
+use rdq_envelope::TaskId;
+
+/// Shards of the id → queue index: small hashes that spread over a cluster.
+pub(crate) const INDEX_SHARDS: u32 = 256;
+
+/// Positions in [`QueueKeys::all`], in the order every script takes them
+/// as `KEYS` (see `lua/common.lua`).
+const NAMES: [&str; 12] = [
+    "tasks", "ready", "delayed", "leases", "done", "ids:0", "ids:1", "ids:2", "ids:3", "bykey",
+    "keyof", "config",
+];
+
+/// The names of one installation's keys (one prefix).
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    /// The keys under `prefix`.
+    pub(crate) fn new(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    /// The prefix.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The keys of `queue`.
+    pub(crate) fn queue(&self, queue: &str) -> QueueKeys {
+        let tag = format!("{{{}:{}}}", self.prefix, queue);
+        QueueKeys {
+            all: NAMES.map(|name| format!("{tag}:{name}")),
+        }
+    }
+
+    /// The set of every queue that ever had a task or a policy.
+    pub(crate) fn registry(&self) -> String {
+        format!("{}:queues", self.prefix)
+    }
+
+    /// The index shard holding `id`'s queue.
+    pub(crate) fn index(&self, id: TaskId) -> String {
+        // The low bits of a ULID are random: the shards fill evenly.
+        self.shard((id.as_u128() % u128::from(INDEX_SHARDS)) as u32)
+    }
+
+    /// Every index shard.
+    pub(crate) fn index_shards(&self) -> impl Iterator<Item = String> + '_ {
+        (0..INDEX_SHARDS).map(|n| self.shard(n))
+    }
+
+    fn shard(&self, n: u32) -> String {
+        format!("{}:idx:{n:02x}", self.prefix)
+    }
+
+    /// The secret lease tokens are keyed with, shared by every process.
+    pub(crate) fn lease_secret(&self) -> String {
+        format!("{}:lease_secret", self.prefix)
+    }
+
+    /// The channel processes announce policy changes and new work on.
+    pub(crate) fn channel(&self) -> String {
+        format!("{}:events", self.prefix)
+    }
+
+    /// What the readiness probe writes.
+    pub(crate) fn probe(&self) -> String {
+        format!("{}:probe", self.prefix)
+    }
+}
+
+/// The keys of one queue, all in one hash slot.
+#[derive(Debug, Clone)]
+pub(crate) struct QueueKeys {
+    /// Every key, in script order.
+    pub(crate) all: [String; 12],
+}
+
+impl QueueKeys {
+    /// The task hash: id → stored value.
+    pub(crate) fn tasks(&self) -> &str {
+        &self.all[0]
+    }
+
+    /// The queue's stored policy (JSON).
+    pub(crate) fn config(&self) -> &str {
+        &self.all[11]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_of_a_queue_shares_one_hash_tag() {
+        let keys = Keys::new("rdq");
+        let q = keys.queue("payments.charge");
+        for key in &q.all {
+            assert!(key.starts_with("{rdq:payments.charge}:"), "{key}");
+        }
+        assert_eq!(q.tasks(), "{rdq:payments.charge}:tasks");
+        assert_eq!(q.config(), "{rdq:payments.charge}:config");
+    }
+
+    #[test]
+    fn index_shards_cover_every_id() {
+        let keys = Keys::new("p");
+        let shards: Vec<String> = keys.index_shards().collect();
+        assert_eq!(shards.len(), INDEX_SHARDS as usize);
+        assert!(shards.contains(&keys.index(TaskId::generate())));
+    }
+}

@@ -1,0 +1,43 @@
+-- Claims up to `max` due PENDING tasks, highest priority first, then
+-- earliest due, then oldest id. ARGV: now, lease until, max, how many
+-- delayed tasks that have come due to move into the ready set first.
+-- Marks each task IN_FLIGHT under a new claim count and lease (the stored
+-- envelope stays PENDING; rdq replays the claim on it) and answers the
+-- claimed tasks' stored values.
+local now, until_ms = tonumber(ARGV[1]), ARGV[2]
+-- A task whose claim count is at its maximum can never be claimed again.
+local MAX_COUNT = '4294967295'
+local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[4]))
+for i = 1, #due, 2 do
+  local id, at = due[i], tonumber(due[i + 1])
+  redis.call('ZREM', DELAYED, id)
+  local v = redis.call('HGET', TASKS, id)
+  if v then
+    local _, _, p = meta(v)
+    redis.call('ZADD', READY, (255 - tonumber(p)) * SPAN + math.max(at, 0), id)
+  end
+end
+local out = {}
+local popped = redis.call('ZPOPMIN', READY, tonumber(ARGV[3]))
+for i = 1, #popped, 2 do
+  local id = popped[i]
+  local at = tonumber(popped[i + 1]) % SPAN
+  local v = redis.call('HGET', TASKS, id)
+  if v then
+    local s, c, p, brace = meta(v)
+    if s == '0' and c ~= MAX_COUNT then
+      if at > now then
+        -- Written as due by a clock ahead of this claimer's: wait for it.
+        redis.call('ZADD', DELAYED, at, id)
+      else
+        local claimed = '1,' .. (tonumber(c) + 1) .. ',' .. p .. ',' .. ARGV[1] .. ',' .. until_ms .. string.sub(v, brace)
+        redis.call('HSET', TASKS, id, claimed)
+        redis.call('ZREM', IDS['0'], id)
+        redis.call('ZADD', IDS['1'], 0, id)
+        redis.call('ZADD', LEASES, until_ms, id)
+        out[#out + 1] = claimed
+      end
+    end
+  end
+end
+return out

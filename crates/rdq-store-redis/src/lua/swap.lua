@@ -1,0 +1,29 @@
+-- Compare-and-swap writes of whole tasks: settles, lease extensions and
+-- reaps (required status '1', IN_FLIGHT) and redrives ('3', DEAD). ARGV[1]
+-- is the required status, then six per write: id, expected claim count,
+-- new stored value, new status, place kind, score. Writes apply in order.
+-- Answers two per write: 'K' and '' (applied), 'N' and '' (no such task),
+-- or 'L' and the current value (status or claim count differ).
+local required = ARGV[1]
+local out = {}
+for i = 2, #ARGV, 6 do
+  local id = ARGV[i]
+  local v = redis.call('HGET', TASKS, id)
+  if not v then
+    out[#out + 1] = 'N'
+    out[#out + 1] = ''
+  else
+    local s, c = meta(v)
+    if s ~= required or c ~= ARGV[i + 1] then
+      out[#out + 1] = 'L'
+      out[#out + 1] = v
+    else
+      unplace(id, s)
+      redis.call('HSET', TASKS, id, ARGV[i + 2])
+      place(id, ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+      out[#out + 1] = 'K'
+      out[#out + 1] = ''
+    end
+  end
+end
+return out

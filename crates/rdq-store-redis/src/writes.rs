@@ -1,0 +1,386 @@
+//! The work path: grouped submits and settles, and claims.
+//!
+//! Refusals (`LEASE_LOST`, `TASK_NOT_FOUND`, a taken id) are decided by the
+//! scripts and change nothing, so one request's refusal never fails its
+//! neighbours in a group. A failure of Redis fails the group, which the
+//! store then retries: submits and settles recognise, by comparing the
+//! stored envelope bytes, that an attempt whose answer was lost with the
+//! connection had in fact been applied.
+
+use std::collections::HashMap;
+
+use futures::FutureExt;
+use rdq_engine::{EngineError, LeasedUpdate, NewTask, Submitted};
+use rdq_envelope::{Envelope, Timestamp};
+use redis::Value;
+use tokio::sync::oneshot;
+
+use crate::Shared;
+use crate::conn::{Retry, retrying};
+use crate::error::{Failure, unexpected};
+use crate::stored::{self, Placement, envelope_bytes};
+
+/// Most tasks one claim takes, whatever `max` asks for.
+const MAX_CLAIM: usize = 10_000;
+
+/// A submit waiting for its group.
+pub(crate) struct SubmitRequest {
+    pub(crate) tasks: Vec<NewTask>,
+    pub(crate) reply: oneshot::Sender<Vec<Result<Submitted, EngineError>>>,
+}
+
+impl SubmitRequest {
+    /// Its share of a group: one per task.
+    pub(crate) fn weight(&self) -> usize {
+        self.tasks.len().max(1)
+    }
+}
+
+/// A settle waiting for its group.
+pub(crate) struct SettleRequest {
+    pub(crate) updates: Vec<LeasedUpdate>,
+    pub(crate) reply: oneshot::Sender<Vec<Result<(), EngineError>>>,
+}
+
+impl SettleRequest {
+    /// Its share of a group: one per update.
+    pub(crate) fn weight(&self) -> usize {
+        self.updates.len().max(1)
+    }
+}
+
+/// Writes one group of submits and answers each request.
+pub(crate) async fn run_submits(shared: &Shared, group: Vec<SubmitRequest>) {
+    let mut replies = Vec::with_capacity(group.len());
+    let mut tasks = Vec::new();
+    for request in group {
+        replies.push((request.tasks.len(), request.reply));
+        tasks.extend(request.tasks);
+    }
+    let results = submit(shared, &tasks).await;
+    let created = results
+        .iter()
+        .any(|r| matches!(r, Ok(Submitted::Created(_))));
+    let mut results = results.into_iter();
+    for (n, reply) in replies {
+        // A caller that stopped waiting is no error: its write stands.
+        let _ = reply.send(results.by_ref().take(n).collect());
+    }
+    if created {
+        announce_work(shared).await;
+    }
+}
+
+/// Writes one group of settles and answers each request.
+pub(crate) async fn run_settles(shared: &Shared, group: Vec<SettleRequest>) {
+    let mut replies = Vec::with_capacity(group.len());
+    let mut updates = Vec::new();
+    for request in group {
+        replies.push((request.updates.len(), request.reply));
+        updates.extend(request.updates);
+    }
+    let mut results = settle(shared, &updates).await.into_iter();
+    for (n, reply) in replies {
+        let _ = reply.send(results.by_ref().take(n).collect());
+    }
+}
+
+/// Tells other processes that work was stored (best effort: their workers
+/// poll anyway).
+async fn announce_work(shared: &Shared) {
+    let Ok(mut conn) = shared.conn().await else {
+        return;
+    };
+    let published: redis::RedisResult<Value> = redis::cmd("PUBLISH")
+        .arg(shared.keys.channel())
+        .arg(format!("w:{}", shared.events.origin))
+        .query_async(&mut conn)
+        .await;
+    if let Err(e) = published {
+        tracing::debug!(error = %e, "cannot announce new work");
+    }
+}
+
+/// The indices of `items` per queue, each queue's in order, queues in the
+/// order they first appear.
+fn by_queue<T>(items: &[T], queue: impl Fn(&T) -> &str) -> Vec<(String, Vec<usize>)> {
+    let mut order: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut slot: HashMap<&str, usize> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        let q = queue(item);
+        let at = *slot.entry(q).or_insert_with(|| {
+            order.push((q.to_owned(), Vec::new()));
+            order.len() - 1
+        });
+        order[at].1.push(i);
+    }
+    order
+}
+
+/// Pairs of (code, value) from a script's flat answer.
+fn pairs(answer: Vec<Vec<u8>>, expected: usize) -> Result<Vec<(u8, Vec<u8>)>, Failure> {
+    if answer.len() != expected * 2 {
+        return Err(unexpected("a batch"));
+    }
+    let mut out = Vec::with_capacity(expected);
+    let mut it = answer.into_iter();
+    while let (Some(code), Some(value)) = (it.next(), it.next()) {
+        out.push((code.first().copied().unwrap_or(b'?'), value));
+    }
+    Ok(out)
+}
+
+/// Stores new tasks; one result per task.
+async fn submit(shared: &Shared, tasks: &[NewTask]) -> Vec<Result<Submitted, EngineError>> {
+    if tasks.is_empty() {
+        return Vec::new();
+    }
+    let values: Vec<Vec<u8>> = tasks
+        .iter()
+        .map(|t| stored::value_of(&t.envelope))
+        .collect();
+    let values = &values;
+    let outcome = retrying(shared.options.wait, Retry::Always, |maybe_applied| {
+        submit_attempt(shared, tasks, values, maybe_applied).boxed()
+    })
+    .await;
+    outcome.unwrap_or_else(|e| vec![Err(e); tasks.len()])
+}
+
+async fn submit_attempt(
+    shared: &Shared,
+    tasks: &[NewTask],
+    values: &[Vec<u8>],
+    maybe_applied: bool,
+) -> Result<Vec<Result<Submitted, EngineError>>, Failure> {
+    let mut conn = shared.conn().await?;
+    let keys = &shared.keys;
+    // The registry and the id index first: a task is never stored where the
+    // reaper, `counts` or `get` cannot find it.
+    let queues = by_queue(tasks, |t| t.envelope.queue.as_str());
+    let mut cmds = Vec::with_capacity(tasks.len() + 1);
+    let mut register = redis::cmd("SADD");
+    register.arg(keys.registry());
+    for (queue, _) in &queues {
+        register.arg(queue);
+    }
+    cmds.push(register);
+    for task in tasks {
+        let mut index = redis::cmd("HSETNX");
+        index
+            .arg(keys.index(task.envelope.id))
+            .arg(task.envelope.id.to_string())
+            .arg(&task.envelope.queue);
+        cmds.push(index);
+    }
+    let answers: Vec<Value> = conn.each(cmds).await?;
+    let fresh: Vec<bool> = answers
+        .iter()
+        .skip(1)
+        .map(|v| matches!(v, Value::Int(1)))
+        .collect();
+
+    let mut results: Vec<Option<Result<Submitted, EngineError>>> = vec![None; tasks.len()];
+    for (i, task) in tasks.iter().enumerate() {
+        if fresh[i] {
+            continue;
+        }
+        // The id is known: to another queue, whose task would be a duplicate.
+        let env = &task.envelope;
+        let index = keys.index(env.id);
+        let owner: Option<String> = redis::cmd("HGET")
+            .arg(&index)
+            .arg(env.id.to_string())
+            .query_async(&mut conn)
+            .await?;
+        if let Some(owner) = owner.filter(|q| *q != env.queue) {
+            let there: bool = redis::cmd("HEXISTS")
+                .arg(keys.queue(&owner).tasks())
+                .arg(env.id.to_string())
+                .query_async(&mut conn)
+                .await?;
+            if there {
+                results[i] = Some(Err(taken(env)));
+                continue;
+            }
+            let _: Value = redis::cmd("HSET")
+                .arg(&index)
+                .arg(env.id.to_string())
+                .arg(&env.queue)
+                .query_async(&mut conn)
+                .await?;
+        }
+    }
+
+    let mut unindex = Vec::new();
+    for (queue, members) in queues {
+        let todo: Vec<usize> = members
+            .into_iter()
+            .filter(|&i| results[i].is_none())
+            .collect();
+        let queue_keys = keys.queue(&queue);
+        for chunk in todo.chunks(shared.options.max_group) {
+            let mut args: Vec<Vec<u8>> = Vec::with_capacity(chunk.len() * 6);
+            for &i in chunk {
+                let env = &tasks[i].envelope;
+                let place = Placement::of(env);
+                args.push(env.id.to_string().into_bytes());
+                args.push(match &tasks[i].idempotency_key {
+                    Some(key) => [b"+", key.as_bytes()].concat(),
+                    None => b"-".to_vec(),
+                });
+                args.push(values[i].clone());
+                args.push(place.status.to_string().into_bytes());
+                args.push(place.kind.to_string().into_bytes());
+                args.push(place.score.into_bytes());
+            }
+            let answer: Vec<Vec<u8>> =
+                crate::scripts::run(&mut conn, &shared.scripts.submit, &queue_keys, args).await?;
+            for (&i, (code, value)) in chunk.iter().zip(pairs(answer, chunk.len())?) {
+                let env = &tasks[i].envelope;
+                results[i] = Some(match code {
+                    b'C' => Ok(Submitted::Created(env.clone())),
+                    b'E' => {
+                        let original = stored::decode(&value)?;
+                        if maybe_applied && original.id == env.id {
+                            Ok(Submitted::Created(env.clone()))
+                        } else {
+                            if fresh[i] {
+                                unindex.push(env.id);
+                            }
+                            Ok(Submitted::Existing(original))
+                        }
+                    }
+                    b'D' if maybe_applied
+                        && envelope_bytes(&value) == envelope_bytes(&values[i]) =>
+                    {
+                        Ok(Submitted::Created(env.clone()))
+                    }
+                    b'D' => Err(taken(env)),
+                    _ => return Err(unexpected("a submit")),
+                });
+            }
+        }
+    }
+    if !unindex.is_empty() {
+        // Ids that lost to an idempotency key were never stored.
+        shared.forget_ids(&mut conn, &unindex).await?;
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(EngineError::Unavailable("no answer".into()))))
+        .collect())
+}
+
+fn taken(env: &Envelope) -> EngineError {
+    EngineError::InvalidArgument(format!("a task with id {} already exists", env.id))
+}
+
+/// Applies compare-and-swap updates; one result per update, in order.
+async fn settle(shared: &Shared, updates: &[LeasedUpdate]) -> Vec<Result<(), EngineError>> {
+    if updates.is_empty() {
+        return Vec::new();
+    }
+    let values: Vec<Vec<u8>> = updates
+        .iter()
+        .map(|u| stored::value_of(&u.envelope))
+        .collect();
+    let values = &values;
+    let outcome = retrying(shared.options.wait, Retry::Always, |maybe_applied| {
+        swap_attempt(shared, '1', updates, values, maybe_applied).boxed()
+    })
+    .await;
+    outcome.unwrap_or_else(|e| vec![Err(e); updates.len()])
+}
+
+/// One attempt at compare-and-swap writes of tasks in `required` status
+/// (IN_FLIGHT for settles, DEAD for redrives).
+pub(crate) async fn swap_attempt(
+    shared: &Shared,
+    required: char,
+    updates: &[LeasedUpdate],
+    values: &[Vec<u8>],
+    maybe_applied: bool,
+) -> Result<Vec<Result<(), EngineError>>, Failure> {
+    let mut conn = shared.conn().await?;
+    // After a lost answer, only the last write of a task can be recognised
+    // as applied by the bytes it left.
+    let mut last_of: HashMap<_, usize> = HashMap::new();
+    for (i, u) in updates.iter().enumerate() {
+        last_of.insert(u.envelope.id, i);
+    }
+    let mut results: Vec<Option<Result<(), EngineError>>> = vec![None; updates.len()];
+    for (queue, members) in by_queue(updates, |u| u.envelope.queue.as_str()) {
+        let queue_keys = shared.keys.queue(&queue);
+        for chunk in members.chunks(shared.options.max_group) {
+            let mut args: Vec<Vec<u8>> = Vec::with_capacity(1 + chunk.len() * 6);
+            args.push(required.to_string().into_bytes());
+            for &i in chunk {
+                let env = &updates[i].envelope;
+                let place = Placement::of(env);
+                args.push(env.id.to_string().into_bytes());
+                args.push(updates[i].expected.0.to_string().into_bytes());
+                args.push(values[i].clone());
+                args.push(place.status.to_string().into_bytes());
+                args.push(place.kind.to_string().into_bytes());
+                args.push(place.score.into_bytes());
+            }
+            let answer: Vec<Vec<u8>> =
+                crate::scripts::run(&mut conn, &shared.scripts.swap, &queue_keys, args).await?;
+            for (&i, (code, value)) in chunk.iter().zip(pairs(answer, chunk.len())?) {
+                let id = updates[i].envelope.id;
+                results[i] = Some(match code {
+                    b'K' => Ok(()),
+                    b'N' => Err(EngineError::TaskNotFound(id)),
+                    b'L' if maybe_applied && last_of.get(&id) == Some(&i) && value == values[i] => {
+                        Ok(())
+                    }
+                    b'L' => Err(EngineError::LeaseLost(id)),
+                    _ => return Err(unexpected("a settle")),
+                });
+            }
+        }
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(EngineError::Unavailable("no answer".into()))))
+        .collect())
+}
+
+/// Claims up to `max` due tasks of `queue` (see `lua/claim.lua`).
+pub(crate) async fn claim(
+    shared: &Shared,
+    queue: &str,
+    max: usize,
+    lease_ms: u64,
+    now: Timestamp,
+) -> Result<Vec<Envelope>, EngineError> {
+    let queue_keys = shared.keys.queue(queue);
+    let now_ms = now.unix_ms();
+    let until = now.plus_ms(lease_ms).unix_ms();
+    let max = max.min(MAX_CLAIM);
+    let values: Vec<Vec<u8>> = retrying(shared.options.wait, Retry::Always, |_| {
+        let queue_keys = &queue_keys;
+        async move {
+            let mut conn = shared.conn().await?;
+            crate::scripts::run(
+                &mut conn,
+                &shared.scripts.claim,
+                queue_keys,
+                [now_ms, until, max as i64, shared.options.promote as i64],
+            )
+            .await
+        }
+        .boxed()
+    })
+    .await?;
+    let mut claimed = Vec::with_capacity(values.len());
+    for value in values {
+        match stored::decode(&value) {
+            Ok(env) => claimed.push(env),
+            // Left IN_FLIGHT: the reaper reports it again, nothing is lost.
+            Err(e) => tracing::warn!(error = %e, queue, "a claimed task does not decode"),
+        }
+    }
+    Ok(claimed)
+}

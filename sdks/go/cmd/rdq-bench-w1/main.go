@@ -1,0 +1,125 @@
+// Command rdq-bench-w1 runs benchmark W1 through the Go SDK against a
+// running `rdq serve`: N no-op tasks with a ~100-byte JSON payload submitted
+// one at a time with 64 submits in flight, then worked by one Worker with 64
+// handlers. It prints one JSON line with submits/s and worked/s. Work ends
+// when the server counts every task SUCCEEDED (settles answered), not when
+// the last handler returns.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"rdq.dev/sdk/go/envelope"
+	"rdq.dev/sdk/go/rdq"
+)
+
+func main() {
+	url := flag.String("url", "http://127.0.0.1:7480", "rdq serve URL")
+	queue := flag.String("queue", fmt.Sprintf("bench-w1-%d", time.Now().UnixNano()), "queue (fresh by default)")
+	jobs := flag.Int("jobs", 20000, "tasks")
+	inflight := flag.Int("inflight", 64, "submits in flight")
+	concurrency := flag.Int("concurrency", 64, "worker handlers")
+	claimBatch := flag.Int("claim-batch", 64, "most tasks per claim")
+	workers := flag.Int("workers", 1, "Worker instances, each with -concurrency handlers")
+	skipSubmit := flag.Bool("work-only", false, "only work tasks already submitted to -queue")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the work phase here")
+	flag.Parse()
+	ctx := context.Background()
+	c, err := rdq.NewClient(rdq.ClientConfig{URL: *url})
+	if err != nil {
+		log.Fatal(err)
+	}
+	payload, _ := json.Marshal(map[string]any{"order_id": 12345, "customer": "cus_0123456789abcdef", "note": strings.Repeat("x", 40)})
+
+	var submitRate float64
+	if !*skipSubmit {
+		start := time.Now()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for i := 0; i < *inflight; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next.Add(1) <= int64(*jobs) {
+					if _, err := c.Submit(ctx, rdq.Task{Queue: *queue, HandlerRef: "noop", Payload: payload, ContentType: "application/json"}); err != nil {
+						log.Fatal(err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		submitRate = float64(*jobs) / time.Since(start).Seconds()
+	}
+
+	var handled atomic.Int64
+	allHandled := make(chan struct{})
+	reg := rdq.NewRegistry()
+	reg.Register("noop", func(ctx context.Context, task envelope.Envelope) error {
+		if handled.Add(1) == int64(*jobs) {
+			close(allHandled)
+		}
+		return nil
+	})
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	wctx, stop := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < *workers; i++ {
+		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Queues: []string{*queue}, Registry: reg, Concurrency: *concurrency,
+			ClaimBatch: *claimBatch, PollInterval: 20 * time.Millisecond,
+			OnError: func(err error) { log.Print(err) }})
+		if err != nil {
+			log.Fatal(err)
+		}
+		running.Add(1)
+		go func() { defer running.Done(); _ = w.Run(wctx) }()
+	}
+	select {
+	case <-allHandled:
+	case <-time.After(10 * time.Minute):
+		log.Fatalf("stalled after %d tasks", handled.Load())
+	}
+	for {
+		qs, err := c.Queues(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		var succeeded int64
+		for _, q := range qs {
+			if q.Queue == *queue {
+				succeeded = q.Succeeded
+			}
+		}
+		if succeeded >= int64(*jobs) {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	workRate := float64(*jobs) / time.Since(start).Seconds()
+	stop()
+	running.Wait()
+	out, _ := json.Marshal(map[string]any{
+		"system": "rdq-go-sdk", "jobs": *jobs, "payload_bytes": len(payload),
+		"submits_per_s": submitRate, "worked_per_s": workRate,
+	})
+	fmt.Println(string(out))
+}

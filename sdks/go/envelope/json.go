@@ -1,0 +1,506 @@
+package envelope
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// maxDepth mirrors serde_json's recursion limit: 127 nested arrays or
+// objects parse, a 128th is refused, so both codecs accept the same inputs.
+const maxDepth = 127
+
+type kind uint8
+
+const (
+	kindNull kind = iota
+	kindBool
+	kindNumber
+	kindString
+	kindArray
+	kindObject
+)
+
+// value is one parsed JSON value. Numbers keep their source text.
+type value struct {
+	kind kind
+	b    bool
+	s    string // string contents (unescaped) or number text
+	arr  []value
+	obj  map[string]value
+}
+
+func (v value) typeName() string {
+	switch v.kind {
+	case kindNull:
+		return "null"
+	case kindBool:
+		return "a boolean"
+	case kindNumber:
+		return "a number"
+	case kindString:
+		return "a string"
+	case kindArray:
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+// isIntegerText reports whether a number was written without fraction or exponent.
+func isIntegerText(s string) bool {
+	return !bytesContainAny(s, ".eE")
+}
+
+func bytesContainAny(s, chars string) bool {
+	for i := 0; i < len(s); i++ {
+		for j := 0; j < len(chars); j++ {
+			if s[i] == chars[j] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+type parser struct {
+	data  []byte
+	pos   int
+	depth int
+}
+
+type syntaxError struct{ msg string }
+
+func (e *syntaxError) Error() string { return e.msg }
+
+// parseStrict parses one JSON document, refusing duplicate keys at any depth,
+// invalid UTF-8, lone surrogates, non-finite numbers and trailing content.
+func parseStrict(data []byte) (value, error) {
+	p := &parser{data: data}
+	p.skipSpace()
+	v, err := p.parseValue()
+	if err != nil {
+		return value{}, err
+	}
+	p.skipSpace()
+	if p.pos != len(p.data) {
+		return value{}, p.errorf("trailing characters")
+	}
+	return v, nil
+}
+
+func (p *parser) errorf(format string, args ...any) error {
+	return &syntaxError{msg: fmt.Sprintf(format, args...) + fmt.Sprintf(" at byte %d", p.pos)}
+}
+
+func (p *parser) skipSpace() {
+	for p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) parseValue() (value, error) {
+	if p.pos >= len(p.data) {
+		return value{}, p.errorf("EOF while parsing a value")
+	}
+	switch c := p.data[p.pos]; {
+	case c == '{':
+		return p.parseObject()
+	case c == '[':
+		return p.parseArray()
+	case c == '"':
+		s, err := p.parseString()
+		return value{kind: kindString, s: s}, err
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.parseNumber()
+	case c == 't':
+		return value{kind: kindBool, b: true}, p.literal("true")
+	case c == 'f':
+		return value{kind: kindBool, b: false}, p.literal("false")
+	case c == 'n':
+		return value{kind: kindNull}, p.literal("null")
+	default:
+		return value{}, p.errorf("expected value")
+	}
+}
+
+func (p *parser) literal(word string) error {
+	if !bytes.HasPrefix(p.data[p.pos:], []byte(word)) {
+		return p.errorf("expected %s", word)
+	}
+	p.pos += len(word)
+	return nil
+}
+
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > maxDepth {
+		return p.errorf("recursion limit exceeded")
+	}
+	return nil
+}
+
+func (p *parser) parseArray() (value, error) {
+	if err := p.enter(); err != nil {
+		return value{}, err
+	}
+	p.pos++ // '['
+	v := value{kind: kindArray, arr: []value{}}
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		p.depth--
+		return v, nil
+	}
+	for {
+		p.skipSpace()
+		item, err := p.parseValue()
+		if err != nil {
+			return value{}, err
+		}
+		v.arr = append(v.arr, item)
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return value{}, p.errorf("EOF while parsing a list")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+		case ']':
+			p.pos++
+			p.depth--
+			return v, nil
+		default:
+			return value{}, p.errorf("expected , or ]")
+		}
+	}
+}
+
+func (p *parser) parseObject() (value, error) {
+	if err := p.enter(); err != nil {
+		return value{}, err
+	}
+	p.pos++ // '{'
+	v := value{kind: kindObject, obj: map[string]value{}}
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		p.depth--
+		return v, nil
+	}
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return value{}, p.errorf("key must be a string")
+		}
+		key, err := p.parseString()
+		if err != nil {
+			return value{}, err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return value{}, p.errorf("expected :")
+		}
+		p.pos++
+		p.skipSpace()
+		item, err := p.parseValue()
+		if err != nil {
+			return value{}, err
+		}
+		if _, dup := v.obj[key]; dup {
+			return value{}, p.errorf("duplicate key %q", key)
+		}
+		v.obj[key] = item
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return value{}, p.errorf("EOF while parsing an object")
+		}
+		switch p.data[p.pos] {
+		case ',':
+			p.pos++
+		case '}':
+			p.pos++
+			p.depth--
+			return v, nil
+		default:
+			return value{}, p.errorf("expected , or }")
+		}
+	}
+}
+
+func hexValue(b []byte) (rune, bool) {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+func (p *parser) parseString() (string, error) {
+	p.pos++ // opening quote
+	start := p.pos
+	// Fast path: no escapes.
+	for p.pos < len(p.data) {
+		c := p.data[p.pos]
+		if c == '"' {
+			raw := p.data[start:p.pos]
+			if !utf8.Valid(raw) {
+				return "", p.errorf("invalid UTF-8 in a string")
+			}
+			p.pos++
+			return string(raw), nil
+		}
+		if c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			return "", p.errorf("control character in a string")
+		}
+		p.pos++
+	}
+	buf := append([]byte(nil), p.data[start:p.pos]...)
+	for {
+		if p.pos >= len(p.data) {
+			return "", p.errorf("EOF while parsing a string")
+		}
+		c := p.data[p.pos]
+		switch {
+		case c == '"':
+			p.pos++
+			if !utf8.Valid(buf) {
+				return "", p.errorf("invalid UTF-8 in a string")
+			}
+			return string(buf), nil
+		case c < 0x20:
+			return "", p.errorf("control character in a string")
+		case c != '\\':
+			buf = append(buf, c)
+			p.pos++
+			continue
+		}
+		p.pos++
+		if p.pos >= len(p.data) {
+			return "", p.errorf("EOF while parsing a string")
+		}
+		esc := p.data[p.pos]
+		p.pos++
+		switch esc {
+		case '"', '\\', '/':
+			buf = append(buf, esc)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, err := p.hex4()
+			if err != nil {
+				return "", err
+			}
+			switch {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return "", p.errorf("lone trailing surrogate in a \\u escape")
+			case r >= 0xD800 && r <= 0xDBFF:
+				if p.pos+1 >= len(p.data) || p.data[p.pos] != '\\' || p.data[p.pos+1] != 'u' {
+					return "", p.errorf("lone leading surrogate in a \\u escape")
+				}
+				p.pos += 2
+				lo, err := p.hex4()
+				if err != nil {
+					return "", err
+				}
+				if lo < 0xDC00 || lo > 0xDFFF {
+					return "", p.errorf("lone leading surrogate in a \\u escape")
+				}
+				r = utf16.DecodeRune(r, lo)
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			return "", p.errorf("invalid escape")
+		}
+	}
+}
+
+func (p *parser) hex4() (rune, error) {
+	if p.pos+4 > len(p.data) {
+		return 0, p.errorf("EOF while parsing a \\u escape")
+	}
+	r, ok := hexValue(p.data[p.pos : p.pos+4])
+	if !ok {
+		return 0, p.errorf("invalid \\u escape")
+	}
+	p.pos += 4
+	return r, nil
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func (p *parser) parseNumber() (value, error) {
+	start := p.pos
+	if p.data[p.pos] == '-' {
+		p.pos++
+	}
+	if p.pos >= len(p.data) || !isDigit(p.data[p.pos]) {
+		return value{}, p.errorf("invalid number")
+	}
+	if p.data[p.pos] == '0' {
+		p.pos++
+		if p.pos < len(p.data) && isDigit(p.data[p.pos]) {
+			return value{}, p.errorf("invalid number")
+		}
+	} else {
+		for p.pos < len(p.data) && isDigit(p.data[p.pos]) {
+			p.pos++
+		}
+	}
+	if p.pos < len(p.data) && p.data[p.pos] == '.' {
+		p.pos++
+		if p.pos >= len(p.data) || !isDigit(p.data[p.pos]) {
+			return value{}, p.errorf("invalid number")
+		}
+		for p.pos < len(p.data) && isDigit(p.data[p.pos]) {
+			p.pos++
+		}
+	}
+	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
+		p.pos++
+		if p.pos < len(p.data) && (p.data[p.pos] == '+' || p.data[p.pos] == '-') {
+			p.pos++
+		}
+		if p.pos >= len(p.data) || !isDigit(p.data[p.pos]) {
+			return value{}, p.errorf("invalid number")
+		}
+		for p.pos < len(p.data) && isDigit(p.data[p.pos]) {
+			p.pos++
+		}
+	}
+	text := string(p.data[start:p.pos])
+	// The value is kept as text; the float parse only checks the range, so
+	// that a number the Rust codec refuses (1e400) is refused here too.
+	if _, u := strconv.ParseUint(text, 10, 64); u != nil {
+		if _, i := strconv.ParseInt(text, 10, 64); i != nil {
+			if f, _ := strconv.ParseFloat(text, 64); math.IsInf(f, 0) {
+				return value{}, p.errorf("number out of range")
+			}
+		}
+	}
+	return value{kind: kindNumber, s: text}, nil
+}
+
+// appendValue writes v in canonical form: compact, object keys sorted by
+// UTF-8 bytes (which is code point order), numbers as written.
+func appendValue(out []byte, v value) []byte {
+	switch v.kind {
+	case kindNull:
+		return append(out, "null"...)
+	case kindBool:
+		if v.b {
+			return append(out, "true"...)
+		}
+		return append(out, "false"...)
+	case kindNumber:
+		return append(out, v.s...)
+	case kindString:
+		return appendString(out, v.s)
+	case kindArray:
+		out = append(out, '[')
+		for i, item := range v.arr {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendValue(out, item)
+		}
+		return append(out, ']')
+	default:
+		keys := make([]string, 0, len(v.obj))
+		for k := range v.obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		out = append(out, '{')
+		for i, k := range keys {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendString(out, k)
+			out = append(out, ':')
+			out = appendValue(out, v.obj[k])
+		}
+		return append(out, '}')
+	}
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString writes s as a JSON string the way serde_json does: only '"',
+// '\\' and control characters are escaped; everything else is raw UTF-8.
+func appendString(out []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		// Only Go callers can build such a string; JSON must be UTF-8.
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	out = append(out, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		out = append(out, s[start:i]...)
+		switch c {
+		case '"':
+			out = append(out, '\\', '"')
+		case '\\':
+			out = append(out, '\\', '\\')
+		case '\b':
+			out = append(out, '\\', 'b')
+		case '\t':
+			out = append(out, '\\', 't')
+		case '\n':
+			out = append(out, '\\', 'n')
+		case '\f':
+			out = append(out, '\\', 'f')
+		case '\r':
+			out = append(out, '\\', 'r')
+		default:
+			out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	out = append(out, s[start:]...)
+	return append(out, '"')
+}
+
+// canonicalJSON parses raw and returns its canonical form.
+func canonicalJSON(raw []byte) ([]byte, error) {
+	v, err := parseStrict(raw)
+	if err != nil {
+		return nil, err
+	}
+	return appendValue(nil, v), nil
+}

@@ -1,0 +1,183 @@
+package envelope
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Version is the envelope version this package reads and writes.
+const Version = 1
+
+// Status is where a task is in its life.
+type Status string
+
+// The task statuses.
+const (
+	StatusPending   Status = "PENDING"
+	StatusInFlight  Status = "IN_FLIGHT"
+	StatusSucceeded Status = "SUCCEEDED"
+	StatusDead      Status = "DEAD"
+)
+
+func (s Status) valid() bool {
+	switch s {
+	case StatusPending, StatusInFlight, StatusSucceeded, StatusDead:
+		return true
+	}
+	return false
+}
+
+// Outcome is how one attempt ended.
+type Outcome string
+
+// The attempt outcomes. LeaseExpired is recorded by the engine only.
+const (
+	OutcomeSuccess          Outcome = "SUCCESS"
+	OutcomeRetryableFailure Outcome = "RETRYABLE_FAILURE"
+	OutcomePermanentFailure Outcome = "PERMANENT_FAILURE"
+	OutcomeLeaseExpired     Outcome = "LEASE_EXPIRED"
+)
+
+func (o Outcome) valid() bool {
+	switch o {
+	case OutcomeSuccess, OutcomeRetryableFailure, OutcomePermanentFailure, OutcomeLeaseExpired:
+		return true
+	}
+	return false
+}
+
+// Bits of the absent sets: which optional fields the writer left out. A
+// field left out and still at its default is left out again on encoding.
+const (
+	absentHandlerVersion uint16 = 1 << iota
+	absentPayloadRef
+	absentHeaders
+	absentPriority
+	absentDeferralCount
+	absentAttemptCount
+	absentRedriveCount
+	absentNextAttemptAt
+	absentLeaseExpiresAt
+	absentAttempts
+	absentClaimCount
+)
+
+const (
+	absentFinishedAt uint16 = 1 << iota
+	absentOutcome
+	absentError
+)
+
+const (
+	absentDetail uint16 = 1 << iota
+	absentStack
+)
+
+// ErrorInfo is the error recorded with a failed attempt.
+type ErrorInfo struct {
+	// Type is the language-native type name; classification globs match it.
+	Type string
+	// Message is at most 4 KiB when recorded by rdq.
+	Message string
+	// Detail is optional structured JSON (nil: null or absent).
+	Detail json.RawMessage
+	// Stack is optional, at most 64 KiB when recorded by rdq.
+	Stack *string
+	// Extra holds fields this version does not know, in canonical form.
+	Extra  map[string]json.RawMessage
+	absent uint16
+}
+
+// Attempt is one execution of a task.
+type Attempt struct {
+	// AttemptNo is 1-based within the task's whole history.
+	AttemptNo  uint32
+	StartedAt  time.Time
+	FinishedAt *time.Time // nil while in flight
+	Outcome    Outcome    // "" while in flight (null on the wire)
+	Error      *ErrorInfo
+	Extra      map[string]json.RawMessage
+	absent     uint16
+}
+
+// Envelope is a task: the one representation every rdq component agrees on.
+// Field notes are in docs/envelope.md.
+type Envelope struct {
+	EnvelopeVersion int // always 1 once decoded
+	ID              string
+	Queue           string
+	HandlerRef      string
+	HandlerVersion  *string
+	// Payload is the opaque payload bytes (base64 on the wire).
+	Payload            []byte
+	PayloadContentType string
+	// PayloadRef is reserved for a claim-check pointer; rdq never sets it.
+	PayloadRef     *string
+	Headers        map[string]string
+	Status         Status
+	Priority       uint8
+	DeferralCount  uint32
+	AttemptCount   uint32
+	RedriveCount   uint32
+	ClaimCount     uint32
+	NextAttemptAt  *time.Time
+	LeaseExpiresAt *time.Time
+	CreatedAt      time.Time
+	Attempts       []Attempt
+	// Extra holds fields this version does not know, in canonical form.
+	Extra  map[string]json.RawMessage
+	absent uint16
+}
+
+// Header returns the header value for key, or "".
+func (e *Envelope) Header(key string) string { return e.Headers[key] }
+
+// CorrelationID is the task's correlation id: the system header
+// rdq.correlation_id, or the user header correlation-id the Go client
+// writes (the HTTP API has no way to set the system header).
+func (e *Envelope) CorrelationID() string {
+	if id := e.Headers["rdq.correlation_id"]; id != "" {
+		return id
+	}
+	return e.Headers[CorrelationHeader]
+}
+
+// CorrelationHeader is the user header the Go client stores a correlation
+// id in.
+const CorrelationHeader = "correlation-id"
+
+// LastError is the error of the most recent attempt that has one.
+func (e *Envelope) LastError() *ErrorInfo {
+	for i := len(e.Attempts) - 1; i >= 0; i-- {
+		if e.Attempts[i].Error != nil {
+			return e.Attempts[i].Error
+		}
+	}
+	return nil
+}
+
+// MarkWritten marks every optional field as written, as rdq does for each
+// envelope it changes, so one state has one encoding (payload_ref excepted:
+// it is never populated).
+func (e *Envelope) MarkWritten() { e.absent &= absentPayloadRef }
+
+// New returns a fresh PENDING envelope with a new id, due at now, the way
+// rdq creates one (every optional field written except payload_ref).
+func New(queue, handlerRef string, payload []byte, contentType string, now time.Time) Envelope {
+	now = now.UTC().Truncate(time.Millisecond)
+	due := now
+	return Envelope{
+		EnvelopeVersion:    Version,
+		ID:                 NewID(),
+		Queue:              queue,
+		HandlerRef:         handlerRef,
+		Payload:            payload,
+		PayloadContentType: contentType,
+		Headers:            map[string]string{},
+		Status:             StatusPending,
+		NextAttemptAt:      &due,
+		CreatedAt:          now,
+		Attempts:           []Attempt{},
+		absent:             absentPayloadRef,
+	}
+}

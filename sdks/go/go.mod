@@ -1,0 +1,3 @@
+module rdq.dev/sdk/go
+
+go 1.22

@@ -1,0 +1,154 @@
+package rdq
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// ClientConfig configures a Client. Only URL is required.
+type ClientConfig struct {
+	// URL is the server's base URL, e.g. http://127.0.0.1:7480.
+	URL string
+	// Token is sent as "Authorization: Bearer TOKEN" when not empty.
+	Token string
+	// HTTPClient overrides the HTTP client. The default keeps up to 256 idle
+	// connections to the server, so a worker with many handlers reuses
+	// connections instead of opening one per request (net/http's default
+	// keeps only 2 per host).
+	HTTPClient *http.Client
+	// UserAgent is sent with every request; default "rdq-go".
+	UserAgent string
+}
+
+// Client talks to `rdq serve` over HTTP. It is safe for concurrent use; make
+// one and share it. Every call honours its context's cancellation and deadline.
+type Client struct {
+	base  string
+	token string
+	ua    string
+	http  *http.Client
+}
+
+// NewClient makes a Client.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("rdq: the client URL must be http(s)://host[:port], got %q", cfg.URL)
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: defaultTransport()}
+	}
+	ua := cfg.UserAgent
+	if ua == "" {
+		ua = "rdq-go"
+	}
+	return &Client{base: strings.TrimRight(cfg.URL, "/"), token: cfg.Token, ua: ua, http: hc}, nil
+}
+
+func defaultTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+	}
+}
+
+// CloseIdleConnections closes connections the client keeps for reuse.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
+// do sends one request and decodes a JSON answer into out (when not nil).
+// A non-2xx answer becomes an *Error carrying the server's code.
+func (c *Client) do(ctx context.Context, method, path string, body any, out any) (int, error) {
+	resp, err := c.send(ctx, method, path, body, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("rdq: reading the answer to %s %s: %w", method, path, err)
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("rdq: decoding the answer to %s %s: %w", method, path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// send issues a request and returns a 2xx response with its body unread.
+func (c *Client) send(ctx context.Context, method, path string, body any, header http.Header) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		switch b := body.(type) {
+		case []byte:
+			rd = bytes.NewReader(b)
+		default:
+			data, err := json.Marshal(body)
+			if err != nil {
+				return nil, fmt.Errorf("rdq: encoding the %s %s request: %w", method, path, err)
+			}
+			rd = bytes.NewReader(data)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("rdq: %w", err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if body != nil && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.ua)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("rdq: %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return nil, problem(resp.StatusCode, data)
+}
+
+// problem turns an error answer into an *Error; an answer that is not a
+// problem document keeps its status and a code derived from it.
+func problem(status int, data []byte) error {
+	var p struct {
+		Code   string `json:"code"`
+		Title  string `json:"title"`
+		Detail string `json:"detail"`
+		Field  string `json:"field"`
+	}
+	if json.Unmarshal(data, &p) != nil || p.Code == "" {
+		p.Code = fmt.Sprintf("HTTP_%d", status)
+		p.Detail = strings.TrimSpace(string(data))
+	}
+	return &Error{Status: status, Code: p.Code, Title: p.Title, Detail: p.Detail, Field: p.Field}
+}
+
+// IsCode reports whether err carries the stable code.
+func IsCode(err error, code string) bool { return ErrorCode(err) == code }
+
+var errEmptyID = errors.New("rdq: empty task id")
+
+func escape(s string) string { return url.PathEscape(s) }

@@ -1,0 +1,13 @@
+// Package rdq is the Go SDK of rdq, a durable task queue: a Client that
+// submits tasks and operates the DLQ through `rdq serve`'s HTTP API, and a
+// Worker that claims tasks in batches, runs registered handlers, extends
+// their leases while they run and settles their outcomes in batches.
+//
+// A handler returns an error; nil is SUCCESS and anything else is a failure
+// classified by the outcome ladder (see Resolve and docs/sdk-go.md): an
+// OutcomeMapper, then the per-call wrappers Permanent and Retryable, then the
+// worker's classifiers, then the queue's non_retryable_errors globs (applied
+// by the server), then retryable.
+//
+// The SDK speaks HTTP only; rdq has no gRPC surface yet.
+package rdq

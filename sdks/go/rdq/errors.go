@@ -1,0 +1,85 @@
+package rdq
+
+import (
+	"errors"
+	"fmt"
+
+	"rdq.dev/sdk/go/envelope"
+)
+
+// Stable error codes the server answers with (docs/http-api.md). Compare
+// with Error.Code, or use ErrorCode(err).
+const (
+	CodeMalformedRequest  = "MALFORMED_REQUEST"
+	CodeInvalidField      = "INVALID_FIELD"
+	CodeInvalidQueueName  = "INVALID_QUEUE_NAME"
+	CodeInvalidHandlerRef = "INVALID_HANDLER_REF"
+	CodeReservedHeader    = "RESERVED_HEADER"
+	CodeInvalidPolicy     = "INVALID_POLICY"
+	CodeInvalidArgument   = "INVALID_ARGUMENT"
+	CodeInvalidImport     = "INVALID_IMPORT"
+	CodeUnauthenticated   = "UNAUTHENTICATED"
+	CodeForbidden         = "FORBIDDEN"
+	CodeTaskNotFound      = "TASK_NOT_FOUND"
+	CodeQueueNotFound     = "QUEUE_NOT_FOUND"
+	CodeRouteNotFound     = "ROUTE_NOT_FOUND"
+	CodeMethodNotAllowed  = "METHOD_NOT_ALLOWED"
+	CodeLeaseLost         = "LEASE_LOST"
+	CodeInvalidTransition = "INVALID_TRANSITION"
+	CodePayloadTooLarge   = "PAYLOAD_TOO_LARGE"
+	CodeUnsupported       = "UNSUPPORTED"
+	CodeStoreUnavailable  = "STORE_UNAVAILABLE"
+	CodeShuttingDown      = "SHUTTING_DOWN"
+)
+
+// Error is a refusal with rdq's stable code: a problem document from the
+// server (Status is its HTTP status), or a check the client made before
+// sending anything (Status 0; the envelope.Error it came from is wrapped).
+// Branch on it with errors.As:
+//
+//	var e *rdq.Error
+//	if errors.As(err, &e) && e.Code == rdq.CodeReservedHeader { … }
+type Error struct {
+	Status int    // HTTP status; 0 when the client refused before any request
+	Code   string // stable code, e.g. TASK_NOT_FOUND
+	Title  string
+	Detail string
+	Field  string // path of the offending field, when there is one
+	cause  error
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Field != "" && e.Detail != "":
+		return fmt.Sprintf("rdq: %s: %s: %s", e.Code, e.Field, e.Detail)
+	case e.Detail != "":
+		return fmt.Sprintf("rdq: %s: %s", e.Code, e.Detail)
+	default:
+		return fmt.Sprintf("rdq: %s", e.Code)
+	}
+}
+
+// Unwrap returns the envelope.Error of a client-side refusal.
+func (e *Error) Unwrap() error { return e.cause }
+
+// ErrorCode returns the stable code of err if it is, or wraps, an *Error or
+// an *envelope.Error; otherwise "".
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	var ee *envelope.Error
+	if errors.As(err, &ee) {
+		return string(ee.Code)
+	}
+	return ""
+}
+
+func localError(err error) error {
+	var ee *envelope.Error
+	if errors.As(err, &ee) {
+		return &Error{Code: string(ee.Code), Detail: ee.Message, Field: ee.Path, cause: ee}
+	}
+	return err
+}

@@ -1,0 +1,167 @@
+package rdq
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"sync"
+	"time"
+
+	"rdq.dev/sdk/go/envelope"
+)
+
+// Task is what a caller submits: the client subset of the envelope. The
+// server assigns the id, status and timestamps.
+type Task struct {
+	Queue      string
+	HandlerRef string
+	// Payload is opaque bytes; ContentType defaults to application/octet-stream.
+	Payload     []byte
+	ContentType string
+	// Headers are user headers; no key may start with "rdq." in any case
+	// (RESERVED_HEADER, refused before any request is made).
+	Headers        map[string]string
+	HandlerVersion string
+	// Priority: higher is claimed first; at most the queue's max_priority.
+	Priority uint8
+	// Delay makes the task due this long after the submit (millisecond precision).
+	Delay time.Duration
+	// IdempotencyKey: a second submit with the same key to the same queue
+	// answers the first task (Submitted.Existing).
+	IdempotencyKey string
+	// CorrelationID is stored in the user header "correlation-id" (the HTTP
+	// API cannot set the system header rdq.correlation_id) and read back by
+	// Envelope.CorrelationID.
+	CorrelationID string
+}
+
+// Submitted is a submit's answer.
+type Submitted struct {
+	Envelope envelope.Envelope
+	// Existing is true when the idempotency key matched an earlier task,
+	// which is what Envelope then holds.
+	Existing bool
+}
+
+type submitRequest struct {
+	Queue              string            `json:"queue"`
+	HandlerRef         string            `json:"handler_ref"`
+	Payload            string            `json:"payload"`
+	PayloadContentType string            `json:"payload_content_type,omitempty"`
+	Headers            map[string]string `json:"headers,omitempty"`
+	HandlerVersion     string            `json:"handler_version,omitempty"`
+	Priority           uint8             `json:"priority,omitempty"`
+	DelayMs            int64             `json:"delay_ms,omitempty"`
+	IdempotencyKey     string            `json:"idempotency_key,omitempty"`
+}
+
+// check refuses, before any request, what the server would refuse for sure.
+func (t *Task) check() error {
+	if err := envelope.ValidateQueueName(t.Queue); err != nil {
+		return localError(err)
+	}
+	if err := envelope.ValidateHandlerRef(t.HandlerRef); err != nil {
+		return localError(err)
+	}
+	if err := envelope.ValidateUserHeaders(t.Headers); err != nil {
+		return localError(err)
+	}
+	if t.Delay < 0 {
+		return &Error{Code: CodeInvalidField, Field: "delay_ms", Detail: "the delay must not be negative"}
+	}
+	return nil
+}
+
+func (t *Task) request() submitRequest {
+	headers := t.Headers
+	if t.CorrelationID != "" {
+		headers = make(map[string]string, len(t.Headers)+1)
+		for k, v := range t.Headers {
+			headers[k] = v
+		}
+		headers[envelope.CorrelationHeader] = t.CorrelationID
+	}
+	return submitRequest{
+		Queue:              t.Queue,
+		HandlerRef:         t.HandlerRef,
+		Payload:            base64.StdEncoding.EncodeToString(t.Payload),
+		PayloadContentType: t.ContentType,
+		Headers:            headers,
+		HandlerVersion:     t.HandlerVersion,
+		Priority:           t.Priority,
+		DelayMs:            t.Delay.Milliseconds(),
+		IdempotencyKey:     t.IdempotencyKey,
+	}
+}
+
+// Submit submits one task (POST /v1/tasks).
+func (c *Client) Submit(ctx context.Context, t Task) (Submitted, error) {
+	if err := t.check(); err != nil {
+		return Submitted{}, err
+	}
+	var env envelope.Envelope
+	status, err := c.do(ctx, http.MethodPost, "/v1/tasks", t.request(), &env)
+	if err != nil {
+		return Submitted{}, err
+	}
+	return Submitted{Envelope: env, Existing: status == http.StatusOK}, nil
+}
+
+// SubmitResult is one task's answer in a batch.
+type SubmitResult struct {
+	Submitted
+	Err error
+}
+
+// SubmitBatchConcurrency is how many submits SubmitBatch keeps in flight.
+const SubmitBatchConcurrency = 16
+
+// SubmitBatch submits many tasks and answers one result per task, in order;
+// a refused task does not stop the others. The HTTP API has no batch submit
+// route, so this issues single submits, SubmitBatchConcurrency at a time:
+// the tasks are not submitted atomically. Tasks the client refuses itself
+// (a reserved header, a bad name) fail without a request.
+func (c *Client) SubmitBatch(ctx context.Context, tasks []Task) []SubmitResult {
+	results := make([]SubmitResult, len(tasks))
+	sem := make(chan struct{}, SubmitBatchConcurrency)
+	var wg sync.WaitGroup
+	for i := range tasks {
+		if err := tasks[i].check(); err != nil {
+			results[i].Err = err
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			results[i].Err = ctx.Err()
+			continue
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i].Submitted, results[i].Err = c.Submit(ctx, tasks[i])
+		}(i)
+	}
+	wg.Wait()
+	return results
+}
+
+// Get reads a task's envelope with its attempt history (GET /v1/tasks/{id}).
+func (c *Client) Get(ctx context.Context, id string) (envelope.Envelope, error) {
+	if id == "" {
+		return envelope.Envelope{}, errEmptyID
+	}
+	var env envelope.Envelope
+	_, err := c.do(ctx, http.MethodGet, "/v1/tasks/"+escape(id), nil, &env)
+	return env, err
+}
+
+// Delete removes a task (DELETE /v1/tasks/{id}, admin).
+func (c *Client) Delete(ctx context.Context, id string) error {
+	if id == "" {
+		return errEmptyID
+	}
+	_, err := c.do(ctx, http.MethodDelete, "/v1/tasks/"+escape(id), nil, nil)
+	return err
+}

@@ -1,0 +1,477 @@
+package rdq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"rdq.dev/sdk/go/envelope"
+)
+
+// Causes of a handler context's cancellation (context.Cause(ctx)).
+var (
+	// ErrLeaseLost: the lease could not be extended; another worker may
+	// already hold the task, so the handler should stop. Its result is dropped.
+	ErrLeaseLost = errors.New("rdq: the task's lease was lost")
+	// ErrShutdown: the worker's shutdown grace ran out; the task has been
+	// handed back (RELEASE) and the handler's result is dropped.
+	ErrShutdown = errors.New("rdq: the worker shut down before the handler finished")
+)
+
+// WorkerConfig configures a Worker. Queues and Registry are required.
+type WorkerConfig struct {
+	// Queues to claim from, in turn.
+	Queues   []string
+	Registry *Registry
+	// Concurrency is how many handlers run at once (default 64).
+	Concurrency int
+	// ClaimBatch is the most tasks one claim asks for (default 64, at most 1000).
+	ClaimBatch int
+	// SettleBatch is the most outcomes one POST /v1/settle carries (default 512, at most 1000).
+	SettleBatch int
+	// ClaimConcurrency is how many claims may be in flight at once (default
+	// 2), so one claim's round trip overlaps another's; free handler slots
+	// are reserved before each claim, so together they never claim more than
+	// Concurrency allows.
+	ClaimConcurrency int
+	// PollInterval is the wait after a round of claims found nothing (default 200 ms).
+	PollInterval time.Duration
+	// Lease overrides the queue's lease_ms for claims. The lease is extended
+	// automatically every third of it while a handler runs.
+	Lease time.Duration
+	// ShutdownGrace is how long running handlers get, once Run's context is
+	// cancelled, before their contexts are cancelled (cause ErrShutdown) and
+	// their tasks handed back with RELEASE (default 30 s).
+	ShutdownGrace time.Duration
+	// Classifiers decide retryable vs permanent for errors no wrapper forced
+	// (the ladder's code-classifier rung); the first match wins.
+	Classifiers []Classifier
+	// OutcomeMapper, when set, is authoritative for every handler that has
+	// no mapper of its own.
+	OutcomeMapper OutcomeMapper
+	// OnDeadLetter is called (from the settling goroutine: keep it short)
+	// with each envelope a settle answered with status DEAD.
+	OnDeadLetter func(ctx context.Context, task envelope.Envelope)
+	// OnError receives background errors: failed claims, settles and lease
+	// extensions. Default: ignored.
+	OnError func(err error)
+}
+
+// Worker runs handlers for claimed tasks. Make one with NewWorker and call Run.
+type Worker struct {
+	client *Client
+	cfg    WorkerConfig
+
+	started  atomic.Bool
+	inflight atomic.Int64
+	slotFree chan struct{}
+
+	mu       sync.Mutex // guards running, closed and every task's state change
+	running  map[*run]struct{}
+	closed   bool
+	settleCh chan settleItem
+
+	handlers sync.WaitGroup
+	settlers sync.WaitGroup
+}
+
+type runState uint8
+
+const (
+	stateRunning runState = iota
+	stateDone
+	stateReleased
+	stateLost
+)
+
+// run is one claimed task being worked.
+type run struct {
+	task   ClaimedTask
+	cancel context.CancelCauseFunc
+	state  runState // guarded by Worker.mu
+}
+
+type settleItem struct {
+	settle Settle
+}
+
+// NewWorker checks cfg and makes a Worker.
+func NewWorker(client *Client, cfg WorkerConfig) (*Worker, error) {
+	if client == nil {
+		return nil, errors.New("rdq: NewWorker needs a client")
+	}
+	if cfg.Registry == nil {
+		return nil, errors.New("rdq: WorkerConfig.Registry is required")
+	}
+	if len(cfg.Queues) == 0 {
+		return nil, errors.New("rdq: WorkerConfig.Queues is empty")
+	}
+	for _, q := range cfg.Queues {
+		if err := envelope.ValidateQueueName(q); err != nil {
+			return nil, localError(err)
+		}
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 64
+	}
+	if cfg.ClaimBatch <= 0 {
+		cfg.ClaimBatch = 64
+	}
+	cfg.ClaimBatch = min(cfg.ClaimBatch, 1000)
+	if cfg.SettleBatch <= 0 {
+		cfg.SettleBatch = 512
+	}
+	cfg.SettleBatch = min(cfg.SettleBatch, 1000)
+	if cfg.ClaimConcurrency <= 0 {
+		cfg.ClaimConcurrency = 2
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 200 * time.Millisecond
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 30 * time.Second
+	}
+	return &Worker{
+		client:   client,
+		cfg:      cfg,
+		slotFree: make(chan struct{}, 1),
+		running:  map[*run]struct{}{},
+		settleCh: make(chan settleItem, 2*cfg.Concurrency+cfg.SettleBatch),
+	}, nil
+}
+
+func (w *Worker) report(err error) {
+	if w.cfg.OnError != nil && err != nil {
+		w.cfg.OnError(err)
+	}
+}
+
+// settlers is how many settle requests may be in flight at once: one
+// collects a batch while the other's request is on the wire.
+const settlers = 2
+
+// requestTimeout bounds each background request (claims, settles, lease
+// extensions), which do not follow Run's context so that shutdown never
+// abandons a claim half made.
+const requestTimeout = 30 * time.Second
+
+// Run claims and works tasks until ctx is cancelled, then shuts down
+// gracefully: it stops claiming, gives running handlers ShutdownGrace to
+// finish, hands back (RELEASE) the tasks of those that did not, flushes the
+// pending settles and returns. A handler that ignores its context may still
+// be running when Run returns; its result is dropped. A Worker runs once.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.started.CompareAndSwap(false, true) {
+		return errors.New("rdq: Worker.Run called twice")
+	}
+	for i := 0; i < settlers; i++ {
+		w.settlers.Add(1)
+		go w.settleLoop()
+	}
+	base, cancelAll := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelAll(ErrShutdown)
+
+	var claimers sync.WaitGroup
+	for i := 0; i < w.cfg.ClaimConcurrency; i++ {
+		claimers.Add(1)
+		go func(first int) {
+			defer claimers.Done()
+			w.claimLoop(ctx, base, first)
+		}(i)
+	}
+	claimers.Wait()
+
+	done := make(chan struct{})
+	go func() { w.handlers.Wait(); close(done) }()
+	timer := time.NewTimer(w.cfg.ShutdownGrace)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+	}
+	w.mu.Lock()
+	for r := range w.running {
+		if r.state == stateRunning {
+			r.state = stateReleased
+			r.cancel(ErrShutdown)
+			w.settleCh <- settleItem{Settle{ID: r.task.ID, LeaseToken: r.task.LeaseToken, Outcome: SettleRelease}}
+		}
+	}
+	w.closed = true
+	close(w.settleCh)
+	w.mu.Unlock()
+	w.settlers.Wait()
+	return nil
+}
+
+// reserve takes up to ClaimBatch free handler slots for one claim.
+func (w *Worker) reserve() int64 {
+	for {
+		cur := w.inflight.Load()
+		free := int64(w.cfg.Concurrency) - cur
+		if free <= 0 {
+			return 0
+		}
+		want := min(free, int64(w.cfg.ClaimBatch))
+		if w.inflight.CompareAndSwap(cur, cur+want) {
+			return want
+		}
+	}
+}
+
+// release gives back n reserved slots a claim did not fill.
+func (w *Worker) release(n int64) {
+	if n > 0 {
+		w.inflight.Add(-n)
+		w.signalSlot()
+	}
+}
+
+func (w *Worker) signalSlot() {
+	select {
+	case w.slotFree <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Worker) claimLoop(ctx, base context.Context, next int) {
+	empty := 0
+	for ctx.Err() == nil {
+		want := w.reserve()
+		if want == 0 {
+			t := time.NewTimer(w.cfg.PollInterval)
+			select {
+			case <-w.slotFree:
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		}
+		queue := w.cfg.Queues[next%len(w.cfg.Queues)]
+		next++
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+		tasks, err := w.client.Claim(cctx, queue, int(want), w.cfg.Lease)
+		cancel()
+		w.release(want - int64(len(tasks)))
+		if err != nil {
+			w.report(fmt.Errorf("rdq: claiming from %s: %w", queue, err))
+			empty = len(w.cfg.Queues)
+		}
+		if len(tasks) == 0 {
+			empty++
+			if empty >= len(w.cfg.Queues) {
+				empty = 0
+				sleep(ctx, w.cfg.PollInterval)
+			}
+			continue
+		}
+		empty = 0
+		for _, t := range tasks {
+			w.start(base, t)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (w *Worker) start(base context.Context, t ClaimedTask) {
+	hctx, cancel := context.WithCancelCause(base)
+	r := &run{task: t, cancel: cancel}
+	w.mu.Lock()
+	w.running[r] = struct{}{}
+	w.mu.Unlock()
+	w.handlers.Add(1) // its slot was reserved before the claim
+	go w.work(hctx, r)
+}
+
+func (w *Worker) work(ctx context.Context, r *run) {
+	defer func() {
+		r.cancel(nil)
+		w.mu.Lock()
+		delete(w.running, r)
+		w.mu.Unlock()
+		w.inflight.Add(-1)
+		w.signalSlot()
+		w.handlers.Done()
+	}()
+
+	stopLease := w.keepLease(ctx, r)
+	outcome := w.execute(ctx, r.task.Envelope)
+	stopLease()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r.state != stateRunning {
+		return // released at shutdown, or the lease was lost
+	}
+	r.state = stateDone
+	s := Settle{ID: r.task.ID, LeaseToken: r.task.LeaseToken, Outcome: outcome.Settlement(), Error: outcome.settleError()}
+	if outcome.kind == kindDefer {
+		ms := outcome.delay.Milliseconds()
+		s.DeferMs = &ms
+		s.Error = nil
+	}
+	if !w.closed {
+		w.settleCh <- settleItem{s}
+	}
+}
+
+// execute runs the handler and resolves its outcome; panics in the handler
+// or the mapper are retryable failures, never a dead worker.
+func (w *Worker) execute(ctx context.Context, task envelope.Envelope) (out Outcome) {
+	reg, ok := w.cfg.Registry.lookup(task.HandlerRef)
+	if !ok {
+		return PermanentFailure(fmt.Errorf("no handler for %q on queue %q in this worker", task.HandlerRef, task.Queue)).
+			WithType(NoHandlerErrorType)
+	}
+	ret, err, panicked := call(ctx, reg.run, task)
+	if panicked != nil {
+		return RetryableFailure(panicked).WithType(PanicErrorType)
+	}
+	mapper := reg.mapper
+	if mapper == nil {
+		mapper = w.cfg.OutcomeMapper
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			out = RetryableFailure(&PanicError{Value: v, stack: string(debug.Stack())}).WithType(MapperPanicErrorType)
+		}
+	}()
+	return Resolve(ret, err, mapper, w.cfg.Classifiers)
+}
+
+func call(ctx context.Context, h ResultHandler, task envelope.Envelope) (ret any, err error, panicked *PanicError) {
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = &PanicError{Value: v, stack: string(debug.Stack())}
+		}
+	}()
+	ret, err = h(ctx, task)
+	return ret, err, nil
+}
+
+// leaseOf is the claim's lease length, measured on the server's clock
+// (lease end minus the open attempt's start) so clock skew does not matter.
+func (w *Worker) leaseOf(env envelope.Envelope) time.Duration {
+	if env.LeaseExpiresAt != nil && len(env.Attempts) > 0 {
+		if d := env.LeaseExpiresAt.Sub(env.Attempts[len(env.Attempts)-1].StartedAt); d > 0 {
+			return d
+		}
+	}
+	if w.cfg.Lease > 0 {
+		return w.cfg.Lease
+	}
+	return 30 * time.Second
+}
+
+// keepLease extends the lease every third of its length while the handler
+// runs. When the server answers LEASE_LOST, or the lease ends locally
+// without a successful extension, the handler's context is cancelled with
+// ErrLeaseLost and its result will be dropped.
+func (w *Worker) keepLease(ctx context.Context, r *run) (stop func()) {
+	lease := w.leaseOf(r.task.Envelope)
+	deadline := time.Now().Add(lease)
+	interval := max(lease/3, 10*time.Millisecond)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			ectx, cancel := context.WithTimeout(context.Background(), interval)
+			_, err := w.client.ExtendLease(ectx, r.task.ID, r.task.LeaseToken, lease)
+			cancel()
+			switch {
+			case err == nil:
+				deadline = time.Now().Add(lease)
+				continue
+			case IsCode(err, CodeLeaseLost) || IsCode(err, CodeTaskNotFound) || IsCode(err, CodeInvalidTransition):
+			case time.Now().Before(deadline.Add(-interval / 2)):
+				w.report(fmt.Errorf("rdq: extending the lease of %s: %w", r.task.ID, err))
+				continue
+			default:
+				w.report(fmt.Errorf("rdq: extending the lease of %s: %w", r.task.ID, err))
+			}
+			w.mu.Lock()
+			if r.state == stateRunning {
+				r.state = stateLost
+				r.cancel(ErrLeaseLost)
+			}
+			w.mu.Unlock()
+			return
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func (w *Worker) settleLoop() {
+	defer w.settlers.Done()
+	for item := range w.settleCh {
+		batch := []Settle{item.settle}
+	collect:
+		for len(batch) < w.cfg.SettleBatch {
+			select {
+			case it, ok := <-w.settleCh:
+				if !ok {
+					break collect
+				}
+				batch = append(batch, it.settle)
+			default:
+				break collect
+			}
+		}
+		w.flush(batch)
+	}
+}
+
+// flush sends one batch, retrying transport failures a few times: an
+// outcome not reported lets the lease lapse and the task run again.
+func (w *Worker) flush(batch []Settle) {
+	var results []SettleResult
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		results, err = w.client.settleBatch(ctx, batch, w.cfg.OnDeadLetter != nil)
+		cancel()
+		var e *Error
+		if err == nil || errors.As(err, &e) && e.Status >= 400 && e.Status < 500 {
+			break
+		}
+	}
+	if err != nil {
+		w.report(fmt.Errorf("rdq: settling %d tasks: %w", len(batch), err))
+		return
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			w.report(fmt.Errorf("rdq: settling %s: %w", r.ID, r.Err))
+			continue
+		}
+		if r.Envelope.Status == envelope.StatusDead && w.cfg.OnDeadLetter != nil {
+			w.cfg.OnDeadLetter(context.Background(), r.Envelope)
+		}
+	}
+}

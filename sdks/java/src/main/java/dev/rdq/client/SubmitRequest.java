@@ -1,0 +1,217 @@
+package dev.rdq.client;
+
+import dev.rdq.envelope.ErrorCode;
+import dev.rdq.envelope.EnvelopeException;
+import dev.rdq.envelope.Names;
+import dev.rdq.json.Json;
+import dev.rdq.json.JsonSyntaxException;
+import dev.rdq.json.JsonWriter;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Base64;
+import java.util.Collections;
+import java.util.Map;
+import java.util.Objects;
+import java.util.TreeMap;
+
+/**
+ * One task to submit: the client subset of the envelope plus scheduling
+ * options ({@code POST /v1/tasks}). {@link Builder#build()} checks names and
+ * refuses {@code rdq.}-prefixed headers (any case) before any request is made.
+ */
+public final class SubmitRequest {
+    /**
+     * The user header the SDK uses for a correlation id: the server's submit
+     * has no correlation field, and the system header {@code rdq.correlation_id}
+     * (which the Rust SDK writes in-process) is refused from HTTP clients.
+     */
+    public static final String CORRELATION_ID_HEADER = "correlation_id";
+
+    private final String queue;
+    private final String handlerRef;
+    private final String handlerVersion;
+    private final byte[] payload;
+    private final byte[] payloadJson;
+    private final String payloadContentType;
+    private final Map<String, String> headers;
+    private final long delayMs;
+    private final int priority;
+    private final String idempotencyKey;
+
+    private SubmitRequest(Builder b) {
+        this.queue = b.queue;
+        this.handlerRef = b.handlerRef;
+        this.handlerVersion = b.handlerVersion;
+        this.payload = b.payload;
+        this.payloadJson = b.payloadJson;
+        this.payloadContentType = b.payloadContentType;
+        this.headers = Collections.unmodifiableMap(new TreeMap<>(b.headers));
+        this.delayMs = b.delayMs;
+        this.priority = b.priority;
+        this.idempotencyKey = b.idempotencyKey;
+    }
+
+    /** A builder for a task of {@code handlerRef} on {@code queue}. */
+    public static Builder builder(String queue, String handlerRef) {
+        return new Builder(queue, handlerRef);
+    }
+
+    public String queue() {
+        return queue;
+    }
+
+    public String handlerRef() {
+        return handlerRef;
+    }
+
+    public Map<String, String> headers() {
+        return headers;
+    }
+
+    /** The request body. */
+    byte[] toJson() {
+        int size = 128 + (payload == null ? 0 : payload.length * 4 / 3 + 4) + (payloadJson == null ? 0 : payloadJson.length);
+        JsonWriter w = new JsonWriter(size);
+        w.startObject();
+        w.key("queue").string(queue);
+        w.key("handler_ref").string(handlerRef);
+        if (handlerVersion != null) {
+            w.key("handler_version").string(handlerVersion);
+        }
+        if (payload != null) {
+            w.key("payload").string(Base64.getEncoder().encodeToString(payload));
+        }
+        if (payloadJson != null) {
+            w.key("payload_json").rawValue(payloadJson);
+        }
+        if (payloadContentType != null) {
+            w.key("payload_content_type").string(payloadContentType);
+        }
+        if (!headers.isEmpty()) {
+            w.key("headers").startObject();
+            for (Map.Entry<String, String> h : headers.entrySet()) {
+                w.key(h.getKey()).string(h.getValue());
+            }
+            w.endObject();
+        }
+        if (delayMs > 0) {
+            w.key("delay_ms").number(delayMs);
+        }
+        if (priority != 0) {
+            w.key("priority").number(priority);
+        }
+        if (idempotencyKey != null) {
+            w.key("idempotency_key").string(idempotencyKey);
+        }
+        w.endObject();
+        return w.toByteArray();
+    }
+
+    /** Options of one submit. */
+    public static final class Builder {
+        private final String queue;
+        private final String handlerRef;
+        private String handlerVersion;
+        private byte[] payload;
+        private byte[] payloadJson;
+        private String payloadContentType;
+        private final Map<String, String> headers = new TreeMap<>();
+        private long delayMs;
+        private int priority;
+        private String idempotencyKey;
+
+        private Builder(String queue, String handlerRef) {
+            this.queue = Objects.requireNonNull(queue, "queue");
+            this.handlerRef = Objects.requireNonNull(handlerRef, "handlerRef");
+        }
+
+        /** Opaque payload bytes (content type {@code application/octet-stream} unless set). */
+        public Builder payload(byte[] bytes) {
+            this.payload = bytes.clone();
+            this.payloadJson = null;
+            return this;
+        }
+
+        /** Opaque payload bytes with their MIME type. */
+        public Builder payload(byte[] bytes, String contentType) {
+            payload(bytes);
+            this.payloadContentType = contentType;
+            return this;
+        }
+
+        /**
+         * A JSON payload, stored byte for byte as given (content type
+         * {@code application/json} unless set); refused with
+         * {@code INVALID_FIELD} unless it is one strict JSON document.
+         */
+        public Builder payloadJson(String json) {
+            byte[] bytes = json.getBytes(StandardCharsets.UTF_8);
+            try {
+                Json.parse(bytes);
+            } catch (JsonSyntaxException e) {
+                throw new EnvelopeException(ErrorCode.INVALID_FIELD, "payload_json", "is not JSON: " + e.getMessage());
+            }
+            this.payloadJson = bytes;
+            this.payload = null;
+            return this;
+        }
+
+        public Builder payloadContentType(String contentType) {
+            this.payloadContentType = contentType;
+            return this;
+        }
+
+        /** A user header; the {@code rdq.} prefix (in any case) is refused at {@link #build()}. */
+        public Builder header(String key, String value) {
+            headers.put(Objects.requireNonNull(key, "key"), Objects.requireNonNull(value, "value"));
+            return this;
+        }
+
+        public Builder headers(Map<String, String> headers) {
+            headers.forEach(this::header);
+            return this;
+        }
+
+        /** Sets the correlation id, carried in the header {@link #CORRELATION_ID_HEADER}. */
+        public Builder correlationId(String id) {
+            return header(CORRELATION_ID_HEADER, id);
+        }
+
+        public Builder handlerVersion(String version) {
+            this.handlerVersion = version;
+            return this;
+        }
+
+        /** Due this long after the server receives the submit. */
+        public Builder delay(Duration delay) {
+            if (delay.isNegative()) {
+                throw new EnvelopeException(ErrorCode.INVALID_FIELD, "delay_ms", "must not be negative");
+            }
+            this.delayMs = delay.toMillis();
+            return this;
+        }
+
+        /** Claim priority, 0–255, higher first. */
+        public Builder priority(int priority) {
+            if (priority < 0 || priority > 255) {
+                throw new EnvelopeException(ErrorCode.INVALID_FIELD, "priority", priority + " is outside 0-255");
+            }
+            this.priority = priority;
+            return this;
+        }
+
+        /** A repeated submit with the same key to the same queue returns the original task. */
+        public Builder idempotencyKey(String key) {
+            this.idempotencyKey = key;
+            return this;
+        }
+
+        /** The request, checked: queue and handler names, reserved headers. */
+        public SubmitRequest build() {
+            Names.validateQueueName(queue);
+            Names.validateHandlerRef(handlerRef);
+            Names.validateUserHeaders(headers);
+            return new SubmitRequest(this);
+        }
+    }
+}

@@ -1,0 +1,278 @@
+package dev.rdq.json;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.StreamReadConstraints;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * Strict JSON reading and the canonical JSON writer.
+ *
+ * <p>Reading accepts exactly what the Rust codec (serde_json) accepts: one
+ * RFC 8259 document in strict UTF-8, no duplicate keys at any depth (compared
+ * after unescaping), no lone-surrogate escapes, no numbers beyond the range
+ * of a double, at most 127 nested arrays/objects. Jackson's streaming parser
+ * does the tokenising; the checks serde_json makes and Jackson does not are
+ * made here.
+ *
+ * <p>Writing is serde_json's compact form byte for byte: {@code "} and
+ * {@code \} escaped, {@code \b \t \n \f \r} for those controls, {@code \\u00xx}
+ * (lower-case hex) for the other characters below U+0020, everything else
+ * (including {@code /}, U+007F, U+2028 and all non-ASCII) as raw UTF-8. Numbers
+ * are written with the text they were read with.
+ */
+public final class Json {
+    /** Most arrays/objects open at once; serde_json's recursion limit is 128. */
+    static final int MAX_DEPTH = 127;
+
+    /** Unicode code point order, which equals UTF-8 byte order (not UTF-16 order). */
+    public static final Comparator<String> CODE_POINT_ORDER = Json::compareCodePoints;
+
+    private static final JsonFactory FACTORY = JsonFactory.builder()
+            .streamReadConstraints(StreamReadConstraints.builder()
+                    .maxNestingDepth(Integer.MAX_VALUE)
+                    .maxNumberLength(Integer.MAX_VALUE)
+                    .maxStringLength(Integer.MAX_VALUE)
+                    .maxNameLength(Integer.MAX_VALUE)
+                    .build())
+            .disable(JsonFactory.Feature.INTERN_FIELD_NAMES)
+            .disable(JsonFactory.Feature.CANONICALIZE_FIELD_NAMES)
+            .build();
+
+    private Json() {}
+
+    /** Parses one strict JSON document. */
+    public static JsonValue parse(byte[] bytes) throws JsonSyntaxException {
+        checkUtf8(bytes);
+        if (bytes.length >= 3 && (bytes[0] & 0xff) == 0xef && (bytes[1] & 0xff) == 0xbb && (bytes[2] & 0xff) == 0xbf) {
+            throw new JsonSyntaxException("expected value at line 1 column 1 (a byte order mark is not JSON)");
+        }
+        try (JsonParser p = FACTORY.createParser(bytes)) {
+            JsonToken first = p.nextToken();
+            if (first == null) {
+                throw new JsonSyntaxException("EOF while parsing a value");
+            }
+            JsonValue value = read(p, first, 0);
+            if (p.nextToken() != null) {
+                throw new JsonSyntaxException("trailing characters after the document");
+            }
+            return value;
+        } catch (JsonProcessingException e) {
+            throw new JsonSyntaxException(e.getOriginalMessage(), e);
+        } catch (IOException e) {
+            throw new JsonSyntaxException(String.valueOf(e.getMessage()), e);
+        }
+    }
+
+    /** Parses one strict JSON document from a string. */
+    public static JsonValue parse(String text) throws JsonSyntaxException {
+        return parse(text.getBytes(StandardCharsets.UTF_8));
+    }
+
+    private static void checkUtf8(byte[] bytes) throws JsonSyntaxException {
+        try {
+            StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT)
+                    .decode(ByteBuffer.wrap(bytes));
+        } catch (CharacterCodingException e) {
+            throw new JsonSyntaxException("invalid UTF-8", e);
+        }
+    }
+
+    private static JsonValue read(JsonParser p, JsonToken t, int depth) throws IOException, JsonSyntaxException {
+        switch (t) {
+            case START_OBJECT: {
+                if (depth + 1 > MAX_DEPTH) {
+                    throw new JsonSyntaxException("recursion limit exceeded");
+                }
+                TreeMap<String, JsonValue> members = new TreeMap<>(CODE_POINT_ORDER);
+                JsonToken k;
+                while ((k = p.nextToken()) == JsonToken.FIELD_NAME) {
+                    String key = checked(p.currentName());
+                    JsonValue value = read(p, p.nextToken(), depth + 1);
+                    if (members.putIfAbsent(key, value) != null) {
+                        throw new JsonSyntaxException("duplicate key \"" + key + "\"");
+                    }
+                }
+                if (k != JsonToken.END_OBJECT) {
+                    throw new JsonSyntaxException("unexpected token " + k);
+                }
+                return new JsonObject(members);
+            }
+            case START_ARRAY: {
+                if (depth + 1 > MAX_DEPTH) {
+                    throw new JsonSyntaxException("recursion limit exceeded");
+                }
+                List<JsonValue> items = new ArrayList<>();
+                JsonToken i;
+                while ((i = p.nextToken()) != JsonToken.END_ARRAY) {
+                    if (i == null) {
+                        throw new JsonSyntaxException("EOF while parsing a list");
+                    }
+                    items.add(read(p, i, depth + 1));
+                }
+                return new JsonArray(items);
+            }
+            case VALUE_STRING:
+                return new JsonString(checked(p.getText()));
+            case VALUE_NUMBER_INT:
+            case VALUE_NUMBER_FLOAT: {
+                String text = p.getText();
+                if (Double.isInfinite(Double.parseDouble(text))) {
+                    throw new JsonSyntaxException("number out of range");
+                }
+                return new JsonNumber(text);
+            }
+            case VALUE_TRUE:
+                return JsonBoolean.TRUE;
+            case VALUE_FALSE:
+                return JsonBoolean.FALSE;
+            case VALUE_NULL:
+                return JsonNull.INSTANCE;
+            default:
+                throw new JsonSyntaxException("unexpected token " + t);
+        }
+    }
+
+    /** Refuses a string holding an unpaired surrogate (only a {@code \\u} escape can make one). */
+    private static String checked(String s) throws JsonSyntaxException {
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            if (Character.isHighSurrogate(c)) {
+                if (i + 1 < s.length() && Character.isLowSurrogate(s.charAt(i + 1))) {
+                    i++;
+                    continue;
+                }
+                throw new JsonSyntaxException("lone leading surrogate in hex escape");
+            }
+            if (Character.isLowSurrogate(c)) {
+                throw new JsonSyntaxException("unexpected end of hex escape (lone trailing surrogate)");
+            }
+        }
+        return s;
+    }
+
+    /** True if {@code text} is exactly one JSON number token. */
+    static boolean isNumberSyntax(String text) {
+        int i = 0;
+        int n = text.length();
+        if (i < n && text.charAt(i) == '-') {
+            i++;
+        }
+        if (i >= n) {
+            return false;
+        }
+        if (text.charAt(i) == '0') {
+            i++;
+        } else if (text.charAt(i) >= '1' && text.charAt(i) <= '9') {
+            while (i < n && isDigit(text.charAt(i))) {
+                i++;
+            }
+        } else {
+            return false;
+        }
+        if (i < n && text.charAt(i) == '.') {
+            i++;
+            int start = i;
+            while (i < n && isDigit(text.charAt(i))) {
+                i++;
+            }
+            if (i == start) {
+                return false;
+            }
+        }
+        if (i < n && (text.charAt(i) == 'e' || text.charAt(i) == 'E')) {
+            i++;
+            if (i < n && (text.charAt(i) == '+' || text.charAt(i) == '-')) {
+                i++;
+            }
+            int start = i;
+            while (i < n && isDigit(text.charAt(i))) {
+                i++;
+            }
+            if (i == start) {
+                return false;
+            }
+        }
+        return i == n;
+    }
+
+    private static boolean isDigit(char c) {
+        return c >= '0' && c <= '9';
+    }
+
+    static int compareCodePoints(String a, String b) {
+        int n = Math.min(a.length(), b.length());
+        for (int i = 0; i < n; i++) {
+            char x = a.charAt(i);
+            char y = b.charAt(i);
+            if (x != y) {
+                // Surrogates (astral characters) sort after U+E000..U+FFFF in code point order.
+                if (x >= 0xd800 && y >= 0xd800) {
+                    return fixup(x) - fixup(y);
+                }
+                return x - y;
+            }
+        }
+        return a.length() - b.length();
+    }
+
+    private static int fixup(char c) {
+        return c >= 0xe000 ? c - 0x800 : c + 0x2000;
+    }
+
+    // ------------------------------------------------------------------
+    // Writing
+
+    /** The compact encoding of {@code value}. */
+    public static String writeString(JsonValue value) {
+        JsonWriter w = new JsonWriter(64);
+        w.value(value);
+        return new String(w.toByteArray(), StandardCharsets.UTF_8);
+    }
+
+    /** The compact encoding of {@code value}, as UTF-8 bytes. */
+    public static byte[] write(JsonValue value) {
+        JsonWriter w = new JsonWriter(64);
+        w.value(value);
+        return w.toByteArray();
+    }
+
+    /** Writes {@code value} compactly into {@code w}. */
+    static void writeValue(JsonWriter w, JsonValue value) {
+        if (value instanceof JsonString s) {
+            w.string(s.value());
+        } else if (value instanceof JsonNumber n) {
+            w.raw(n.text());
+        } else if (value instanceof JsonObject o) {
+            w.startObject();
+            for (Map.Entry<String, JsonValue> e : o.members().entrySet()) {
+                w.key(e.getKey());
+                writeValue(w, e.getValue());
+            }
+            w.endObject();
+        } else if (value instanceof JsonArray a) {
+            w.startArray();
+            for (JsonValue item : a.items()) {
+                writeValue(w, item);
+            }
+            w.endArray();
+        } else if (value instanceof JsonBoolean b) {
+            w.raw(b.value() ? "true" : "false");
+        } else {
+            w.raw("null");
+        }
+    }
+}

@@ -1,0 +1,45 @@
+package dev.rdq.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import dev.rdq.RdqException;
+import dev.rdq.client.RdqClient;
+import dev.rdq.client.SubmitRequest;
+import dev.rdq.envelope.Envelope;
+import dev.rdq.support.RdqServer;
+import org.junit.jupiter.api.DisplayName;
+import org.junit.jupiter.api.Test;
+
+class AuthTest {
+    @Test
+    @DisplayName("the bearer token is sent; without it the server answers UNAUTHENTICATED, with too few scopes FORBIDDEN")
+    void bearer_token() {
+        String config = "[[tokens]]\nname = \"java-sdk\"\ntoken = \"a-long-test-secret-0123456789\"\nscopes = [\"submit\"]\n";
+        try (RdqServer server = RdqServer.start(RdqServer.Store.EMBEDDED, config)) {
+            SubmitRequest req = SubmitRequest.builder("auth.q", "h").build();
+            RdqException none = assertThrows(RdqException.class, () -> server.client().submit(req), server::log);
+            assertEquals("UNAUTHENTICATED", none.code());
+            assertEquals(401, none.httpStatus());
+            RdqClient authed = RdqClient.builder(server.url()).token("a-long-test-secret-0123456789").build();
+            Envelope env = authed.submit(req);
+            assertEquals("java-sdk", env.header("rdq.submitted_by").orElseThrow());
+            assertEquals("FORBIDDEN", assertThrows(RdqException.class, () -> authed.queueConfig("auth.q")).code());
+        }
+    }
+
+    @Test
+    @DisplayName("an rdq.-prefixed header, in any case, is refused before any request is made")
+    void reserved_header_refused_client_side() {
+        for (String key : new String[] {"rdq.source", "RDQ.x", "Rdq.Submitted_By"}) {
+            RdqException e = assertThrows(RdqException.class,
+                    () -> SubmitRequest.builder("q", "h").header(key, "v").build());
+            assertEquals("RESERVED_HEADER", e.code());
+            assertEquals("headers." + key, e.field().orElseThrow());
+        }
+        assertEquals("INVALID_QUEUE_NAME", assertThrows(RdqException.class,
+                () -> SubmitRequest.builder("Bad Queue", "h").build()).code());
+        assertEquals("INVALID_HANDLER_REF", assertThrows(RdqException.class,
+                () -> SubmitRequest.builder("q", "my::Handler").build()).code());
+    }
+}

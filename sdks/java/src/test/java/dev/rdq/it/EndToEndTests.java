@@ -1,0 +1,544 @@
+package dev.rdq.it;
+
+import static dev.rdq.it.Support.awaitTask;
+import static dev.rdq.it.Support.slowRetries;
+import static dev.rdq.it.Support.submit;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.rdq.RdqException;
+import dev.rdq.client.ClaimedTask;
+import dev.rdq.client.DeadPage;
+import dev.rdq.client.RdqClient;
+import dev.rdq.client.RedriveResult;
+import dev.rdq.client.Settle;
+import dev.rdq.client.SubmitRequest;
+import dev.rdq.envelope.AttemptOutcome;
+import dev.rdq.envelope.AttemptRecord;
+import dev.rdq.envelope.Envelope;
+import dev.rdq.envelope.ErrorInfo;
+import dev.rdq.envelope.Status;
+import dev.rdq.json.JsonObject;
+import dev.rdq.support.Await;
+import dev.rdq.support.RdqServer;
+import dev.rdq.worker.DeferException;
+import dev.rdq.worker.Outcome;
+import dev.rdq.worker.PermanentException;
+import dev.rdq.worker.RetryableException;
+import dev.rdq.worker.TaskContext;
+import dev.rdq.worker.Worker;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.UncheckedIOException;
+import java.net.SocketTimeoutException;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.DisplayName;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The client and the worker against a real {@code rdq serve}, one fresh
+ * server (and store) per test. Subclasses choose the store.
+ */
+abstract class EndToEndTests {
+    static final String Q = "java.e2e";
+
+    RdqServer server;
+    RdqClient client;
+    final List<Worker> workers = new ArrayList<>();
+
+    abstract RdqServer.Store store();
+
+    @BeforeEach
+    void startServer() {
+        server = RdqServer.start(store(), null);
+        client = server.client();
+    }
+
+    @AfterEach
+    void stopServer() {
+        for (Worker w : workers) {
+            w.shutdown(Duration.ofSeconds(2));
+        }
+        server.close();
+    }
+
+    Worker start(Worker.Builder b) {
+        Worker w = b.start();
+        workers.add(w);
+        return w;
+    }
+
+    static ErrorInfo lastError(Envelope e) {
+        return e.lastError().orElseThrow(() -> new AssertionError("no error recorded: " + e));
+    }
+
+    static AttemptRecord lastAttempt(Envelope e) {
+        return e.attempts().get(e.attempts().size() - 1);
+    }
+
+    // ------------------------------------------------------------------
+    // Client
+
+    @Test
+    @DisplayName("submit carries payload, headers, priority, delay, handler version, correlation id and idempotency key")
+    void submit_carries_every_option() {
+        SubmitRequest req = SubmitRequest.builder(Q, "send-email")
+                .payload("{\"to\":\"a@b.c\"}".getBytes(StandardCharsets.UTF_8), "application/json")
+                .header("tenant", "acme").handlerVersion("v3").priority(7).delay(Duration.ofHours(1))
+                .correlationId("req-42").idempotencyKey("order-42").build();
+        Envelope env = client.submit(req);
+        assertEquals(Status.PENDING, env.status());
+        assertEquals(7, env.priority());
+        assertEquals("v3", env.handlerVersion().orElseThrow());
+        assertEquals("acme", env.header("tenant").orElseThrow());
+        assertEquals("req-42", env.header(SubmitRequest.CORRELATION_ID_HEADER).orElseThrow());
+        assertTrue(env.nextAttemptAt().orElseThrow().isAfter(env.createdAt().plus(Duration.ofMinutes(59))));
+        Envelope again = client.submit(req);
+        assertEquals(env.id(), again.id(), "the idempotency key answers the original task");
+        Envelope got = client.get(env.id());
+        assertArrayEquals("{\"to\":\"a@b.c\"}".getBytes(StandardCharsets.UTF_8), got.payload());
+        assertArrayEquals(env.encode(), got.encode());
+        Envelope json = client.submit(SubmitRequest.builder(Q, "h").payloadJson("{\"n\": 1.000000000000000000001}").build());
+        assertEquals("{\"n\": 1.000000000000000000001}", new String(json.payload(), StandardCharsets.UTF_8));
+        assertEquals("application/json", json.payloadContentType());
+    }
+
+    @Test
+    @DisplayName("batch submit issues concurrent single submits and answers every envelope in order")
+    void batch_submit() {
+        List<SubmitRequest> reqs = new ArrayList<>();
+        for (int i = 0; i < 200; i++) {
+            reqs.add(SubmitRequest.builder(Q, "h").payload(("task " + i).getBytes(StandardCharsets.UTF_8)).build());
+        }
+        List<Envelope> out = client.submitAll(reqs, 16);
+        assertEquals(200, out.size());
+        assertEquals(200, out.stream().map(Envelope::id).distinct().count());
+        for (int i = 0; i < 200; i++) {
+            assertEquals("task " + i, new String(out.get(i).payload(), StandardCharsets.UTF_8));
+        }
+    }
+
+    @Test
+    @DisplayName("server refusals carry the stable code, the field and the HTTP status")
+    void refusals_carry_codes() {
+        RdqException notFound = assertThrows(RdqException.class, () -> client.get("01J2ZK7Q8XW5H3N9G4T6B8RDQ0"));
+        assertEquals("TASK_NOT_FOUND", notFound.code());
+        assertEquals(404, notFound.httpStatus());
+        RdqException badId = assertThrows(RdqException.class, () -> client.get("not-a-ulid"));
+        assertEquals(400, badId.httpStatus());
+        assertEquals("INVALID_QUEUE_NAME", assertThrows(RdqException.class,
+                () -> client.claim("Bad Queue", 1, null)).code());
+        Envelope env = submit(client, Q, "h", "x");
+        ClaimedTask c = client.claim(Q, 1, null).get(0);
+        assertEquals(env.id(), c.id());
+        client.settleOne(Settle.success(c.id(), c.leaseToken()));
+        RdqException stale = assertThrows(RdqException.class, () -> client.settleOne(Settle.success(c.id(), c.leaseToken())));
+        assertEquals("LEASE_LOST", stale.code());
+        assertEquals(409, stale.httpStatus());
+        assertEquals("LEASE_LOST", assertThrows(RdqException.class,
+                () -> client.extendLease(c.id(), c.leaseToken(), 1000)).code());
+        RdqException policy = assertThrows(RdqException.class,
+                () -> client.updateQueueConfig(Q, JsonObject.builder().put("max_attempts", 0).build()));
+        assertEquals("INVALID_POLICY", policy.code());
+    }
+
+    @Test
+    @DisplayName("a connection refused is CONNECTION_FAILED and an answer too slow is TIMEOUT")
+    void transport_failures() throws Exception {
+        int port;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            port = s.getLocalPort();
+        }
+        RdqClient refused = RdqClient.builder("http://127.0.0.1:" + port).build();
+        assertEquals(RdqException.CONNECTION_FAILED, assertThrows(RdqException.class,
+                () -> refused.get("01J2ZK7Q8XW5H3N9G4T6B8RDQ0")).code());
+        try (java.net.ServerSocket silent = new java.net.ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
+            RdqClient slow = RdqClient.builder("http://127.0.0.1:" + silent.getLocalPort())
+                    .requestTimeout(Duration.ofMillis(300)).build();
+            assertEquals(RdqException.TIMEOUT, assertThrows(RdqException.class,
+                    () -> slow.get("01J2ZK7Q8XW5H3N9G4T6B8RDQ0")).code());
+        }
+    }
+
+    @Test
+    @DisplayName("the DLQ can be listed, shown, exported and redriven")
+    void dlq_operations() {
+        List<String> ids = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            ids.add(submit(client, Q, "h", "p" + i).id());
+        }
+        start(Worker.builder(client).handler(Q, task -> {
+            throw new PermanentException(new IllegalArgumentException("bad input " + new String(task.payload(), StandardCharsets.UTF_8)));
+        }));
+        for (String id : ids) {
+            awaitTask(client, id, "dead", e -> e.status() == Status.DEAD);
+        }
+        DeadPage page = client.listDead(Q, 2, null, null);
+        assertEquals(2, page.items().size());
+        assertTrue(page.nextCursor().isPresent());
+        DeadPage rest = client.listDead(Q, 2, page.nextCursor().get(), null);
+        assertEquals(1, rest.items().size());
+        assertEquals(0, client.listDead(Q, 10, null, "java.io.*").items().size());
+        assertEquals(3, client.listDead(Q, 10, null, "java.lang.IllegalArg*").items().size());
+        Envelope shown = client.showDead(Q, ids.get(0));
+        assertEquals("java.lang.IllegalArgumentException", lastError(shown).type());
+        assertEquals("bad input p0", lastError(shown).message());
+        List<Envelope> exported = client.exportDead(Q, null);
+        assertEquals(3, exported.size());
+        assertEquals(ids.get(0), exported.get(0).id(), "oldest first");
+        RedriveResult dry = client.redrive(Q, List.of(ids.get(1)), null, null, true);
+        assertTrue(dry.dryRun());
+        assertEquals(1, dry.count());
+        for (Worker w : workers) {
+            w.close();
+        }
+        workers.clear();
+        RedriveResult done = client.redrive(Q, List.of(ids.get(1)), null, null, false);
+        assertEquals(List.of(ids.get(1)), done.ids());
+        Envelope redriven = client.get(ids.get(1));
+        assertEquals(Status.PENDING, redriven.status());
+        assertEquals(1, redriven.redriveCount());
+        assertEquals(0, redriven.attemptCount());
+        assertEquals(1, redriven.attempts().size(), "history is kept");
+    }
+
+    // ------------------------------------------------------------------
+    // Worker and the ladder
+
+    @Test
+    @DisplayName("a worker runs every task to SUCCEEDED and the handler sees its payload")
+    void worker_runs_tasks() {
+        Map<String, String> seen = new ConcurrentHashMap<>();
+        List<String> ids = new ArrayList<>();
+        for (int i = 0; i < 100; i++) {
+            ids.add(submit(client, Q, "echo", "n" + i).id());
+        }
+        Worker w = start(Worker.builder(client).concurrency(8).claimBatch(16)
+                .handler(Q, "echo", task -> seen.put(task.id(), new String(task.payload(), StandardCharsets.UTF_8))));
+        for (String id : ids) {
+            Envelope e = awaitTask(client, id, "succeeded", t -> t.status() == Status.SUCCEEDED);
+            assertEquals(AttemptOutcome.SUCCESS, lastAttempt(e).outcome().orElseThrow());
+        }
+        assertEquals(100, seen.size());
+        assertEquals("n0", seen.get(ids.get(0)));
+        assertFalse(w.inFlight() > 8);
+        assertEquals(Runtime.version().feature() >= 21, w.usesVirtualThreads(), "virtual threads where the JDK has them");
+    }
+
+    @Test
+    @DisplayName("rung 1: the queue's OutcomeMapper is authoritative for returned values and thrown errors")
+    void outcome_mapper_is_authoritative() {
+        slowRetries(client, Q, "");
+        String ok = submit(client, Q, "charge", "OK").id();
+        String throttled = submit(client, Q, "charge", "THROTTLED").id();
+        String rejected = submit(client, Q, "charge", "REJECTED").id();
+        String replay = submit(client, Q, "charge", "REPLAY").id();
+        start(Worker.builder(client)
+                .nonRetryableErrors(IllegalStateException.class)
+                .valueHandler(Q, "charge", task -> {
+                    String s = new String(task.payload(), StandardCharsets.UTF_8);
+                    if (s.equals("REPLAY")) {
+                        throw new IllegalStateException("already processed");
+                    }
+                    return s.equals("OK");
+                })
+                .outcomeMapper(Q, (ret, err) -> {
+                    if (err instanceof IllegalStateException) {
+                        return Outcome.success(); // an idempotent replay
+                    }
+                    if (Boolean.TRUE.equals(ret)) {
+                        return Outcome.success();
+                    }
+                    String s = new String(TaskContext.current().orElseThrow().task().payload(), StandardCharsets.UTF_8);
+                    return s.equals("THROTTLED") ? Outcome.retryable("billing.Throttled", "downstream throttled")
+                            : Outcome.permanent(ErrorInfo.of("billing.Rejected", "rejected: " + s)
+                                    .withDetail(JsonObject.builder().put("status", s).build()));
+                }));
+        awaitTask(client, ok, "ok", e -> e.status() == Status.SUCCEEDED);
+        awaitTask(client, replay, "replay", e -> e.status() == Status.SUCCEEDED);
+        Envelope t = awaitTask(client, throttled, "retry", e -> e.attemptCount() == 1 && e.status() == Status.PENDING);
+        assertEquals(AttemptOutcome.RETRYABLE_FAILURE, lastAttempt(t).outcome().orElseThrow());
+        assertEquals("billing.Throttled", lastError(t).type());
+        Envelope r = awaitTask(client, rejected, "dead", e -> e.status() == Status.DEAD);
+        assertEquals("billing.Rejected", lastError(r).type());
+        assertEquals("rejected: REJECTED", lastError(r).message());
+        assertEquals("{\"status\":\"REJECTED\"}", lastError(r).detail().orElseThrow().toJson());
+    }
+
+    @Test
+    @DisplayName("rung 2: per-call wrappers and returned outcomes force the decision over the lists and globs")
+    void per_call_wrappers_win() {
+        slowRetries(client, Q, "\"non_retryable_errors\":[\"*\"]");
+        String forcedRetry = submit(client, Q, "h", "retry").id();
+        String forcedPermanent = submit(client, Q, "h", "permanent").id();
+        String returned = submit(client, Q, "v", "x").id();
+        start(Worker.builder(client)
+                .retryableErrors(SocketTimeoutException.class)
+                .nonRetryableErrors(IllegalArgumentException.class)
+                .handler(Q, "h", task -> {
+                    if (new String(task.payload(), StandardCharsets.UTF_8).equals("retry")) {
+                        throw new RetryableException(new IllegalArgumentException("listed non-retryable, forced retry"));
+                    }
+                    throw new PermanentException(new SocketTimeoutException("listed retryable, forced permanent"));
+                })
+                .valueHandler(Q, "v", task -> Outcome.permanent("custom.Type", "returned outcome")));
+        Envelope r = awaitTask(client, forcedRetry, "retried", e -> e.attemptCount() == 1 && e.status() == Status.PENDING);
+        assertEquals(AttemptOutcome.RETRYABLE_FAILURE, lastAttempt(r).outcome().orElseThrow());
+        assertEquals("java.lang.IllegalArgumentException", lastError(r).type(), "the wrapper records its cause");
+        Envelope p = awaitTask(client, forcedPermanent, "dead", e -> e.status() == Status.DEAD);
+        assertEquals(1, p.attemptCount());
+        assertEquals("java.net.SocketTimeoutException", lastError(p).type());
+        Envelope v = awaitTask(client, returned, "dead", e -> e.status() == Status.DEAD);
+        assertEquals("custom.Type", lastError(v).type());
+    }
+
+    static class CardDeclinedException extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        CardDeclinedException(String m) {
+            super(m);
+        }
+    }
+
+    static final class ExpiredCardException extends CardDeclinedException {
+        private static final long serialVersionUID = 1L;
+
+        ExpiredCardException(String m) {
+            super(m);
+        }
+    }
+
+    @Test
+    @DisplayName("rung 3: exception lists match subclasses and causes, and a non-retryable match wins")
+    void exception_lists() {
+        slowRetries(client, Q, "");
+        String subclass = submit(client, Q, "h", "subclass").id();
+        String retry = submit(client, Q, "h", "retry").id();
+        String both = submit(client, Q, "h", "both").id();
+        start(Worker.builder(client)
+                .retryableErrors(SocketTimeoutException.class, UncheckedIOException.class)
+                .nonRetryableErrors(CardDeclinedException.class)
+                .handler(Q, "h", task -> {
+                    switch (new String(task.payload(), StandardCharsets.UTF_8)) {
+                        case "subclass":
+                            throw new ExpiredCardException("expired");
+                        case "retry":
+                            throw new SocketTimeoutException("connect timed out");
+                        default:
+                            // Retryable on top, non-retryable in the cause chain: non-retryable wins.
+                            throw new UncheckedIOException(new java.io.IOException("io", new CardDeclinedException("declined")));
+                    }
+                }));
+        Envelope s = awaitTask(client, subclass, "dead", e -> e.status() == Status.DEAD);
+        assertEquals(ExpiredCardException.class.getName(), lastError(s).type());
+        assertEquals(AttemptOutcome.PERMANENT_FAILURE, lastAttempt(s).outcome().orElseThrow());
+        Envelope r = awaitTask(client, retry, "retried", e -> e.attemptCount() == 1 && e.status() == Status.PENDING);
+        assertEquals("java.net.SocketTimeoutException", lastError(r).type());
+        Envelope b = awaitTask(client, both, "dead", e -> e.status() == Status.DEAD);
+        assertEquals("java.io.UncheckedIOException", lastError(b).type(), "error_type is the thrown class");
+        assertTrue(lastError(b).stack().orElseThrow().contains("CardDeclinedException"), "the stack shows the causes");
+    }
+
+    @Test
+    @DisplayName("rungs 4 and 5: the queue's globs classify what nothing above did; non-retryable wins; default retryable")
+    void config_globs_then_default() {
+        slowRetries(client, Q, "\"non_retryable_errors\":[\"java.lang.IllegalState*\"],"
+                + "\"retryable_errors\":[\"java.lang.*\"]");
+        String glob = submit(client, Q, "h", "glob").id();
+        String fallback = submit(client, Q, "h", "other").id();
+        start(Worker.builder(client).handler(Q, "h", task -> {
+            if (new String(task.payload(), StandardCharsets.UTF_8).equals("glob")) {
+                throw new IllegalStateException("matches both globs");
+            }
+            throw new java.io.IOException("matches no glob");
+        }));
+        Envelope g = awaitTask(client, glob, "dead", e -> e.status() == Status.DEAD);
+        assertEquals("java.lang.IllegalStateException", lastError(g).type());
+        assertEquals(1, g.attemptCount());
+        Envelope d = awaitTask(client, fallback, "retried", e -> e.attemptCount() == 1 && e.status() == Status.PENDING);
+        assertEquals(AttemptOutcome.RETRYABLE_FAILURE, lastAttempt(d).outcome().orElseThrow());
+        assertEquals("java.io.IOException", lastError(d).type());
+    }
+
+    @Test
+    @DisplayName("a StackOverflowError is a retryable failure with a truncated stack, and the worker keeps working")
+    void errors_do_not_kill_the_worker() {
+        slowRetries(client, Q, "");
+        String overflow = submit(client, Q, "h", "overflow").id();
+        String longMessage = submit(client, Q, "h", "long").id();
+        start(Worker.builder(client).concurrency(1).handler(Q, "h", task -> {
+            String p = new String(task.payload(), StandardCharsets.UTF_8);
+            if (p.equals("overflow")) {
+                recurse(0);
+            } else if (p.equals("long")) {
+                throw new IllegalStateException("é".repeat(10_000));
+            }
+        }));
+        Envelope o = awaitTask(client, overflow, "retried", e -> e.attemptCount() == 1 && e.status() == Status.PENDING);
+        assertEquals("java.lang.StackOverflowError", lastError(o).type());
+        assertEquals(AttemptOutcome.RETRYABLE_FAILURE, lastAttempt(o).outcome().orElseThrow());
+        String stack = lastError(o).stack().orElseThrow();
+        assertTrue(stack.getBytes(StandardCharsets.UTF_8).length <= 64 * 1024);
+        Envelope l = awaitTask(client, longMessage, "retried", e -> e.attemptCount() == 1);
+        String m = lastError(l).message();
+        assertTrue(m.endsWith("…[truncated]"), m.substring(Math.max(0, m.length() - 20)));
+        assertTrue(m.getBytes(StandardCharsets.UTF_8).length <= 4096);
+        String after = submit(client, Q, "h", "fine").id();
+        awaitTask(client, after, "the next task succeeds", e -> e.status() == Status.SUCCEEDED);
+    }
+
+    static int recurse(int n) {
+        return recurse(n + 1) + 1;
+    }
+
+    @Test
+    @DisplayName("a DeferException defers the task without spending an attempt")
+    void deferral() {
+        String id = submit(client, Q, "h", "x").id();
+        start(Worker.builder(client).handler(Q, "h", task -> {
+            throw new DeferException(Duration.ofHours(1));
+        }));
+        Envelope e = awaitTask(client, id, "deferred", t -> t.deferralCount() == 1);
+        assertEquals(Status.PENDING, e.status());
+        assertEquals(0, e.attemptCount());
+        assertTrue(e.nextAttemptAt().orElseThrow().isAfter(e.createdAt().plus(Duration.ofMinutes(59))));
+    }
+
+    @Test
+    @DisplayName("the dead-letter listener hears of every task a settle dead-lettered, and an unknown handler is permanent")
+    void dead_letter_listener() {
+        List<Envelope> dead = new CopyOnWriteArrayList<>();
+        String id = submit(client, Q, "nobody-handles-this", "x").id();
+        start(Worker.builder(client).handler(Q, "known", task -> {}).onDeadLetter(dead::add));
+        Await.until("the listener is called", () -> dead.size() == 1);
+        assertEquals(id, dead.get(0).id());
+        assertEquals(Status.DEAD, dead.get(0).status());
+        assertEquals("dev.rdq.worker.UnknownHandlerException", lastError(dead.get(0)).type());
+    }
+
+    // ------------------------------------------------------------------
+    // Leases and shutdown
+
+    @Test
+    @DisplayName("the lease of a handler that outlives it is extended automatically")
+    void lease_is_extended() {
+        client.updateQueueConfig(Q, JsonObject.builder().put("lease_ms", 600).build());
+        String id = submit(client, Q, "slow", "x").id();
+        start(Worker.builder(client).handler(Q, "slow", task -> Thread.sleep(2_500)));
+        Envelope e = awaitTask(client, id, "succeeded", t -> t.status() == Status.SUCCEEDED);
+        assertEquals(1, e.attempts().size(), "no LEASE_EXPIRED attempt: " + e);
+        assertEquals(AttemptOutcome.SUCCESS, e.attempts().get(0).outcome().orElseThrow());
+        assertEquals(1, e.claimCount());
+    }
+
+    @Test
+    @DisplayName("a handler whose lease is lost is interrupted and its task is not settled")
+    void lost_lease_interrupts() throws Exception {
+        String id = submit(client, Q, "h", "x").id();
+        CountDownLatch started = new CountDownLatch(1);
+        AtomicBoolean interrupted = new AtomicBoolean();
+        CountDownLatch done = new CountDownLatch(1);
+        start(Worker.builder(client).leaseMs(900).handler(Q, "h", task -> {
+            started.countDown();
+            try {
+                Thread.sleep(60_000);
+            } catch (InterruptedException e) {
+                interrupted.set(true);
+                throw e;
+            } finally {
+                done.countDown();
+            }
+        }));
+        assertTrue(started.await(30, TimeUnit.SECONDS));
+        // Deleting the task takes the lease away: the next extension is refused.
+        HttpResponse<String> del = HttpClient.newHttpClient().send(
+                HttpRequest.newBuilder(server.url().resolve("/v1/tasks/" + id)).DELETE().build(),
+                HttpResponse.BodyHandlers.ofString());
+        assertEquals(204, del.statusCode(), del.body());
+        assertTrue(done.await(30, TimeUnit.SECONDS), "the handler was not interrupted");
+        assertTrue(interrupted.get());
+    }
+
+    @Test
+    @DisplayName("close() lets a running handler finish within the grace")
+    void graceful_shutdown_finishes_work() throws Exception {
+        String id = submit(client, Q, "h", "x").id();
+        CountDownLatch started = new CountDownLatch(1);
+        Worker w = Worker.builder(client).shutdownGrace(Duration.ofSeconds(20)).handler(Q, "h", task -> {
+            started.countDown();
+            Thread.sleep(500);
+        }).start();
+        assertTrue(started.await(30, TimeUnit.SECONDS));
+        w.close();
+        assertEquals(Status.SUCCEEDED, client.get(id).status(), "settled before close() returned");
+    }
+
+    @Test
+    @DisplayName("shutdown past the grace interrupts the handler and hands its task back with no attempt spent")
+    void shutdown_releases_unfinished_work() throws Exception {
+        String id = submit(client, Q, "h", "x").id();
+        CountDownLatch started = new CountDownLatch(1);
+        Worker w = Worker.builder(client).handler(Q, "h", task -> {
+            started.countDown();
+            Thread.sleep(600_000);
+        }).start();
+        assertTrue(started.await(30, TimeUnit.SECONDS));
+        w.shutdown(Duration.ofMillis(300));
+        Envelope e = client.get(id);
+        assertEquals(Status.PENDING, e.status(), e.toString());
+        assertEquals(0, e.attemptCount());
+        assertEquals(1, e.claimCount());
+        assertEquals(0, w.inFlight());
+    }
+
+    @Test
+    @DisplayName("a worker JVM killed with SIGKILL mid-task leaves it to the reaper: a LEASE_EXPIRED attempt, then due again")
+    void killed_worker_task_comes_back() throws Exception {
+        client.updateQueueConfig(Q, JsonObject.builder().put("lease_ms", 1000).build());
+        String id = submit(client, Q, "h", "x").id();
+        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        Process child = new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"),
+                KillableWorkerMain.class.getName(), server.url().toString(), Q)
+                .redirectErrorStream(true).start();
+        try {
+            BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8));
+            String line;
+            while ((line = out.readLine()) != null && !line.startsWith("RUNNING ")) {
+                // JVM noise before the handler starts.
+            }
+            assertEquals("RUNNING " + id, line);
+            assertEquals(Status.IN_FLIGHT, client.get(id).status());
+        } finally {
+            child.destroyForcibly().waitFor();
+        }
+        Envelope e = awaitTask(client, id, "lease expired", t -> t.attempts().size() == 1
+                && t.attempts().get(0).outcome().isPresent());
+        AttemptRecord a = e.attempts().get(0);
+        assertEquals(AttemptOutcome.LEASE_EXPIRED, a.outcome().orElseThrow());
+        assertEquals("rdq.LeaseExpired", a.error().orElseThrow().type());
+        assertNotEquals(Status.IN_FLIGHT, e.status());
+        assertEquals(1, e.attemptCount());
+        start(Worker.builder(client).handler(Q, "h", task -> {}));
+        Envelope done = awaitTask(client, id, "succeeded", t -> t.status() == Status.SUCCEEDED);
+        assertEquals(2, done.attempts().size());
+    }
+}

@@ -1,0 +1,24 @@
+package dev.rdq.it;
+
+import dev.rdq.client.RdqClient;
+import dev.rdq.worker.Worker;
+
+/**
+ * A worker in its own JVM whose handler never returns, for the test that
+ * kills it with SIGKILL mid-task. Prints {@code RUNNING <id>} when a handler starts.
+ */
+public final class KillableWorkerMain {
+    private KillableWorkerMain() {}
+
+    public static void main(String[] args) throws Exception {
+        RdqClient client = RdqClient.builder(args[0]).build();
+        Worker.builder(client)
+                .handler(args[1], task -> {
+                    System.out.println("RUNNING " + task.id());
+                    System.out.flush();
+                    Thread.sleep(Long.MAX_VALUE);
+                })
+                .start();
+        Thread.sleep(Long.MAX_VALUE);
+    }
+}

@@ -1,0 +1,89 @@
+package dev.rdq.worker;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.SocketTimeoutException;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletionException;
+import org.junit.jupiter.api.DisplayName;
+import org.junit.jupiter.api.Test;
+
+class OutcomeLadderTest {
+    static class Declined extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+    }
+
+    static final class Expired extends Declined {
+        private static final long serialVersionUID = 1L;
+    }
+
+    final OutcomeLadder lists = new OutcomeLadder(null, List.of(SocketTimeoutException.class, IOException.class),
+            List.of(Declined.class, SocketTimeoutException.class));
+
+    @Test
+    @DisplayName("a normal return of any value is SUCCESS; a returned Outcome is taken as is")
+    void returns() {
+        assertEquals(Outcome.Kind.SUCCESS, lists.decide(null, null).kind());
+        assertEquals(Outcome.Kind.SUCCESS, lists.decide(false, null).kind());
+        assertEquals(Outcome.Kind.PERMANENT_FAILURE, lists.decide(Outcome.permanent("t", "m"), null).kind());
+    }
+
+    @Test
+    @DisplayName("the mapper is authoritative, sees value and error, and a null answer falls through")
+    void mapper() {
+        OutcomeLadder l = new OutcomeLadder((ret, err) -> {
+            if (err instanceof IllegalStateException) {
+                return Outcome.success();
+            }
+            return Boolean.FALSE.equals(ret) ? Outcome.permanent("app.False", "returned false") : null;
+        }, List.of(), List.of(IllegalStateException.class));
+        assertEquals(Outcome.Kind.SUCCESS, l.decide(null, new IllegalStateException()).kind());
+        Outcome f = l.decide(false, null);
+        assertEquals(Outcome.Kind.PERMANENT_FAILURE, f.kind());
+        assertEquals("app.False", f.error().orElseThrow().type());
+        assertEquals(Outcome.Kind.SUCCESS, l.decide(true, null).kind());
+        assertEquals(Outcome.Kind.UNCLASSIFIED_FAILURE, l.decide(null, new RuntimeException()).kind());
+        OutcomeLadder broken = new OutcomeLadder((ret, err) -> {
+            throw new IllegalArgumentException("mapper bug");
+        }, List.of(), List.of());
+        assertEquals(Outcome.Kind.RETRYABLE_FAILURE, broken.decide(null, null).kind());
+    }
+
+    @Test
+    @DisplayName("wrappers are found through the cause chain and override the lists")
+    void wrappers() {
+        Outcome r = lists.decide(null, new RetryableException(new Expired()));
+        assertEquals(Outcome.Kind.RETRYABLE_FAILURE, r.kind());
+        assertEquals(Expired.class.getName(), r.error().orElseThrow().type());
+        Outcome p = lists.decide(null, new CompletionException(new PermanentException("billing.Declined", "no")));
+        assertEquals(Outcome.Kind.PERMANENT_FAILURE, p.kind());
+        assertEquals("billing.Declined", p.error().orElseThrow().type());
+        Outcome d = lists.decide(null, new DeferException(Duration.ofSeconds(5)));
+        assertEquals(Duration.ofSeconds(5), d.deferDelay().orElseThrow());
+    }
+
+    @Test
+    @DisplayName("lists match subclasses and causes; in both lists, or both in the chain, non-retryable wins")
+    void lists_match() {
+        assertEquals(Outcome.Kind.PERMANENT_FAILURE, lists.decide(null, new Expired()).kind());
+        assertEquals(Outcome.Kind.RETRYABLE_FAILURE, lists.decide(null, new IOException()).kind());
+        assertEquals(Outcome.Kind.PERMANENT_FAILURE, lists.decide(null, new SocketTimeoutException()).kind());
+        Outcome chain = lists.decide(null, new UncheckedIOException(new IOException(new Expired())));
+        assertEquals(Outcome.Kind.PERMANENT_FAILURE, chain.kind());
+        assertEquals("java.io.UncheckedIOException", chain.error().orElseThrow().type());
+        assertEquals(Outcome.Kind.UNCLASSIFIED_FAILURE, lists.decide(null, new StackOverflowError()).kind());
+    }
+
+    @Test
+    @DisplayName("the recorded error is the class name, the message (empty when null) and the stack")
+    void recorded_error() {
+        Outcome o = Outcome.unclassified(new IllegalStateException());
+        assertEquals("java.lang.IllegalStateException", o.error().orElseThrow().type());
+        assertEquals("", o.error().orElseThrow().message());
+        assertTrue(o.error().orElseThrow().stack().orElseThrow().startsWith("java.lang.IllegalStateException"));
+    }
+}
