@@ -1,4 +1,4 @@
-// SPEC §10 W1 (drain) on BullMQ: add JOBS no-op jobs (about 100 bytes of
+// docs/benchmarks.md W1 (drain) on BullMQ: add JOBS no-op jobs (about 100 bytes of
 // JSON each) with 64 `queue.add` calls in flight, then work them with one
 // Worker of concurrency 64, and report jobs added/s and jobs worked/s
 // (until the last job's completion was written). BullMQ's defaults

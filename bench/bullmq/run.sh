@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rdq's Redis store against BullMQ on SPEC §10 W1 (drain), on the same Redis
+# rdq's Redis store against BullMQ on docs/benchmarks.md W1 (drain), on the same Redis
 # and the same workload: 20,000 no-op tasks of about 100 bytes of JSON,
 # single adds with 64 in flight, then worked with concurrency 64. Runs
 # `rdq bench --store redis://…` and BullMQ alternately (ROUNDS times each,

@@ -1,4 +1,4 @@
-// SPEC §10 W1 (drain) on graphile-worker: add JOBS no-op jobs with 64
+// docs/benchmarks.md W1 (drain) on graphile-worker: add JOBS no-op jobs with 64
 // `addJob` calls in flight, then work them with concurrency 64 and report
 // jobs added/s and jobs worked/s (until the last one is deleted from the
 // database, i.e. its completion committed). Run through run.sh.

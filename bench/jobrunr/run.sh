@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# W1 (SPEC §10) for the Java SDK, alternating runs:
+# W1 (docs/benchmarks.md) for the Java SDK, alternating runs:
 #
 #  1. JobRunr (org.jobrunr:jobrunr, its PostgreSQL storage, HikariCP, 64
 #     workers, the smallest poll interval its SQL storage accepts: 5 s) against
@@ -28,7 +28,7 @@ if [ -z "${RDQ_BIN:-}" ]; then
   RDQ_BIN="$root/target/release/rdq"
 fi
 (cd "$root/sdks/java" && mvn -q -B -DskipTests install)
-(cd "$here" && mvn -q -B package)
+(cd "$here" && mvn -q -B clean package)
 cp="$here/target/classes:$here/target/lib/*"
 out="$here/target/results.jsonl"
 : >"$out"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side by side on one broker: SPEC §10 W1 (drain) and W3 (retry storm),
+# Side by side on one broker: docs/benchmarks.md W1 (drain) and W3 (retry storm),
 # queuey 1.1 (built here from the crate registry) against
 # `rdq bench --store amqp://…`, same prefetch (64) and concurrency (64).
 #

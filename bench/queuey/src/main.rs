@@ -1,4 +1,4 @@
-//! queuey 1.1 under SPEC §10's W1 (drain) and W3 (retry storm), the same
+//! queuey 1.1 under the benchmark workloads' W1 (drain) and W3 (retry storm), the same
 //! workload `rdq bench` runs: `--jobs` no-op jobs of about 100 bytes of
 //! JSON, 64 enqueues in flight, then a worker with `--concurrency` and
 //! `--prefetch`. Prints one JSON line like `rdq bench --json`.

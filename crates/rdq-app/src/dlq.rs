@@ -77,7 +77,12 @@ impl App {
 
     /// The dead task `id` of `queue`, on every store that can look a task
     /// up or list a DLQ (see [`rdq_engine::Engine::dead_task`]).
-    pub async fn dlq_task(&self, caller: &Caller, queue: &str, id: TaskId) -> Result<Envelope, AppError> {
+    pub async fn dlq_task(
+        &self,
+        caller: &Caller,
+        queue: &str,
+        id: TaskId,
+    ) -> Result<Envelope, AppError> {
         caller.require(Scope::Admin, queue)?;
         Ok(self.engine.dead_task(queue, id).await?)
     }
@@ -153,9 +158,18 @@ impl App {
     }
 
     /// Removes every dead task of `queue` (or counts them, on a dry run); audited.
-    pub async fn dlq_purge(&self, caller: &Caller, queue: &str, dry_run: bool) -> Result<PurgeResult, AppError> {
+    pub async fn dlq_purge(
+        &self,
+        caller: &Caller,
+        queue: &str,
+        dry_run: bool,
+    ) -> Result<PurgeResult, AppError> {
         self.existing_queue(caller, Scope::Admin, queue).await?;
-        let purged = self.engine.store().purge(queue, Status::Dead, dry_run).await?;
+        let purged = self
+            .engine
+            .store()
+            .purge(queue, Status::Dead, dry_run)
+            .await?;
         self.audit().record(AuditRecord {
             who: caller.who().to_owned(),
             action: "dlq.purge",
@@ -200,12 +214,19 @@ impl App {
                     self.audit_import(caller, queue, failure.stored, false);
                     return Err(match failure.error {
                         Some(e) => AppError::from(e).with("imported", json!(failure.stored)),
-                        None => invalid_import(&failure.refused).with("imported", json!(failure.stored)),
+                        None => {
+                            invalid_import(&failure.refused).with("imported", json!(failure.stored))
+                        }
                     });
                 }
             }
         };
-        self.audit_import(caller, queue, if dry_run { checked } else { imported }, dry_run);
+        self.audit_import(
+            caller,
+            queue,
+            if dry_run { checked } else { imported },
+            dry_run,
+        );
         Ok(ImportResult {
             queue: queue.to_owned(),
             dry_run,

@@ -44,8 +44,16 @@ pub use error::{AppError, ErrorKind};
 pub use metrics::{Metrics, OutcomeLabel};
 
 /// Checks a queue policy before it is stored, beyond the engine's own
-/// rules: the server checks a callback target against its allowlist.
-pub type PolicyCheck = Arc<dyn Fn(&QueuePolicy) -> Result<(), String> + Send + Sync>;
+/// rules: the server checks a callback target against its allowlist, and
+/// where its host resolves to. `Err` says why the policy is refused.
+pub type PolicyCheck = Arc<
+    dyn Fn(
+            QueuePolicy,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// Called after a queue's policy changed (the dispatcher reconciles).
 pub type ConfigChanged = Arc<dyn Fn(&str) + Send + Sync>;

@@ -17,7 +17,11 @@ use crate::{App, AuditRecord};
 impl App {
     /// The queues `caller` may see with their numbers; only `names` when
     /// given (`QUEUE_NOT_FOUND` lists the missing ones).
-    pub async fn queues(&self, caller: &Caller, names: &[String]) -> Result<Vec<QueueRow>, AppError> {
+    pub async fn queues(
+        &self,
+        caller: &Caller,
+        names: &[String],
+    ) -> Result<Vec<QueueRow>, AppError> {
         for name in names {
             validate_queue_name(name)?;
         }
@@ -122,7 +126,11 @@ impl App {
     }
 
     /// The live policy of `queue`, defaults filled in (`admin`).
-    pub async fn queue_config(&self, caller: &Caller, queue: &str) -> Result<QueuePolicy, AppError> {
+    pub async fn queue_config(
+        &self,
+        caller: &Caller,
+        queue: &str,
+    ) -> Result<QueuePolicy, AppError> {
         self.existing_queue(caller, Scope::Admin, queue).await?;
         Ok(self.engine.policy(queue).await?)
     }
@@ -142,7 +150,9 @@ impl App {
         let current = self.engine.policy(queue).await?;
         let next = current.patched(patch)?;
         if let Some(check) = &self.shared.policy_check {
-            check(&next).map_err(EngineError::InvalidPolicy)?;
+            check(next.clone())
+                .await
+                .map_err(EngineError::InvalidPolicy)?;
         }
         self.engine.set_policy(queue, &next).await?;
         self.audit().record(AuditRecord {

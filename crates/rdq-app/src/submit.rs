@@ -14,9 +14,9 @@ use base64::Engine as _;
 use rdq_api::tasks::SubmitBody;
 use rdq_engine::{SubmitRequest, Submitted};
 
+use crate::App;
 use crate::auth::{Caller, Scope};
 use crate::error::AppError;
-use crate::App;
 
 /// System header recording who submitted the task.
 pub const SUBMITTED_BY_HEADER: &str = "rdq.submitted_by";
@@ -33,7 +33,7 @@ pub fn submit_request(
     body: SubmitBody,
     submitted_by: Option<&str>,
 ) -> Result<SubmitRequest, AppError> {
-        let (payload, default_type) = match (body.payload, body.payload_json) {
+    let (payload, default_type) = match (body.payload, body.payload_json) {
         (Some(_), Some(_)) => {
             return Err(AppError::invalid_field(
                 "payload",
@@ -109,7 +109,8 @@ impl App {
         caller: &Caller,
         bodies: Vec<Result<SubmitBody, AppError>>,
     ) -> Vec<Result<Submitted, AppError>> {
-        let mut results: Vec<Option<Result<Submitted, AppError>>> = Vec::with_capacity(bodies.len());
+        let mut results: Vec<Option<Result<Submitted, AppError>>> =
+            Vec::with_capacity(bodies.len());
         let mut requests = Vec::new();
         let mut slots = Vec::new();
         for body in bodies {
@@ -137,7 +138,9 @@ impl App {
         }
         results
             .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(AppError::internal("the store returned too few results"))))
+            .map(|r| {
+                r.unwrap_or_else(|| Err(AppError::internal("the store returned too few results")))
+            })
             .collect()
     }
 }

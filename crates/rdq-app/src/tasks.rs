@@ -13,8 +13,7 @@ use crate::error::AppError;
 use crate::{App, AuditRecord};
 
 /// Where a store that cannot look tasks up by id sends the caller.
-const NO_LOOKUP_HINT: &str =
-    "this store cannot find a task by id; a dead task is found by queue: GET /v1/queues/{queue}/dead/{id} (rdq dlq show ID --queue Q)";
+const NO_LOOKUP_HINT: &str = "this store cannot find a task by id; a dead task is found by queue: GET /v1/queues/{queue}/dead/{id} (rdq dlq show ID --queue Q)";
 
 impl App {
     /// The task `id`, as a caller with any scope on its queue sees it.

@@ -10,13 +10,15 @@
 //! changes nothing.
 
 use rdq_api::work::{ReportedError, ReportedOutcome, SettleBody};
-use rdq_engine::{Claimed, EngineError, FailureKind, LeaseToken, SettleRequest, Settlement, TokenMismatch};
+use rdq_engine::{
+    Claimed, EngineError, FailureKind, LeaseToken, SettleRequest, Settlement, TokenMismatch,
+};
 use rdq_envelope::{Envelope, ErrorInfo, Outcome, TaskId, validate_queue_name};
 
+use crate::App;
 use crate::auth::{Caller, Scope};
 use crate::error::AppError;
 use crate::metrics::OutcomeLabel;
-use crate::App;
 
 /// Most tasks one claim hands out.
 pub const MAX_CLAIM: usize = rdq_api::MAX_CLAIM;
@@ -50,17 +52,26 @@ pub struct Leased {
 pub fn settlement(body: &SettleBody) -> Result<Settlement, AppError> {
     let needs_error = matches!(
         body.outcome,
-        ReportedOutcome::RetryableFailure | ReportedOutcome::PermanentFailure | ReportedOutcome::Failure
+        ReportedOutcome::RetryableFailure
+            | ReportedOutcome::PermanentFailure
+            | ReportedOutcome::Failure
     );
     if body.defer_ms.is_some() && body.outcome != ReportedOutcome::Defer {
-        return Err(AppError::invalid_field("defer_ms", "is only allowed with outcome DEFER"));
+        return Err(AppError::invalid_field(
+            "defer_ms",
+            "is only allowed with outcome DEFER",
+        ));
     }
     if body.error.is_some() && !needs_error {
-        return Err(AppError::invalid_field("error", "is only allowed with a failure outcome"));
+        return Err(AppError::invalid_field(
+            "error",
+            "is only allowed with a failure outcome",
+        ));
     }
     let failure = |kind: FailureKind, error: Option<&ReportedError>| {
-        let error = error
-            .ok_or_else(|| AppError::invalid_field("error", "is required with a failure outcome"))?;
+        let error = error.ok_or_else(|| {
+            AppError::invalid_field("error", "is required with a failure outcome")
+        })?;
         if error.error_type.is_empty() {
             return Err(AppError::invalid_field("error.type", "must not be empty"));
         }
@@ -80,7 +91,10 @@ pub fn settlement(body: &SettleBody) -> Result<Settlement, AppError> {
         ReportedOutcome::Failure => failure(FailureKind::Unclassified, body.error.as_ref()),
         ReportedOutcome::Defer => match body.defer_ms {
             Some(delay_ms) => Ok(Settlement::Defer { delay_ms }),
-            None => Err(AppError::invalid_field("defer_ms", "is required with outcome DEFER")),
+            None => Err(AppError::invalid_field(
+                "defer_ms",
+                "is required with outcome DEFER",
+            )),
         },
         ReportedOutcome::Release => Ok(Settlement::Release),
     }
@@ -99,7 +113,10 @@ impl App {
         caller.require(Scope::Work, queue)?;
         validate_queue_name(queue)?;
         if max > MAX_CLAIM {
-            return Err(AppError::invalid_field("max", format!("must be 0 to {MAX_CLAIM}")));
+            return Err(AppError::invalid_field(
+                "max",
+                format!("must be 0 to {MAX_CLAIM}"),
+            ));
         }
         if lease_ms == Some(0) {
             return Err(AppError::invalid_field("lease_ms", "must be at least 1"));
@@ -156,7 +173,11 @@ impl App {
             match checked {
                 Ok(envelope) => {
                     slots.push((slot, settlement.clone()));
-                    requests.push(SettleRequest { envelope, token, settlement });
+                    requests.push(SettleRequest {
+                        envelope,
+                        token,
+                        settlement,
+                    });
                 }
                 Err(e) => {
                     if let Some(r) = results.get_mut(slot) {
@@ -176,7 +197,9 @@ impl App {
         }
         results
             .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(AppError::internal("the store returned too few results"))))
+            .map(|r| {
+                r.unwrap_or_else(|| Err(AppError::internal("the store returned too few results")))
+            })
             .collect()
     }
 
@@ -199,19 +222,26 @@ impl App {
             .pop()
             .unwrap_or(Err(EngineError::TaskNotFound(id)))?;
         self.work_allowed(caller, id, &envelope.queue)?;
-        Ok(self.engine.extend_lease(&envelope, token, extend_ms).await?)
+        Ok(self
+            .engine
+            .extend_lease(&envelope, token, extend_ms)
+            .await?)
     }
 
     /// The engine token in a presented `text` for task `id`: `INVALID_FIELD`
     /// when it is no lease token, `LEASE_LOST` when it was not issued for
     /// this task (another task's, a forged one).
     fn token(&self, id: TaskId, text: &str) -> Result<LeaseToken, AppError> {
-        self.shared.lease_key.parse(id, text).map_err(|mismatch| match mismatch {
-            TokenMismatch::Malformed => {
-                AppError::invalid_field("lease_token", "is not a lease token issued by this server")
-            }
-            TokenMismatch::OtherTask => AppError::from(EngineError::LeaseLost(id)),
-        })
+        self.shared
+            .lease_key
+            .parse(id, text)
+            .map_err(|mismatch| match mismatch {
+                TokenMismatch::Malformed => AppError::invalid_field(
+                    "lease_token",
+                    "is not a lease token issued by this server",
+                ),
+                TokenMismatch::OtherTask => AppError::from(EngineError::LeaseLost(id)),
+            })
     }
 
     /// `work` on the task's queue; a caller limited to other queues sees

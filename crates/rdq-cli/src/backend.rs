@@ -125,18 +125,18 @@ impl Backend {
     pub async fn open(args: &TargetArgs) -> Result<Box<dyn Operations>, CliError> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         if let Some(url) = &args.server {
-            return Remote::new(url);
+            return Remote::connect(url);
         }
         if let Some(spec) = &args.store {
             return Local::open(spec).await;
         }
         if let Some(url) = env("RDQ_SERVER") {
-            return Remote::new(&url);
+            return Remote::connect(&url);
         }
         if let Some(spec) = env("RDQ_STORE") {
             return Local::open(&spec).await;
         }
-        Remote::new(DEFAULT_SERVER)
+        Remote::connect(DEFAULT_SERVER)
     }
 }
 
@@ -202,11 +202,13 @@ impl Local {
         // the server's to say (its allowlist), when it loads the policy.
         let any_url = CallbackSettings {
             allow: vec!["*".to_owned()],
+            allow_private: true,
             ..CallbackSettings::default()
         };
         let mut parts = AppParts::local(engine);
         parts.policy_check = Some(Arc::new(move |policy| {
-            CallbackTarget::from_policy(policy, &any_url).map(drop)
+            let checked = CallbackTarget::from_policy(&policy, &any_url).map(drop);
+            Box::pin(async move { checked })
         }));
         let app = App::new(parts).await.map_err(AppError::from)?;
         Ok(Box::new(Self {
@@ -230,7 +232,10 @@ impl Operations for Local {
     }
 
     async fn dead_task(&self, queue: &str, id: &str) -> Result<Envelope, CliError> {
-        Ok(self.app.dlq_task(&self.caller, queue, parse_id(id)?).await?)
+        Ok(self
+            .app
+            .dlq_task(&self.caller, queue, parse_id(id)?)
+            .await?)
     }
 
     async fn queues(&self, names: &[String]) -> Result<Vec<QueueRow>, CliError> {
@@ -250,7 +255,10 @@ impl Operations for Local {
     async fn set_config(&self, queue: &str, patch: Value) -> Result<Value, CliError> {
         // Whether a callback URL is allowed is the server's to say (its
         // allowlist), when it loads the policy.
-        let next = self.app.set_queue_config(&self.caller, queue, &patch).await?;
+        let next = self
+            .app
+            .set_queue_config(&self.caller, queue, &patch)
+            .await?;
         serde_json::to_value(next).map_err(|e| CliError::new("INTERNAL", e.to_string()))
     }
 
@@ -284,7 +292,11 @@ impl Operations for Local {
     ) -> Result<Vec<String>, CliError> {
         let filter = RedriveFilter {
             ids: ids
-                .map(|ids| ids.iter().map(|i| parse_id(i)).collect::<Result<Vec<_>, _>>())
+                .map(|ids| {
+                    ids.iter()
+                        .map(|i| parse_id(i))
+                        .collect::<Result<Vec<_>, _>>()
+                })
                 .transpose()?,
             error_type,
             limit,
@@ -349,7 +361,11 @@ impl Operations for Local {
     }
 
     async fn purge(&self, queue: &str, dry_run: bool) -> Result<u64, CliError> {
-        Ok(self.app.dlq_purge(&self.caller, queue, dry_run).await?.purged)
+        Ok(self
+            .app
+            .dlq_purge(&self.caller, queue, dry_run)
+            .await?
+            .purged)
     }
 }
 
@@ -375,7 +391,7 @@ pub struct Remote {
 
 impl Remote {
     /// A client of the server at `base`, with the token in `RDQ_TOKEN`.
-    pub fn new(base: &str) -> Result<Box<dyn Operations>, CliError> {
+    pub fn connect(base: &str) -> Result<Box<dyn Operations>, CliError> {
         let token = std::env::var("RDQ_TOKEN").ok().filter(|t| !t.is_empty());
         let client = Client::new(base, token).map_err(|mut e| {
             e.detail = format!("--server {}", e.detail);

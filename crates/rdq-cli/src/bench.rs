@@ -1,4 +1,4 @@
-//! `rdq bench`: the workloads of SPEC §10 on any store, through the same
+//! `rdq bench`: the workloads of docs/benchmarks.md on any store, through the same
 //! engine and worker loop the SDK uses.
 //!
 //! - `drain` (W1): submit `--jobs` no-op tasks with 64 submits in flight, then
@@ -32,10 +32,10 @@ use crate::bench_server;
 use crate::output::outln;
 use crate::stores::open_store;
 
-/// Submits kept in flight during the submit phase (SPEC §10, W1).
+/// Submits kept in flight during the submit phase (docs/benchmarks.md, W1).
 const SUBMITS_IN_FLIGHT: usize = 64;
 
-/// The workloads of SPEC §10.
+/// The workloads of docs/benchmarks.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Workload {
     /// W1: enqueue everything, then drain it.

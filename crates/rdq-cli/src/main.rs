@@ -43,7 +43,7 @@ enum Command {
     /// Validate, create and convert wire envelopes.
     #[command(subcommand)]
     Envelope(envelope_cmd::EnvelopeCommand),
-    /// Measure a store (SPEC §10: drain, latency, retry, backlog) or rdq-server (callback, pull).
+    /// Measure a store (docs/benchmarks.md: drain, latency, retry, backlog) or rdq-server (callback, pull).
     Bench(bench::BenchArgs),
     /// Run rdq-server: the HTTP API, pull workers, callbacks (default 127.0.0.1:7480, ./rdq-data).
     Serve(serve::ServeArgs),

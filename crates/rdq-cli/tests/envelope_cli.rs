@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-/// The seed's concrete envelope (seed `000`), from the compliance fixtures.
+/// The example envelope of `docs/envelope.md`, from the compliance fixtures.
 const SEED: &str = include_str!("../../../compliance/fixtures/valid/seed_concrete_envelope.json");
 
 fn rdq(args: &[&str], stdin: &[u8]) -> Output {

@@ -1,5 +1,5 @@
 //! Callback dispatch end to end: the real `rdq serve`, a real HTTP receiver,
-//! and every row of seed `002`'s callback mapping table, plus a timeout, a
+//! and every row of `docs/outcomes.md`'s callback mapping table, plus a timeout, a
 //! refused connection, a 200 with `{"status":"FAILED"}`, `Retry-After`,
 //! `status_map`, and graceful shutdown with a callback in flight.
 

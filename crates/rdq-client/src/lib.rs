@@ -23,7 +23,9 @@
 
 #![forbid(unsafe_code)]
 
-use rdq_api::dlq::{DlqPage, ImportResult, LineError, PageQuery, PurgeResult, RedriveBody, RedriveResult};
+use rdq_api::dlq::{
+    DlqPage, ImportResult, LineError, PageQuery, PurgeResult, RedriveBody, RedriveResult,
+};
 use rdq_api::queues::{CapabilityList, QueueList, QueueRow};
 use rdq_api::tasks::{SubmitBatchBody, SubmitBatchResponse, SubmitBody};
 use rdq_api::work::{
@@ -135,7 +137,11 @@ impl Client {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ClientError::new("INVALID_ARGUMENT", e.to_string()))?;
         let answer: SubmitBatchResponse = self
-            .json(Method::POST, "/v1/tasks/batch", Some(&SubmitBatchBody { tasks }))
+            .json(
+                Method::POST,
+                "/v1/tasks/batch",
+                Some(&SubmitBatchBody { tasks }),
+            )
             .await?;
         Ok(answer
             .results
@@ -149,7 +155,8 @@ impl Client {
 
     /// `GET /v1/tasks/{id}`.
     pub async fn task(&self, id: TaskId) -> Result<Envelope, ClientError> {
-        self.envelope(Method::GET, &format!("/v1/tasks/{id}"), None::<&()>).await
+        self.envelope(Method::GET, &format!("/v1/tasks/{id}"), None::<&()>)
+            .await
     }
 
     /// `DELETE /v1/tasks/{id}`.
@@ -172,19 +179,28 @@ impl Client {
 
     /// `GET /v1/capabilities`.
     pub async fn capabilities(&self) -> Result<CapabilityList, ClientError> {
-        self.json(Method::GET, "/v1/capabilities", None::<&()>).await
+        self.json(Method::GET, "/v1/capabilities", None::<&()>)
+            .await
     }
 
     /// `GET /v1/queues/{queue}/config`: the live policy document.
     pub async fn queue_config(&self, queue: &str) -> Result<Value, ClientError> {
-        self.json(Method::GET, &format!("/v1/queues/{queue}/config"), None::<&()>)
-            .await
+        self.json(
+            Method::GET,
+            &format!("/v1/queues/{queue}/config"),
+            None::<&()>,
+        )
+        .await
     }
 
     /// `PUT /v1/queues/{queue}/config` with a partial document; the new policy.
     pub async fn set_queue_config(&self, queue: &str, patch: &Value) -> Result<Value, ClientError> {
-        self.json(Method::PUT, &format!("/v1/queues/{queue}/config"), Some(patch))
-            .await
+        self.json(
+            Method::PUT,
+            &format!("/v1/queues/{queue}/config"),
+            Some(patch),
+        )
+        .await
     }
 
     /// `POST /v1/queues/{queue}/claim`.
@@ -230,7 +246,11 @@ impl Client {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| ClientError::new("INVALID_ARGUMENT", e.to_string()))?;
         let answer: SettleBatchResponse = self
-            .json(Method::POST, "/v1/settle", Some(&SettleBatchBody { settles }))
+            .json(
+                Method::POST,
+                "/v1/settle",
+                Some(&SettleBatchBody { settles }),
+            )
             .await?;
         Ok(answer
             .results
@@ -290,12 +310,20 @@ impl Client {
 
     /// `GET /v1/queues/{queue}/dead/{id}`.
     pub async fn dlq_task(&self, queue: &str, id: TaskId) -> Result<Envelope, ClientError> {
-        self.envelope(Method::GET, &format!("/v1/queues/{queue}/dead/{id}"), None::<&()>)
-            .await
+        self.envelope(
+            Method::GET,
+            &format!("/v1/queues/{queue}/dead/{id}"),
+            None::<&()>,
+        )
+        .await
     }
 
     /// `POST /v1/queues/{queue}/dead/redrive`.
-    pub async fn dlq_redrive(&self, queue: &str, body: &RedriveBody) -> Result<RedriveResult, ClientError> {
+    pub async fn dlq_redrive(
+        &self,
+        queue: &str,
+        body: &RedriveBody,
+    ) -> Result<RedriveResult, ClientError> {
         self.json(
             Method::POST,
             &format!("/v1/queues/{queue}/dead/redrive"),
@@ -368,7 +396,9 @@ impl Client {
 
     /// `GET /readyz`: `Ok` when the server is ready.
     pub async fn ready(&self) -> Result<(), ClientError> {
-        self.call(Method::GET, "/readyz", None::<&()>).await.map(drop)
+        self.call(Method::GET, "/readyz", None::<&()>)
+            .await
+            .map(drop)
     }
 
     fn builder(&self, method: Method, path: &str) -> reqwest::RequestBuilder {

@@ -105,7 +105,9 @@ impl<'de> Deserialize<'de> for BackoffDocument {
         use serde::de::Error;
         let value = serde_json::Value::deserialize(d)?;
         let serde_json::Value::Object(mut map) = value else {
-            return Err(D::Error::custom("backoff must be an object with a \"kind\""));
+            return Err(D::Error::custom(
+                "backoff must be an object with a \"kind\"",
+            ));
         };
         let kind = match map.remove("kind") {
             Some(serde_json::Value::String(k)) => k,
@@ -113,9 +115,9 @@ impl<'de> Deserialize<'de> for BackoffDocument {
             None => return Err(D::Error::missing_field("kind")),
         };
         let mut take_u64 = |key: &'static str| match map.remove(key) {
-            Some(v) => v
-                .as_u64()
-                .ok_or_else(|| D::Error::custom(format!("backoff.{key} must be a non-negative integer"))),
+            Some(v) => v.as_u64().ok_or_else(|| {
+                D::Error::custom(format!("backoff.{key} must be a non-negative integer"))
+            }),
             None => Err(D::Error::missing_field(key)),
         };
         let backoff = match kind.as_str() {
@@ -145,7 +147,10 @@ impl<'de> Deserialize<'de> for BackoffDocument {
                 }
             }
             other => {
-                return Err(D::Error::unknown_variant(other, &["none", "fixed", "exponential"]));
+                return Err(D::Error::unknown_variant(
+                    other,
+                    &["none", "fixed", "exponential"],
+                ));
             }
         };
         if let Some(extra) = map.keys().next() {

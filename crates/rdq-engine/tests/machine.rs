@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
-//! The task state machine against SPEC §3 (lifecycle) and §4 (policy):
+//! The task state machine against the lifecycle (docs/outcomes.md) and policy (docs/configuration.md):
 //! one example per transition, then properties over random event sequences.
 
 use proptest::prelude::*;
@@ -15,7 +15,7 @@ use rdq_envelope::{
 // ---------------------------------------------------------------------------
 // Helpers
 
-/// 2026-07-20T14:03:22.117Z, the seed's example instant.
+/// 2026-07-20T14:03:22.117Z, the example envelope's instant.
 fn t0() -> Timestamp {
     Timestamp::parse("2026-07-20T14:03:22.117Z").unwrap()
 }
@@ -786,7 +786,7 @@ fn a_settle_from_a_deferred_or_released_claim_is_refused_once_the_task_is_reclai
     }
 }
 
-/// The seed's example envelope as another v1 writer may send it: every
+/// The example envelope of docs/envelope.md as another v1 writer may send it: every
 /// optional field at its default left out.
 const SPARSE_ENVELOPE: &str = r#"{"envelope_version":1,"id":"01J2ZK7Q8XW5H3N9G4T6B8RDQ0","queue":"payments.charge","handler_ref":"charge-payment","payload":"eyJvcmRlcl9pZCI6IDQyfQ==","payload_content_type":"application/json","status":"PENDING","next_attempt_at":"2026-07-20T14:03:22.117Z","created_at":"2026-07-20T14:03:22.117Z"}"#;
 
@@ -1464,7 +1464,7 @@ impl Run {
                 prop_assert_eq!(e.code(), "LEASE_LOST");
                 // A settle with the current token must apply while the lease is
                 // live; once it lapsed the engine may take either side until
-                // the reaper runs (SPEC §3 only fences reclaimed tasks).
+                // the reaper runs (the lifecycle only fences reclaimed tasks).
                 prop_assert!(
                     !(valid && lease_live),
                     "a current settle was refused: {}",

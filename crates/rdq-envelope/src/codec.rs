@@ -2,7 +2,7 @@
 //!
 //! Decoding is strict (duplicate keys, wrong types and out-of-range values are
 //! refused with a stable code and the field's path) and keeps every field it
-//! does not know. Encoding is deterministic: known fields in the seed's order,
+//! does not know. Encoding is deterministic: known fields in the canonical order,
 //! then unknown fields sorted by key, compact, no trailing newline. So
 //! `encode(decode(b)) == b` for every canonical `b`.
 

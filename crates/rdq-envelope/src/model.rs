@@ -205,7 +205,7 @@ impl AttemptRecord {
 
 /// A task: the one language-neutral representation every component agrees on.
 ///
-/// Fields mirror the wire format of seed `000`. `extra` holds fields this
+/// Fields mirror the wire format of `docs/envelope.md`. `extra` holds fields this
 /// version does not know; they survive every decode and encode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Envelope {

@@ -32,7 +32,7 @@ const MIN_MS: i64 = -62_167_219_200_000;
 /// `9999-12-31T23:59:59.999Z` in Unix milliseconds.
 const MAX_MS: i64 = 253_402_300_799_999;
 
-/// Top-level fields in the canonical (seed 000) order, including the additive
+/// Top-level fields in the canonical order of docs/envelope.md, including the additive
 /// v1 fields `priority` and `deferral_count`.
 const KNOWN_TOP: &[&str] = &[
     "envelope_version",

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 //! Interop against the real `queuey_core::Envelope` (queuey 1.1): bytes queuey
 //! writes survive queuey → rdq → queuey byte for byte and queuey reads ours
-//! back as the same envelope. Also the seed 000 envelope itself.
+//! back as the same envelope. Also the example envelope of docs/envelope.md itself.
 
 use queuey_core::{Job, QueueConfig, QueueSet};
 use rdq_envelope::queuey::{
@@ -335,7 +335,7 @@ fn counters_at_their_limits_round_trip() {
     }
 }
 
-/// What queuey before 1.1 wrote, and the hand-written example of seed 001: rdq
+/// What queuey before 1.1 wrote, and queuey's hand-written example body: rdq
 /// reads them and writes what queuey 1.1 itself would re-serialise them as.
 #[test]
 fn older_and_pretty_printed_queuey_bodies_are_read() {
@@ -429,8 +429,8 @@ fn a_non_json_payload_is_refused_with_invalid_field() {
 // ---------------------------------------------------------------------------
 // Seed 000.
 
-/// The concrete envelope of seed 000, with its `...` elisions filled in.
-/// The seed's concrete envelope (seed `000`), from the compliance fixtures.
+/// The example envelope of `docs/envelope.md`, with its `...` elisions filled in.
+/// The example envelope of `docs/envelope.md`, from the compliance fixtures.
 const SEED_000: &str =
     include_str!("../../../compliance/fixtures/valid/seed_concrete_envelope.json");
 
@@ -485,7 +485,7 @@ fn the_seed_000_envelope_decodes_and_encodes_canonically() {
     let input: Value = serde_json::from_str(SEED_000).unwrap();
     let output: Value = serde_json::from_slice(&encoded).unwrap();
     assert_eq!(output, input);
-    // ... and, since the seed lists the fields in canonical order, exactly its
+    // ... and, since docs/envelope.md lists the fields in canonical order, exactly its
     // compact form once the header map is in key order (headers are a map, and
     // the canonical form writes maps sorted).
     let tp = r#""traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01""#;

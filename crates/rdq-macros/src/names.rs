@@ -1,7 +1,7 @@
 //! The envelope's name rule, applied at compile time.
 //!
-//! Queue names and handler refs are `[a-z0-9._-]{1,240}` on the wire (seed
-//! `000`); the same check lives in `rdq-envelope`, but a proc-macro cannot
+//! Queue names and handler refs are `[a-z0-9._-]{1,240}` on the wire
+//! (`docs/envelope.md`); the same check lives in `rdq-envelope`, but a proc-macro cannot
 //! depend on it cheaply, so this small copy turns a bad name into a compile
 //! error at the offending token instead of a refused submit at runtime.
 

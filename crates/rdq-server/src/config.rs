@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use rdq_engine::QueuePolicy;
 use serde::Deserialize;
 
-use rdq_app::auth::{Authenticator, TokenConfig};
 use crate::callback::CallbackSettings;
+use rdq_app::auth::{Authenticator, TokenConfig};
 
 /// Where `rdq serve` listens by default: loopback, port 7480.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7480";

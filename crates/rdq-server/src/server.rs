@@ -143,9 +143,17 @@ impl Server {
             auth,
             audit,
             metrics: Arc::clone(&metrics),
-            // A callback target must pass the server's allowlist.
+            // A callback target must pass the server's allowlist, and its
+            // host must not resolve to an address the rules refuse (checked
+            // again at every connection: DNS can change).
             policy_check: Some(Arc::new(move |policy| {
-                CallbackTarget::from_policy(policy, &callbacks).map(drop)
+                let callbacks = callbacks.clone();
+                Box::pin(async move {
+                    match CallbackTarget::from_policy(&policy, &callbacks)? {
+                        Some(target) => callbacks.check_resolved(&target.url).await,
+                        None => Ok(()),
+                    }
+                })
             })),
             config_changed: Some(Arc::new(move |_queue| refresh.refresh_soon())),
         })

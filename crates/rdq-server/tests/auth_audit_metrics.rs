@@ -222,7 +222,9 @@ async fn scopes_and_queue_globs_decide_what_a_token_may_do() {
         .await;
     missing.assert_problem(404, "TASK_NOT_FOUND");
     assert_eq!(
-        elsewhere.body["detail"].as_str().map(|d| d.replace(emails_id, "ID")),
+        elsewhere.body["detail"]
+            .as_str()
+            .map(|d| d.replace(emails_id, "ID")),
         missing.body["detail"]
             .as_str()
             .map(|d| d.replace("01J2ZK7Q8XW5H3N9G4T6B8RDQ0", "ID"))

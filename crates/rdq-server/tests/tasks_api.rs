@@ -1,5 +1,5 @@
 //! `POST /v1/tasks`, `GET /v1/tasks/{id}`, `DELETE /v1/tasks/{id}` over real
-//! HTTP, and SPEC §9: every bad input is refused with a stable code and
+//! HTTP, and the bad-input rules: every bad input is refused with a stable code and
 //! leaves the store unchanged.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]

@@ -131,6 +131,7 @@ impl Core {
             .await?;
         Ok(())
     }
+
     pub(crate) async fn finish(&self, lease: Lease, next: Envelope) -> Result<(), EngineError> {
         let id = next.id;
         if !lease.delivery.acker.usable() {

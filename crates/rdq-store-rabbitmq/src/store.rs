@@ -175,13 +175,19 @@ impl Store for RabbitStore {
 
     /// Ready while the broker connection is up (asking never dials).
     async fn ready(&self) -> Result<(), EngineError> {
-        if self.is_connected() {
-            Ok(())
-        } else {
-            Err(EngineError::Unavailable(
-                "the RabbitMQ store is not connected to the broker".into(),
-            ))
-        }
+        // Connects on first use like every other call (and after an outage
+        // waits for the reconnect), so a fresh process is ready once the
+        // broker answers.
+        self.core()
+            .broker
+            .connection()
+            .await
+            .map(drop)
+            .map_err(|e| {
+                EngineError::Unavailable(format!(
+                    "the RabbitMQ store is not connected to the broker: {e}"
+                ))
+            })
     }
 
     async fn stop_claiming(&self, queue: &str) {
@@ -212,7 +218,12 @@ impl Store for RabbitStore {
             let delay = env.next_attempt_at.map_or(0, |due| {
                 u64::try_from(due.unix_ms() - env.created_at.unix_ms()).unwrap_or(0)
             });
-            core.publish_task(&q, &env, delay, granularity).await?;
+            if env.status == Status::Dead {
+                // A DLQ import: the task goes where dead tasks live.
+                core.publish_dead(&q, &env).await?;
+            } else {
+                core.publish_task(&q, &env, delay, granularity).await?;
+            }
             lock(&core.leases).saw(env.id);
             Ok(Submitted::Created(env))
         });

@@ -1,4 +1,4 @@
-//! The outcome ladder of seed `002`, in Rust idiom: how what a handler
+//! The outcome ladder of `docs/outcomes.md`, in Rust idiom: how what a handler
 //! returned becomes SUCCESS, a retryable or a permanent failure, or a
 //! deferral. Highest rung first:
 //!

@@ -131,16 +131,17 @@ func (f *fields) optString(key string) (*string, bool, error) {
 	return &s, false, nil
 }
 
-// numberClass sorts number text the way serde_json does: a non-negative
-// integer that fits u64, a negative one that fits i64 (-0 is a float), or
-// anything else (a float).
+// numberClass sorts number text the way the Rust codec does: a non-negative
+// integer that fits u64, a signed one that fits i64 (-0 included), or
+// anything else (no integer of a machine type).
 func numberClass(text string) (u uint64, isU bool, isNeg bool) {
 	if !isIntegerText(text) {
 		return 0, false, false
 	}
 	if text[0] == '-' {
-		i, err := strconv.ParseInt(text, 10, 64)
-		return 0, false, err == nil && i < 0
+		// The Rust codec's exact numbers read -0 as the i64 0: "negative".
+		_, err := strconv.ParseInt(text, 10, 64)
+		return 0, false, err == nil
 	}
 	u, err := strconv.ParseUint(text, 10, 64)
 	return u, err == nil, false

@@ -3,9 +3,7 @@ package envelope
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -79,7 +77,7 @@ type syntaxError struct{ msg string }
 func (e *syntaxError) Error() string { return e.msg }
 
 // parseStrict parses one JSON document, refusing duplicate keys at any depth,
-// invalid UTF-8, lone surrogates, non-finite numbers and trailing content.
+// invalid UTF-8, lone surrogates and trailing content.
 func parseStrict(data []byte) (value, error) {
 	p := &parser{data: data}
 	p.skipSpace()
@@ -399,21 +397,29 @@ func (p *parser) parseNumber() (value, error) {
 			p.pos++
 		}
 	}
-	text := string(p.data[start:p.pos])
-	// The value is kept as text; the float parse only checks the range, so
-	// that a number the Rust codec refuses (1e400) is refused here too.
-	if _, u := strconv.ParseUint(text, 10, 64); u != nil {
-		if _, i := strconv.ParseInt(text, 10, 64); i != nil {
-			if f, _ := strconv.ParseFloat(text, 64); math.IsInf(f, 0) {
-				return value{}, p.errorf("number out of range")
-			}
-		}
+	return value{kind: kindNumber, s: canonicalNumber(p.data[start:p.pos])}, nil
+}
+
+// canonicalNumber keeps every digit as written (no number passes through a
+// float64); the one normalisation, shared with the Rust codec, is the
+// exponent's spelling: a lower-case e and an explicit sign (1E5 → 1e+5).
+func canonicalNumber(text []byte) string {
+	i := bytes.IndexAny(text, "eE")
+	if i < 0 {
+		return string(text)
 	}
-	return value{kind: kindNumber, s: text}, nil
+	out := make([]byte, 0, len(text)+1)
+	out = append(out, text[:i]...)
+	out = append(out, 'e')
+	rest := text[i+1:]
+	if rest[0] != '+' && rest[0] != '-' {
+		out = append(out, '+')
+	}
+	return string(append(out, rest...))
 }
 
 // appendValue writes v in canonical form: compact, object keys sorted by
-// UTF-8 bytes (which is code point order), numbers as written.
+// UTF-8 bytes (which is code point order), numbers as parsed (canonicalNumber).
 func appendValue(out []byte, v value) []byte {
 	switch v.kind {
 	case kindNull:

@@ -44,14 +44,20 @@ pub struct RdqServer {
 impl RdqServer {
     /// Starts `rdq serve` on `dir` with `config` (TOML) and extra args.
     pub fn start(dir: &Path, config: &str, extra: &[&str]) -> Self {
+        let store = dir.join("data");
+        Self::start_on(dir, config, store.to_str().unwrap(), extra)
+    }
+
+    /// Starts `rdq serve --store STORE` (a directory or a store URL), with
+    /// `config` (TOML) written to `dir`.
+    pub fn start_on(dir: &Path, config: &str, store: &str, extra: &[&str]) -> Self {
         let config_path = dir.join("rdq.toml");
         std::fs::write(&config_path, config).unwrap();
-        let store = dir.join("data");
         let mut child = Command::new(RDQ)
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
             .arg("--store")
-            .arg(&store)
+            .arg(store)
             .arg("--config")
             .arg(&config_path)
             .args(extra)

@@ -232,7 +232,11 @@ pub fn document() -> Value {
             "queues",
             "Every queue the caller may see, with counts per status",
         )
-        .param(query_param("names", "Only these queues, comma-separated (needed on a store that cannot list its queues)", json!({"type": "string"})))
+        .param(query_param(
+            "names",
+            "Only these queues, comma-separated (needed on a store that cannot list its queues)",
+            json!({"type": "string"}),
+        ))
         .responds(ok(200, "The queues", schema_ref("QueueList")))
         .responds(problems(&[400, 401, 404, 501])),
     );
@@ -453,10 +457,7 @@ pub fn document() -> Value {
             "The lease is no longer held (LEASE_LOST), or the task's status does not allow this (INVALID_TRANSITION)",
         ),
         (413, "Too large (PAYLOAD_TOO_LARGE)"),
-        (
-            501,
-            "The store cannot do this (UNSUPPORTED, with a hint)",
-        ),
+        (501, "The store cannot do this (UNSUPPORTED, with a hint)"),
         (
             503,
             "The store does not answer or the server is shutting down",

@@ -83,6 +83,9 @@ pub async fn put_config(
     Path(queue): Path<String>,
     JsonBody(patch): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
-    let next = state.app().set_queue_config(&caller, &queue, &patch).await?;
+    let next = state
+        .app()
+        .set_queue_config(&caller, &queue, &patch)
+        .await?;
     Ok(with_scope(&state, json_response(StatusCode::OK, &next)))
 }

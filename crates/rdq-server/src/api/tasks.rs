@@ -113,7 +113,10 @@ pub async fn submit_batch(
             },
         })
         .collect();
-    Ok(json_response(StatusCode::OK, &SubmitBatchResponse { results }))
+    Ok(json_response(
+        StatusCode::OK,
+        &SubmitBatchResponse { results },
+    ))
 }
 
 /// `GET /v1/tasks/{id}`: the full envelope.

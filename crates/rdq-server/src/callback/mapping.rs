@@ -1,4 +1,4 @@
-//! From what a callback did to the canonical outcome (seed `002`, "Callback
+//! From what a callback did to the canonical outcome (`docs/outcomes.md`, "Callback
 //! response mapping — server mode"), as a pure function so every row of the
 //! table is a unit test.
 //!

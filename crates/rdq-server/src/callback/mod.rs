@@ -1,6 +1,6 @@
 //! Callback dispatch: queues whose policy has a `callback` target get their
 //! tasks POSTed to it, and the answer mapped onto the canonical outcome of
-//! seed `002`.
+//! `docs/outcomes.md`.
 //!
 //! - [`settings`]: the server-wide `[callbacks]` section and URL allowlist;
 //! - [`address`]: which addresses a callback may reach, checked on every connection;

@@ -43,7 +43,7 @@ pub const RESERVED_REQUEST_HEADERS: &[&str] = &[
 /// Prefix of the headers rdq adds to every callback (`rdq-task-id`, `rdq-attempt`).
 pub const RDQ_HEADER_PREFIX: &str = "rdq-";
 
-/// The canonical outcome a response maps to (seed `002`).
+/// The canonical outcome a response maps to (`docs/outcomes.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum MappedOutcome {

@@ -31,6 +31,7 @@ func main() {
 	concurrency := flag.Int("concurrency", 64, "worker handlers")
 	claimBatch := flag.Int("claim-batch", 64, "most tasks per claim")
 	workers := flag.Int("workers", 1, "Worker instances, each with -concurrency handlers")
+	claimers := flag.Int("claimers", 2, "claims in flight per Worker (ClaimConcurrency)")
 	skipSubmit := flag.Bool("work-only", false, "only work tasks already submitted to -queue")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the work phase here")
 	flag.Parse()
@@ -85,7 +86,7 @@ func main() {
 	start := time.Now()
 	for i := 0; i < *workers; i++ {
 		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Queues: []string{*queue}, Registry: reg, Concurrency: *concurrency,
-			ClaimBatch: *claimBatch, PollInterval: 20 * time.Millisecond,
+			ClaimBatch: *claimBatch, ClaimConcurrency: *claimers, PollInterval: 20 * time.Millisecond,
 			OnError: func(err error) { log.Print(err) }})
 		if err != nil {
 			log.Fatal(err)

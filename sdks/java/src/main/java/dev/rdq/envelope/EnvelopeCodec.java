@@ -24,15 +24,15 @@ import java.util.TreeMap;
  * <p>Decoding is strict and checks in the Rust order, so the first failure —
  * its code and path — is the same: syntax; {@code envelope_version}; then each
  * field in the order of the canonical encoding; then size. Encoding is
- * deterministic: known fields in the seed's order, then unknown fields sorted
+ * deterministic: known fields in the canonical order, then unknown fields sorted
  * by key (code point order), compact, no trailing newline; so
  * {@code encode(decode(b))} equals {@code b} for every canonical {@code b}.
  *
- * <p>One deliberate difference: numbers inside unknown fields and
- * {@code detail} keep the digits they were written with ({@code 1e2} stays
- * {@code 1e2}, {@code 18446744073709551616} stays exact), where the Rust codec
- * re-spells non-integers and integers beyond u64 through an f64. The two
- * agree on every integer within i64/u64 and on every fixture.
+ * <p>Numbers inside unknown fields and {@code detail} keep every digit
+ * ({@code 18446744073709551616}, {@code 0.1000000000000000000000001},
+ * {@code 2.50}, {@code -0}, {@code 1e400}); the exponent marker is written
+ * {@code e+}/{@code e-}, as the Rust codec (serde_json with
+ * {@code arbitrary_precision}) writes it.
  */
 public final class EnvelopeCodec {
     /** Default limit on a canonical envelope: 1 MiB. */
@@ -291,7 +291,7 @@ public final class EnvelopeCodec {
                     }
                     throw invalid(path, k.value + " is larger than " + max);
                 case NEGATIVE:
-                    throw invalid(path, k.value + " is negative");
+                    throw invalid(path, n.text() + " is negative");
                 default:
                     throw malformed(path, "expected an integer, found " + n.text());
             }
@@ -336,14 +336,18 @@ public final class EnvelopeCodec {
     private record IntegerKind(Kind kind, BigInteger value) {}
 
     /**
-     * How serde_json sees a number: an integer literal within u64 is unsigned,
-     * one within i64 below zero is negative, anything else (a fraction, an
-     * exponent, {@code -0}, or beyond those ranges) is a float, not an integer.
+     * How serde_json (exact-number mode) sees a number: an integer literal
+     * within u64 is unsigned, one within i64 that is not (including
+     * {@code -0}) is negative, anything else (a fraction, an exponent, beyond
+     * those ranges) is not an integer.
      */
     private static IntegerKind integerKind(String text) {
         boolean integral = text.indexOf('.') < 0 && text.indexOf('e') < 0 && text.indexOf('E') < 0;
-        if (!integral || text.equals("-0")) {
+        if (!integral) {
             return new IntegerKind(Kind.NOT_AN_INTEGER, null);
+        }
+        if (text.equals("-0")) {
+            return new IntegerKind(Kind.NEGATIVE, BigInteger.ZERO);
         }
         BigInteger v = new BigInteger(text);
         if (v.signum() >= 0) {

@@ -21,8 +21,8 @@ import java.util.TreeMap;
  *
  * <p>Reading accepts exactly what the Rust codec (serde_json) accepts: one
  * RFC 8259 document in strict UTF-8, no duplicate keys at any depth (compared
- * after unescaping), no lone-surrogate escapes, no numbers beyond the range
- * of a double, at most 127 nested arrays/objects. Jackson's streaming parser
+ * after unescaping), no lone-surrogate escapes, at most 127 nested
+ * arrays/objects. Jackson's streaming parser
  * does the tokenising; the checks serde_json makes and Jackson does not are
  * made here.
  *
@@ -30,7 +30,8 @@ import java.util.TreeMap;
  * {@code \} escaped, {@code \b \t \n \f \r} for those controls, {@code \\u00xx}
  * (lower-case hex) for the other characters below U+0020, everything else
  * (including {@code /}, U+007F, U+2028 and all non-ASCII) as raw UTF-8. Numbers
- * are written with the text they were read with.
+ * keep every digit they were read with (serde_json's exact-number mode); only
+ * the exponent marker is normalised to {@code e+}/{@code e-}.
  */
 public final class Json {
     /** Most arrays/objects open at once; serde_json's recursion limit is 128. */
@@ -128,13 +129,8 @@ public final class Json {
             case VALUE_STRING:
                 return new JsonString(checked(p.getText()));
             case VALUE_NUMBER_INT:
-            case VALUE_NUMBER_FLOAT: {
-                String text = p.getText();
-                if (Double.isInfinite(Double.parseDouble(text))) {
-                    throw new JsonSyntaxException("number out of range");
-                }
-                return new JsonNumber(text);
-            }
+            case VALUE_NUMBER_FLOAT:
+                return new JsonNumber(p.getText());
             case VALUE_TRUE:
                 return JsonBoolean.TRUE;
             case VALUE_FALSE:
@@ -162,6 +158,24 @@ public final class Json {
             }
         }
         return s;
+    }
+
+    /**
+     * The canonical spelling of a number: its digits as written, the exponent
+     * marker as a lower-case {@code e} with an explicit sign ({@code 1E5} and
+     * {@code 1e5} become {@code 1e+5}).
+     */
+    static String canonicalNumber(String text) {
+        int e = text.indexOf('e');
+        if (e < 0) {
+            e = text.indexOf('E');
+        }
+        if (e < 0) {
+            return text;
+        }
+        char next = text.charAt(e + 1);
+        String sign = next == '+' || next == '-' ? "" : "+";
+        return text.substring(0, e) + "e" + sign + text.substring(e + 1);
     }
 
     /** True if {@code text} is exactly one JSON number token. */
@@ -255,7 +269,7 @@ public final class Json {
         if (value instanceof JsonString s) {
             w.string(s.value());
         } else if (value instanceof JsonNumber n) {
-            w.raw(n.text());
+            w.raw(canonicalNumber(n.text()));
         } else if (value instanceof JsonObject o) {
             w.startObject();
             for (Map.Entry<String, JsonValue> e : o.members().entrySet()) {

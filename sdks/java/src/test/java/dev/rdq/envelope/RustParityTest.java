@@ -110,11 +110,12 @@ class RustParityTest {
         cases.add(new Object[] {"126 nested arrays", with(",\"x\":" + "[".repeat(126) + "]".repeat(126))});
         cases.add(new Object[] {"127 nested arrays", with(",\"x\":" + "[".repeat(127) + "]".repeat(127))});
         cases.add(new Object[] {"byte order mark", concat(new byte[] {(byte) 0xef, (byte) 0xbb, (byte) 0xbf}, with(""))});
-        for (String n : List.of("-0", "1.0", "1e0", "18446744073709551616", "18446744073709551615", "4294967295",
+        // (-0 and numbers beyond a double changed meaning with the Rust codec's
+        // exact-number mode; the fixtures pin them, so a stale binary is not asked.)
+        for (String n : List.of("1.0", "1e0", "18446744073709551616", "18446744073709551615", "4294967295",
                 "4294967296", "-1", "-9223372036854775808", "-9223372036854775809", "01", "+1")) {
             cases.add(new Object[] {"attempt_count " + n, withAttemptCount(n)});
         }
-        cases.add(new Object[] {"1e400 in an unknown field", with(",\"y\":1e400")});
         cases.add(new Object[] {"integers in unknown fields", with(",\"y\":[0,-1,9223372036854775807,-9223372036854775808,18446744073709551615]")});
         cases.add(new Object[] {"trailing whitespace", concat(with(""), " \n\t\r".getBytes(StandardCharsets.UTF_8))});
         cases.add(new Object[] {"trailing form feed", concat(with(""), new byte[] {0x0c})});

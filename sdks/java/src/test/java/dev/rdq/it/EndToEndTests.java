@@ -398,7 +398,7 @@ abstract class EndToEndTests {
         assertEquals(AttemptOutcome.RETRYABLE_FAILURE, lastAttempt(o).outcome().orElseThrow());
         String stack = lastError(o).stack().orElseThrow();
         assertTrue(stack.getBytes(StandardCharsets.UTF_8).length <= 64 * 1024);
-        Envelope l = awaitTask(client, longMessage, "retried", e -> e.attemptCount() == 1);
+        Envelope l = awaitTask(client, longMessage, "retried", e -> e.attemptCount() == 1 && e.status() == Status.PENDING);
         String m = lastError(l).message();
         assertTrue(m.endsWith("…[truncated]"), m.substring(Math.max(0, m.length() - 20)));
         assertTrue(m.getBytes(StandardCharsets.UTF_8).length <= 4096);
