@@ -129,6 +129,7 @@ macro_rules! __with_every_check {
             counters_at_their_maximum_never_wedge_a_task
             the_lease_secret_is_stable
             a_healthy_store_is_ready
+            capabilities_tell_the_truth
         }
     };
 }
@@ -176,6 +177,6 @@ mod tests {
         let unique: HashSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
         assert!(names.contains(&"fixtures_round_trip"));
-        assert_eq!(names.len(), 21);
+        assert_eq!(names.len(), 22);
     }
 }

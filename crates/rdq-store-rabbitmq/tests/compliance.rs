@@ -62,6 +62,7 @@ checks! {
     counters_at_their_maximum_never_wedge_a_task
     the_lease_secret_is_stable
     a_healthy_store_is_ready
+    capabilities_tell_the_truth
 }
 
 // These checks advance a virtual clock and expect tasks to become claimable

@@ -3,6 +3,7 @@
 //! returns early when the store lacks a capability the check needs.
 
 mod admin;
+mod capabilities;
 mod claiming;
 mod dlq;
 mod fixtures;
@@ -12,6 +13,7 @@ mod limits;
 pub use admin::{
     counts_purge_delete_and_prune, idempotent_submit_returns_the_original, unknown_ids_are_reported,
 };
+pub use capabilities::capabilities_tell_the_truth;
 pub use claiming::{
     claims_follow_priority_then_due_order, concurrent_claimers_never_share_a_task,
     not_yet_due_tasks_are_not_claimed, paused_queue_hands_out_nothing,
