@@ -66,10 +66,16 @@ pub async fn capabilities_tell_the_truth(factory: StoreFactory) {
     if caps.purge {
         // Deleting a task that does not exist is answered, not refused.
         let r = h.store.delete(missing).await;
-        assert!(!unsupported(&r), "purge is declared but delete answers UNSUPPORTED");
+        assert!(
+            !unsupported(&r),
+            "purge is declared but delete answers UNSUPPORTED"
+        );
     } else {
         let r = h.store.delete(env.id).await;
-        assert!(unsupported(&r), "purge is not declared, so delete must answer UNSUPPORTED");
+        assert!(
+            unsupported(&r),
+            "purge is not declared, so delete must answer UNSUPPORTED"
+        );
     }
     let keyed = h
         .store
@@ -89,9 +95,14 @@ pub async fn capabilities_tell_the_truth(factory: StoreFactory) {
     ));
     for (name, declared, works) in answers {
         assert_eq!(
-            declared, works,
+            declared,
+            works,
             "capability {name}: declared {declared}, but the store {}",
-            if works { "does it" } else { "answers UNSUPPORTED" }
+            if works {
+                "does it"
+            } else {
+                "answers UNSUPPORTED"
+            }
         );
     }
     if !caps.purge && caps.get_by_id {
