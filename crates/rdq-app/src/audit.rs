@@ -103,12 +103,68 @@ pub fn redact_policy(policy: &Value) -> Value {
             *v = json!("…");
         }
     }
+    // A callback URL's query string and userinfo may hold secrets (API keys,
+    // signed tokens) just as its headers may.
+    if let Some(url) = copy.get_mut("callback").and_then(|c| c.get_mut("url")) {
+        if let Some(text) = url.as_str() {
+            *url = json!(redact_url(text));
+        }
+    }
     copy
+}
+
+/// `url` with its userinfo and query string values replaced by `…`; the
+/// scheme, host, port, path and query keys stay readable.
+fn redact_url(url: &str) -> String {
+    let (before_fragment, _) = url.split_once('#').unwrap_or((url, ""));
+    let (base, query) = match before_fragment.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (before_fragment, None),
+    };
+    let base = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            match authority.rsplit_once('@') {
+                Some((_, host)) => format!("{scheme}://…@{host}{path}"),
+                None => base.to_owned(),
+            }
+        }
+        None => base.to_owned(),
+    };
+    match query {
+        Some(q) => {
+            let redacted: Vec<String> = q
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((k, _)) => format!("{k}=…"),
+                    None => pair.to_owned(),
+                })
+                .collect();
+            format!("{base}?{}", redacted.join("&"))
+        }
+        None => base,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn callback_url_secrets_are_redacted_like_header_values() {
+        let patch = json!({"callback": {
+            "url": "https://user:pw@hooks.example.com/charge?api_key=s3cret&sig=abc#frag",
+            "headers": {"authorization": "Bearer x"}
+        }});
+        let red = redact_policy(&patch);
+        let url = red["callback"]["url"].as_str().unwrap();
+        assert_eq!(url, "https://…@hooks.example.com/charge?api_key=…&sig=…");
+        assert!(!red.to_string().contains("s3cret"));
+        assert!(!red.to_string().contains("pw"));
+        assert_eq!(red["callback"]["headers"]["authorization"], "…");
+        let plain = redact_policy(&json!({"callback": {"url": "http://127.0.0.1:9000/hook"}}));
+        assert_eq!(plain["callback"]["url"], "http://127.0.0.1:9000/hook");
+    }
 
     #[test]
     fn a_record_says_who_what_where_how_many_and_when() {

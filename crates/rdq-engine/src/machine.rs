@@ -20,7 +20,7 @@ use crate::error::EngineError;
 use crate::policy::{Backoff, Classification, QueuePolicy};
 
 /// Error type recorded when a lease lapses.
-pub const LEASE_EXPIRED_ERROR_TYPE: &str = "rdq.LeaseExpired";
+pub const LEASE_EXPIRED_ERROR_TYPE: &str = rdq_envelope::error_types::LEASE_EXPIRED;
 
 /// Header remembering a task's own priority while a deferral has raised it.
 pub const BASE_PRIORITY_HEADER: &str = "rdq.base_priority";

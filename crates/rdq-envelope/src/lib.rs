@@ -14,6 +14,7 @@
 
 mod codec;
 mod error;
+pub mod error_types;
 mod id;
 mod model;
 mod names;

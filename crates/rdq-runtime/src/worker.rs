@@ -25,7 +25,7 @@ use tracing::{debug, warn};
 use crate::shutdown::Shutdown;
 
 /// Error type recorded when a handler panics (a retryable failure).
-pub const PANIC_ERROR_TYPE: &str = "rdq.Panic";
+pub const PANIC_ERROR_TYPE: &str = rdq_envelope::error_types::PANIC;
 
 /// A claimed task as a handler sees it, with a handle on its lease.
 pub struct Task {

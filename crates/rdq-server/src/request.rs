@@ -6,7 +6,7 @@
 //! forget the header are common and the body is parsed strictly anyway.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use rdq_envelope::ErrorCode;
@@ -69,5 +69,32 @@ where
             .await
             .map(|Query(v)| QueryArgs(v))
             .map_err(|e| ApiError::malformed(format!("the query string is not valid: {e}")))
+    }
+}
+
+/// Path parameters of type `T`, refused as a problem document (400
+/// `INVALID_ARGUMENT`: a segment that is not UTF-8 once percent-decoded,
+/// say) instead of axum's plain text.
+#[derive(Debug)]
+pub struct PathArgs<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for PathArgs<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + Send,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(v)| PathArgs(v))
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "INVALID_ARGUMENT",
+                    format!("the path is not valid: {}", e.body_text()),
+                )
+            })
     }
 }

@@ -294,3 +294,17 @@ async fn health_and_readiness_answer() {
     assert_eq!(ready.body["status"], "ready");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_path_segment_that_is_not_utf8_gets_a_problem_document() {
+    let server = common::TestServer::start().await;
+    for path in [
+        "/v1/tasks/%FF%FE",
+        "/v1/queues/%C3%28/config",
+        "/v1/queues/q/dead/%80",
+    ] {
+        let r = server.get(path).await;
+        r.assert_problem(400, "INVALID_ARGUMENT");
+    }
+    server.stop().await;
+}

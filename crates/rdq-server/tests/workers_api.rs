@@ -394,3 +394,78 @@ async fn a_token_computed_from_what_a_reader_can_see_is_refused_with_lease_lost(
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     server.stop().await;
 }
+
+/// The raw text of each envelope inside a JSON answer, found by its key.
+fn raw_envelopes(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("\"envelope\":") {
+        let from = &rest[at + "\"envelope\":".len()..];
+        let mut depth = 0usize;
+        let mut in_str = false;
+        let mut escaped = false;
+        let mut end = 0;
+        for (i, c) in from.char_indices() {
+            if in_str {
+                match (escaped, c) {
+                    (true, _) => escaped = false,
+                    (false, '\\') => escaped = true,
+                    (false, '"') => in_str = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match c {
+                '"' => in_str = true,
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push(from[..end].to_owned());
+        rest = &from[end..];
+    }
+    out
+}
+
+#[tokio::test]
+async fn claim_and_batch_settle_answers_carry_envelopes_in_their_canonical_bytes() {
+    let server = TestServer::start().await;
+    server.submit("canon", json!({"z": 1, "a": 2})).await;
+    let r = server
+        .post("/v1/queues/canon/claim", json!({"max": 1}))
+        .await;
+    let claimed = raw_envelopes(&r.text);
+    assert_eq!(claimed.len(), 1, "{}", r.text);
+    let env = rdq_envelope::Envelope::decode(claimed[0].as_bytes()).unwrap();
+    assert_eq!(
+        claimed[0],
+        env.encode_string(),
+        "claim: canonical byte order"
+    );
+    assert!(claimed[0].starts_with("{\"envelope_version\":1,\"id\":"));
+    let task = &r.body["tasks"][0];
+    let settled = server
+        .post(
+            "/v1/settle",
+            json!({"settles": [{"id": task["id"], "lease_token": task["lease_token"], "outcome": "SUCCESS"}]}),
+        )
+        .await;
+    let settled_raw = raw_envelopes(&settled.text);
+    assert_eq!(settled_raw.len(), 1, "{}", settled.text);
+    let env = rdq_envelope::Envelope::decode(settled_raw[0].as_bytes()).unwrap();
+    assert_eq!(
+        settled_raw[0],
+        env.encode_string(),
+        "batch settle: canonical byte order"
+    );
+    let got = server.get(&format!("/v1/tasks/{}", env.id)).await;
+    assert_eq!(got.text, settled_raw[0], "the same bytes as GET");
+    server.stop().await;
+}

@@ -26,11 +26,11 @@ use crate::outcome::{Classifier, Decision, OutcomeMapper, decide};
 use crate::retry::{RetryPolicy, millis};
 
 /// Error type of a task whose `handler_ref` has no handler on its queue.
-pub const NO_HANDLER_ERROR_TYPE: &str = "rdq.NoHandler";
+pub const NO_HANDLER_ERROR_TYPE: &str = rdq_envelope::error_types::NO_HANDLER;
 /// Error type of a task whose payload does not decode into its job type.
-pub const UNDECODABLE_PAYLOAD_ERROR_TYPE: &str = "rdq.UndecodablePayload";
+pub const UNDECODABLE_PAYLOAD_ERROR_TYPE: &str = rdq_envelope::error_types::UNDECODABLE_PAYLOAD;
 /// Error type of a task dead-lettered for its `handler_version`.
-pub const VERSION_MISMATCH_ERROR_TYPE: &str = "rdq.HandlerVersionMismatch";
+pub const VERSION_MISMATCH_ERROR_TYPE: &str = rdq_envelope::error_types::HANDLER_VERSION_MISMATCH;
 
 /// One registered job type, as dispatch needs it.
 pub(crate) struct Entry {

@@ -204,6 +204,6 @@ pub fn retryable(error: impl Into<JobError>) -> JobError {
 /// rate-limit answer to `429 Retry-After`. `ctx.deferrals` counts them.
 pub fn defer(delay: Duration) -> JobError {
     JobError::from(Message(format!("deferred for {delay:?}")))
-        .with_type("rdq.Deferred")
+        .with_type(rdq_envelope::error_types::DEFERRED)
         .with_forced(Forced::Defer(delay))
 }

@@ -29,7 +29,7 @@ use crate::context::JobContext;
 use crate::job_error::{Forced, JobError};
 
 /// Error type recorded when an outcome mapper panics (a retryable failure).
-pub const MAPPER_PANIC_ERROR_TYPE: &str = "rdq.OutcomeMapperPanic";
+pub const MAPPER_PANIC_ERROR_TYPE: &str = rdq_envelope::error_types::OUTCOME_MAPPER_PANIC;
 
 /// The canonical outcome an [`OutcomeMapper`] decides.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,7 +3,7 @@
 //! (`rdq_app::dlq`), which checks the `admin` scope and audits.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rdq_api::DEFAULT_PAGE;
@@ -14,14 +14,14 @@ use rdq_envelope::TaskId;
 
 use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
 use crate::problem::ApiError;
-use crate::request::{JsonBody, QueryArgs, read_body};
+use crate::request::{JsonBody, PathArgs, QueryArgs, read_body};
 
 /// `GET /v1/queues/{queue}/dead?limit=&cursor=&error_type=`: newest first,
 /// with a cursor that stays stable while tasks come and go.
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
-    Path(queue): Path<String>,
+    PathArgs(queue): PathArgs<String>,
     QueryArgs(query): QueryArgs<PageQuery>,
 ) -> Result<Response, ApiError> {
     let cursor = query.cursor.as_deref().map(parse_task_id).transpose()?;
@@ -48,7 +48,7 @@ pub async fn list(
 pub async fn redrive(
     State(state): State<AppState>,
     caller: Caller,
-    Path(queue): Path<String>,
+    PathArgs(queue): PathArgs<String>,
     JsonBody(body): JsonBody<RedriveBody>,
 ) -> Result<Response, ApiError> {
     let ids = body
@@ -87,7 +87,7 @@ pub async fn redrive(
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
-    Path((queue, id)): Path<(String, String)>,
+    PathArgs((queue, id)): PathArgs<(String, String)>,
 ) -> Result<Response, ApiError> {
     let id = parse_task_id(&id)?;
     let env = state.app().dlq_task(&caller, &queue, id).await?;
@@ -99,7 +99,7 @@ pub async fn get(
 pub async fn export(
     State(state): State<AppState>,
     caller: Caller,
-    Path(queue): Path<String>,
+    PathArgs(queue): PathArgs<String>,
     QueryArgs(query): QueryArgs<ExportQuery>,
 ) -> Result<Response, ApiError> {
     // Fail before the 200 if the caller, queue or filter is bad: fetch the first page now.
@@ -155,7 +155,7 @@ pub async fn export(
 pub async fn import(
     State(state): State<AppState>,
     caller: Caller,
-    Path(queue): Path<String>,
+    PathArgs(queue): PathArgs<String>,
     QueryArgs(query): QueryArgs<DryRunQuery>,
     request: Request,
 ) -> Result<Response, ApiError> {
@@ -172,7 +172,7 @@ pub async fn import(
 pub async fn purge(
     State(state): State<AppState>,
     caller: Caller,
-    Path(queue): Path<String>,
+    PathArgs(queue): PathArgs<String>,
     QueryArgs(query): QueryArgs<DryRunQuery>,
 ) -> Result<Response, ApiError> {
     let result = state

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use rdq_api::queues::{CapabilityList, QueueList, QueueListQuery};
@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::{AppState, json_response};
 use crate::problem::ApiError;
-use crate::request::{JsonBody, QueryArgs};
+use crate::request::{JsonBody, PathArgs, QueryArgs};
 
 /// Response header saying a policy lives in this process only.
 pub const CONFIG_SCOPE_HEADER: &str = "rdq-config-scope";
@@ -70,7 +70,7 @@ fn with_scope(state: &AppState, mut response: Response) -> Response {
 pub async fn get_config(
     State(state): State<AppState>,
     caller: Caller,
-    Path(queue): Path<String>,
+    PathArgs(queue): PathArgs<String>,
 ) -> Result<Response, ApiError> {
     let policy = state.app().queue_config(&caller, &queue).await?;
     Ok(with_scope(&state, json_response(StatusCode::OK, &policy)))
@@ -80,7 +80,7 @@ pub async fn get_config(
 pub async fn put_config(
     State(state): State<AppState>,
     caller: Caller,
-    Path(queue): Path<String>,
+    PathArgs(queue): PathArgs<String>,
     JsonBody(patch): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
     let next = state

@@ -1,7 +1,7 @@
 //! `/v1/tasks`: submit a task (or a batch), read it, delete it. Thin
 //! adapters over the application layer (`rdq_app`).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use rdq_api::IDEMPOTENCY_KEY_HEADER;
@@ -11,7 +11,7 @@ use rdq_engine::Submitted;
 
 use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
 use crate::problem::{ApiError, status_of};
-use crate::request::JsonBody;
+use crate::request::{JsonBody, PathArgs};
 
 /// Most submits in one batch.
 pub const MAX_SUBMIT_BATCH: usize = rdq_api::MAX_SUBMIT_BATCH;
@@ -123,7 +123,7 @@ pub async fn submit_batch(
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathArgs(id): PathArgs<String>,
 ) -> Result<Response, ApiError> {
     let id = parse_task_id(&id)?;
     let env = state.app().task(&caller, id).await?;
@@ -134,7 +134,7 @@ pub async fn get(
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathArgs(id): PathArgs<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = parse_task_id(&id)?;
     state.app().delete_task(&caller, id).await?;

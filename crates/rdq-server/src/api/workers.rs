@@ -9,7 +9,7 @@
 //! extension after the lease was lost is refused with 409 `LEASE_LOST` and
 //! changes nothing.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use rdq_api::work::{
@@ -23,13 +23,13 @@ use serde_json::Value;
 
 use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
 use crate::problem::{ApiError, status_of};
-use crate::request::JsonBody;
+use crate::request::{JsonBody, PathArgs};
 
 /// `POST /v1/queues/{queue}/claim`: up to `max` due tasks, highest priority first.
 pub async fn claim(
     State(state): State<AppState>,
     caller: Caller,
-    Path(queue): Path<String>,
+    PathArgs(queue): PathArgs<String>,
     JsonBody(body): JsonBody<ClaimBody>,
 ) -> Result<Response, ApiError> {
     let claimed = state
@@ -59,7 +59,7 @@ fn settle_of(id: TaskId, body: SettleBody) -> Result<Settle, AppError> {
 pub async fn settle(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathArgs(id): PathArgs<String>,
     JsonBody(body): JsonBody<SettleBody>,
 ) -> Result<Response, ApiError> {
     let id = parse_task_id(&id)?;
@@ -141,7 +141,7 @@ pub async fn settle_batch(
 pub async fn extend_lease(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathArgs(id): PathArgs<String>,
     JsonBody(body): JsonBody<ExtendBody>,
 ) -> Result<Response, ApiError> {
     let id = parse_task_id(&id)?;
