@@ -105,10 +105,10 @@ pub fn redact_policy(policy: &Value) -> Value {
     }
     // A callback URL's query string and userinfo may hold secrets (API keys,
     // signed tokens) just as its headers may.
-    if let Some(url) = copy.get_mut("callback").and_then(|c| c.get_mut("url")) {
-        if let Some(text) = url.as_str() {
-            *url = json!(redact_url(text));
-        }
+    if let Some(url) = copy.get_mut("callback").and_then(|c| c.get_mut("url"))
+        && let Some(text) = url.as_str()
+    {
+        *url = json!(redact_url(text));
     }
     copy
 }
