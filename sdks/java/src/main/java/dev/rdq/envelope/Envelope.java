@@ -14,7 +14,7 @@ import java.util.SortedMap;
 import java.util.TreeMap;
 
 /**
- * A task: the v1 wire envelope (seed {@code 000}, {@code docs/envelope.md}),
+ * A task: the v1 wire envelope ({@code docs/envelope.md}),
  * immutable. {@link EnvelopeCodec} decodes and encodes it; the encoding is
  * byte-identical to the Rust codec's.
  *

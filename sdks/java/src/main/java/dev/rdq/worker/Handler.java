@@ -3,7 +3,7 @@ package dev.rdq.worker;
 import dev.rdq.envelope.Envelope;
 
 /**
- * A task handler (seed {@code 002}): a normal return is SUCCESS, a thrown
+ * A task handler ({@code docs/outcomes.md}): a normal return is SUCCESS, a thrown
  * exception is a failure classified by the outcome ladder ({@link OutcomeLadder}).
  *
  * <pre>{@code

@@ -8,7 +8,7 @@ import java.util.Objects;
 import java.util.Optional;
 
 /**
- * The canonical outcome of one handler call (seed {@code 002}): what an
+ * The canonical outcome of one handler call ({@code docs/outcomes.md}): what an
  * {@link OutcomeMapper} answers, what a {@link ValueHandler} may return, and
  * what the worker reports to the server.
  */

@@ -5,7 +5,7 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The Java outcome ladder (seed {@code 002}, SPEC §5): how one call's return
+ * The Java outcome ladder ({@code docs/outcomes.md}): how one call's return
  * value or exception becomes an {@link Outcome}. First match wins:
  *
  * <ol>

@@ -2,8 +2,8 @@ package dev.rdq.worker;
 
 /**
  * Maps a handler's return value and thrown error (one of them is null, or
- * both when a void handler returned) onto the canonical outcome (seed
- * {@code 002}, FR-28). Registered for a queue it is authoritative: it sits at
+ * both when a void handler returned) onto the canonical outcome
+ * ({@code docs/outcomes.md}). Registered for a queue it is authoritative: it sits at
  * the top of the ladder and replaces everything below it, and the error it
  * puts in a failure outcome is what the attempt history records. Returning
  * {@code null} hands the decision to the rest of the ladder.
