@@ -61,6 +61,19 @@ impl App {
                 format!("must be 1 to {}", rdq_engine::store::MAX_PAGE),
             ));
         }
+        self.dead_list(queue, error_type, cursor, limit, ListOrder::NewestFirst)
+            .await
+    }
+
+    /// One page of `queue`'s dead tasks in `order`.
+    async fn dead_list(
+        &self,
+        queue: &str,
+        error_type: Option<String>,
+        cursor: Option<TaskId>,
+        limit: usize,
+        order: ListOrder,
+    ) -> Result<Page, AppError> {
         Ok(self
             .engine
             .store()
@@ -70,7 +83,7 @@ impl App {
                 error_type,
                 cursor,
                 limit,
-                order: ListOrder::NewestFirst,
+                order,
             })
             .await?)
     }
@@ -102,18 +115,14 @@ impl App {
         } else {
             caller.require(Scope::Admin, queue)?;
         }
-        Ok(self
-            .engine
-            .store()
-            .list(&ListQuery {
-                queue: queue.to_owned(),
-                status: Some(Status::Dead),
-                error_type,
-                cursor,
-                limit: EXPORT_PAGE,
-                order: ListOrder::OldestFirst,
-            })
-            .await?)
+        self.dead_list(
+            queue,
+            error_type,
+            cursor,
+            EXPORT_PAGE,
+            ListOrder::OldestFirst,
+        )
+        .await
     }
 
     /// Redrives matching dead tasks of `queue` (or, on a dry run, lists

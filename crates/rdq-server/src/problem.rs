@@ -137,6 +137,15 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
     }
 }
 
+/// The status, code and detail of a refused item of a batch answer.
+pub fn item_error(e: &AppError) -> (u16, Option<String>, Option<String>) {
+    (
+        status_of(e.kind()).as_u16(),
+        Some(e.code().to_owned()),
+        Some(e.detail().to_owned()),
+    )
+}
+
 impl From<AppError> for ApiError {
     fn from(e: AppError) -> Self {
         let mut err = Self::new(status_of(e.kind()), e.code(), e.detail());

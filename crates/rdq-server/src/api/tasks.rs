@@ -10,7 +10,7 @@ use rdq_app::{AppError, Caller};
 use rdq_engine::Submitted;
 
 use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
-use crate::problem::{ApiError, status_of};
+use crate::problem::{ApiError, item_error};
 use crate::request::{JsonBody, PathArgs};
 
 /// Most submits in one batch.
@@ -105,12 +105,15 @@ pub async fn submit_batch(
                 code: None,
                 detail: None,
             },
-            Err(e) => SubmitItemResult {
-                status: status_of(e.kind()).as_u16(),
-                envelope: None,
-                code: Some(e.code().to_owned()),
-                detail: Some(e.detail().to_owned()),
-            },
+            Err(e) => {
+                let (status, code, detail) = item_error(&e);
+                SubmitItemResult {
+                    status,
+                    envelope: None,
+                    code,
+                    detail,
+                }
+            }
         })
         .collect();
     Ok(json_response(

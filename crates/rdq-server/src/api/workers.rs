@@ -22,7 +22,7 @@ use rdq_envelope::TaskId;
 use serde_json::Value;
 
 use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
-use crate::problem::{ApiError, status_of};
+use crate::problem::{ApiError, item_error};
 use crate::request::{JsonBody, PathArgs};
 
 /// `POST /v1/queues/{queue}/claim`: up to `max` due tasks, highest priority first.
@@ -122,13 +122,16 @@ pub async fn settle_batch(
                 code: None,
                 detail: None,
             },
-            Err(e) => SettleItemResult {
-                id,
-                status: status_of(e.kind()).as_u16(),
-                envelope: None,
-                code: Some(e.code().to_owned()),
-                detail: Some(e.detail().to_owned()),
-            },
+            Err(e) => {
+                let (status, code, detail) = item_error(&e);
+                SettleItemResult {
+                    id,
+                    status,
+                    envelope: None,
+                    code,
+                    detail,
+                }
+            }
         })
         .collect();
     Ok(json_response(
