@@ -185,7 +185,9 @@ fn not_json() -> EnvelopeError {
 }
 
 /// Maps any name into rdq's charset: lower-case, `:` becomes `.`, anything else
-/// outside `[a-z0-9._-]` becomes `_`, cut to 240 bytes. Valid names are unchanged.
+/// outside `[a-z0-9._-]` becomes `_`, cut to 240 bytes; a result that would be
+/// the path segment `.` or `..` (not a name) has its dots as `_`. Valid names
+/// are unchanged.
 pub fn map_name(name: &str) -> String {
     if is_valid_name(name) {
         return name.to_owned();
@@ -203,12 +205,24 @@ pub fn map_name(name: &str) -> String {
     if out.is_empty() {
         out.push('_');
     }
+    if out == "." || out == ".." {
+        out = out.replace('.', "_");
+    }
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_that_map_to_dot_segments_become_names() {
+        assert_eq!(map_name(":"), "_");
+        assert_eq!(map_name("::"), "__");
+        assert_eq!(map_name("."), "_");
+        assert_eq!(map_name(".."), "__");
+        assert!(is_valid_name(&map_name(":")));
+    }
 
     #[test]
     fn rust_paths_map_into_the_charset() {
