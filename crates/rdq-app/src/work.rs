@@ -100,6 +100,15 @@ pub fn settlement(body: &SettleBody) -> Result<Settlement, AppError> {
     }
 }
 
+/// The label a settle is counted under when its kind alone decides it.
+fn fixed_label(settlement: &Settlement) -> Option<OutcomeLabel> {
+    match settlement {
+        Settlement::Defer { .. } => Some(OutcomeLabel::Deferred),
+        Settlement::Release => Some(OutcomeLabel::Released),
+        _ => None,
+    }
+}
+
 impl App {
     /// Claims up to `max` due tasks of `queue` (`work`), highest priority
     /// first, under the queue's lease or `lease_ms`.
@@ -172,7 +181,7 @@ impl App {
             });
             match checked {
                 Ok(envelope) => {
-                    slots.push((slot, settlement.clone()));
+                    slots.push((slot, fixed_label(&settlement)));
                     requests.push(SettleRequest {
                         envelope,
                         token,
@@ -187,9 +196,9 @@ impl App {
             }
         }
         let settled = self.engine.settle_many(requests).await;
-        for ((slot, settlement), result) in slots.into_iter().zip(settled) {
+        for ((slot, label), result) in slots.into_iter().zip(settled) {
             if let Ok(env) = &result {
-                self.count_outcome(&settlement, env);
+                self.count_outcome(label, env);
             }
             if let Some(r) = results.get_mut(slot) {
                 *r = Some(result.map_err(AppError::from));
@@ -253,16 +262,15 @@ impl App {
         caller.require(Scope::Work, queue)
     }
 
-    fn count_outcome(&self, settlement: &Settlement, settled: &Envelope) {
-        let label = match settlement {
-            Settlement::Defer { .. } => OutcomeLabel::Deferred,
-            Settlement::Release => OutcomeLabel::Released,
-            _ => match settled.attempts.last().and_then(|a| a.outcome) {
+    /// Counts a settle: by its kind for a deferral or release, else by the
+    /// outcome the engine recorded.
+    fn count_outcome(&self, fixed: Option<OutcomeLabel>, settled: &Envelope) {
+        let label =
+            fixed.unwrap_or_else(|| match settled.attempts.last().and_then(|a| a.outcome) {
                 Some(Outcome::Success) => OutcomeLabel::Success,
                 Some(Outcome::PermanentFailure) => OutcomeLabel::PermanentFailure,
                 _ => OutcomeLabel::RetryableFailure,
-            },
-        };
+            });
         self.metrics.outcome(&settled.queue, label);
     }
 }

@@ -5,6 +5,7 @@
 //!   `(envelope, event, policy, now) -> Result<envelope, error>`;
 //! - [`store`]: the storage SPI every store implements, with explicit capabilities;
 //! - [`lease_key`]: lease tokens keyed with the store's secret, so only the holder can present one;
+//! - [`batch`]: group commit for stores that write over a network;
 //! - [`Engine`]: the machine and policy bound to a store and a [`Clock`], the
 //!   one entry point the SDK, server and CLI use.
 //!
@@ -12,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod batch;
 mod clock;
 mod engine;
 mod error;

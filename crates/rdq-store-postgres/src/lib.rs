@@ -17,7 +17,6 @@
 
 #![forbid(unsafe_code)]
 
-mod batch;
 mod columns;
 mod error;
 mod listener;
@@ -44,12 +43,12 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_postgres::Config;
 
-use crate::batch::Batcher;
 use crate::error::Failure;
 use crate::policies::PolicyCache;
 use crate::pool::Pool;
 use crate::sql::Sql;
 use crate::temporary::TemporarySchema;
+use rdq_engine::batch::Batcher;
 
 pub use crate::options::{DEFAULT_SCHEMA, PostgresOptions};
 pub use crate::schema::SCHEMA_VERSION;

@@ -16,7 +16,6 @@
 #![forbid(unsafe_code)]
 
 mod admin;
-mod batch;
 mod cleanup;
 mod conn;
 mod error;
@@ -40,12 +39,12 @@ use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::{Notify, OnceCell, oneshot};
 use tokio::task::AbortHandle;
 
-use crate::batch::Batcher;
 use crate::conn::Conn;
 use crate::error::Failure;
 use crate::events::Events;
 use crate::keys::Keys;
 use crate::scripts::Scripts;
+use rdq_engine::batch::Batcher;
 
 pub use crate::options::{DEFAULT_PREFIX, RedisOptions};
 
@@ -274,19 +273,12 @@ impl Store for RedisStore {
         if n == 0 {
             return Vec::new();
         }
-        let (reply, answer) = oneshot::channel();
-        if self
-            .started()
-            .await
-            .submits
-            .send(writes::SubmitRequest { tasks, reply })
-            .is_err()
-        {
-            return vec![Err(batcher_gone()); n];
-        }
-        answer
-            .await
-            .unwrap_or_else(|_| vec![Err(batcher_gone()); n])
+        let batchers = self.started().await;
+        through(&batchers.submits, n, |reply| writes::SubmitRequest {
+            tasks,
+            reply,
+        })
+        .await
     }
 
     async fn claim(
@@ -307,19 +299,12 @@ impl Store for RedisStore {
         if n == 0 {
             return Vec::new();
         }
-        let (reply, answer) = oneshot::channel();
-        if self
-            .started()
-            .await
-            .settles
-            .send(writes::SettleRequest { updates, reply })
-            .is_err()
-        {
-            return vec![Err(batcher_gone()); n];
-        }
-        answer
-            .await
-            .unwrap_or_else(|_| vec![Err(batcher_gone()); n])
+        let batchers = self.started().await;
+        through(&batchers.settles, n, |reply| writes::SettleRequest {
+            updates,
+            reply,
+        })
+        .await
     }
 
     async fn expired_leases(
@@ -398,4 +383,20 @@ impl Store for RedisStore {
     async fn ready(&self) -> Result<(), EngineError> {
         reads::ready(self.shared()).await
     }
+}
+
+/// Sends one request through a grouping task and waits for its `n`
+/// results; a stopped task answers every item `STORE_UNAVAILABLE`.
+async fn through<T: Clone, R: Send + 'static>(
+    batcher: &Batcher<R>,
+    n: usize,
+    request: impl FnOnce(oneshot::Sender<Vec<Result<T, EngineError>>>) -> R,
+) -> Vec<Result<T, EngineError>> {
+    let (reply, answer) = oneshot::channel();
+    if batcher.send(request(reply)).is_err() {
+        return vec![Err(batcher_gone()); n];
+    }
+    answer
+        .await
+        .unwrap_or_else(|_| vec![Err(batcher_gone()); n])
 }

@@ -159,6 +159,8 @@ pub async fn import(
     QueryArgs(query): QueryArgs<DryRunQuery>,
     request: Request,
 ) -> Result<Response, ApiError> {
+    // Refused before a body of up to max_import_bytes is read; the use case
+    // checks again, as for every front end.
     caller.require(rdq_app::Scope::Admin, &queue)?;
     let body = read_body(request, &()).await?;
     let result = state

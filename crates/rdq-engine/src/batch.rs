@@ -1,13 +1,13 @@
-//! Group commit for PostgreSQL: requests that arrive while a batch is being
-//! written go into the next batch, which is one statement and one commit.
+//! Group commit for stores that write over a network: requests that arrive
+//! while a batch is being written go into the next batch, which the store
+//! writes in one statement or script (PostgreSQL: one multi-row statement
+//! and one commit; Redis: one script call per queue).
 //!
 //! Sixty-four producers each submitting one task become, under load, a
-//! stream of multi-row `INSERT … SELECT FROM unnest(…)` statements: the
-//! commit (and its WAL flush) is shared, which is how the store takes far
-//! more submits per second than the server does single-row commits. When
-//! load is light a batch is whatever one request brought, so batching never
-//! adds a wait. A few batches may be in flight at once (on different
-//! connections) so that one batch's commit overlaps the next one's insert.
+//! stream of batches of dozens of tasks each: the round trip and the commit
+//! are shared. When load is light a batch is whatever one request brought,
+//! so batching never adds a wait. A few batches may be in flight at once so
+//! that one batch's commit overlaps the next one's write.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 /// The sending side: cheap to clone; the batching task ends when every
 /// sender is gone and the queue is drained.
-pub(crate) struct Batcher<R> {
+pub struct Batcher<R> {
     tx: mpsc::UnboundedSender<R>,
 }
 
@@ -25,7 +25,7 @@ impl<R: Send + 'static> Batcher<R> {
     /// to `max_weight` units (a request weighs what `weight` says; one
     /// heavier than that goes alone), and hands them to `run`, with at most
     /// `in_flight` batches running at once.
-    pub(crate) fn start<F, Fut>(
+    pub fn start<F, Fut>(
         max_weight: usize,
         in_flight: usize,
         weight: fn(&R) -> usize,
@@ -77,7 +77,7 @@ impl<R: Send + 'static> Batcher<R> {
     }
 
     /// Queues a request; gives it back if the batching task has stopped.
-    pub(crate) fn send(&self, request: R) -> Result<(), R> {
+    pub fn send(&self, request: R) -> Result<(), R> {
         self.tx.send(request).map_err(|e| e.0)
     }
 }
