@@ -6,13 +6,22 @@
 //! `UNSUPPORTED` with a hint.
 
 use rdq_api::queues::{QueueRow, StatsSource};
-use rdq_engine::{EngineError, QueuePolicy};
+use rdq_engine::{EngineError, QueueConfig};
 use rdq_envelope::validate_queue_name;
 use serde_json::Value;
 
 use crate::auth::{Caller, Scope};
 use crate::error::AppError;
 use crate::{App, AuditRecord};
+
+/// The sections a queue's configuration document may hold beside the
+/// policy's fields, each read by one part of rdq and opaque to the engine:
+/// `callback` by the server's callback dispatcher (`docs/server.md`),
+/// `queuey_compatible` by the RabbitMQ store (`docs/stores/rabbitmq.md`).
+pub const CONFIG_SECTIONS: &[&str] = &["callback", QUEUEY_SECTION];
+
+/// The section that makes a queue speak queuey 1.1's wire format on a broker.
+const QUEUEY_SECTION: &str = "queuey_compatible";
 
 impl App {
     /// The queues `caller` may see with their numbers; only `names` when
@@ -125,17 +134,17 @@ impl App {
         }
     }
 
-    /// The live policy of `queue`, defaults filled in (`admin`).
+    /// The live configuration of `queue`, defaults filled in (`admin`).
     pub async fn queue_config(
         &self,
         caller: &Caller,
         queue: &str,
-    ) -> Result<QueuePolicy, AppError> {
+    ) -> Result<QueueConfig, AppError> {
         self.existing_queue(caller, Scope::Admin, queue).await?;
-        Ok(self.engine.policy(queue).await?)
+        Ok(self.engine.config(queue).await?)
     }
 
-    /// Applies a partial policy document to `queue` (`admin`): the fields
+    /// Applies a partial configuration document to `queue` (`admin`): the fields
     /// it names replace the current ones (nested objects whole); the result
     /// is validated (and by the front end's [`crate::PolicyCheck`]), stored,
     /// audited, and applies at once.
@@ -144,17 +153,24 @@ impl App {
         caller: &Caller,
         queue: &str,
         patch: &Value,
-    ) -> Result<QueuePolicy, AppError> {
+    ) -> Result<QueueConfig, AppError> {
         caller.require(Scope::Admin, queue)?;
         validate_queue_name(queue)?;
-        let current = self.engine.policy(queue).await?;
-        let next = current.patched(patch)?;
+        let current = self.engine.config(queue).await?;
+        let next = current.patched(patch, CONFIG_SECTIONS)?;
+        if let Some(flag) = next.section(QUEUEY_SECTION)
+            && !flag.is_boolean()
+        {
+            return Err(
+                EngineError::InvalidPolicy(format!("{QUEUEY_SECTION}: must be a boolean")).into(),
+            );
+        }
         if let Some(check) = &self.shared.policy_check {
             check(next.clone())
                 .await
                 .map_err(EngineError::InvalidPolicy)?;
         }
-        self.engine.set_policy(queue, &next).await?;
+        self.engine.set_config(queue, &next).await?;
         self.audit().record(AuditRecord {
             who: caller.who().to_owned(),
             action: "queue.config",

@@ -206,8 +206,8 @@ impl Local {
             ..CallbackSettings::default()
         };
         let mut parts = AppParts::local(engine);
-        parts.policy_check = Some(Arc::new(move |policy| {
-            let checked = CallbackTarget::from_policy(&policy, &any_url).map(drop);
+        parts.policy_check = Some(Arc::new(move |config| {
+            let checked = CallbackTarget::from_config(&config, &any_url).map(drop);
             Box::pin(async move { checked })
         }));
         let app = App::new(parts).await.map_err(AppError::from)?;

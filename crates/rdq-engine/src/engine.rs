@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 use crate::clock::Clock;
 use crate::error::EngineError;
 use crate::machine::{self, LeaseToken, Settlement};
+use crate::config::QueueConfig;
 use crate::policy::QueuePolicy;
 use crate::store::{
     LeasedUpdate, ListOrder, ListQuery, MAX_PAGE, NewTask, RedriveRequest, Store, Submitted,
@@ -73,7 +74,7 @@ pub struct SettleRequest {
 pub struct Engine {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
-    fallback_policy: Arc<QueuePolicy>,
+    fallback: Arc<QueueConfig>,
     /// Wakes this process's idle workers when work may have become due, so
     /// they start within microseconds instead of at their next poll.
     work_available: Arc<Notify>,
@@ -88,7 +89,7 @@ impl Engine {
         Self {
             store,
             clock,
-            fallback_policy: Arc::new(QueuePolicy::default()),
+            fallback: Arc::new(QueueConfig::default()),
             work_available,
         }
     }
@@ -104,8 +105,15 @@ impl Engine {
 
     /// Uses `policy` for queues without stored config (and for stores that hold none).
     #[must_use]
-    pub fn with_fallback_policy(mut self, policy: QueuePolicy) -> Self {
-        self.fallback_policy = Arc::new(policy);
+    pub fn with_fallback_policy(self, policy: QueuePolicy) -> Self {
+        self.with_fallback_config(policy.into())
+    }
+
+    /// Uses `config` (policy and sections) for queues without stored config
+    /// (and for stores that hold none).
+    #[must_use]
+    pub fn with_fallback_config(mut self, config: QueueConfig) -> Self {
+        self.fallback = Arc::new(config);
         self
     }
 
@@ -125,23 +133,35 @@ impl Engine {
         self.clock.now()
     }
 
-    /// The live policy of `queue`: its stored config, else the fallback.
-    pub async fn policy(&self, queue: &str) -> Result<QueuePolicy, EngineError> {
+    /// The live configuration of `queue`: its stored one, else the fallback.
+    pub async fn config(&self, queue: &str) -> Result<QueueConfig, EngineError> {
         if !self.store.capabilities().queue_config {
-            return Ok((*self.fallback_policy).clone());
+            return Ok((*self.fallback).clone());
         }
         Ok(self
             .store
             .get_config(queue)
             .await?
-            .unwrap_or_else(|| (*self.fallback_policy).clone()))
+            .unwrap_or_else(|| (*self.fallback).clone()))
     }
 
-    /// Validates and stores the policy of `queue`.
-    pub async fn set_policy(&self, queue: &str, policy: &QueuePolicy) -> Result<(), EngineError> {
+    /// The live policy of `queue`: its stored config's, else the fallback's.
+    pub async fn policy(&self, queue: &str) -> Result<QueuePolicy, EngineError> {
+        Ok(self.config(queue).await?.policy)
+    }
+
+    /// Validates and stores the configuration of `queue`.
+    pub async fn set_config(&self, queue: &str, config: &QueueConfig) -> Result<(), EngineError> {
         validate_queue_name(queue)?;
-        policy.validate()?;
-        self.store.put_config(queue, policy).await
+        config.policy.validate()?;
+        self.store.put_config(queue, config).await
+    }
+
+    /// Validates and stores `policy` as the whole configuration of `queue`
+    /// (no sections).
+    pub async fn set_policy(&self, queue: &str, policy: &QueuePolicy) -> Result<(), EngineError> {
+        self.set_config(queue, &QueueConfig::from(policy.clone()))
+            .await
     }
 
     /// Builds the PENDING envelope for a request, refusing bad input before

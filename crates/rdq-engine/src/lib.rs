@@ -15,6 +15,7 @@
 
 pub mod batch;
 mod clock;
+pub mod config;
 mod engine;
 mod error;
 pub mod glob;
@@ -28,8 +29,9 @@ pub use engine::{Claimed, Engine, SettleRequest, SubmitRequest, is_prunable};
 pub use error::EngineError;
 pub use lease_key::{LeaseKey, TokenMismatch};
 pub use machine::{FailureKind, LeaseToken, RetryOverride, Settlement};
+pub use config::QueueConfig;
 pub use policy::{Backoff, QueuePolicy, VersionMismatch};
 pub use store::{
-    Capabilities, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueCounts, QueueDepths,
+    Capabilities, DeadGroup, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueCounts, QueueDepths,
     RedriveRequest, Store, Submitted,
 };

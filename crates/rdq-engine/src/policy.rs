@@ -37,11 +37,6 @@ pub struct QueuePolicy {
     /// How long SUCCEEDED tasks are kept before the pruner removes them
     /// (default 24 h; 0 removes them at the next prune).
     pub retain_succeeded_ms: u64,
-    /// Server-mode callback target (used by `rdq-server`; opaque to the engine).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub callback: Option<Value>,
-    /// Talk queuey's wire format on a broker (used by the RabbitMQ store).
-    pub queuey_compatible: bool,
 }
 
 impl Default for QueuePolicy {
@@ -57,8 +52,6 @@ impl Default for QueuePolicy {
             handler_version_mismatch: VersionMismatch::Run,
             paused: false,
             retain_succeeded_ms: 24 * 60 * 60 * 1000,
-            callback: None,
-            queuey_compatible: false,
         }
     }
 }
@@ -281,19 +274,33 @@ impl QueuePolicy {
         Ok(())
     }
 
+    /// The policy's top-level field names, as its JSON document spells them.
+    pub fn field_names() -> &'static [&'static str] {
+        &[
+            "max_attempts",
+            "backoff",
+            "lease_ms",
+            "retryable_errors",
+            "non_retryable_errors",
+            "max_envelope_bytes",
+            "max_priority",
+            "handler_version_mismatch",
+            "paused",
+            "retain_succeeded_ms",
+        ]
+    }
+
     /// Parses a submitted policy document and validates it, refusing fields
     /// this version does not know.
     pub fn from_json(value: Value) -> Result<Self, EngineError> {
-        if let Value::Object(map) = &value {
-            let known = serde_json::to_value(Self::default()).unwrap_or_default();
-            if let Some(unknown) = map
+        if let Value::Object(map) = &value
+            && let Some(unknown) = map
                 .keys()
-                .find(|k| k.as_str() != "callback" && known.get(k.as_str()).is_none())
-            {
-                return Err(EngineError::InvalidPolicy(format!(
-                    "{unknown}: unknown policy field"
-                )));
-            }
+                .find(|k| !Self::field_names().contains(&k.as_str()))
+        {
+            return Err(EngineError::InvalidPolicy(format!(
+                "{unknown}: unknown policy field"
+            )));
         }
         let policy: Self = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
@@ -301,24 +308,6 @@ impl QueuePolicy {
         })?;
         policy.validate()?;
         Ok(policy)
-    }
-
-    /// This policy with the fields of `patch` (a JSON object) replaced; nested
-    /// objects are replaced whole. The result is validated.
-    pub fn patched(&self, patch: &Value) -> Result<Self, EngineError> {
-        let Value::Object(patch) = patch else {
-            return Err(EngineError::InvalidPolicy(
-                "a policy patch must be a JSON object".into(),
-            ));
-        };
-        let mut current =
-            serde_json::to_value(self).map_err(|e| EngineError::InvalidPolicy(e.to_string()))?;
-        if let Value::Object(map) = &mut current {
-            for (k, v) in patch {
-                map.insert(k.clone(), v.clone());
-            }
-        }
-        Self::from_json(current)
     }
 
     /// Classifies a failure that no wrapper or code classifier decided:
@@ -398,18 +387,13 @@ mod tests {
     }
 
     #[test]
-    fn a_patch_changes_only_what_it_names() {
-        let p = QueuePolicy::default()
-            .patched(&json!({"max_attempts": 3, "paused": true}))
-            .unwrap();
-        assert_eq!(p.max_attempts, 3);
-        assert!(p.paused);
-        assert_eq!(p.lease_ms, QueuePolicy::default().lease_ms);
-        assert!(
-            QueuePolicy::default()
-                .patched(&json!({"max_attempts": 0}))
-                .is_err()
-        );
+    fn field_names_are_the_documents_keys() {
+        let doc = serde_json::to_value(QueuePolicy::default()).unwrap();
+        let mut keys: Vec<&str> = doc.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut names = QueuePolicy::field_names().to_vec();
+        keys.sort_unstable();
+        names.sort_unstable();
+        assert_eq!(keys, names);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use tokio::sync::Notify;
 
 use crate::error::EngineError;
 use crate::machine::LeaseToken;
-use crate::policy::QueuePolicy;
+use crate::config::QueueConfig;
 
 /// What a store can do beyond the work path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -339,15 +339,16 @@ pub trait Store: Send + Sync + 'static {
         unsupported("report queue depths")
     }
 
-    /// The stored policy of `queue`, if one was stored.
-    async fn get_config(&self, queue: &str) -> Result<Option<QueuePolicy>, EngineError> {
+    /// The stored configuration of `queue` (policy and sections), if one was stored.
+    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
         let _ = queue;
         unsupported("hold queue configuration")
     }
 
-    /// Stores the policy of `queue`; later claims and settles see it.
-    async fn put_config(&self, queue: &str, policy: &QueuePolicy) -> Result<(), EngineError> {
-        let _ = (queue, policy);
+    /// Stores the configuration of `queue`, sections verbatim; later claims
+    /// and settles see it.
+    async fn put_config(&self, queue: &str, config: &QueueConfig) -> Result<(), EngineError> {
+        let _ = (queue, config);
         unsupported("hold queue configuration")
     }
 
@@ -378,6 +379,82 @@ pub trait Store: Send + Sync + 'static {
     async fn ready(&self) -> Result<(), EngineError> {
         Ok(())
     }
+
+    /// The id of `queue`'s oldest PENDING task (lowest id: the earliest
+    /// submitted), for the age the dashboard shows. The default lists one
+    /// PENDING task oldest first; a database reads it from the claim index.
+    async fn oldest_pending(&self, queue: &str) -> Result<Option<TaskId>, EngineError> {
+        let page = self
+            .list(&ListQuery {
+                queue: queue.to_owned(),
+                status: Some(Status::Pending),
+                limit: 1,
+                order: ListOrder::OldestFirst,
+                ..ListQuery::default()
+            })
+            .await?;
+        Ok(page.items.first().map(|env| env.id))
+    }
+
+    /// `queue`'s DLQ grouped by the latest error type: how many died of
+    /// each and the newest of them, most frequent first (what the dashboard
+    /// shows, `docs/dashboard.md`). The default pages the DLQ with
+    /// [`Store::list`], which works on every store that lists; a database
+    /// answers from one grouped query instead.
+    async fn dead_groups(&self, queue: &str) -> Result<Vec<DeadGroup>, EngineError> {
+        let mut groups: Vec<DeadGroup> = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = self
+                .list(&ListQuery {
+                    queue: queue.to_owned(),
+                    status: Some(Status::Dead),
+                    cursor,
+                    limit: MAX_PAGE,
+                    order: ListOrder::NewestFirst,
+                    ..ListQuery::default()
+                })
+                .await?;
+            for env in page.items {
+                let error_type = latest_error_type(&env).map(str::to_owned);
+                match groups.iter_mut().find(|g| g.error_type == error_type) {
+                    Some(g) => g.count += 1,
+                    None => groups.push(DeadGroup {
+                        error_type,
+                        count: 1,
+                        newest: env,
+                    }),
+                }
+            }
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        sort_groups(&mut groups);
+        Ok(groups)
+    }
+}
+
+/// The dead tasks of one queue that share their latest error type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadGroup {
+    /// The latest error's type; `None` for tasks that died without one.
+    pub error_type: Option<String>,
+    /// How many dead tasks have it.
+    pub count: u64,
+    /// The newest of them (highest id).
+    pub newest: Envelope,
+}
+
+/// The order [`Store::dead_groups`] answers in: most tasks first, then by
+/// error type, so that equal counts keep one order.
+pub fn sort_groups(groups: &mut [DeadGroup]) {
+    groups.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| a.error_type.cmp(&b.error_type))
+    });
 }
 
 /// When a finished task finished: its last attempt's end, else its creation.

@@ -333,14 +333,15 @@ fn run(conn: Connection, queue: &mpsc::Receiver<Job>, max_group: usize, health: 
                 Err(_) => break,
             }
         }
-        health.set(run_group(&mut ctx, &mut group));
+        run_group(&mut ctx, &mut group, health);
     }
     tracing::debug!("the embedded store's writer is closing");
 }
 
-/// Runs one group in one transaction and answers it; returns why it did not
-/// commit, if it did not.
-fn run_group(ctx: &mut Ctx, group: &mut Vec<Job>) -> Option<String> {
+/// Runs one group in one transaction, records in `health` whether it
+/// committed, then answers it (in that order: a caller told its write failed
+/// must find the store not ready).
+fn run_group(ctx: &mut Ctx, group: &mut Vec<Job>, health: &Health) {
     let started = Instant::now();
     let size = group.len();
     let mut done = Vec::with_capacity(size);
@@ -373,8 +374,8 @@ fn run_group(ctx: &mut Ctx, group: &mut Vec<Job>) -> Option<String> {
                 micros = started.elapsed().as_micros() as u64,
                 "group committed"
             );
+            health.set(None);
             done.into_iter().for_each(Done::send);
-            None
         }
         Some(Fatal(why)) => {
             if !ctx.conn.is_autocommit()
@@ -386,8 +387,8 @@ fn run_group(ctx: &mut Ctx, group: &mut Vec<Job>) -> Option<String> {
             let e = EngineError::Unavailable(format!(
                 "the embedded store could not commit this write: {why}"
             ));
+            health.set(Some(why));
             done.into_iter().for_each(|d| d.fail(&e));
-            Some(why)
         }
     }
 }

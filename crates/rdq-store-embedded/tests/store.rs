@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use rdq_engine::machine::{self, LeaseToken};
 use rdq_engine::{
-    Backoff, EngineError, LeasedUpdate, ListOrder, ListQuery, NewTask, QueuePolicy, RedriveRequest,
-    Store, Submitted,
+    Backoff, EngineError, LeasedUpdate, ListOrder, ListQuery, NewTask, QueueConfig, QueuePolicy,
+    RedriveRequest, Store, Submitted,
 };
 use rdq_envelope::{Envelope, ErrorInfo, Outcome, Status, TaskId, Timestamp};
 use rdq_store_embedded::{DB_FILE_NAME, EmbeddedOptions, EmbeddedStore};
@@ -535,19 +535,22 @@ async fn purge_delete_prune_and_counts_agree() {
 #[tokio::test]
 async fn policies_round_trip_and_persist() {
     let dir = tempfile::tempdir().unwrap();
-    let policy = QueuePolicy {
+    let policy = QueueConfig::from(QueuePolicy {
         max_attempts: 3,
         backoff: Backoff::Fixed { delay_ms: 250 },
         retryable_errors: vec!["io.*".into()],
         paused: true,
-        callback: Some(serde_json::json!({"url": "http://127.0.0.1:9/x"})),
         ..QueuePolicy::default()
-    };
+    })
+    .with_section(
+        "callback",
+        serde_json::json!({"url": "http://127.0.0.1:9/x"}),
+    );
     {
         let store = EmbeddedStore::open(dir.path()).unwrap();
         assert_eq!(store.get_config("cfg").await.unwrap(), None);
         store
-            .put_config("cfg", &QueuePolicy::default())
+            .put_config("cfg", &QueueConfig::default())
             .await
             .unwrap();
         store.put_config("cfg", &policy).await.unwrap();

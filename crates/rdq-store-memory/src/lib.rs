@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use rdq_engine::{
-    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueCounts, QueuePolicy,
+    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueCounts, QueueConfig,
     RedriveRequest, Store, Submitted,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
@@ -111,11 +111,11 @@ impl Store for MemoryStore {
         Ok(self.state().counts())
     }
 
-    async fn get_config(&self, queue: &str) -> Result<Option<QueuePolicy>, EngineError> {
+    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
         Ok(self.state().get_config(queue))
     }
 
-    async fn put_config(&self, queue: &str, policy: &QueuePolicy) -> Result<(), EngineError> {
+    async fn put_config(&self, queue: &str, policy: &QueueConfig) -> Result<(), EngineError> {
         self.state().put_config(queue, policy);
         Ok(())
     }

@@ -15,7 +15,7 @@ use rdq_engine::glob::Glob;
 use rdq_engine::machine::{self, LeaseToken};
 use rdq_engine::store::{MAX_PAGE, finished_at, latest_error_type};
 use rdq_engine::{
-    EngineError, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueCounts, QueuePolicy,
+    EngineError, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueCounts, QueueConfig,
     RedriveRequest, Submitted,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
@@ -69,7 +69,7 @@ pub(crate) struct State {
     leases: BTreeSet<(Timestamp, TaskId)>,
     idempotency: HashMap<IdempotencyKey, TaskId>,
     key_of_task: HashMap<TaskId, IdempotencyKey>,
-    configs: BTreeMap<String, QueuePolicy>,
+    configs: BTreeMap<String, QueueConfig>,
 }
 
 fn matches(glob: Option<&Glob>, env: &Envelope) -> bool {
@@ -361,11 +361,11 @@ impl State {
             .collect()
     }
 
-    pub(crate) fn get_config(&self, queue: &str) -> Option<QueuePolicy> {
+    pub(crate) fn get_config(&self, queue: &str) -> Option<QueueConfig> {
         self.configs.get(queue).cloned()
     }
 
-    pub(crate) fn put_config(&mut self, queue: &str, policy: &QueuePolicy) {
+    pub(crate) fn put_config(&mut self, queue: &str, policy: &QueueConfig) {
         self.configs.insert(queue.to_owned(), policy.clone());
     }
 

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use rdq_engine::QueuePolicy;
+use rdq_engine::QueueConfig;
 
 /// The cache; see the module documentation.
 #[derive(Default)]
@@ -21,13 +21,13 @@ pub(crate) struct PolicyCache {
     listening: AtomicBool,
     /// Bumped by every invalidation, so a read that raced one is not cached.
     epoch: AtomicU64,
-    policies: Mutex<HashMap<String, Option<QueuePolicy>>>,
+    policies: Mutex<HashMap<String, Option<QueueConfig>>>,
 }
 
 impl PolicyCache {
     /// The cached policy of `queue` (`Some(None)`: known to have none), if
     /// the cache may be trusted now.
-    pub(crate) fn get(&self, queue: &str) -> Option<Option<QueuePolicy>> {
+    pub(crate) fn get(&self, queue: &str) -> Option<Option<QueueConfig>> {
         if !self.listening.load(Ordering::Acquire) {
             return None;
         }
@@ -46,7 +46,7 @@ impl PolicyCache {
 
     /// Caches what a read that began at `epoch` found, unless an
     /// invalidation happened since (the read may predate the change).
-    pub(crate) fn insert(&self, queue: &str, policy: Option<QueuePolicy>, epoch: u64) {
+    pub(crate) fn insert(&self, queue: &str, policy: Option<QueueConfig>, epoch: u64) {
         if !self.listening.load(Ordering::Acquire) {
             return;
         }
@@ -88,11 +88,11 @@ mod tests {
         cache.set_listening(true);
         let epoch = cache.epoch();
         cache.invalidate();
-        cache.insert("q", Some(QueuePolicy::default()), epoch);
+        cache.insert("q", Some(QueueConfig::default()), epoch);
         assert_eq!(cache.get("q"), None);
         let epoch = cache.epoch();
-        cache.insert("q", Some(QueuePolicy::default()), epoch);
-        assert_eq!(cache.get("q"), Some(Some(QueuePolicy::default())));
+        cache.insert("q", Some(QueueConfig::default()), epoch);
+        assert_eq!(cache.get("q"), Some(Some(QueueConfig::default())));
         cache.set_listening(false);
         assert_eq!(cache.get("q"), None, "losing the listener drops the cache");
     }

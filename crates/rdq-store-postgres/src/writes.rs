@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use rdq_engine::glob::Glob;
 use rdq_engine::{
-    EngineError, LeasedUpdate, NewTask, QueuePolicy, RedriveRequest, Submitted, machine,
+    EngineError, LeasedUpdate, NewTask, QueueConfig, RedriveRequest, Submitted, machine,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
@@ -511,7 +511,7 @@ pub(crate) async fn delete(shared: &Shared, id: TaskId) -> Result<(), EngineErro
 pub(crate) async fn put_config(
     shared: &Shared,
     queue: &str,
-    policy: &QueuePolicy,
+    policy: &QueueConfig,
 ) -> Result<(), EngineError> {
     let text = serde_json::to_string(policy)
         .map_err(|e| EngineError::InvalidPolicy(format!("the policy does not serialise: {e}")))?;

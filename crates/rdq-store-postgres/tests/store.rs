@@ -199,10 +199,10 @@ async fn a_policy_stored_on_one_node_reaches_the_others() {
         None,
         "now cached on A"
     );
-    let paused = QueuePolicy {
+    let paused = rdq_engine::QueueConfig::from(QueuePolicy {
         paused: true,
         ..QueuePolicy::default()
-    };
+    });
     b.put_config("shared", &paused).await.unwrap();
     for _ in 0..100 {
         if a.get_config("shared").await.unwrap().as_ref() == Some(&paused) {

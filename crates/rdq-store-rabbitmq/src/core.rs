@@ -1,6 +1,6 @@
 //! [`Core`]: the state every clone of a [`crate::RabbitStore`] shares with
 //! the consumer tasks: the broker handle, the queues, the lease table and
-//! the policies; and the publishing half of the work path (declare, publish
+//! the queue configurations; and the publishing half of the work path (declare, publish
 //! a task or a dead task, finish a lease).
 
 use std::collections::{BTreeMap, HashMap};
@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-use rdq_engine::{EngineError, QueuePolicy};
+use rdq_engine::{EngineError, QueueConfig};
+
+use crate::QUEUEY_SECTION;
 use rdq_envelope::{Envelope, Status};
 use tokio::sync::Notify;
 use tracing::warn;
@@ -26,7 +28,7 @@ pub(crate) struct Core {
     pub(crate) broker: Broker,
     pub(crate) queues: Mutex<HashMap<String, Arc<QueueState>>>,
     pub(crate) leases: Mutex<Leases>,
-    pub(crate) policies: RwLock<HashMap<String, QueuePolicy>>,
+    pub(crate) configs: RwLock<HashMap<String, QueueConfig>>,
     pub(crate) work: Arc<Notify>,
     pub(crate) redelivered_waiting: AtomicUsize,
     pub(crate) epochs: AtomicU64,
@@ -36,11 +38,11 @@ impl Core {
     /// The wire format and hold queues of `queue`.
     pub(crate) fn mode(&self, queue: &str) -> Mode {
         let by_policy = self
-            .policies
+            .configs
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(queue)
-            .is_some_and(|p| p.queuey_compatible);
+            .is_some_and(|c| c.section(QUEUEY_SECTION) == Some(&serde_json::Value::Bool(true)));
         if by_policy || self.broker.options().is_queuey(queue) {
             Mode::Queuey
         } else {

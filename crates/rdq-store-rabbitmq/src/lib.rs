@@ -46,3 +46,7 @@ pub use error::RabbitError;
 pub use options::{RabbitOptions, ReconnectPolicy};
 pub use queue::QueueState;
 pub use store::RabbitStore;
+
+/// The queue-configuration section this store reads: `"queuey_compatible": true`
+/// makes a queue speak queuey 1.1's wire format (`docs/stores/rabbitmq.md`).
+pub const QUEUEY_SECTION: &str = "queuey_compatible";

@@ -72,7 +72,7 @@ pub struct RabbitOptions {
     /// Speak queuey 1.1's wire format on every queue (`queuey=all`).
     pub queuey_all: bool,
     /// Speak queuey 1.1's wire format on these queues (`queuey=a,b`), in
-    /// addition to queues whose policy says `queuey_compatible`.
+    /// addition to queues whose configuration says `queuey_compatible`.
     pub queuey_queues: BTreeSet<String>,
     /// Retry backoffs and delayed submits are rounded up to this (default 1 s).
     pub retry_granularity: Duration,

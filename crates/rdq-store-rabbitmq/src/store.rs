@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rdq_engine::LeaseToken;
 use rdq_engine::{
-    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueDepths, QueuePolicy,
+    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig, QueueDepths,
     RedriveRequest, Store, Submitted,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
@@ -77,7 +77,7 @@ impl RabbitStore {
                     broker: Broker::new(options),
                     queues: Mutex::new(HashMap::new()),
                     leases: Mutex::new(Leases::default()),
-                    policies: RwLock::new(HashMap::new()),
+                    configs: RwLock::new(HashMap::new()),
                     work: Arc::new(Notify::new()),
                     redelivered_waiting: AtomicUsize::new(0),
                     epochs: AtomicU64::new(0),
@@ -114,13 +114,13 @@ impl RabbitStore {
         self.core().broker.generation()
     }
 
-    /// Sets the policy of `queue` for this process (what `put_config` does).
-    pub fn set_policy(&self, queue: &str, policy: QueuePolicy) {
+    /// Sets the configuration of `queue` for this process (what `put_config` does).
+    pub fn set_config(&self, queue: &str, config: QueueConfig) {
         self.core()
-            .policies
+            .configs
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(queue.to_owned(), policy);
+            .insert(queue.to_owned(), config);
     }
 
     /// The broker queues of rdq queue `queue` (work and dead-letter).
@@ -350,7 +350,7 @@ impl Store for RabbitStore {
         let core = self.core();
         let mut names: Vec<String> = core.known_queues().iter().map(|q| q.name.clone()).collect();
         names.extend(
-            core.policies
+            core.configs
                 .read()
                 .unwrap_or_else(PoisonError::into_inner)
                 .keys()
@@ -449,18 +449,18 @@ impl Store for RabbitStore {
         }))
     }
 
-    async fn get_config(&self, queue: &str) -> Result<Option<QueuePolicy>, EngineError> {
+    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
         Ok(self
             .core()
-            .policies
+            .configs
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(queue)
             .cloned())
     }
 
-    async fn put_config(&self, queue: &str, policy: &QueuePolicy) -> Result<(), EngineError> {
-        self.set_policy(queue, policy.clone());
+    async fn put_config(&self, queue: &str, config: &QueueConfig) -> Result<(), EngineError> {
+        self.set_config(queue, config.clone());
         Ok(())
     }
 }

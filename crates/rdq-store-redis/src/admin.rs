@@ -12,7 +12,7 @@ use futures::FutureExt;
 use rdq_engine::glob::Glob;
 use rdq_engine::store::latest_error_type;
 use rdq_engine::{
-    EngineError, LeaseToken, LeasedUpdate, ListOrder, QueuePolicy, RedriveRequest, machine,
+    EngineError, LeaseToken, LeasedUpdate, ListOrder, QueueConfig, RedriveRequest, machine,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 
@@ -259,7 +259,7 @@ pub(crate) async fn prune(
 pub(crate) async fn put_config(
     shared: &Shared,
     queue: &str,
-    policy: &QueuePolicy,
+    policy: &QueueConfig,
 ) -> Result<(), EngineError> {
     let text = serde_json::to_string(policy)
         .map_err(|e| EngineError::InvalidPolicy(format!("the policy does not serialise: {e}")))?;

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use rdq_engine::QueuePolicy;
+use rdq_engine::QueueConfig;
 use tokio::sync::Notify;
 
 use crate::Shared;
@@ -37,7 +37,7 @@ pub(crate) struct Events {
     listening: AtomicBool,
     /// Bumped by every invalidation, so a read that raced one is not cached.
     epoch: AtomicU64,
-    policies: Mutex<HashMap<String, (Option<QueuePolicy>, Instant)>>,
+    policies: Mutex<HashMap<String, (Option<QueueConfig>, Instant)>>,
 }
 
 impl Events {
@@ -54,7 +54,7 @@ impl Events {
 
     /// The cached policy of `queue` (`Some(None)`: known to have none), if
     /// the cache may be trusted now.
-    pub(crate) fn cached(&self, queue: &str) -> Option<Option<QueuePolicy>> {
+    pub(crate) fn cached(&self, queue: &str) -> Option<Option<QueueConfig>> {
         if !self.listening.load(Ordering::Acquire) {
             return None;
         }
@@ -73,7 +73,7 @@ impl Events {
 
     /// Caches what a read that began at `epoch` found, unless an
     /// invalidation happened since.
-    pub(crate) fn insert(&self, queue: &str, policy: Option<QueuePolicy>, epoch: u64) {
+    pub(crate) fn insert(&self, queue: &str, policy: Option<QueueConfig>, epoch: u64) {
         if !self.listening.load(Ordering::Acquire) {
             return;
         }
@@ -137,7 +137,7 @@ pub(crate) async fn listen(shared: Arc<Shared>) {
 
 async fn subscribe(shared: &Shared) -> redis::RedisResult<redis::aio::PubSub> {
     // On a cluster too: classic pub/sub reaches every node's subscribers.
-    let client = redis::Client::open(shared.options.url.as_str())?;
+    let client = shared.options.tls.client(shared.options.url.as_str())?;
     let mut pubsub = client.get_async_pubsub().await?;
     pubsub.subscribe(shared.keys.channel()).await?;
     Ok(pubsub)
@@ -160,8 +160,8 @@ mod tests {
         let events = Events::new("me".into());
         events.set_listening(true);
         let epoch = events.epoch();
-        events.insert("q", Some(QueuePolicy::default()), epoch);
-        assert_eq!(events.cached("q"), Some(Some(QueuePolicy::default())));
+        events.insert("q", Some(QueueConfig::default()), epoch);
+        assert_eq!(events.cached("q"), Some(Some(QueueConfig::default())));
         events.heard("c:q");
         assert_eq!(events.cached("q"), None);
         let epoch = events.epoch();

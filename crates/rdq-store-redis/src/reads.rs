@@ -6,7 +6,7 @@ use futures::FutureExt;
 use futures::future::try_join_all;
 use rdq_engine::glob::Glob;
 use rdq_engine::store::{MAX_PAGE, latest_error_type};
-use rdq_engine::{EngineError, LeaseToken, ListOrder, ListQuery, Page, QueueCounts, QueuePolicy};
+use rdq_engine::{EngineError, LeaseToken, ListOrder, ListQuery, Page, QueueCounts, QueueConfig};
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 
 use crate::Shared;
@@ -266,7 +266,7 @@ pub(crate) async fn count_of(
 pub(crate) async fn get_config(
     shared: &Shared,
     queue: &str,
-) -> Result<Option<QueuePolicy>, EngineError> {
+) -> Result<Option<QueueConfig>, EngineError> {
     if let Some(policy) = shared.events.cached(queue) {
         return Ok(policy);
     }
@@ -281,7 +281,7 @@ pub(crate) async fn get_config(
         .boxed()
     })
     .await?;
-    let policy: Option<QueuePolicy> = text
+    let policy: Option<QueueConfig> = text
         .map(|t| {
             serde_json::from_str(&t).map_err(|e| {
                 EngineError::CorruptStore(format!(

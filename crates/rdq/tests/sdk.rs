@@ -824,7 +824,7 @@ impl rdq_engine::Store for CountingStore {
     async fn get_config(
         &self,
         queue: &str,
-    ) -> Result<Option<QueuePolicy>, rdq_engine::EngineError> {
+    ) -> Result<Option<rdq_engine::QueueConfig>, rdq_engine::EngineError> {
         self.inner.get_config(queue).await
     }
 }

@@ -57,7 +57,7 @@ pub async fn capabilities_tell_the_truth(factory: StoreFactory) {
     let r = h.store.prune_succeeded(queue, h.now(), 1).await;
     answers.push(("prune", caps.prune, !unsupported(&r)));
     if caps.queue_config {
-        let r = h.store.put_config(queue, &test_policy()).await;
+        let r = h.store.put_config(queue, &test_policy().into()).await;
         assert!(
             !unsupported(&r),
             "the store declares queue_config but put_config answers UNSUPPORTED"

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use rdq_engine::{LeaseToken, QueuePolicy, SettleRequest, Settlement};
+use rdq_engine::{LeaseToken, QueueConfig, QueuePolicy, SettleRequest, Settlement};
 use rdq_envelope::{Status, TaskId};
 use tokio::task::JoinSet;
 
@@ -244,15 +244,24 @@ pub async fn queue_config_changes_are_seen_by_the_next_claim(factory: StoreFacto
         handler_version_mismatch: rdq_engine::VersionMismatch::Requeue,
         paused: false,
         retain_succeeded_ms: 0,
-        callback: Some(
-            serde_json::json!({"url": "https://example.invalid/hook", "timeout_ms": 800}),
-        ),
-        queuey_compatible: true,
     };
+    // Sections (a front end's or a store's keys) are kept verbatim, numbers
+    // digit for digit.
+    let unusual = QueueConfig::from(unusual)
+        .with_section(
+            "callback",
+            serde_json::json!({"url": "https://example.invalid/hook", "timeout_ms": 800}),
+        )
+        .with_section("queuey_compatible", serde_json::json!(true))
+        .with_section(
+            "some.front_end",
+            serde_json::from_str("{\"big\": 18446744073709551617, \"x\": [1.50]}")
+                .expect("a JSON section"),
+        );
     h.engine
-        .set_policy(QUEUE, &unusual)
+        .set_config(QUEUE, &unusual)
         .await
-        .expect("set_policy");
+        .expect("set_config");
     assert_eq!(
         h.store.get_config(QUEUE).await.expect("get_config"),
         Some(unusual.clone())
@@ -270,8 +279,8 @@ pub async fn queue_config_changes_are_seen_by_the_next_claim(factory: StoreFacto
         .expect("set_policy");
     assert_eq!(
         h.store.get_config(QUEUE).await.expect("get_config"),
-        Some(one_attempt.clone()),
-        "put_config replaces the whole policy"
+        Some(QueueConfig::from(one_attempt.clone())),
+        "put_config replaces the whole configuration"
     );
     h.submit_n(QUEUE, 2).await;
     let first = h.claim_one(QUEUE).await;

@@ -149,14 +149,14 @@ impl Dispatcher {
         };
         let mut wanted: HashMap<String, CallbackTarget> = HashMap::new();
         for queue in queues {
-            let policy = match self.engine.policy(&queue).await {
-                Ok(p) => p,
+            let config = match self.engine.config(&queue).await {
+                Ok(c) => c,
                 Err(e) => {
-                    warn!(queue = %queue, error = %e, "cannot read the queue's policy");
+                    warn!(queue = %queue, error = %e, "cannot read the queue's configuration");
                     continue;
                 }
             };
-            match CallbackTarget::from_policy(&policy, &self.settings) {
+            match CallbackTarget::from_config(&config, &self.settings) {
                 Ok(Some(target)) => {
                     wanted.insert(queue, target);
                 }

@@ -194,7 +194,7 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rdq_engine::QueuePolicy;
+    use rdq_engine::QueueConfig;
     use serde_json::json;
 
     use crate::callback::settings::CallbackSettings;
@@ -204,12 +204,9 @@ mod tests {
         if let (Value::Object(d), Value::Object(e)) = (&mut doc, extra) {
             d.extend(e);
         }
-        let policy = QueuePolicy {
-            max_attempts: 3,
-            callback: Some(doc),
-            ..QueuePolicy::default()
-        };
-        CallbackTarget::from_policy(&policy, &CallbackSettings::default())
+        let mut policy = QueueConfig::default().with_section("callback", doc);
+        policy.policy.max_attempts = 3;
+        CallbackTarget::from_config(&policy, &CallbackSettings::default())
             .unwrap()
             .unwrap()
     }

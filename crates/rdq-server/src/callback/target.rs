@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use rdq_engine::QueuePolicy;
+use rdq_engine::QueueConfig;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
@@ -137,19 +137,22 @@ pub struct CallbackTarget {
     pub max_deferrals: u32,
 }
 
+/// The queue-configuration section that holds a queue's callback target
+/// (`docs/server.md`).
+pub const CALLBACK_SECTION: &str = "callback";
+
 impl CallbackTarget {
-    /// The target of `policy`, if it has one; a bad target is refused with a
-    /// message naming the field (`callback.url: …`).
-    pub fn from_policy(
-        policy: &QueuePolicy,
+    /// The target of a queue's configuration (its [`CALLBACK_SECTION`]),
+    /// if it has one; a bad target is refused with a message naming the
+    /// field (`callback.url: …`).
+    pub fn from_config(
+        config: &QueueConfig,
         settings: &CallbackSettings,
     ) -> Result<Option<Self>, String> {
-        let Some(doc) = &policy.callback else {
+        let Some(doc) = config.section(CALLBACK_SECTION) else {
             return Ok(None);
         };
-        if doc.is_null() {
-            return Ok(None);
-        }
+        let policy = &config.policy;
         let doc: TargetDocument =
             serde_json::from_value(doc.clone()).map_err(|e| format!("callback: {e}"))?;
         let url = Url::parse(&doc.url).map_err(|e| format!("callback.url: {e}"))?;
@@ -281,15 +284,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn policy(callback: Value) -> QueuePolicy {
-        QueuePolicy {
-            callback: Some(callback),
-            ..QueuePolicy::default()
-        }
+    fn policy(callback: Value) -> QueueConfig {
+        QueueConfig::default().with_section(CALLBACK_SECTION, callback)
     }
 
     fn target(callback: Value) -> Result<Option<CallbackTarget>, String> {
-        CallbackTarget::from_policy(&policy(callback), &CallbackSettings::default())
+        CallbackTarget::from_config(&policy(callback), &CallbackSettings::default())
     }
 
     #[test]
@@ -317,7 +317,7 @@ mod tests {
     #[test]
     fn no_callback_is_no_target() {
         assert!(
-            CallbackTarget::from_policy(&QueuePolicy::default(), &CallbackSettings::default())
+            CallbackTarget::from_config(&QueueConfig::default(), &CallbackSettings::default())
                 .unwrap()
                 .is_none()
         );
@@ -326,12 +326,10 @@ mod tests {
 
     #[test]
     fn the_default_timeout_stays_inside_the_lease() {
-        let p = QueuePolicy {
-            lease_ms: 1000,
-            callback: Some(json!({"url": "http://localhost:1/"})),
-            ..QueuePolicy::default()
-        };
-        let t = CallbackTarget::from_policy(&p, &CallbackSettings::default())
+        let mut p = QueueConfig::default()
+            .with_section(CALLBACK_SECTION, json!({"url": "http://localhost:1/"}));
+        p.policy.lease_ms = 1000;
+        let t = CallbackTarget::from_config(&p, &CallbackSettings::default())
             .unwrap()
             .unwrap();
         assert_eq!(t.timeout, Duration::from_millis(800));
@@ -399,11 +397,11 @@ mod tests {
         };
         let p = |url: &str| policy(json!({ "url": url }));
         assert!(
-            CallbackTarget::from_policy(&p("https://hooks.example.com/charge"), &settings).is_ok()
+            CallbackTarget::from_config(&p("https://hooks.example.com/charge"), &settings).is_ok()
         );
-        assert!(CallbackTarget::from_policy(&p("http://127.0.0.1:9000/x"), &settings).is_err());
+        assert!(CallbackTarget::from_config(&p("http://127.0.0.1:9000/x"), &settings).is_err());
         assert!(
-            CallbackTarget::from_policy(&p("https://hooks.example.com.evil.net/x"), &settings)
+            CallbackTarget::from_config(&p("https://hooks.example.com.evil.net/x"), &settings)
                 .is_err()
         );
     }
