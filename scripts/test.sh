@@ -6,7 +6,8 @@
 #   bash scripts/test.sh rust go      # only the named suites
 #
 # Suites: rust, go (sdks/go), java (sdks/java), web (the dashboard's browser
-# tests), api (the schema-driven fuzzer against `rdq serve`). A suite whose
+# tests), grpc (a Python grpcio client against `rdq serve`), api (the
+# schema-driven fuzzer against `rdq serve`). A suite whose
 # sources are in the tree but whose toolchain is missing fails with a message
 # saying what to install; none is skipped silently.
 #
@@ -83,6 +84,13 @@ suite_web() {
   (cd web && npm ci --no-audit --no-fund --silent && npm test)
 }
 
+suite_grpc() {
+  [ -f tests/grpc/requirements.txt ] || return 0
+  need python3 "Python 3.11 with pip and venv (Debian's python3-venv)"
+  build_rdq
+  bash tests/grpc/run.sh
+}
+
 suite_api() {
   [ -f tests/api/requirements.txt ] || return 0
   need python3 "Python 3.11 with pip"
@@ -91,14 +99,14 @@ suite_api() {
 }
 
 suites=("$@")
-if [ ${#suites[@]} -eq 0 ]; then suites=(rust go java web api); fi
+if [ ${#suites[@]} -eq 0 ]; then suites=(rust go java web grpc api); fi
 
 ensure_services
 for s in "${suites[@]}"; do
   case "$s" in
-    rust | go | java | web | api) echo "test.sh: == $s ==" && "suite_$s" ;;
+    rust | go | java | web | grpc | api) echo "test.sh: == $s ==" && "suite_$s" ;;
     *)
-      echo "test.sh: unknown suite '$s' (rust, go, java, web, api)" >&2
+      echo "test.sh: unknown suite '$s' (rust, go, java, web, grpc, api)" >&2
       exit 2
       ;;
   esac

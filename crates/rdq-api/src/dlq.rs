@@ -9,7 +9,11 @@ use crate::RawEnvelope;
 #[serde(deny_unknown_fields)]
 pub struct PageQuery {
     /// Page size, 1–1000 (default 50).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::int::query_option_usize",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub limit: Option<usize>,
     /// `next_cursor` of the previous page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -39,7 +43,7 @@ pub struct RedriveBody {
     #[serde(default)]
     pub error_type: Option<String>,
     /// At most this many.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::int::option_usize")]
     pub limit: Option<usize>,
     /// Report, change nothing.
     #[serde(default)]

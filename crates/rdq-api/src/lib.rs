@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dlq;
+pub mod int;
 pub mod problem;
 pub mod queues;
 pub mod tasks;

@@ -22,8 +22,13 @@ pub struct SubmitBody {
     /// The payload as standard base64 (padding optional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<String>,
-    /// The payload as JSON, stored exactly as sent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The payload as JSON, stored exactly as sent (`null` included: a
+    /// JSON `null` payload, not an absent one).
+    #[serde(
+        default,
+        deserialize_with = "present_raw",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub payload_json: Option<Box<RawValue>>,
     /// MIME type; defaults to `application/json` with `payload_json`,
     /// `application/octet-stream` otherwise.
@@ -33,14 +38,28 @@ pub struct SubmitBody {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
     /// Due this long after now.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(
+        default,
+        deserialize_with = "crate::int::u64",
+        skip_serializing_if = "is_zero"
+    )]
     pub delay_ms: u64,
     /// Claim priority, 0–255 (higher first).
-    #[serde(default, skip_serializing_if = "is_zero_u8")]
+    #[serde(
+        default,
+        deserialize_with = "crate::int::u8",
+        skip_serializing_if = "is_zero_u8"
+    )]
     pub priority: u8,
     /// Makes a repeated submit to the same queue return the original task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+}
+
+/// A field that is present holds a value, even `null`: serde's `Option`
+/// would read `null` as absent.
+fn present_raw<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(d).map(Some)
 }
 
 fn is_zero(n: &u64) -> bool {

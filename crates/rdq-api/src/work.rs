@@ -10,9 +10,14 @@ use crate::RawEnvelope;
 #[serde(deny_unknown_fields)]
 pub struct ClaimBody {
     /// Most tasks to take, 0–1000.
+    #[serde(deserialize_with = "crate::int::usize")]
     pub max: usize,
     /// Lease for these claims; the queue's `lease_ms` when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::int::option_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub lease_ms: Option<u64>,
 }
 
@@ -87,7 +92,11 @@ pub struct SettleBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ReportedError>,
     /// Required with `DEFER`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::int::option_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub defer_ms: Option<u64>,
 }
 
@@ -132,5 +141,6 @@ pub struct ExtendBody {
     /// The token from the claim.
     pub lease_token: String,
     /// The lease then ends this long from now.
+    #[serde(deserialize_with = "crate::int::u64")]
     pub extend_ms: u64,
 }

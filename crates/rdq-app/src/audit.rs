@@ -7,6 +7,7 @@
 //! is configured, is appended to that file as a line of JSON. Secrets never
 //! reach it: callback header values are redacted before recording.
 
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
@@ -41,12 +42,21 @@ pub struct AuditLog {
     /// Appends are whole lines under the lock, so concurrent records never
     /// interleave.
     file: Option<Mutex<File>>,
+    /// The latest [`RECENT_RECORDS`] records of this process, newest last:
+    /// what the dashboard shows (`docs/dashboard.md`).
+    recent: Mutex<VecDeque<(Timestamp, AuditRecord)>>,
 }
+
+/// Records kept in memory for [`AuditLog::recent`].
+pub const RECENT_RECORDS: usize = 1000;
 
 impl AuditLog {
     /// Records to `tracing` only.
     pub fn tracing_only() -> Self {
-        Self { file: None }
+        Self {
+            file: None,
+            recent: Mutex::default(),
+        }
     }
 
     /// Records to `tracing` and appends to `path` (created if absent).
@@ -54,12 +64,34 @@ impl AuditLog {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         Ok(Self {
             file: Some(Mutex::new(file)),
+            recent: Mutex::default(),
         })
+    }
+
+    /// The latest records this process wrote that `keep` accepts, newest
+    /// first, at most `limit`, each as its JSON document.
+    pub fn recent(&self, limit: usize, keep: impl Fn(&AuditRecord) -> bool) -> Vec<Value> {
+        let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        recent
+            .iter()
+            .rev()
+            .filter(|(_, r)| keep(r))
+            .take(limit)
+            .filter_map(|(at, r)| serde_json::from_str(&Self::to_line(r, *at)).ok())
+            .collect()
     }
 
     /// Writes one record, stamped with the current time.
     pub fn record(&self, record: AuditRecord) {
-        let line = Self::to_line(&record, Timestamp::now());
+        let at = Timestamp::now();
+        let line = Self::to_line(&record, at);
+        {
+            let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+            if recent.len() == RECENT_RECORDS {
+                recent.pop_front();
+            }
+            recent.push_back((at, record));
+        }
         tracing::info!(target: AUDIT_TARGET, "{line}");
         if let Some(file) = &self.file {
             let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
@@ -211,6 +243,28 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[1]["count"], 1);
+    }
+
+    #[test]
+    fn the_latest_records_are_kept_newest_first() {
+        let log = AuditLog::tracing_only();
+        for n in 0..(RECENT_RECORDS as u64 + 5) {
+            log.record(AuditRecord {
+                who: "ops".into(),
+                action: "dlq.purge",
+                queue: Some(if n % 2 == 0 { "a" } else { "b" }.into()),
+                count: Some(n),
+                dry_run: false,
+                detail: Value::Null,
+            });
+        }
+        let all = log.recent(usize::MAX, |_| true);
+        assert_eq!(all.len(), RECENT_RECORDS);
+        assert_eq!(all[0]["count"], RECENT_RECORDS as u64 + 4);
+        let b = log.recent(2, |r| r.queue.as_deref() == Some("b"));
+        assert_eq!(b.len(), 2);
+        assert_eq!(b[0]["count"], RECENT_RECORDS as u64 + 3);
+        assert_eq!(b[1]["count"], RECENT_RECORDS as u64 + 1);
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod audit;
 pub mod auth;
 pub mod dlq;
 pub mod error;
+pub mod insights;
 pub mod metrics;
 pub mod queues;
 pub mod submit;
@@ -36,19 +37,19 @@ pub mod work;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rdq_engine::{Engine, EngineError, LeaseKey, QueuePolicy};
+use rdq_engine::{Engine, EngineError, LeaseKey, QueueConfig};
 
 pub use audit::{AuditLog, AuditRecord};
 pub use auth::{Authenticator, Caller, Scope};
 pub use error::{AppError, ErrorKind};
 pub use metrics::{Metrics, OutcomeLabel};
 
-/// Checks a queue policy before it is stored, beyond the engine's own
-/// rules: the server checks a callback target against its allowlist, and
-/// where its host resolves to. `Err` says why the policy is refused.
+/// Checks a queue configuration before it is stored, beyond the engine's
+/// own rules: the server checks a callback target against its allowlist, and
+/// where its host resolves to. `Err` says why the configuration is refused.
 pub type PolicyCheck = Arc<
     dyn Fn(
-            QueuePolicy,
+            QueueConfig,
         )
             -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
         + Send
@@ -72,6 +73,9 @@ pub struct AppParts {
     pub policy_check: Option<PolicyCheck>,
     /// Told about policy changes (see [`ConfigChanged`]).
     pub config_changed: Option<ConfigChanged>,
+    /// Records submit and attempt spans when tracing is on
+    /// (`docs/observability.md`); `None` records nothing.
+    pub tracer: Option<rdq_telemetry::Tracer>,
 }
 
 impl AppParts {
@@ -85,6 +89,7 @@ impl AppParts {
             metrics: Arc::new(Metrics::new()),
             policy_check: None,
             config_changed: None,
+            tracer: None,
         }
     }
 }
@@ -103,6 +108,7 @@ struct Shared {
     lease_key: LeaseKey,
     policy_check: Option<PolicyCheck>,
     config_changed: Option<ConfigChanged>,
+    tracer: Option<rdq_telemetry::Tracer>,
     /// Cleared when shutdown starts, so readiness tells load balancers to
     /// stop sending work before the listener closes.
     serving: AtomicBool,
@@ -122,6 +128,7 @@ impl App {
                 lease_key,
                 policy_check: parts.policy_check,
                 config_changed: parts.config_changed,
+                tracer: parts.tracer,
                 serving: AtomicBool::new(true),
             }),
         })
@@ -136,6 +143,11 @@ impl App {
     /// The counters.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
+    }
+
+    /// The tracer, when tracing is on.
+    pub fn tracer(&self) -> Option<&rdq_telemetry::Tracer> {
+        self.shared.tracer.as_ref()
     }
 
     /// The audit log.

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use rdq_engine::QueueCounts;
@@ -90,6 +90,46 @@ struct QueueMetrics {
     claimed: AtomicU64,
     outcomes: [AtomicU64; 6],
     dispatch: Histogram,
+    /// Per-minute outcomes of the last hour, for the dashboard.
+    minutes: Mutex<MinuteRing>,
+}
+
+/// Minutes of outcome history kept per queue.
+pub const HISTORY_MINUTES: usize = 60;
+
+/// Outcomes of one minute: `minute` is its start, in minutes since the epoch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MinuteCounts {
+    /// The minute's start, in whole minutes since the Unix epoch.
+    pub minute: u64,
+    /// Attempts that succeeded.
+    pub succeeded: u64,
+    /// Attempts that failed (retryable, permanent, or a lapsed lease).
+    pub failed: u64,
+}
+
+/// A ring of [`HISTORY_MINUTES`] minutes, slot `minute % HISTORY_MINUTES`;
+/// a slot holding an older minute is stale and reads as zero.
+#[derive(Debug)]
+struct MinuteRing([MinuteCounts; HISTORY_MINUTES]);
+
+impl Default for MinuteRing {
+    fn default() -> Self {
+        Self([MinuteCounts::default(); HISTORY_MINUTES])
+    }
+}
+
+impl MinuteRing {
+    fn slot(&mut self, minute: u64) -> &mut MinuteCounts {
+        let slot = &mut self.0[(minute % HISTORY_MINUTES as u64) as usize];
+        if slot.minute != minute {
+            *slot = MinuteCounts {
+                minute,
+                ..MinuteCounts::default()
+            };
+        }
+        slot
+    }
 }
 
 /// Every counter the server keeps. Cheap to share (`Arc`).
@@ -129,7 +169,49 @@ impl Metrics {
 
     /// Counts one settle, deferral, release or lease expiry.
     pub fn outcome(&self, queue: &str, outcome: OutcomeLabel) {
-        self.queue(queue).outcomes[outcome.index()].fetch_add(1, Ordering::Relaxed);
+        let q = self.queue(queue);
+        q.outcomes[outcome.index()].fetch_add(1, Ordering::Relaxed);
+        let succeeded = match outcome {
+            OutcomeLabel::Success => true,
+            OutcomeLabel::RetryableFailure
+            | OutcomeLabel::PermanentFailure
+            | OutcomeLabel::LeaseExpired => false,
+            OutcomeLabel::Deferred | OutcomeLabel::Released => return,
+        };
+        let minute = now_minute();
+        let mut ring = q.minutes.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = ring.slot(minute);
+        if succeeded {
+            slot.succeeded += 1;
+        } else {
+            slot.failed += 1;
+        }
+    }
+
+    /// `queue`'s outcomes per minute over the last [`HISTORY_MINUTES`]
+    /// minutes up to `now_minute` (see [`MinuteCounts`]), oldest first, as
+    /// counted by this process since it started.
+    pub fn history(&self, queue: &str, now_minute: u64) -> Vec<MinuteCounts> {
+        let known = self
+            .queues
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(queue)
+            .cloned();
+        let first = now_minute.saturating_sub(HISTORY_MINUTES as u64 - 1);
+        (first..=now_minute)
+            .map(|minute| {
+                let empty = MinuteCounts {
+                    minute,
+                    ..MinuteCounts::default()
+                };
+                known.as_ref().map_or(empty, |q| {
+                    let ring = q.minutes.lock().unwrap_or_else(PoisonError::into_inner);
+                    let slot = ring.0[(minute % HISTORY_MINUTES as u64) as usize];
+                    if slot.minute == minute { slot } else { empty }
+                })
+            })
+            .collect()
     }
 
     /// Records how long one callback took, from request to mapped outcome.
@@ -264,6 +346,11 @@ fn counter_family<'a>(
     }
 }
 
+/// The current minute, in whole minutes since the Unix epoch.
+pub fn now_minute() -> u64 {
+    u64::try_from(rdq_envelope::Timestamp::now().unix_ms()).unwrap_or(0) / 60_000
+}
+
 /// Label values are queue names (`[a-z0-9._-]`), but escape anyway.
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
@@ -274,6 +361,28 @@ fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn history_counts_successes_and_failures_per_minute_for_the_last_hour() {
+        let m = Metrics::new();
+        m.outcome("q", OutcomeLabel::Success);
+        m.outcome("q", OutcomeLabel::PermanentFailure);
+        m.outcome("q", OutcomeLabel::LeaseExpired);
+        m.outcome("q", OutcomeLabel::Deferred);
+        let now = now_minute();
+        let h = m.history("q", now);
+        assert_eq!(h.len(), HISTORY_MINUTES);
+        assert_eq!(h[0].minute, now - 59);
+        let last = h[HISTORY_MINUTES - 1];
+        // The minute may have turned between the outcomes and `now`.
+        let total: u64 = h.iter().map(|c| c.succeeded + c.failed).sum();
+        assert!(last.minute == now && total == 3, "{h:?}");
+        assert_eq!(h.iter().map(|c| c.failed).sum::<u64>(), 2);
+        // An hour later the same slots read as empty.
+        let later = m.history("q", now + 60);
+        assert!(later.iter().all(|c| c.succeeded == 0 && c.failed == 0));
+        assert!(m.history("unknown", now).iter().all(|c| c.succeeded == 0));
+    }
 
     #[test]
     fn counters_and_the_histogram_render_in_the_text_format() {

@@ -9,10 +9,13 @@
 //! anything is stored; this module refuses what only a request can get wrong.
 
 use std::collections::BTreeMap;
+use std::time::SystemTime;
 
 use base64::Engine as _;
 use rdq_api::tasks::SubmitBody;
 use rdq_engine::{SubmitRequest, Submitted};
+use rdq_telemetry::messaging::TRACEPARENT_HEADER;
+use rdq_telemetry::{SendOperation, SubmitOutcome};
 
 use crate::App;
 use crate::auth::{Caller, Scope};
@@ -94,7 +97,16 @@ impl App {
         caller.require(Scope::Submit, &body.queue)?;
         let request = submit_request(body, caller.name())?;
         let queue = request.queue.clone();
-        let submitted = self.engine.submit(request).await?;
+        let traced = self.trace_start(&request);
+        let submitted = self.engine.submit(request).await.map_err(AppError::from);
+        self.trace_submit(traced, &queue, SendOperation::Send, &submitted);
+        let submitted = submitted?;
+        tracing::debug!(
+            task_id = %submitted.envelope().id,
+            queue = %queue,
+            created = matches!(submitted, Submitted::Created(_)),
+            "task submitted"
+        );
         if let Submitted::Created(_) = submitted {
             self.metrics.submitted(&queue, 1);
         }
@@ -127,13 +139,19 @@ impl App {
                 Err(e) => results.push(Some(Err(e))),
             }
         }
+        let traced: Vec<_> = requests
+            .iter()
+            .map(|r| (self.trace_start(r), r.queue.clone()))
+            .collect();
         let stored = self.engine.submit_many(requests).await;
-        for (slot, result) in slots.into_iter().zip(stored) {
+        for ((slot, result), (started, queue)) in slots.into_iter().zip(stored).zip(traced) {
             if let Ok(Submitted::Created(env)) = &result {
                 self.metrics.submitted(&env.queue, 1);
             }
+            let result = result.map_err(AppError::from);
+            self.trace_submit(started, &queue, SendOperation::Create, &result);
             if let Some(r) = results.get_mut(slot) {
-                *r = Some(result.map_err(AppError::from));
+                *r = Some(result);
             }
         }
         results
@@ -142,6 +160,40 @@ impl App {
                 r.unwrap_or_else(|| Err(AppError::internal("the store returned too few results")))
             })
             .collect()
+    }
+}
+
+/// What a submit span needs from before the store call: the start time and
+/// the submitter's `traceparent`. `None` when tracing is off.
+type TraceStart = Option<(SystemTime, Option<String>)>;
+
+impl App {
+    fn trace_start(&self, request: &SubmitRequest) -> TraceStart {
+        self.shared.tracer.as_ref().map(|_| {
+            (
+                SystemTime::now(),
+                request.headers.get(TRACEPARENT_HEADER).cloned(),
+            )
+        })
+    }
+
+    /// Records a submit's PRODUCER span (`docs/observability.md`).
+    fn trace_submit(
+        &self,
+        started: TraceStart,
+        queue: &str,
+        operation: SendOperation,
+        result: &Result<Submitted, AppError>,
+    ) {
+        let (Some(tracer), Some((started, traceparent))) = (&self.shared.tracer, started) else {
+            return;
+        };
+        let outcome = match result {
+            Ok(Submitted::Created(env)) => SubmitOutcome::Created(env),
+            Ok(Submitted::Existing(env)) => SubmitOutcome::Existing(env),
+            Err(e) => SubmitOutcome::Refused(e.code()),
+        };
+        tracer.record_submit(queue, operation, started, traceparent.as_deref(), outcome);
     }
 }
 

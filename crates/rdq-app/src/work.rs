@@ -15,6 +15,10 @@ use rdq_engine::{
 };
 use rdq_envelope::{Envelope, ErrorInfo, Outcome, TaskId, validate_queue_name};
 
+use rdq_telemetry::Attempt;
+use rdq_telemetry::messaging::TRACEPARENT_HEADER;
+use tracing::debug;
+
 use crate::App;
 use crate::auth::{Caller, Scope};
 use crate::error::AppError;
@@ -100,6 +104,86 @@ pub fn settlement(body: &SettleBody) -> Result<Settlement, AppError> {
     }
 }
 
+/// What an attempt span needs from the task as claimed, taken before the
+/// settle consumes it (`docs/observability.md`).
+struct TracedAttempt {
+    id: TaskId,
+    queue: String,
+    handler_ref: String,
+    traceparent: Option<String>,
+    attempt_no: u32,
+    started_ms: i64,
+    error_type: Option<String>,
+}
+
+impl TracedAttempt {
+    fn of(request: &SettleRequest) -> Self {
+        let env = &request.envelope;
+        let open = env.open_attempt();
+        let error_type = match &request.settlement {
+            Settlement::Failure { error, .. } | Settlement::FailureWithRetry { error, .. } => {
+                Some(error.error_type.clone())
+            }
+            _ => None,
+        };
+        Self {
+            id: env.id,
+            queue: env.queue.clone(),
+            handler_ref: env.handler_ref.clone(),
+            traceparent: env.headers.get(TRACEPARENT_HEADER).cloned(),
+            attempt_no: open.map_or(env.attempt_count, |a| a.attempt_no),
+            started_ms: open.map_or_else(|| env.created_at.unix_ms(), |a| a.started_at.unix_ms()),
+            error_type,
+        }
+    }
+
+    /// Logs the settle (debug) and records the CONSUMER span of this
+    /// attempt, settled as `result`.
+    fn record(
+        &self,
+        tracer: Option<&rdq_telemetry::Tracer>,
+        fixed: Option<OutcomeLabel>,
+        result: &Result<Envelope, AppError>,
+    ) {
+        let (outcome, error_type) = match result {
+            Ok(env) => {
+                let recorded = env
+                    .attempts
+                    .iter()
+                    .rev()
+                    .find(|a| a.attempt_no == self.attempt_no)
+                    .and_then(|a| a.outcome);
+                match (fixed, recorded) {
+                    (Some(label), _) => (label.as_str(), None),
+                    (None, Some(Outcome::Success)) => (Outcome::Success.as_str(), None),
+                    (None, Some(o)) => (o.as_str(), self.error_type.as_deref()),
+                    (None, None) => ("UNKNOWN", self.error_type.as_deref()),
+                }
+            }
+            Err(e) => (e.code(), Some(e.code())),
+        };
+        debug!(
+            task_id = %self.id,
+            queue = %self.queue,
+            attempt = self.attempt_no,
+            outcome,
+            error_type,
+            "task settled"
+        );
+        let Some(tracer) = tracer else { return };
+        tracer.record_attempt(&Attempt {
+            task: self.id,
+            queue: &self.queue,
+            handler_ref: &self.handler_ref,
+            traceparent: self.traceparent.as_deref(),
+            attempt_no: self.attempt_no,
+            started_ms: self.started_ms,
+            outcome,
+            error_type,
+        });
+    }
+}
+
 /// The label a settle is counted under when its kind alone decides it.
 fn fixed_label(settlement: &Settlement) -> Option<OutcomeLabel> {
     match settlement {
@@ -132,6 +216,12 @@ impl App {
         }
         let claimed = self.engine.claim(queue, max, lease_ms).await?;
         self.metrics.claimed(queue, claimed.len() as u64);
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            for c in &claimed {
+                let attempt = c.envelope.open_attempt().map_or(0, |a| a.attempt_no);
+                debug!(task_id = %c.envelope.id, queue, attempt, "task claimed");
+            }
+        }
         Ok(claimed
             .into_iter()
             .map(|Claimed { envelope, token }| Leased {
@@ -195,13 +285,24 @@ impl App {
                 }
             }
         }
+        // Who settled what, for the attempt span and the debug log line.
+        let traced: Vec<TracedAttempt> =
+            if self.shared.tracer.is_some() || tracing::enabled!(tracing::Level::DEBUG) {
+                requests.iter().map(TracedAttempt::of).collect()
+            } else {
+                Vec::new()
+            };
         let settled = self.engine.settle_many(requests).await;
-        for ((slot, label), result) in slots.into_iter().zip(settled) {
+        for (i, ((slot, label), result)) in slots.into_iter().zip(settled).enumerate() {
             if let Ok(env) = &result {
                 self.count_outcome(label, env);
             }
+            let result = result.map_err(AppError::from);
+            if let Some(t) = traced.get(i) {
+                t.record(self.shared.tracer.as_ref(), label, &result);
+            }
             if let Some(r) = results.get_mut(slot) {
-                *r = Some(result.map_err(AppError::from));
+                *r = Some(result);
             }
         }
         results

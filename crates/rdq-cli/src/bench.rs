@@ -82,6 +82,10 @@ pub struct BenchArgs {
     /// HTTP pull workers for `pull`, each claiming 64 at a time.
     #[arg(long, default_value_t = 4)]
     workers: usize,
+    /// For `pull`: the workers use the gRPC `Work` stream (64 credits,
+    /// settles batched on the stream) instead of HTTP claim and batch settle.
+    #[arg(long)]
+    grpc: bool,
     /// Pending tasks behind the measured claims, for `backlog`.
     #[arg(long, default_value_t = 1_000_000)]
     backlog: u64,
@@ -249,6 +253,7 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
             jobs: args.jobs,
             concurrency: args.concurrency,
             workers: args.workers,
+            grpc: args.grpc,
         };
         return bench_server::run(&setup).await;
     }

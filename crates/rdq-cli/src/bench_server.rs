@@ -29,8 +29,8 @@ use crate::stores::open_store;
 
 /// Submits kept in flight while filling the queue.
 const SUBMITS_IN_FLIGHT: u64 = 64;
-/// Tasks a pull worker claims at once.
-const PULL_BATCH: u64 = 64;
+/// Tasks a pull worker claims at once (a Work stream's credits).
+pub const PULL_BATCH: u64 = 64;
 
 /// Which server path to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +58,8 @@ pub struct ServerBench {
     pub concurrency: usize,
     /// Pull workers (pull mode).
     pub workers: usize,
+    /// Pull workers use the gRPC `Work` stream (`docs/grpc.md`).
+    pub grpc: bool,
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> CliError {
@@ -153,8 +155,20 @@ async fn measure(setup: &ServerBench, base: &str) -> Result<Value, CliError> {
             for _ in 0..setup.workers.max(1) {
                 let (api, queue, settled, jobs) =
                     (api.clone(), queue.clone(), Arc::clone(&settled), setup.jobs);
+                let grpc = setup.grpc;
                 workers.push(tokio::spawn(async move {
-                    pull_worker(&api, &queue, &settled, jobs).await
+                    if grpc {
+                        crate::bench_grpc::work_stream_worker(
+                            &api.base,
+                            api.token.as_deref(),
+                            &queue,
+                            &settled,
+                            jobs,
+                        )
+                        .await
+                    } else {
+                        pull_worker(&api, &queue, &settled, jobs).await
+                    }
                 }));
             }
             let watcher = {
@@ -186,6 +200,7 @@ async fn measure(setup: &ServerBench, base: &str) -> Result<Value, CliError> {
         "concurrency": if setup.mode == Mode::Callback { json!(setup.concurrency) } else { json!(null) },
         "workers": if setup.mode == Mode::Pull { json!(setup.workers) } else { json!(null) },
         "pull_batch": if setup.mode == Mode::Pull { json!(PULL_BATCH) } else { json!(null) },
+        "transport": if setup.mode == Mode::Pull && setup.grpc { "grpc-work-stream" } else { "http" },
         "submit_per_s": setup.jobs as f64 / submit_elapsed.as_secs_f64(),
         "work_per_s": setup.jobs as f64 / work_elapsed.as_secs_f64(),
         "work_seconds": work_elapsed.as_secs_f64(),

@@ -1,15 +1,18 @@
 //! `rdq serve`: run rdq-server. With no arguments it keeps its data in
 //! `./rdq-data` (the embedded store) and listens on `127.0.0.1:7480`, open
 //! (no tokens) because it is loopback only; `--config` adds tokens, the
-//! callback allowlist and the rest (docs/server.md).
+//! callback allowlist and the rest (docs/server.md); `--tls-cert` and
+//! `--tls-key` turn on HTTPS (docs/deployment.md).
 //!
 //! Logs go to stderr; `--log` (or `RDQ_LOG`) filters them by target and
-//! level, e.g. `info,rdq::audit=off`.
+//! level, e.g. `info,rdq::audit=off`; `--log-format json` writes one JSON
+//! object per line. `--otlp-endpoint` (or the `OTEL_*` variables) turns on
+//! OpenTelemetry trace export (docs/observability.md).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use rdq_server::{Server, ServerConfig, shutdown_signal};
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
@@ -31,9 +34,39 @@ pub struct ServeArgs {
     /// Configuration file (TOML; see docs/server.md).
     #[arg(long, env = "RDQ_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
+    /// HTTPS: the server's certificate chain (PEM, leaf first); needs
+    /// `--tls-key`. Overrides `[tls] cert` (docs/deployment.md).
+    #[arg(long, env = "RDQ_TLS_CERT", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// HTTPS: the certificate's private key (PEM). Overrides `[tls] key`.
+    #[arg(long, env = "RDQ_TLS_KEY", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by these CA certificates (PEM).
+    /// Overrides `[tls] client_ca`.
+    #[arg(long, env = "RDQ_TLS_CLIENT_CA", value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
     /// Log filter: a level, or `level,target=level,…`.
     #[arg(long, env = "RDQ_LOG", default_value = "info", value_name = "FILTER")]
     log: String,
+    /// Log lines as text for people, or as JSON objects, one per line
+    /// (docs/observability.md).
+    #[arg(long, env = "RDQ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Export OpenTelemetry traces over OTLP/HTTP to this collector, e.g.
+    /// `http://127.0.0.1:4318` (spans go to `/v1/traces`). Overrides
+    /// `[telemetry] otlp_endpoint` and the `OTEL_EXPORTER_OTLP_*` variables.
+    #[arg(long, env = "RDQ_OTLP_ENDPOINT", value_name = "URL")]
+    otlp_endpoint: Option<String>,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `target`, `message`
+    /// and the event's fields at the top level.
+    Json,
 }
 
 /// Runs `rdq serve` until SIGTERM or SIGINT.
@@ -42,12 +75,22 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
         .log
         .parse()
         .map_err(|e| CliError::new("INVALID_ARGUMENT", format!("--log {:?}: {e}", args.log)))?;
+    let text = (args.log_format == LogFormat::Text).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+    });
+    let json = (args.log_format == LogFormat::Json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+    });
     let _ = tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(std::io::stderr().is_terminal()),
-        )
+        .with(text)
+        .with(json)
         .with(filter)
         .try_init();
 
@@ -62,6 +105,18 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
     }
     if let Some(store) = args.store {
         config.store = store;
+    }
+    if let Some(cert) = args.tls_cert {
+        config.tls.cert = Some(cert);
+    }
+    if let Some(key) = args.tls_key {
+        config.tls.key = Some(key);
+    }
+    if let Some(ca) = args.tls_client_ca {
+        config.tls.client_ca = Some(ca);
+    }
+    if let Some(endpoint) = args.otlp_endpoint {
+        config.telemetry.otlp_endpoint = Some(endpoint);
     }
     // Refuse a bad configuration before touching the store.
     config
@@ -79,9 +134,15 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
         let server = Server::bind(config, store)
             .await
             .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-        server
+        let tracer = server.tracer();
+        let served = server
             .run(shutdown)
             .await
-            .map_err(|e| CliError::new(e.code(), e.to_string()))
+            .map_err(|e| CliError::new(e.code(), e.to_string()));
+        // The last spans (the final settles) go out before the process exits.
+        if let Some(tracer) = tracer {
+            tracer.flush(std::time::Duration::from_secs(5)).await;
+        }
+        served
     })
 }

@@ -26,7 +26,7 @@ pub fn open_store(spec: &str) -> Result<Arc<dyn Store>, CliError> {
             .map_err(|e| CliError::new(e.code(), e.to_string()))?;
         return Ok(Arc::new(store));
     }
-    if spec.starts_with("amqp://") {
+    if spec.starts_with("amqp://") || spec.starts_with("amqps://") {
         // Connects on first use, inside the caller's runtime; the first dial fails fast.
         let store = rdq_store_rabbitmq::RabbitStore::from_url(spec)
             .map_err(|e| CliError::new(e.code(), e.to_string()))?;

@@ -99,6 +99,40 @@ impl Client {
     /// A client of the server at `base` (`http://host:port`), sending
     /// `token` as a bearer token when given.
     pub fn new(base: &str, token: Option<String>) -> Result<Self, ClientError> {
+        Self::build(base, token, reqwest::Client::builder())
+    }
+
+    /// A client of an `https://` server whose certificate a private CA
+    /// issued: trusts only the CA certificates in `ca_pem` (PEM), not the
+    /// system's roots (`docs/deployment.md`). Refuses a PEM text without a
+    /// certificate with `INVALID_ARGUMENT`.
+    #[cfg(feature = "https")]
+    pub fn with_ca_pem(
+        base: &str,
+        token: Option<String>,
+        ca_pem: &[u8],
+    ) -> Result<Self, ClientError> {
+        let certs = reqwest::Certificate::from_pem_bundle(ca_pem).map_err(|e| {
+            ClientError::new("INVALID_ARGUMENT", format!("the CA file is not PEM: {e}"))
+        })?;
+        if certs.is_empty() {
+            return Err(ClientError::new(
+                "INVALID_ARGUMENT",
+                "the CA file holds no PEM certificate",
+            ));
+        }
+        Self::build(
+            base,
+            token,
+            reqwest::Client::builder().tls_certs_only(certs),
+        )
+    }
+
+    fn build(
+        base: &str,
+        token: Option<String>,
+        builder: reqwest::ClientBuilder,
+    ) -> Result<Self, ClientError> {
         let base = base.trim_end_matches('/').to_owned();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(ClientError::new(
@@ -106,7 +140,7 @@ impl Client {
                 format!("{base:?}: expected an http:// or https:// URL"),
             ));
         }
-        let http = reqwest::Client::builder()
+        let http = builder
             .no_proxy()
             .build()
             .map_err(|e| ClientError::new("INTERNAL", e.to_string()))?;

@@ -365,14 +365,19 @@ async fn run_one(
         Err(shared) => shared.envelope.clone(),
     };
     envelope.lease_expires_at = Some(deadline);
-    let id = envelope.id;
     let request = SettleRequest {
         envelope,
         token,
         settlement,
     };
-    if settle_tx.send(request).is_err() {
-        warn!(task = %id, "settle loop gone; the lease will lapse and the task retry");
+    if let Err(unsent) = settle_tx.send(request) {
+        let env = &unsent.0.envelope;
+        warn!(
+            task_id = %env.id,
+            queue = %env.queue,
+            attempt = env.open_attempt().map_or(env.attempt_count, |a| a.attempt_no),
+            "settle loop gone; the lease will lapse and the task retry"
+        );
     }
 }
 

@@ -2,13 +2,13 @@
 //! optional, so `rdq serve` with no file at all is a complete configuration.
 //!
 //! Precedence, highest first: command-line flags, environment variables
-//! (`RDQ_LISTEN`, `RDQ_STORE`, `RDQ_CONFIG`), the file, the defaults here.
+//! (`RDQ_LISTEN`, `RDQ_STORE`, `RDQ_CONFIG`, `RDQ_TLS_*`), the file, the defaults here.
 //! `docs/server.md` lists every field with its default.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
-use rdq_engine::QueuePolicy;
+use rdq_engine::QueueConfig;
 use serde::Deserialize;
 
 use crate::callback::CallbackSettings;
@@ -77,6 +77,119 @@ impl Default for MaintenanceSettings {
     }
 }
 
+/// The listener's limits on slow, idle and numerous clients
+/// (`[http]`; `docs/server.md`, "The listener").
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpSettings {
+    /// How long a client has, from the moment it starts a request (the TCP
+    /// accept for a new connection, TLS handshake included; its first byte on
+    /// a kept-alive one), to send the whole request head (ms). Past it the
+    /// connection is closed without an answer.
+    pub header_read_timeout_ms: u64,
+    /// The longest a request body may go without delivering any data (ms).
+    /// Past it the request is answered 408 `REQUEST_TIMEOUT` and an HTTP/1.1
+    /// connection is closed.
+    pub body_read_timeout_ms: u64,
+    /// How long a connection with no request in flight is kept open (ms).
+    pub idle_timeout_ms: u64,
+    /// Most connections open at once; more wait in the operating system's
+    /// accept backlog until one closes.
+    pub max_connections: usize,
+    /// HTTP/2: pause between the server's keep-alive pings (ms).
+    pub h2_keepalive_interval_ms: u64,
+    /// HTTP/2: a ping not acknowledged within this closes the connection (ms).
+    pub h2_keepalive_timeout_ms: u64,
+    /// HTTP/2: most requests (streams) in flight on one connection.
+    pub h2_max_concurrent_streams: u32,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 60_000,
+            idle_timeout_ms: 120_000,
+            max_connections: 10_000,
+            h2_keepalive_interval_ms: 30_000,
+            h2_keepalive_timeout_ms: 20_000,
+            h2_max_concurrent_streams: 200,
+        }
+    }
+}
+
+impl HttpSettings {
+    /// Refuses a zero anywhere: every limit here is a protection, none can
+    /// be switched off.
+    pub fn validate(&self) -> Result<(), String> {
+        let fields = [
+            ("header_read_timeout_ms", self.header_read_timeout_ms),
+            ("body_read_timeout_ms", self.body_read_timeout_ms),
+            ("idle_timeout_ms", self.idle_timeout_ms),
+            ("max_connections", self.max_connections as u64),
+            ("h2_keepalive_interval_ms", self.h2_keepalive_interval_ms),
+            ("h2_keepalive_timeout_ms", self.h2_keepalive_timeout_ms),
+            (
+                "h2_max_concurrent_streams",
+                u64::from(self.h2_max_concurrent_streams),
+            ),
+        ];
+        for (name, value) in fields {
+            if value == 0 {
+                return Err(format!("{name}: must be at least 1"));
+            }
+        }
+        // Far beyond any sensible setting; keeps deadline arithmetic in range.
+        const MAX_MS: u64 = 365 * 24 * 3_600_000;
+        for (name, value) in &fields[..3] {
+            if *value > MAX_MS {
+                return Err(format!("{name}: must be at most {MAX_MS} (a year)"));
+            }
+        }
+        // Far beyond any file-descriptor limit; keeps the semaphore in range.
+        const MAX_CONNECTIONS: usize = 10_000_000;
+        if self.max_connections > MAX_CONNECTIONS {
+            return Err(format!(
+                "max_connections: must be at most {MAX_CONNECTIONS}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// HTTPS on the listener (`[tls]`; `docs/deployment.md`). Both `cert` and
+/// `key`, or neither (plain HTTP).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsSettings {
+    /// The server's certificate chain, PEM, leaf first.
+    pub cert: Option<PathBuf>,
+    /// The certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key: Option<PathBuf>,
+    /// Require client certificates signed by these CA certificates (PEM).
+    pub client_ca: Option<PathBuf>,
+}
+
+impl TlsSettings {
+    /// True when the listener speaks HTTPS.
+    pub fn enabled(&self) -> bool {
+        self.cert.is_some()
+    }
+
+    /// Refuses a certificate without its key (or the reverse), and client
+    /// authentication without a server certificate.
+    pub fn validate(&self) -> Result<(), String> {
+        match (&self.cert, &self.key) {
+            (Some(_), None) => Err("cert is set but key is not".into()),
+            (None, Some(_)) => Err("key is set but cert is not".into()),
+            (None, None) if self.client_ca.is_some() => {
+                Err("client_ca needs cert and key (client certificates need TLS)".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// The whole server configuration. See the module documentation.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -102,8 +215,16 @@ pub struct ServerConfig {
     pub callbacks: CallbackSettings,
     /// Lease reaper and retention pruner.
     pub maintenance: MaintenanceSettings,
-    /// Policy of queues that have none stored (`QueuePolicy` fields).
-    pub defaults: Option<QueuePolicy>,
+    /// The listener's timeouts and connection limit.
+    pub http: HttpSettings,
+    /// HTTPS on the listener.
+    pub tls: TlsSettings,
+    /// OpenTelemetry trace export (`docs/observability.md`); off unless an
+    /// endpoint is set here, by `--otlp-endpoint` or by `OTEL_*` variables.
+    pub telemetry: rdq_telemetry::TelemetrySettings,
+    /// Configuration of queues that have none stored: policy fields and
+    /// sections, as in `PUT /v1/queues/{queue}/config`.
+    pub defaults: Option<QueueConfig>,
 }
 
 impl Default for ServerConfig {
@@ -119,6 +240,9 @@ impl Default for ServerConfig {
             shutdown_grace_ms: 10_000,
             callbacks: CallbackSettings::default(),
             maintenance: MaintenanceSettings::default(),
+            http: HttpSettings::default(),
+            tls: TlsSettings::default(),
+            telemetry: rdq_telemetry::TelemetrySettings::default(),
             defaults: None,
         }
     }
@@ -146,13 +270,22 @@ impl ServerConfig {
         let addrs = self.listen_addrs()?;
         Authenticator::new(&self.tokens).map_err(|e| ConfigError::Invalid(e.to_string()))?;
         if let Some(defaults) = &self.defaults {
-            defaults
-                .validate()
+            // Read as a document so a misspelt field is refused, not kept.
+            let doc = serde_json::to_value(defaults)
+                .map_err(|e| ConfigError::Invalid(format!("defaults: {e}")))?;
+            QueueConfig::from_json(doc, rdq_app::queues::CONFIG_SECTIONS)
                 .map_err(|e| ConfigError::Invalid(format!("defaults: {e}")))?;
         }
         self.callbacks
             .validate()
             .map_err(|e| ConfigError::Invalid(format!("callbacks: {e}")))?;
+        self.http
+            .validate()
+            .map_err(|e| ConfigError::Invalid(format!("http: {e}")))?;
+        self.tls
+            .validate()
+            .map_err(|e| ConfigError::Invalid(format!("tls: {e}")))?;
+        self.telemetry_config()?;
         if self.max_request_bytes < 1024 {
             return Err(ConfigError::Invalid(
                 "max_request_bytes: must be at least 1024".into(),
@@ -162,6 +295,13 @@ impl ServerConfig {
             return Err(ConfigError::OpenOnNetwork(self.listen.clone()));
         }
         Ok(addrs)
+    }
+
+    /// Trace export as `[telemetry]` and the `OTEL_*` environment variables
+    /// configure it; `None` when tracing is off.
+    pub fn telemetry_config(&self) -> Result<Option<rdq_telemetry::TelemetryConfig>, ConfigError> {
+        rdq_telemetry::TelemetryConfig::resolve(&self.telemetry, &|name| std::env::var(name).ok())
+            .map_err(|e| ConfigError::Invalid(e.to_string()))
     }
 
     /// The addresses `listen` names.
@@ -216,6 +356,59 @@ mod tests {
     }
 
     #[test]
+    fn listener_sections_parse_and_bad_combinations_are_refused() {
+        let config = ServerConfig::from_toml(
+            r#"
+            [http]
+            header_read_timeout_ms = 500
+            max_connections = 3
+            [tls]
+            cert = "/etc/rdq/cert.pem"
+            key = "/etc/rdq/key.pem"
+            client_ca = "/etc/rdq/clients.pem"
+            "#,
+        )
+        .unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.http.header_read_timeout_ms, 500);
+        assert_eq!(config.http.max_connections, 3);
+        assert_eq!(config.http.idle_timeout_ms, 120_000);
+        assert!(config.tls.enabled());
+        for bad in [
+            "[tls]\ncert = \"c.pem\"",
+            "[tls]\nkey = \"k.pem\"",
+            "[tls]\nclient_ca = \"ca.pem\"",
+            "[http]\nmax_connections = 0",
+            "[http]\nbody_read_timeout_ms = 0",
+            "[http]\nmax_connections = 9223372036854775807",
+            "[http]\nidle_timeout_ms = 9223372036854775807",
+        ] {
+            let config = ServerConfig::from_toml(bad).unwrap();
+            let err = config.validate().unwrap_err();
+            assert_eq!(err.code(), "INVALID_CONFIG", "{bad}");
+        }
+        let err = ServerConfig::from_toml("[http]\nheader_timeout_ms = 1").unwrap_err();
+        assert!(err.to_string().contains("header_timeout_ms"), "{err}");
+    }
+
+    #[test]
+    fn the_telemetry_section_parses_and_a_bad_endpoint_is_refused() {
+        let config = ServerConfig::from_toml(
+            "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\nservice_name = \"q\"",
+        )
+        .unwrap();
+        assert_eq!(
+            config.telemetry.otlp_endpoint.as_deref(),
+            Some("http://127.0.0.1:4318")
+        );
+        config.validate().unwrap();
+        let bad = ServerConfig::from_toml("[telemetry]\notlp_endpoint = \"ftp://x\"").unwrap();
+        assert_eq!(bad.validate().unwrap_err().code(), "INVALID_CONFIG");
+        let err = ServerConfig::from_toml("[telemetry]\nendpoint = \"http://x\"").unwrap_err();
+        assert!(err.to_string().contains("endpoint"), "{err}");
+    }
+
+    #[test]
     fn a_full_file_parses_and_unknown_fields_are_refused() {
         let config = ServerConfig::from_toml(
             r#"
@@ -240,13 +433,15 @@ mod tests {
         )
         .unwrap();
         config.validate().unwrap();
-        assert_eq!(config.defaults.as_ref().unwrap().max_attempts, 3);
+        assert_eq!(config.defaults.as_ref().unwrap().policy.max_attempts, 3);
         assert_eq!(config.maintenance.reaper_interval_ms, 100);
         assert!(!config.callbacks.allow_loopback);
         let err = ServerConfig::from_toml("lisen = \"127.0.0.1:1\"").unwrap_err();
         assert_eq!(err.code(), "INVALID_CONFIG");
         assert!(err.to_string().contains("lisen"));
         let bad_policy = ServerConfig::from_toml("[defaults]\nmax_attempts = 0").unwrap();
+        assert_eq!(bad_policy.validate().unwrap_err().code(), "INVALID_CONFIG");
+        let bad_policy = ServerConfig::from_toml("[http]\nidle_timeout_ms = 0").unwrap();
         assert_eq!(bad_policy.validate().unwrap_err().code(), "INVALID_CONFIG");
     }
 }

@@ -12,6 +12,9 @@
 //! - bearer-token auth with scopes, an audit log, Prometheus metrics,
 //!   health, readiness and an OpenAPI document;
 //! - the lease reaper and retention pruner, and graceful shutdown ([`server`]).
+//! - the listener ([`listener`]): HTTP/1.1 and HTTP/2 on one port, optional
+//!   HTTPS with client certificates, timeouts for slow and idle clients and a
+//!   connection limit.
 //!
 //! Every use case lives in the application layer (`rdq_app`), shared with
 //! the `rdq` CLI's direct-to-store path; the handlers here only translate
@@ -23,10 +26,14 @@
 pub mod api;
 pub mod callback;
 pub mod config;
+pub mod listener;
 pub mod problem;
 pub mod request;
 pub mod server;
+pub mod ui;
 
-pub use config::{ConfigError, DEFAULT_LISTEN, DEFAULT_STORE, ServerConfig};
+pub use config::{
+    ConfigError, DEFAULT_LISTEN, DEFAULT_STORE, HttpSettings, ServerConfig, TlsSettings,
+};
 pub use problem::ApiError;
 pub use server::{Server, ServerError, shutdown_signal};

@@ -14,7 +14,10 @@ use serde::de::DeserializeOwned;
 
 use crate::problem::ApiError;
 
-/// A JSON request body of type `T`; an empty body reads as `{}`.
+/// A JSON request body of type `T`. Every route that takes one documents
+/// it as required (`docs/openapi.json`), so an empty body (or one of only
+/// whitespace) is refused with 400 `MALFORMED_REQUEST`, like any other
+/// body that is not the JSON value the route takes.
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 
@@ -27,12 +30,12 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = read_body(req, state).await?;
-        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
-            b"{}"
-        } else {
-            &bytes
-        };
-        serde_json::from_slice(bytes)
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(ApiError::malformed(
+                "the request body is empty; this route takes a JSON object",
+            ));
+        }
+        serde_json::from_slice(&bytes)
             .map(JsonBody)
             .map_err(|e| ApiError::malformed(format!("the request body is not valid: {e}")))
     }
@@ -41,7 +44,14 @@ where
 /// Reads the whole body, refusing one over the route's limit with 413.
 pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     Bytes::from_request(req, state).await.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        if let Some(stalled) = crate::listener::BodyStalled::find(&rejection) {
+            // The listener's body-read timeout (`docs/server.md`, "The listener").
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                crate::listener::REQUEST_TIMEOUT,
+                stalled.to_string(),
+            )
+        } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 ErrorCode::PayloadTooLarge.as_str(),

@@ -4,7 +4,8 @@
 //!
 //! Shutdown is one trigger ([`rdq_runtime::shutdown_channel`]) watched by
 //! every part. When it fires: `/readyz` turns 503, the listener stops
-//! accepting and in-flight requests finish (up to `shutdown_grace_ms`), the
+//! accepting and in-flight requests finish (up to `shutdown_grace_ms`;
+//! the listener itself is [`crate::listener`]), the
 //! dispatcher stops claiming and lets running callbacks finish (handing back
 //! what does not finish within the grace), the reaper and pruner stop, and
 //! [`Server::run`] returns.
@@ -25,6 +26,7 @@ use rdq_app::{App, AppParts, AuditLog, Authenticator, Metrics, OutcomeLabel};
 use crate::api::{AppState, route_table};
 use crate::callback::{CallbackTarget, Dispatcher};
 use crate::config::{ConfigError, ServerConfig};
+use crate::listener::{self, TlsAcceptor};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +80,7 @@ impl ServerError {
 pub struct Server {
     listener: TcpListener,
     local_addr: SocketAddr,
+    tls: Option<TlsAcceptor>,
     router: Router,
     state: AppState,
     engine: Engine,
@@ -93,6 +96,8 @@ impl Server {
         let addrs = config.validate()?;
         let auth =
             Authenticator::new(&config.tokens).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        // Certificates are read before binding: a bad file leaves no socket.
+        let tls = tls_acceptor(&config)?;
         let listener = TcpListener::bind(&addrs[..])
             .await
             .map_err(|e| ServerError::Bind {
@@ -103,6 +108,12 @@ impl Server {
             addr: config.listen.clone(),
             why: e.to_string(),
         })?;
+        if tls.is_none() && !local_addr.ip().is_loopback() {
+            warn!(
+                addr = %local_addr,
+                "listening on a network address without TLS: bearer tokens, payloads and lease tokens cross the network in clear text; configure [tls] cert and key (or --tls-cert/--tls-key), see docs/deployment.md"
+            );
+        }
         let audit = match &config.audit_log {
             Some(path) => AuditLog::to_file(path).map_err(|e| ServerError::AuditLog {
                 path: path.display().to_string(),
@@ -112,10 +123,21 @@ impl Server {
         };
         let mut engine = Engine::new(store, Arc::new(SystemClock));
         if let Some(defaults) = &config.defaults {
-            engine = engine.with_fallback_policy(defaults.clone());
+            engine = engine.with_fallback_config(defaults.clone());
         }
         let metrics = Arc::new(Metrics::new());
         let grace = Duration::from_millis(config.shutdown_grace_ms);
+        // Tracing (docs/observability.md): off unless an endpoint is configured.
+        let tracer = match config.telemetry_config()? {
+            Some(t) => {
+                info!(url = %t.traces_url, service = %t.service_name, "OpenTelemetry trace export on");
+                Some(
+                    rdq_telemetry::Tracer::start(t)
+                        .map_err(|e| ConfigError::Invalid(e.to_string()))?,
+                )
+            }
+            None => None,
+        };
         let dispatcher = Arc::new(
             Dispatcher::new(
                 engine.clone(),
@@ -123,7 +145,8 @@ impl Server {
                 Arc::clone(&metrics),
                 grace,
             )
-            .map_err(|e| ServerError::Client(e.to_string()))?,
+            .map_err(|e| ServerError::Client(e.to_string()))?
+            .with_tracer(tracer.clone()),
         );
         if auth.is_open() {
             warn!(
@@ -146,16 +169,17 @@ impl Server {
             // A callback target must pass the server's allowlist, and its
             // host must not resolve to an address the rules refuse (checked
             // again at every connection: DNS can change).
-            policy_check: Some(Arc::new(move |policy| {
+            policy_check: Some(Arc::new(move |config| {
                 let callbacks = callbacks.clone();
                 Box::pin(async move {
-                    match CallbackTarget::from_policy(&policy, &callbacks)? {
+                    match CallbackTarget::from_config(&config, &callbacks)? {
                         Some(target) => callbacks.check_resolved(&target.url).await,
                         None => Ok(()),
                     }
                 })
             })),
             config_changed: Some(Arc::new(move |_queue| refresh.refresh_soon())),
+            tracer: tracer.clone(),
         })
         .await
         .map_err(ServerError::Store)?;
@@ -167,9 +191,16 @@ impl Server {
         );
         let router = route_table(config.max_import_bytes)
             .into_router(state.clone(), config.max_request_bytes);
+        // The gRPC API (docs/grpc.md) on the same address, told apart by
+        // `content-type: application/grpc`.
+        let router = rdq_grpc::router::multiplex(
+            router,
+            rdq_grpc::grpc_router(rdq_grpc::GrpcApi::new(state.app().clone())),
+        );
         Ok(Self {
             listener,
             local_addr,
+            tls,
             router,
             state,
             engine,
@@ -177,6 +208,12 @@ impl Server {
             metrics,
             config,
         })
+    }
+
+    /// The tracer, when tracing is on: flush it after [`Server::run`]
+    /// returns so the last spans are exported.
+    pub fn tracer(&self) -> Option<rdq_telemetry::Tracer> {
+        self.state.app().tracer().cloned()
     }
 
     /// The address actually bound (useful with port 0).
@@ -220,18 +257,20 @@ impl Server {
             stop_all.trigger();
         });
 
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         info!(
             addr = %self.local_addr,
             store = %self.config.store,
-            "rdq-server listening on http://{}",
+            "rdq-server listening on {scheme}://{}",
             self.local_addr
         );
-        let mut http_stop = stop.clone();
-        let mut serving = tokio::spawn(
-            axum::serve(self.listener, self.router)
-                .with_graceful_shutdown(async move { http_stop.wait().await })
-                .into_future(),
-        );
+        let mut serving = tokio::spawn(listener::serve(
+            self.listener,
+            self.router,
+            self.config.http.clone(),
+            self.tls,
+            stop.clone(),
+        ));
         let mut stop_wait = stop.clone();
         let ended_early = tokio::select! {
             () = stop_wait.wait() => None,
@@ -243,16 +282,14 @@ impl Server {
                 self.state.app().start_shutdown();
                 trigger.trigger();
                 match result {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(ServerError::Serve(e.to_string())),
+                    Ok(()) => Ok(()),
                     Err(e) => Err(ServerError::Serve(e.to_string())),
                 }
             }
             None => {
                 let grace = Duration::from_millis(self.config.shutdown_grace_ms);
                 match tokio::time::timeout(grace, &mut serving).await {
-                    Ok(Ok(Ok(()))) => Ok(()),
-                    Ok(Ok(Err(e))) => Err(ServerError::Serve(e.to_string())),
+                    Ok(Ok(())) => Ok(()),
                     Ok(Err(e)) => Err(ServerError::Serve(e.to_string())),
                     Err(_) => {
                         warn!(
@@ -276,6 +313,36 @@ impl Server {
         info!("rdq-server stopped");
         served
     }
+}
+
+/// The listener's TLS acceptor, when `[tls]` configures one.
+#[cfg(feature = "https")]
+fn tls_acceptor(config: &ServerConfig) -> Result<Option<TlsAcceptor>, ServerError> {
+    let (Some(cert), Some(key)) = (&config.tls.cert, &config.tls.key) else {
+        return Ok(None);
+    };
+    let tls = rdq_tls::server::server_config(rdq_tls::server::ServerTlsFiles {
+        cert,
+        key,
+        client_ca: config.tls.client_ca.as_deref(),
+    })
+    .map_err(|e| ConfigError::Invalid(format!("tls: {e}")))?;
+    if config.tls.client_ca.is_some() {
+        info!("TLS client certificates required");
+    }
+    Ok(Some(TlsAcceptor::from(tls)))
+}
+
+/// Without the `https` feature a configured `[tls]` is refused.
+#[cfg(not(feature = "https"))]
+fn tls_acceptor(config: &ServerConfig) -> Result<Option<TlsAcceptor>, ServerError> {
+    if config.tls.enabled() {
+        return Err(ConfigError::Invalid(
+            "tls: this build has no TLS (built without the `https` feature)".into(),
+        )
+        .into());
+    }
+    Ok(None)
 }
 
 /// A future that completes on SIGTERM or SIGINT (Ctrl-C).

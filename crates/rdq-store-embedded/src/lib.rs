@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rdq_engine::{
-    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueCounts, QueuePolicy,
+    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig, QueueCounts,
     RedriveRequest, Store, Submitted,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
@@ -408,13 +408,25 @@ impl Store for EmbeddedStore {
         self.read_blocking(reader::counts).await
     }
 
-    async fn get_config(&self, queue: &str) -> Result<Option<QueuePolicy>, EngineError> {
+    async fn oldest_pending(&self, queue: &str) -> Result<Option<TaskId>, EngineError> {
+        let queue = queue.to_owned();
+        self.read_blocking(move |conn| reader::oldest_pending(conn, &queue))
+            .await
+    }
+
+    async fn dead_groups(&self, queue: &str) -> Result<Vec<rdq_engine::DeadGroup>, EngineError> {
+        let queue = queue.to_owned();
+        self.read_blocking(move |conn| reader::dead_groups(conn, &queue))
+            .await
+    }
+
+    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
         self.inner
             .readers
             .with(|conn| reader::get_config(conn, queue))
     }
 
-    async fn put_config(&self, queue: &str, policy: &QueuePolicy) -> Result<(), EngineError> {
+    async fn put_config(&self, queue: &str, policy: &QueueConfig) -> Result<(), EngineError> {
         let policy = serde_json::to_string(policy).map_err(|e| {
             EngineError::InvalidPolicy(format!("the policy does not serialise: {e}"))
         })?;

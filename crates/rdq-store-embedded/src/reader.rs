@@ -14,7 +14,7 @@ use std::sync::{Mutex, PoisonError};
 
 use rdq_engine::glob::Glob;
 use rdq_engine::store::MAX_PAGE;
-use rdq_engine::{EngineError, ListOrder, ListQuery, Page, QueueCounts, QueuePolicy};
+use rdq_engine::{EngineError, ListOrder, ListQuery, Page, QueueConfig, QueueCounts};
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -253,12 +253,12 @@ pub(crate) fn counts(conn: &Connection) -> Result<Vec<QueueCounts>, EngineError>
 pub(crate) fn get_config(
     conn: &Connection,
     queue: &str,
-) -> Result<Option<QueuePolicy>, EngineError> {
+) -> Result<Option<QueueConfig>, EngineError> {
     let parsed = conn
         .prepare_cached("SELECT policy FROM queues WHERE name = ?1")
         .and_then(|mut stmt| {
             stmt.query_row([queue], |row| {
-                Ok(serde_json::from_slice::<QueuePolicy>(bytes(row, 0)?))
+                Ok(serde_json::from_slice::<QueueConfig>(bytes(row, 0)?))
             })
             .optional()
         })
@@ -388,4 +388,54 @@ fn verify_snapshot(conn: &Connection) -> Result<Vec<String>, EngineError> {
         ));
     }
     Ok(problems)
+}
+
+/// `queue`'s DLQ grouped by latest error type, from one grouped scan of the
+/// DLQ's index; the newest of each group read by id.
+pub(crate) fn dead_groups(
+    conn: &Connection,
+    queue: &str,
+) -> Result<Vec<rdq_engine::DeadGroup>, EngineError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT error_type, count(*), max(id) FROM tasks \
+             WHERE queue = ?1 AND status = 3 GROUP BY error_type",
+        )
+        .map_err(sql)?;
+    let mut rows = stmt.query(params![queue]).map_err(sql)?;
+    let mut found = Vec::new();
+    while let Some(row) = rows.next().map_err(sql)? {
+        let error_type = text(row, 0).map_err(sql)?.map(str::to_owned);
+        let count: i64 = row.get(1).map_err(sql)?;
+        let newest = task_id(bytes(row, 2).map_err(sql)?)?;
+        found.push((error_type, u64::try_from(count).unwrap_or(0), newest));
+    }
+    let mut groups = Vec::with_capacity(found.len());
+    for (error_type, count, id) in found {
+        groups.push(rdq_engine::DeadGroup {
+            error_type,
+            count,
+            newest: get(conn, id)?,
+        });
+    }
+    rdq_engine::store::sort_groups(&mut groups);
+    Ok(groups)
+}
+
+/// The lowest id among `queue`'s PENDING tasks, from the claim index.
+pub(crate) fn oldest_pending(
+    conn: &Connection,
+    queue: &str,
+) -> Result<Option<TaskId>, EngineError> {
+    let mut stmt = conn
+        .prepare_cached("SELECT min(id) FROM tasks WHERE queue = ?1 AND status = 0")
+        .map_err(sql)?;
+    let mut rows = stmt.query(params![queue]).map_err(sql)?;
+    match rows.next().map_err(sql)? {
+        Some(row) => match row.get_ref(0).map_err(sql)? {
+            ValueRef::Blob(b) => Ok(Some(task_id(b)?)),
+            _ => Ok(None),
+        },
+        None => Ok(None),
+    }
 }

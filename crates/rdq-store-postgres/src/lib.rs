@@ -27,6 +27,7 @@ mod reads;
 mod schema;
 mod sql;
 mod temporary;
+mod tls;
 mod writes;
 
 use std::sync::Arc;
@@ -34,7 +35,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rdq_engine::{
-    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueCounts, QueuePolicy,
+    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig, QueueCounts,
     RedriveRequest, Store, Submitted,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
@@ -52,6 +53,7 @@ use rdq_engine::batch::Batcher;
 
 pub use crate::options::{DEFAULT_SCHEMA, PostgresOptions};
 pub use crate::schema::SCHEMA_VERSION;
+pub use crate::tls::{PostgresTls, SslMode};
 
 /// Grouped writes running at once (each on its own connection), so that one
 /// group's commit overlaps the next group's statement.
@@ -102,6 +104,7 @@ impl Drop for Started {
 /// What the store's operations and background tasks share.
 pub(crate) struct Shared {
     pub(crate) config: Config,
+    pub(crate) tls: tls::PostgresTls,
     pub(crate) pool: Pool,
     pub(crate) sql: Sql,
     pub(crate) schema: String,
@@ -253,6 +256,7 @@ impl PostgresStore {
         options.config.application_name(&options.schema);
         let temporary = TemporarySchema {
             config: options.config.clone(),
+            tls: options.tls.clone(),
             schema: options.schema.clone(),
         };
         let store = Self::build(options, Some(temporary));
@@ -263,11 +267,17 @@ impl PostgresStore {
     fn build(options: PostgresOptions, temporary: Option<TemporarySchema>) -> Self {
         let origin = format!("{:x}", TaskId::generate().as_u128());
         let shared = Shared {
-            pool: Pool::new(options.config.clone(), options.pool_size, options.wait),
+            pool: Pool::new(
+                options.config.clone(),
+                options.tls.clone(),
+                options.pool_size,
+                options.wait,
+            ),
             sql: Sql::new(&options.schema),
             channel: format!("rdq_{}", options.schema),
             schema: options.schema,
             config: options.config,
+            tls: options.tls,
             origin,
             work: Arc::new(Notify::new()),
             policies: PolicyCache::default(),
@@ -456,12 +466,22 @@ impl Store for PostgresStore {
         reads::counts(self.shared()).await
     }
 
-    async fn get_config(&self, queue: &str) -> Result<Option<QueuePolicy>, EngineError> {
+    async fn oldest_pending(&self, queue: &str) -> Result<Option<TaskId>, EngineError> {
+        self.started().await?;
+        reads::oldest_pending(self.shared(), queue).await
+    }
+
+    async fn dead_groups(&self, queue: &str) -> Result<Vec<rdq_engine::DeadGroup>, EngineError> {
+        self.started().await?;
+        reads::dead_groups(self.shared(), queue).await
+    }
+
+    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
         self.started().await?;
         reads::get_config(self.shared(), queue).await
     }
 
-    async fn put_config(&self, queue: &str, policy: &QueuePolicy) -> Result<(), EngineError> {
+    async fn put_config(&self, queue: &str, policy: &QueueConfig) -> Result<(), EngineError> {
         self.started().await?;
         writes::put_config(self.shared(), queue, policy).await
     }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::mpsc;
-use tokio_postgres::{AsyncMessage, NoTls, Notification};
+use tokio_postgres::{AsyncMessage, Notification};
 
 use crate::Shared;
 
@@ -42,8 +42,8 @@ pub(crate) async fn run(shared: Arc<Shared>) {
 }
 
 /// One listening session: returns when its connection ends.
-async fn listen(shared: &Shared) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = shared.config.connect(NoTls).await?;
+async fn listen(shared: &Shared) -> Result<(), crate::error::Failure> {
+    let (client, mut connection) = crate::tls::connect(&shared.config, &shared.tls).await?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Notification>();
     let driver = tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));

@@ -12,6 +12,8 @@ use std::time::Duration;
 use rdq_engine::EngineError;
 use tokio_postgres::Config;
 
+use crate::tls::{PostgresTls, SslParams};
+
 /// The schema rdq creates and owns when the URL names none.
 pub const DEFAULT_SCHEMA: &str = "rdq";
 
@@ -40,6 +42,9 @@ pub struct PostgresOptions {
     pub wait: Duration,
     /// Most tasks written by one grouped submit or settle statement; default 1,000.
     pub max_group: usize,
+    /// TLS as libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey` and
+    /// `sslsni` in the URL ask (`docs/stores/postgres.md`, "TLS").
+    pub tls: PostgresTls,
 }
 
 impl std::fmt::Debug for PostgresOptions {
@@ -51,6 +56,7 @@ impl std::fmt::Debug for PostgresOptions {
             .field("pool_size", &self.pool_size)
             .field("wait", &self.wait)
             .field("max_group", &self.max_group)
+            .field("tls", &self.tls.mode())
             .finish()
     }
 }
@@ -60,7 +66,8 @@ impl PostgresOptions {
     ///
     /// Refuses with `INVALID_ARGUMENT` a URL of another scheme, a schema
     /// name outside `[a-z_][a-z0-9_]*`, a number that does not parse, or a
-    /// connection parameter `tokio-postgres` does not know.
+    /// connection parameter `tokio-postgres` does not know, and TLS settings
+    /// libpq would refuse (or a certificate file that cannot be read).
     pub fn from_url(url: &str) -> Result<Self, EngineError> {
         let invalid = |why: String| EngineError::InvalidArgument(why);
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
@@ -75,7 +82,11 @@ impl PostgresOptions {
         let mut max_group = 1_000usize;
         let mut passed_on = url::form_urlencoded::Serializer::new(String::new());
         let mut application_name = false;
+        let mut ssl = SslParams::default();
         for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
+            if ssl.take(&key, &value)? {
+                continue;
+            }
             let number = |what: &str| {
                 value
                     .parse::<u64>()
@@ -104,6 +115,9 @@ impl PostgresOptions {
         if !application_name {
             config.application_name("rdq");
         }
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let tls = PostgresTls::resolve(ssl, home.as_deref())?;
+        config.ssl_mode(tls.wire_mode());
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(5));
         }
@@ -116,6 +130,7 @@ impl PostgresOptions {
             pool_size: pool_size.max(1),
             wait,
             max_group: max_group.max(1),
+            tls,
         })
     }
 }

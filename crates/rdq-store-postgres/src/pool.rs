@@ -22,10 +22,11 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::{Client, Config, Statement};
 
-use crate::error::{Failure, classify};
+use crate::error::Failure;
 use crate::sql::{Q, Sql};
+use crate::tls::PostgresTls;
 
 /// One connection and the statements prepared on it.
 pub(crate) struct Conn {
@@ -48,6 +49,7 @@ impl Conn {
 /// The pool: up to `size` connections, opened on demand.
 pub(crate) struct Pool {
     config: Config,
+    tls: PostgresTls,
     idle: Mutex<Vec<Conn>>,
     permits: Semaphore,
     size: usize,
@@ -78,9 +80,10 @@ impl Lease<'_> {
 
 impl Pool {
     /// A pool of at most `size` connections to `config`.
-    pub(crate) fn new(config: Config, size: usize, wait: Duration) -> Self {
+    pub(crate) fn new(config: Config, tls: PostgresTls, size: usize, wait: Duration) -> Self {
         Self {
             config,
+            tls,
             idle: Mutex::new(Vec::with_capacity(size)),
             permits: Semaphore::new(size),
             size,
@@ -120,7 +123,7 @@ impl Pool {
         }
         let mut backoff = Duration::from_millis(20);
         loop {
-            match connect(&self.config).await {
+            match connect(&self.config, &self.tls).await {
                 Ok(client) => {
                     return Ok(Lease {
                         pool: self,
@@ -151,8 +154,8 @@ impl Pool {
 }
 
 /// Opens one connection, its I/O driven by a task of its own.
-pub(crate) async fn connect(config: &Config) -> Result<Client, Failure> {
-    let (client, connection) = config.connect(NoTls).await.map_err(|e| classify(&e))?;
+pub(crate) async fn connect(config: &Config, tls: &PostgresTls) -> Result<Client, Failure> {
+    let (client, connection) = crate::tls::connect(config, tls).await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "a PostgreSQL connection closed");

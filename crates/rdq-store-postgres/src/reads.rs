@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use rdq_engine::glob::Glob;
 use rdq_engine::store::MAX_PAGE;
-use rdq_engine::{EngineError, ListOrder, ListQuery, Page, QueueCounts, QueuePolicy};
+use rdq_engine::{EngineError, ListOrder, ListQuery, Page, QueueConfig, QueueCounts};
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use uuid::Uuid;
 
@@ -189,7 +189,7 @@ async fn fold_counts(shared: &Shared) {
 pub(crate) async fn get_config(
     shared: &Shared,
     queue: &str,
-) -> Result<Option<QueuePolicy>, EngineError> {
+) -> Result<Option<QueueConfig>, EngineError> {
     if let Some(cached) = shared.policies.get(queue) {
         return Ok(cached);
     }
@@ -201,7 +201,7 @@ pub(crate) async fn get_config(
     })?;
     let policy = match text {
         None => None,
-        Some(text) => Some(serde_json::from_str::<QueuePolicy>(&text).map_err(|e| {
+        Some(text) => Some(serde_json::from_str::<QueueConfig>(&text).map_err(|e| {
             EngineError::CorruptStore(format!(
                 "the stored policy of queue {queue} does not parse: {e}"
             ))
@@ -209,4 +209,51 @@ pub(crate) async fn get_config(
     };
     shared.policies.insert(queue, policy.clone(), epoch);
     Ok(policy)
+}
+
+/// `queue`'s DLQ grouped by latest error type, with the newest envelope of
+/// each group, in one statement over the DLQ's index. (PostgreSQL has no
+/// `max(uuid)`; a uuid's text form sorts as its bytes do.)
+pub(crate) async fn dead_groups(
+    shared: &Shared,
+    queue: &str,
+) -> Result<Vec<rdq_engine::DeadGroup>, EngineError> {
+    let s = shared.sql.schema().to_owned();
+    let text = format!(
+        "SELECT g.error_type, g.n, t.envelope, t.status, t.claimed_at, t.lease_expires_at
+         FROM (SELECT error_type, count(*) AS n, max(id::text)::uuid AS newest
+               FROM {s}.tasks WHERE queue = $1 AND status = 3 GROUP BY error_type) g
+         JOIN {s}.tasks t ON t.id = g.newest"
+    );
+    let mut groups = retrying!(shared, Retry::Always, |conn, _applied| {
+        let rows = conn.client.query(text.as_str(), &[&queue]).await?;
+        let mut groups = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let error_type: Option<&[u8]> = row.try_get(0)?;
+            let count: i64 = row.try_get(1)?;
+            groups.push(rdq_engine::DeadGroup {
+                error_type: error_type.map(|t| String::from_utf8_lossy(t).into_owned()),
+                count: u64::try_from(count).unwrap_or(0),
+                newest: stored_envelope(row, 2)?,
+            });
+        }
+        Ok(groups)
+    })?;
+    rdq_engine::store::sort_groups(&mut groups);
+    Ok(groups)
+}
+
+/// The lowest id among `queue`'s PENDING tasks, from the claim index (a
+/// uuid's text form sorts as its bytes do).
+pub(crate) async fn oldest_pending(
+    shared: &Shared,
+    queue: &str,
+) -> Result<Option<TaskId>, EngineError> {
+    let s = shared.sql.schema().to_owned();
+    let text = format!("SELECT min(id::text)::uuid FROM {s}.tasks WHERE queue = $1 AND status = 0");
+    retrying!(shared, Retry::Always, |conn, _applied| {
+        let row = conn.client.query_one(text.as_str(), &[&queue]).await?;
+        let id: Option<Uuid> = row.try_get(0)?;
+        Ok(id.map(crate::columns::task_id_of))
+    })
 }

@@ -145,6 +145,11 @@ impl Sql {
         }
     }
 
+    /// The schema these statements run in.
+    pub(crate) fn schema(&self) -> &str {
+        &self.schema
+    }
+
     /// The text of `q`.
     pub(crate) fn text(&self, q: Q) -> String {
         let s = &self.schema;

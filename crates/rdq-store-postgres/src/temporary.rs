@@ -7,6 +7,8 @@ use std::time::Duration;
 use rdq_envelope::TaskId;
 use tokio_postgres::Config;
 
+use crate::tls::PostgresTls;
+
 /// A fresh schema name: `rdq_tmp_` and a new ULID, so names never collide
 /// across processes and tell when they were made.
 pub(crate) fn fresh_schema() -> String {
@@ -16,6 +18,7 @@ pub(crate) fn fresh_schema() -> String {
 /// Owns a temporary schema; dropping it drops the schema.
 pub(crate) struct TemporarySchema {
     pub(crate) config: Config,
+    pub(crate) tls: PostgresTls,
     pub(crate) schema: String,
 }
 
@@ -25,10 +28,11 @@ impl Drop for TemporarySchema {
         // the cleanup gets a thread and a small runtime of its own, and the
         // caller waits for it: the schema is gone when the store is.
         let config = self.config.clone();
+        let tls = self.tls.clone();
         let schema = std::mem::take(&mut self.schema);
         let worker = std::thread::Builder::new()
             .name("rdq-drop-schema".into())
-            .spawn(move || drop_schema(config, &schema));
+            .spawn(move || drop_schema(config, &tls, &schema));
         match worker.map(std::thread::JoinHandle::join) {
             Ok(Ok(Ok(()))) => {}
             Ok(Ok(Err(e))) => tracing::warn!(error = %e, "cannot drop a temporary rdq schema"),
@@ -37,7 +41,7 @@ impl Drop for TemporarySchema {
     }
 }
 
-fn drop_schema(config: Config, schema: &str) -> Result<(), String> {
+fn drop_schema(config: Config, tls: &PostgresTls, schema: &str) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -46,7 +50,7 @@ fn drop_schema(config: Config, schema: &str) -> Result<(), String> {
         let mut config = config;
         config.application_name("rdq-cleanup");
         config.connect_timeout(Duration::from_secs(5));
-        let client = crate::pool::connect(&config)
+        let client = crate::pool::connect(&config, tls)
             .await
             .map_err(|e| e.to_string())?;
         // The store's own connections may still be open (idle, or holding a

@@ -209,7 +209,13 @@ impl Broker {
                     }
                 }
             }
-            match Connection::connect(&self.options.uri, self.properties()).await {
+            match crate::tls::connect(
+                &self.options.uri,
+                self.properties(),
+                self.options.tls.as_ref(),
+            )
+            .await
+            {
                 Ok(connection) => {
                     let connection = Arc::new(connection);
                     *self.current.write().unwrap_or_else(PoisonError::into_inner) =
@@ -223,7 +229,7 @@ impl Broker {
                     self.generation.send_modify(|g| *g += 1);
                     return Ok(connection);
                 }
-                Err(e) if first => return Err(e.into()),
+                Err(e) if first => return Err(e),
                 Err(e) => {
                     failures += 1;
                     warn!(error = %e, failures, "reconnecting to RabbitMQ failed");

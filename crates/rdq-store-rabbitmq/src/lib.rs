@@ -39,6 +39,7 @@ mod leases;
 mod options;
 mod queue;
 mod store;
+mod tls;
 pub mod topology;
 pub mod wire;
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 use url::Url;
 
 use crate::error::RabbitError;
+use crate::tls::TlsParams;
 
 /// How a lost connection is redialled: a bounded, jittered exponential
 /// backoff. The first connection is never retried (a process that cannot
@@ -90,6 +91,9 @@ pub struct RabbitOptions {
     pub reconnect: ReconnectPolicy,
     /// Most dead letters read by one DLQ listing or redrive (default 100,000).
     pub dlq_scan_limit: usize,
+    /// TLS for an `amqps://` URL (`?tls_ca=`, `?tls_cert=`, `?tls_key=`,
+    /// `?tls_server_name=`; `docs/stores/rabbitmq.md`, "TLS"); `None` for `amqp://`.
+    pub tls: Option<rdq_tls::client::ClientTls>,
 }
 
 impl Default for RabbitOptions {
@@ -107,12 +111,15 @@ impl Default for RabbitOptions {
             connection_name: None,
             reconnect: ReconnectPolicy::default(),
             dlq_scan_limit: 100_000,
+            tls: None,
         }
     }
 }
 
 impl RabbitOptions {
-    /// Reads `amqp://user:pass@host:port/vhost?option=value&…`. The store's
+    /// Reads `amqp://user:pass@host:port/vhost?option=value&…` (or
+    /// `amqps://…` for TLS, with the TLS parameters of
+    /// `docs/stores/rabbitmq.md`). The store's
     /// options are taken out of the query; the rest (`heartbeat`,
     /// `frame_max`, …) is left for the AMQP client.
     ///
@@ -129,16 +136,23 @@ impl RabbitOptions {
     pub fn from_url(url: &str) -> Result<Self, RabbitError> {
         let mut parsed =
             Url::parse(url).map_err(|e| RabbitError::InvalidUrl(format!("{url}: {e}")))?;
-        if parsed.scheme() != "amqp" {
-            return Err(RabbitError::InvalidUrl(format!(
-                "{}:// is not supported (this build speaks plain amqp://, no TLS)",
-                parsed.scheme()
-            )));
-        }
+        let tls = match parsed.scheme() {
+            "amqp" => false,
+            "amqps" => true,
+            other => {
+                return Err(RabbitError::InvalidUrl(format!(
+                    "{other}:// is not supported: use amqp:// or amqps:// (TLS)"
+                )));
+            }
+        };
         let mut options = Self::default();
         let mut rest: Vec<(String, String)> = Vec::new();
+        let mut tls_params = TlsParams::default();
         for (key, value) in parsed.query_pairs() {
             let (key, value) = (key.into_owned(), value.into_owned());
+            if tls_params.take(&key, &value) {
+                continue;
+            }
             let bad = |what: &str| RabbitError::InvalidUrl(format!("{key}={value}: {what}"));
             match key.as_str() {
                 "prefetch" => {
@@ -197,6 +211,7 @@ impl RabbitOptions {
             parsed.query_pairs_mut().clear().extend_pairs(rest);
         }
         options.uri = parsed.to_string();
+        options.tls = tls_params.resolve(tls)?;
         Ok(options)
     }
 
@@ -226,7 +241,9 @@ mod tests {
     #[test]
     fn bad_parameters_and_schemes_are_refused() {
         assert!(RabbitOptions::from_url("amqp://h/?prefetch=0").is_err());
-        assert!(RabbitOptions::from_url("amqps://h/").is_err());
+        assert!(RabbitOptions::from_url("amqps://h/").is_ok_and(|o| o.tls.is_some()));
+        assert!(RabbitOptions::from_url("amqpx://h/").is_err());
+        assert!(RabbitOptions::from_url("amqp://h/?tls_ca=/ca.pem").is_err());
         assert!(RabbitOptions::from_url("not a url").is_err());
     }
 

@@ -41,14 +41,16 @@ impl Conn {
         if options.cluster {
             let mut nodes = vec![options.url.clone()];
             nodes.extend(options.cluster_nodes.iter().cloned());
-            let client = redis::cluster::ClusterClient::builder(nodes)
+            let client = options
+                .tls
+                .cluster(redis::cluster::ClusterClient::builder(nodes))
                 .connection_timeout(CONNECT_TIMEOUT)
                 .response_timeout(RESPONSE_TIMEOUT)
                 .retries(6)
                 .build()?;
             return Ok(Self::Cluster(client.get_async_connection().await?));
         }
-        let client = redis::Client::open(options.url.as_str())?;
+        let client = options.tls.client(options.url.as_str())?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(RESPONSE_TIMEOUT))

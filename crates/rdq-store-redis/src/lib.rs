@@ -25,6 +25,7 @@ mod options;
 mod reads;
 mod scripts;
 mod stored;
+mod tls;
 mod writes;
 
 use std::collections::HashMap;
@@ -32,8 +33,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use rdq_engine::{
-    Capabilities, EngineError, LeaseToken, LeasedUpdate, ListQuery, NewTask, Page, QueueCounts,
-    QueuePolicy, RedriveRequest, Store, Submitted,
+    Capabilities, EngineError, LeaseToken, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig,
+    QueueCounts, RedriveRequest, Store, Submitted,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::{Notify, OnceCell, oneshot};
@@ -47,6 +48,7 @@ use crate::scripts::Scripts;
 use rdq_engine::batch::Batcher;
 
 pub use crate::options::{DEFAULT_PREFIX, RedisOptions};
+pub use crate::tls::RedisTls;
 
 /// Grouped writes running at once, so that one group's round trip overlaps
 /// the next group's.
@@ -350,12 +352,12 @@ impl Store for RedisStore {
         reads::counts(self.shared()).await
     }
 
-    async fn get_config(&self, queue: &str) -> Result<Option<QueuePolicy>, EngineError> {
+    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
         self.started().await;
         reads::get_config(self.shared(), queue).await
     }
 
-    async fn put_config(&self, queue: &str, policy: &QueuePolicy) -> Result<(), EngineError> {
+    async fn put_config(&self, queue: &str, policy: &QueueConfig) -> Result<(), EngineError> {
         admin::put_config(self.shared(), queue, policy).await
     }
 

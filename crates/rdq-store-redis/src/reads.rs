@@ -6,7 +6,7 @@ use futures::FutureExt;
 use futures::future::try_join_all;
 use rdq_engine::glob::Glob;
 use rdq_engine::store::{MAX_PAGE, latest_error_type};
-use rdq_engine::{EngineError, LeaseToken, ListOrder, ListQuery, Page, QueueCounts, QueueConfig};
+use rdq_engine::{EngineError, LeaseToken, ListOrder, ListQuery, Page, QueueConfig, QueueCounts};
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 
 use crate::Shared;

@@ -9,6 +9,7 @@
 
 pub mod dead;
 pub mod health;
+pub mod insights;
 pub mod openapi;
 pub mod queues;
 pub mod tasks;
@@ -148,6 +149,7 @@ impl RouteTable {
     /// The router, with the body limit and problem+json fallbacks.
     pub fn into_router(self, state: AppState, max_request_bytes: usize) -> Router {
         self.router
+            .merge(crate::ui::router())
             .fallback(route_not_found)
             .method_not_allowed_fallback(method_not_allowed)
             .layer(DefaultBodyLimit::max(max_request_bytes))
@@ -178,6 +180,14 @@ pub fn route_table(max_import_bytes: usize) -> RouteTable {
             dead::redrive,
         )
         .add(Method::GET, "/v1/queues/{queue}/dead/export", dead::export)
+        .add(
+            Method::GET,
+            "/v1/queues/{queue}/dead/breakdown",
+            insights::breakdown,
+        )
+        .add(Method::GET, "/v1/whoami", insights::whoami)
+        .add(Method::GET, "/v1/overview", insights::overview)
+        .add(Method::GET, "/v1/audit", insights::audit)
         .add(Method::GET, "/v1/queues/{queue}/dead/{id}", dead::get)
         .add_router(
             Method::POST,

@@ -81,8 +81,11 @@ pub async fn put_config(
     State(state): State<AppState>,
     caller: Caller,
     PathArgs(queue): PathArgs<String>,
-    JsonBody(patch): JsonBody<Value>,
+    JsonBody(mut patch): JsonBody<Value>,
 ) -> Result<Response, ApiError> {
+    // `668.0` is the integer 668 wherever the document says integer; a
+    // body rule's values are compared as written, so they stay as sent.
+    rdq_api::int::normalize_integers(&mut patch, &["equals", "not_equals"]);
     let next = state
         .app()
         .set_queue_config(&caller, &queue, &patch)

@@ -16,17 +16,34 @@ use crate::request::{JsonBody, PathArgs};
 /// Most submits in one batch.
 pub const MAX_SUBMIT_BATCH: usize = rdq_api::MAX_SUBMIT_BATCH;
 
+/// Longest `Idempotency-Key` header, in bytes (as the body's `idempotency_key`).
+const MAX_IDEMPOTENCY_KEY_HEADER: usize = 255;
+
+/// The `Idempotency-Key` header, if present. A present header must be a key
+/// (1 to 255 bytes of visible ASCII), whether or not the body has one, so
+/// a malformed header is refused instead of silently ignored.
+fn idempotency_header(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY_HEADER) else {
+        return Ok(None);
+    };
+    match value.to_str() {
+        Ok(key) if !key.is_empty() && key.len() <= MAX_IDEMPOTENCY_KEY_HEADER => {
+            Ok(Some(key.to_owned()))
+        }
+        _ => Err(ApiError::invalid_field(
+            "Idempotency-Key",
+            format!("the header must be 1 to {MAX_IDEMPOTENCY_KEY_HEADER} bytes of visible ASCII"),
+        )),
+    }
+}
+
 /// Fills what a submit takes from request headers: an `Idempotency-Key`
 /// when the body has no key, and W3C `traceparent` into the envelope's
 /// headers unless the body has one (trace context rides there,
 /// `docs/envelope.md`).
-fn from_headers(body: &mut SubmitBody, headers: &HeaderMap) {
-    if body.idempotency_key.is_none()
-        && let Some(key) = headers
-            .get(IDEMPOTENCY_KEY_HEADER)
-            .and_then(|v| v.to_str().ok())
-    {
-        body.idempotency_key = Some(key.to_owned());
+fn from_headers(body: &mut SubmitBody, headers: &HeaderMap, key: Option<String>) {
+    if body.idempotency_key.is_none() {
+        body.idempotency_key = key;
     }
     if !body.headers.contains_key("traceparent")
         && let Some(tp) = headers.get("traceparent").and_then(|v| v.to_str().ok())
@@ -43,7 +60,8 @@ pub async fn submit(
     headers: HeaderMap,
     JsonBody(mut body): JsonBody<SubmitBody>,
 ) -> Result<Response, ApiError> {
-    from_headers(&mut body, &headers);
+    let key = idempotency_header(&headers)?;
+    from_headers(&mut body, &headers, key);
     let submitted = state.app().submit(&caller, body).await?;
     let (status, env) = match &submitted {
         Submitted::Created(env) => (StatusCode::CREATED, env),
@@ -81,9 +99,7 @@ pub async fn submit_batch(
                 AppError::malformed(format!("tasks[{i}] is not a valid submit: {e}"))
             })?;
             // An idempotency key header would make every item one task.
-            let key = body.idempotency_key.take();
-            from_headers(&mut body, &headers);
-            body.idempotency_key = key;
+            from_headers(&mut body, &headers, None);
             Ok(body)
         })
         .collect();

@@ -47,6 +47,7 @@ pub struct Dispatcher {
     metrics: Arc<Metrics>,
     shutdown_grace: Duration,
     refresh: Notify,
+    tracer: Option<rdq_telemetry::Tracer>,
 }
 
 /// What one queue's handler needs; the target is swapped in place when the
@@ -58,6 +59,9 @@ struct QueueDispatch {
     metrics: Arc<Metrics>,
     excerpt_bytes: usize,
     max_retry_after: Duration,
+    tracer: Option<rdq_telemetry::Tracer>,
+    grpc: Arc<super::grpc::Channels>,
+    address_policy: super::address::AddressPolicy,
 }
 
 struct Running {
@@ -95,7 +99,16 @@ impl Dispatcher {
             metrics,
             shutdown_grace,
             refresh: Notify::new(),
+            tracer: None,
         })
+    }
+
+    /// Records a CLIENT span per callback request, whose context the target
+    /// receives as `traceparent`, and the attempt's CONSUMER span
+    /// (`docs/observability.md`); `None` records nothing.
+    pub fn with_tracer(mut self, tracer: Option<rdq_telemetry::Tracer>) -> Self {
+        self.tracer = tracer;
+        self
     }
 
     /// Asks for a reconcile now (after this server changed a queue's config).
@@ -205,6 +218,9 @@ impl Dispatcher {
                 metrics: Arc::clone(&self.metrics),
                 excerpt_bytes: self.settings.body_excerpt_bytes,
                 max_retry_after: Duration::from_millis(self.settings.max_retry_after_ms),
+                tracer: self.tracer.clone(),
+                grpc: Arc::default(),
+                address_policy: self.settings.address_policy(),
             });
             let config = WorkerConfig {
                 queues: vec![queue.clone()],
@@ -250,6 +266,24 @@ async fn dispatch_one(dispatch: Arc<QueueDispatch>, task: Arc<Task>) -> Settleme
         .open_attempt()
         .map_or(env.attempt_count, |a| a.attempt_no);
     let started = Instant::now();
+    if target.is_grpc() {
+        let settlement = super::grpc::call(
+            &dispatch.grpc,
+            &dispatch.address_policy,
+            &target,
+            env,
+            attempt,
+            dispatch.excerpt_bytes,
+        )
+        .await;
+        dispatch
+            .metrics
+            .dispatch_latency(&dispatch.queue, started.elapsed());
+        dispatch
+            .metrics
+            .outcome(&dispatch.queue, label(&settlement));
+        return settlement;
+    }
     let mut request = dispatch
         .client
         .post(target.url.clone())
@@ -258,11 +292,19 @@ async fn dispatch_one(dispatch: Arc<QueueDispatch>, task: Arc<Task>) -> Settleme
         .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
         .header(TASK_ID_HEADER, env.id.to_string())
         .header(ATTEMPT_HEADER, attempt.to_string());
-    if let Some(tp) = env
-        .headers
-        .get("traceparent")
-        .and_then(|v| HeaderValue::from_str(v).ok())
-    {
+    // Tracing on: the request's own span context; off: the submitter's, as stored.
+    let traced = dispatch
+        .tracer
+        .as_ref()
+        .map(|t| t.start_dispatch(env, attempt));
+    let traceparent = match &traced {
+        Some(span) => HeaderValue::from_str(&span.traceparent()).ok(),
+        None => env
+            .headers
+            .get("traceparent")
+            .and_then(|v| HeaderValue::from_str(v).ok()),
+    };
+    if let Some(tp) = traceparent {
         request = request.header("traceparent", tp);
     }
     let result = match request.body(env.encode()).send().await {
@@ -277,6 +319,9 @@ async fn dispatch_one(dispatch: Arc<QueueDispatch>, task: Arc<Task>) -> Settleme
         dispatch.max_retry_after,
         SystemTime::now(),
     );
+    if let (Some(tracer), Some(span)) = (&dispatch.tracer, traced) {
+        trace_dispatch(tracer, span, env, attempt, &target, &result, &settlement);
+    }
     dispatch
         .metrics
         .dispatch_latency(&dispatch.queue, started.elapsed());
@@ -344,6 +389,59 @@ fn error_chain(e: &reqwest::Error) -> String {
     } else {
         parts.join(": ")
     }
+}
+
+/// Records a callback's CLIENT span and its attempt's CONSUMER span.
+fn trace_dispatch(
+    tracer: &rdq_telemetry::Tracer,
+    span: rdq_telemetry::Dispatch,
+    env: &rdq_envelope::Envelope,
+    attempt: u32,
+    target: &CallbackTarget,
+    result: &CallResult,
+    settlement: &Settlement,
+) {
+    let status_text;
+    let (status_code, error_type) = match result {
+        CallResult::Answered { status, .. } if *status >= 400 => {
+            status_text = status.to_string();
+            (Some(*status), Some(status_text.as_str()))
+        }
+        CallResult::Answered { status, .. } => (Some(*status), None),
+        CallResult::TimedOut => (None, Some("timeout")),
+        CallResult::ConnectFailed(_) => (None, Some("connect")),
+        CallResult::Failed(_) => (None, Some("transport")),
+    };
+    let url = target.display_url();
+    span.finish(
+        tracer,
+        env,
+        &rdq_telemetry::DispatchResult {
+            host: target.url.host_str().unwrap_or(""),
+            port: target.url.port_or_known_default(),
+            url: &url,
+            status_code,
+            error_type,
+        },
+    );
+    let failure = match settlement {
+        Settlement::Failure { error, .. } | Settlement::FailureWithRetry { error, .. } => {
+            Some(error.error_type.as_str())
+        }
+        _ => None,
+    };
+    tracer.record_attempt(&rdq_telemetry::Attempt {
+        task: env.id,
+        queue: &env.queue,
+        handler_ref: &env.handler_ref,
+        traceparent: env.headers.get("traceparent").map(String::as_str),
+        attempt_no: attempt,
+        started_ms: env
+            .open_attempt()
+            .map_or_else(|| env.created_at.unix_ms(), |a| a.started_at.unix_ms()),
+        outcome: label(settlement).as_str(),
+        error_type: failure,
+    });
 }
 
 fn label(settlement: &Settlement) -> OutcomeLabel {

@@ -6,10 +6,12 @@
 //! - [`address`]: which addresses a callback may reach, checked on every connection;
 //! - [`target`]: a queue's target, parsed and checked when it is configured;
 //! - [`mapping`]: answer → outcome, a pure function;
-//! - [`dispatcher`]: the per-queue workers that make the calls.
+//! - [`dispatcher`]: the per-queue workers that make the calls;
+//! - [`grpc`]: `grpc://` targets, called as `rdq.v1.Handler/Handle`.
 
 pub mod address;
 pub mod dispatcher;
+pub mod grpc;
 pub mod mapping;
 pub mod settings;
 pub mod target;

@@ -105,9 +105,16 @@ impl CallbackSettings {
     /// What a name resolves to is checked on every connection instead (see
     /// [`super::address::CheckedResolver`]), and by [`Self::check_resolved`].
     pub fn check_url(&self, url: &Url) -> Result<(), String> {
+        if url.scheme() == super::grpc::SCHEME {
+            // A grpc:// URL's host is opaque to the URL parser: check the
+            // http:// URL of the same authority (docs/grpc.md).
+            let http = Url::parse(&format!("http://{}", &url[url::Position::BeforeUsername..]))
+                .map_err(|e| e.to_string())?;
+            return self.check_url(&http);
+        }
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!(
-                "the scheme {:?} is not http or https",
+                "the scheme {:?} is not http, https or grpc",
                 url.scheme()
             ));
         }

@@ -159,6 +159,13 @@ impl CallbackTarget {
         settings
             .check_url(&url)
             .map_err(|why| format!("callback.url: {why}"))?;
+        let grpc = url.scheme() == super::grpc::SCHEME;
+        if grpc && url.port().is_none() {
+            return Err("callback.url: a grpc:// URL needs a port".into());
+        }
+        if grpc && !doc.body_rules.is_empty() {
+            return Err("callback.body_rules: a gRPC target's status decides; body rules are for HTTP".into());
+        }
         let timeout_ms = match doc.timeout_ms {
             Some(0) => return Err("callback.timeout_ms: must be at least 1".into()),
             Some(t) if t >= policy.lease_ms => {
@@ -200,6 +207,14 @@ impl CallbackTarget {
         let mut exact = HashMap::new();
         let mut classes = [None; 6];
         for (key, outcome) in &doc.status_map {
+            if grpc {
+                // gRPC status codes (docs/grpc.md): names or numbers.
+                let code = super::grpc::parse_code(key).ok_or_else(|| {
+                    format!("callback.status_map.{key}: keys of a gRPC target are status codes (\"UNAVAILABLE\", \"14\")")
+                })?;
+                exact.insert(code, *outcome);
+                continue;
+            }
             match parse_status_key(key) {
                 Some(StatusKey::Exact(code)) => {
                     exact.insert(code, *outcome);
@@ -252,6 +267,16 @@ impl CallbackTarget {
                 .copied()
                 .flatten()
         })
+    }
+
+    /// True for a `grpc://` target (`rdq.v1.Handler/Handle`, see [`super::grpc`]).
+    pub fn is_grpc(&self) -> bool {
+        self.url.scheme() == super::grpc::SCHEME
+    }
+
+    /// The outcome `status_map` gives gRPC status `code`, for a gRPC target.
+    pub fn mapped_grpc(&self, code: u16) -> Option<MappedOutcome> {
+        self.exact.get(&code).copied()
     }
 
     /// The URL without its query string, for messages (a query may hold secrets).

@@ -1,0 +1,105 @@
+//! `rdq bench --workload pull --grpc`: a pull worker on the gRPC `Work`
+//! stream (`docs/grpc.md`), with as many credits as an HTTP pull worker
+//! claims at once; the tasks that arrived are settled as one `WorkSettle`
+//! as soon as no more are waiting (at most the credits).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::FutureExt as _;
+use rdq_grpc::pb;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::CliError;
+use crate::bench_server::PULL_BATCH;
+
+fn failed(what: &str, e: impl std::fmt::Display) -> CliError {
+    CliError::new("BENCH_FAILED", format!("{what}: {e}"))
+}
+
+fn authorized<T>(msg: T, token: Option<&str>) -> Result<tonic::Request<T>, CliError> {
+    let mut r = tonic::Request::new(msg);
+    if let Some(t) = token {
+        let v = format!("Bearer {t}")
+            .parse()
+            .map_err(|e| failed("the token is not valid metadata", e))?;
+        r.metadata_mut().insert("authorization", v);
+    }
+    Ok(r)
+}
+
+/// Works `queue` over one Work stream until `settled` reaches `jobs`.
+pub async fn work_stream_worker(
+    base: &str,
+    token: Option<&str>,
+    queue: &str,
+    settled: &AtomicU64,
+    jobs: u64,
+) -> Result<(), CliError> {
+    let channel = tonic::transport::Channel::from_shared(base.to_owned())
+        .map_err(|e| failed("gRPC address", e))?
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .map_err(|e| failed("gRPC connect", e))?;
+    let (tx, rx) = mpsc::channel(64);
+    let send = |kind| {
+        let tx = tx.clone();
+        async move {
+            tx.send(pb::WorkRequest { kind: Some(kind) })
+                .await
+                .map_err(|e| failed("Work stream", e))
+        }
+    };
+    send(pb::work_request::Kind::Hello(pb::WorkHello {
+        queues: vec![queue.to_owned()],
+        credits: PULL_BATCH as u32,
+        lease_ms: None,
+    }))
+    .await?;
+    let mut inbound = pb::workers_client::WorkersClient::new(channel)
+        .work(authorized(ReceiverStream::new(rx), token)?)
+        .await
+        .map_err(|e| failed("Work stream", e))?
+        .into_inner();
+    let mut batch: Vec<pb::SettleRequest> = Vec::new();
+    let mut seq = 0u64;
+    while settled.load(Ordering::Relaxed) < jobs {
+        let next = if batch.is_empty() {
+            match tokio::time::timeout(Duration::from_millis(50), inbound.message()).await {
+                Ok(m) => Some(m),
+                Err(_) => continue,
+            }
+        } else {
+            inbound.message().now_or_never()
+        };
+        let msg = match next {
+            None => {
+                seq += 1;
+                send(pb::work_request::Kind::Settle(pb::WorkSettle {
+                    seq,
+                    settles: std::mem::take(&mut batch),
+                }))
+                .await?;
+                continue;
+            }
+            Some(m) => m.map_err(|e| failed("Work stream", e))?,
+        };
+        match msg.and_then(|m| m.kind) {
+            Some(pb::work_response::Kind::Task(t)) => batch.push(pb::SettleRequest {
+                id: t.id,
+                lease_token: t.lease_token,
+                outcome: pb::ReportedOutcome::ReportedSuccess as i32,
+                error: None,
+                defer_ms: None,
+            }),
+            Some(pb::work_response::Kind::Ack(a)) => {
+                let ok = a.results.iter().filter(|r| r.problem.is_none()).count();
+                settled.fetch_add(ok as u64, Ordering::Relaxed);
+            }
+            None => return Err(failed("Work stream", "ended early")),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,952 @@
+//! The gRPC API end to end (`docs/grpc.md`): the real `rdq serve` binary on
+//! the embedded store, driven by a tonic client on the HTTP address
+//! (requests told apart by content type): every service, bearer tokens and
+//! scopes, the stable codes of refusals (the same as over HTTP, and a
+//! refused request changes nothing), the standard health service and server
+//! reflection, and the `Work` stream's credits, acknowledgements, and a
+//! dropped stream that releases nothing early.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Api, FAST_CONFIG, RdqServer};
+use rdq_grpc::pb;
+use rdq_grpc::pb::dlq_client::DlqClient;
+use rdq_grpc::pb::queues_client::QueuesClient;
+use rdq_grpc::pb::tasks_client::TasksClient;
+use rdq_grpc::pb::workers_client::WorkersClient;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use tonic::{Code, Request, Status};
+
+const ALL: &str = "grpc-all-secret-token-0042";
+const SUBMIT_ONLY: &str = "grpc-submit-secret-0042";
+
+fn config() -> String {
+    format!(
+        "{FAST_CONFIG}\n[[tokens]]\nname = \"all\"\ntoken = \"{ALL}\"\nscopes = [\"admin\", \"submit\", \"work\"]\n\
+         [[tokens]]\nname = \"checkout\"\ntoken = \"{SUBMIT_ONLY}\"\nscopes = [\"submit\"]\n"
+    )
+}
+
+fn req<T>(msg: T, token: &str) -> Request<T> {
+    let mut r = Request::new(msg);
+    r.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    r
+}
+
+fn code_of(s: &Status) -> String {
+    s.metadata()
+        .get("rdq-code")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn assert_refused<T: std::fmt::Debug>(r: Result<T, Status>, grpc: Code, code: &str) {
+    let s = r.expect_err("refused");
+    assert_eq!(s.code(), grpc, "{s:?}");
+    assert_eq!(code_of(&s), code, "{s:?}");
+    assert!(s.message().starts_with(code), "{s:?}");
+    let problem = rdq_grpc::status::problem_of(&s).expect("an rdq.v1.Problem in the details");
+    assert_eq!(problem.code, code);
+}
+
+async fn channel(server: &RdqServer) -> Channel {
+    Channel::from_shared(server.base.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
+fn submit(queue: &str, payload: &[u8]) -> pb::SubmitRequest {
+    pb::SubmitRequest {
+        queue: queue.into(),
+        handler_ref: "h".into(),
+        payload: payload.to_vec(),
+        payload_content_type: Some("text/plain".into()),
+        ..Default::default()
+    }
+}
+
+fn settle(t: &pb::LeasedTask, outcome: pb::ReportedOutcome) -> pb::SettleRequest {
+    let failed = matches!(
+        outcome,
+        pb::ReportedOutcome::ReportedPermanentFailure
+            | pb::ReportedOutcome::ReportedRetryableFailure
+    );
+    pb::SettleRequest {
+        id: t.id.clone(),
+        lease_token: t.lease_token.clone(),
+        outcome: outcome as i32,
+        error: failed.then(|| pb::ReportedError {
+            r#type: "smtp.Rejected".into(),
+            message: "550 no such user".into(),
+            detail_json: Some(r#"{"smtp":550}"#.into()),
+            stack: None,
+        }),
+        defer_ms: None,
+    }
+}
+
+fn status_of(env: &pb::Envelope) -> pb::Status {
+    pb::Status::try_from(env.status).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_service_answers_on_the_http_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RdqServer::start(dir.path(), &config(), &[]);
+    let ch = channel(&server).await;
+    let mut tasks = TasksClient::new(ch.clone());
+    let mut queues = QueuesClient::new(ch.clone());
+    let mut dlq = DlqClient::new(ch.clone());
+    let mut workers = WorkersClient::new(ch.clone());
+
+    // Health and reflection need no token.
+    let mut health = tonic_health::pb::health_client::HealthClient::new(ch.clone());
+    for service in ["", "rdq.v1.Workers"] {
+        let h = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            h.status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        );
+    }
+    let mut reflection =
+        tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient::new(ch.clone());
+    let ask = tonic_reflection::pb::v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            tonic_reflection::pb::v1::server_reflection_request::MessageRequest::ListServices(
+                String::new(),
+            ),
+        ),
+    };
+    let mut answers = reflection
+        .server_reflection_info(tokio_stream::iter([ask]))
+        .await
+        .unwrap()
+        .into_inner();
+    let answer = answers.next().await.unwrap().unwrap();
+    let Some(
+        tonic_reflection::pb::v1::server_reflection_response::MessageResponse::ListServicesResponse(
+            list,
+        ),
+    ) = answer.message_response
+    else {
+        panic!("no service list");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for name in [
+        "rdq.v1.Tasks",
+        "rdq.v1.Queues",
+        "rdq.v1.Dlq",
+        "rdq.v1.Workers",
+    ] {
+        assert!(names.contains(&name.to_owned()), "{names:?}");
+    }
+
+    // HTTP still answers on the same address.
+    let http = Api::new(&server.base);
+    let (status, _) = http.get("/healthz").await;
+    assert_eq!(status, 200);
+
+    // Auth: no token, an unknown one, a known one without the scope.
+    assert_refused(
+        tasks.submit(Request::new(submit("mail", b"x"))).await,
+        Code::Unauthenticated,
+        "UNAUTHENTICATED",
+    );
+    assert_refused(
+        tasks
+            .submit(req(submit("mail", b"x"), "not-a-token-at-all"))
+            .await,
+        Code::Unauthenticated,
+        "UNAUTHENTICATED",
+    );
+    assert_refused(
+        dlq.list(req(
+            pb::DlqListRequest {
+                queue: "mail".into(),
+                ..Default::default()
+            },
+            SUBMIT_ONLY,
+        ))
+        .await,
+        Code::PermissionDenied,
+        "FORBIDDEN",
+    );
+
+    // Bad input: the same codes as over HTTP, and nothing changes.
+    let bad = pb::SubmitRequest {
+        queue: "Bad Queue".into(),
+        ..submit("x", b"")
+    };
+    assert_refused(
+        tasks.submit(req(bad, ALL)).await,
+        Code::InvalidArgument,
+        "INVALID_QUEUE_NAME",
+    );
+    let mut reserved = submit("mail", b"x");
+    reserved.headers.insert("rdq.secret".into(), "1".into());
+    assert_refused(
+        tasks.submit(req(reserved, ALL)).await,
+        Code::InvalidArgument,
+        "RESERVED_HEADER",
+    );
+    let mut priority = submit("mail", b"x");
+    priority.priority = 300;
+    let http_code = {
+        let mut http = Api::new(&server.base);
+        http.token = Some(ALL.into());
+        let (status, body) = http
+            .post(
+                "/v1/tasks",
+                json!({"queue": "mail", "handler_ref": "h", "priority": 300}),
+            )
+            .await;
+        assert_eq!(status, 400);
+        body["code"].as_str().unwrap().to_owned()
+    };
+    assert_refused(
+        tasks.submit(req(priority, ALL)).await,
+        Code::InvalidArgument,
+        &http_code,
+    );
+    assert_refused(
+        tasks
+            .get(req(pb::GetTaskRequest { id: "nope".into() }, ALL))
+            .await,
+        Code::InvalidArgument,
+        "INVALID_ARGUMENT",
+    );
+    let none = queues
+        .list(req(pb::ListQueuesRequest::default(), ALL))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(none.queues.is_empty(), "{none:?}");
+
+    // Submit: created, an idempotent repeat, traceparent from metadata.
+    let mut first = req(
+        pb::SubmitRequest {
+            idempotency_key: Some("order-42".into()),
+            priority: 3,
+            ..submit("mail", b"hello")
+        },
+        ALL,
+    );
+    first.metadata_mut().insert(
+        "traceparent",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+            .parse()
+            .unwrap(),
+    );
+    let created = tasks.submit(first).await.unwrap().into_inner();
+    assert!(created.created);
+    let env = created.envelope.unwrap();
+    assert_eq!(env.payload, b"hello");
+    assert_eq!(env.priority, 3);
+    assert_eq!(
+        env.headers["traceparent"],
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    );
+    assert_eq!(env.headers["rdq.submitted_by"], "all");
+    let again = tasks
+        .submit(req(
+            pb::SubmitRequest {
+                idempotency_key: Some("order-42".into()),
+                ..submit("mail", b"other")
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!again.created);
+    assert_eq!(again.envelope.unwrap().id, env.id);
+
+    // The gRPC envelope is the HTTP envelope, byte for byte.
+    let http_env = reqwest::Client::new()
+        .get(format!("{}/v1/tasks/{}", server.base, env.id))
+        .bearer_auth(ALL)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    let got = tasks
+        .get(req(pb::GetTaskRequest { id: env.id.clone() }, ALL))
+        .await
+        .unwrap()
+        .into_inner()
+        .envelope
+        .unwrap();
+    assert_eq!(rdq_grpc::codec::to_json(&got).unwrap(), http_env);
+
+    // A batch: items are independent.
+    let batch = tasks
+        .submit_batch(req(
+            pb::SubmitBatchRequest {
+                tasks: vec![
+                    submit("mail", b"a"),
+                    submit("Bad", b"b"),
+                    submit("mail", b"c"),
+                ],
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(batch.results.len(), 3);
+    assert!(batch.results[0].created && batch.results[2].created);
+    assert_eq!(
+        batch.results[1].problem.as_ref().unwrap().code,
+        "INVALID_QUEUE_NAME"
+    );
+
+    // Queues: numbers, config, capabilities.
+    let rows = queues
+        .list(req(
+            pb::ListQueuesRequest {
+                names: vec!["mail".into()],
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(rows.queues[0].pending, 3);
+    assert_eq!(rows.queues[0].source, "counts");
+    let put = queues
+        .put_config(req(
+            pb::PutConfigRequest {
+                queue: "mail".into(),
+                patch_json: r#"{"max_attempts": 1}"#.into(),
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let policy: serde_json::Value = serde_json::from_str(&put.policy_json).unwrap();
+    assert_eq!(policy["max_attempts"], 1);
+    let got = queues
+        .get_config(req(
+            pb::GetConfigRequest {
+                queue: "mail".into(),
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.policy_json, put.policy_json);
+    assert!(!got.process_scope);
+    assert_refused(
+        queues
+            .put_config(req(
+                pb::PutConfigRequest {
+                    queue: "mail".into(),
+                    patch_json: r#"{"max_attempts": "x"}"#.into(),
+                },
+                ALL,
+            ))
+            .await,
+        Code::InvalidArgument,
+        "INVALID_POLICY",
+    );
+    let caps = queues
+        .capabilities(req(pb::CapabilitiesRequest {}, ALL))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(caps.capabilities.get("get_by_id"), Some(&true));
+
+    // Workers: claim, extend, settle, batch settle, a lost lease.
+    let claimed = workers
+        .claim(req(
+            pb::ClaimRequest {
+                queue: "mail".into(),
+                max: 3,
+                lease_ms: Some(60_000),
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .tasks;
+    assert_eq!(claimed.len(), 3);
+    assert_eq!(claimed[0].id, env.id, "highest priority first");
+    let extended = workers
+        .extend_lease(req(
+            pb::ExtendLeaseRequest {
+                id: claimed[0].id.clone(),
+                lease_token: claimed[0].lease_token.clone(),
+                extend_ms: 120_000,
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .envelope
+        .unwrap();
+    assert_eq!(status_of(&extended), pb::Status::InFlight);
+    let done = workers
+        .settle(req(
+            settle(&claimed[0], pb::ReportedOutcome::ReportedSuccess),
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .envelope
+        .unwrap();
+    assert_eq!(status_of(&done), pb::Status::Succeeded);
+    assert_refused(
+        workers
+            .settle(req(
+                settle(&claimed[0], pb::ReportedOutcome::ReportedSuccess),
+                ALL,
+            ))
+            .await,
+        Code::Aborted,
+        "LEASE_LOST",
+    );
+    let mut no_error = settle(&claimed[1], pb::ReportedOutcome::ReportedPermanentFailure);
+    no_error.error = None;
+    assert_refused(
+        workers.settle(req(no_error, ALL)).await,
+        Code::InvalidArgument,
+        "INVALID_FIELD",
+    );
+    let mut forged = settle(&claimed[2], pb::ReportedOutcome::ReportedSuccess);
+    forged.lease_token = claimed[1].lease_token.clone();
+    let results = workers
+        .settle_batch(req(
+            pb::SettleBatchRequest {
+                settles: vec![
+                    settle(&claimed[1], pb::ReportedOutcome::ReportedPermanentFailure),
+                    forged,
+                    settle(&claimed[2], pb::ReportedOutcome::ReportedPermanentFailure),
+                ],
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .results;
+    assert_eq!(
+        status_of(results[0].envelope.as_ref().unwrap()),
+        pb::Status::Dead
+    );
+    assert_eq!(results[1].problem.as_ref().unwrap().code, "LEASE_LOST");
+    assert_eq!(results[1].problem.as_ref().unwrap().http_status, 409);
+    assert_eq!(
+        status_of(results[2].envelope.as_ref().unwrap()),
+        pb::Status::Dead
+    );
+
+    // The DLQ: list, show, export, purge, import back, redrive.
+    let page = dlq
+        .list(req(
+            pb::DlqListRequest {
+                queue: "mail".into(),
+                limit: Some(1),
+                ..Default::default()
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(page.items.len(), 1);
+    let next = page.next_cursor.clone().expect("a second page");
+    let page2 = dlq
+        .list(req(
+            pb::DlqListRequest {
+                queue: "mail".into(),
+                limit: Some(10),
+                cursor: Some(next),
+                error_type: Some("smtp.*".into()),
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(page2.items.len(), 1);
+    let shown = dlq
+        .show(req(
+            pb::DlqShowRequest {
+                queue: "mail".into(),
+                id: claimed[1].id.clone(),
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .envelope
+        .unwrap();
+    let error = shown.attempts.last().unwrap().error.as_ref().unwrap();
+    assert_eq!(error.r#type, "smtp.Rejected");
+    assert_eq!(error.detail_json.as_deref(), Some(r#"{"smtp":550}"#));
+    let exported: Vec<pb::Envelope> = dlq
+        .export(req(
+            pb::ExportRequest {
+                queue: "mail".into(),
+                error_type: None,
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .map(|r| r.unwrap().envelope.unwrap())
+        .collect()
+        .await;
+    assert_eq!(exported.len(), 2);
+    let before: Vec<Vec<u8>> = exported
+        .iter()
+        .map(|e| rdq_grpc::codec::to_json(e).unwrap())
+        .collect();
+    let purged = dlq
+        .purge(req(
+            pb::PurgeRequest {
+                queue: "mail".into(),
+                dry_run: false,
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(purged.purged, 2);
+
+    // A bad entry in an import is reported by position; nothing is stored.
+    let mut not_dead = exported[1].clone();
+    not_dead.status = pb::Status::Pending as i32;
+    let mut broken = exported[0].clone();
+    broken.unknown_json = "not json".into();
+    let entries = vec![
+        import_entry(Some(exported[0].clone()), true),
+        import_entry(Some(not_dead), false),
+        import_entry(Some(broken), false),
+    ];
+    assert_refused(
+        dlq.import(req(tokio_stream::iter(entries), ALL)).await,
+        Code::InvalidArgument,
+        "INVALID_IMPORT",
+    );
+    let err = dlq
+        .import(req(
+            tokio_stream::iter(vec![
+                import_entry(Some(exported[0].clone()), false),
+                import_entry(
+                    Some({
+                        let mut e = exported[1].clone();
+                        e.status = pb::Status::Pending as i32;
+                        e
+                    }),
+                    false,
+                ),
+            ]),
+            ALL,
+        ))
+        .await
+        .unwrap_err();
+    let problem = rdq_grpc::status::problem_of(&err).unwrap();
+    let ext: serde_json::Value = serde_json::from_str(&problem.extensions_json).unwrap();
+    assert_eq!(ext["error_count"], 1);
+    assert_eq!(ext["errors"][0]["line"], 2);
+    assert_eq!(ext["errors"][0]["code"], "INVALID_FIELD");
+    let rows = queues
+        .list(req(pb::ListQueuesRequest::default(), ALL))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(rows.queues[0].dead, 0, "a refused import stores nothing");
+
+    // Import back, one as a message and one as JSON text: the same bytes.
+    let entries = vec![
+        import_entry(Some(exported[0].clone()), false),
+        pb::ImportRequest {
+            queue: String::new(),
+            dry_run: false,
+            entry: Some(pb::import_request::Entry::EnvelopeJson(before[1].clone())),
+        },
+    ];
+    let imported = dlq
+        .import(req(tokio_stream::iter(entries), ALL))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((imported.checked, imported.imported), (2, 2));
+    for (i, e) in exported.iter().enumerate() {
+        let back = tasks
+            .get(req(pb::GetTaskRequest { id: e.id.clone() }, ALL))
+            .await
+            .unwrap()
+            .into_inner()
+            .envelope
+            .unwrap();
+        assert_eq!(rdq_grpc::codec::to_json(&back).unwrap(), before[i]);
+    }
+    let dry = dlq
+        .redrive(req(
+            pb::RedriveRequest {
+                queue: "mail".into(),
+                ids: vec![exported[0].id.clone()],
+                dry_run: true,
+                ..Default::default()
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((dry.count, dry.dry_run), (1, true));
+    let redriven = dlq
+        .redrive(req(
+            pb::RedriveRequest {
+                queue: "mail".into(),
+                error_type: Some("smtp.*".into()),
+                limit: Some(10),
+                ..Default::default()
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(redriven.count, 2);
+    assert_refused(
+        dlq.redrive(req(
+            pb::RedriveRequest {
+                queue: "mail".into(),
+                ids: vec!["bad".into()],
+                ..Default::default()
+            },
+            ALL,
+        ))
+        .await,
+        Code::InvalidArgument,
+        "INVALID_FIELD",
+    );
+
+    // Delete (admin), then the task is gone.
+    tasks
+        .delete(req(pb::DeleteTaskRequest { id: env.id.clone() }, ALL))
+        .await
+        .unwrap();
+    assert_refused(
+        tasks
+            .get(req(pb::GetTaskRequest { id: env.id.clone() }, ALL))
+            .await,
+        Code::NotFound,
+        "TASK_NOT_FOUND",
+    );
+    assert!(server.terminate());
+}
+
+fn import_entry(env: Option<pb::Envelope>, dry_run: bool) -> pb::ImportRequest {
+    pb::ImportRequest {
+        queue: "mail".into(),
+        dry_run,
+        entry: env.map(pb::import_request::Entry::Envelope),
+    }
+}
+
+struct WorkStream {
+    tx: mpsc::Sender<pb::WorkRequest>,
+    rx: tonic::Streaming<pb::WorkResponse>,
+}
+
+impl WorkStream {
+    async fn open(ch: Channel, hello: pb::WorkHello) -> Result<Self, Status> {
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(pb::WorkRequest {
+            kind: Some(pb::work_request::Kind::Hello(hello)),
+        })
+        .await
+        .unwrap();
+        let rx = WorkersClient::new(ch)
+            .work(req(ReceiverStream::new(rx), ALL))
+            .await?
+            .into_inner();
+        Ok(Self { tx, rx })
+    }
+
+    async fn send(&self, kind: pb::work_request::Kind) {
+        self.tx
+            .send(pb::WorkRequest { kind: Some(kind) })
+            .await
+            .unwrap();
+    }
+
+    async fn task(&mut self) -> pb::LeasedTask {
+        match self.rx.message().await.unwrap().unwrap().kind {
+            Some(pb::work_response::Kind::Task(t)) => t,
+            other => panic!("expected a task, got {other:?}"),
+        }
+    }
+
+    async fn ack(&mut self) -> pb::WorkAck {
+        match self.rx.message().await.unwrap().unwrap().kind {
+            Some(pb::work_response::Kind::Ack(a)) => a,
+            other => panic!("expected an ack, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_work_stream_keeps_to_its_credits_and_acknowledges() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RdqServer::start(dir.path(), &config(), &[]);
+    let ch = channel(&server).await;
+    let mut tasks = TasksClient::new(ch.clone());
+    let mut queues = QueuesClient::new(ch.clone());
+    for i in 0..5u8 {
+        tasks.submit(req(submit("jobs", &[i]), ALL)).await.unwrap();
+    }
+
+    // Refused hellos: no hello first, a bad queue, no credits.
+    let (tx, rx) = mpsc::channel(1);
+    tx.send(pb::WorkRequest {
+        kind: Some(pb::work_request::Kind::Credit(pb::WorkCredit {
+            credits: 1,
+        })),
+    })
+    .await
+    .unwrap();
+    assert_refused(
+        WorkersClient::new(ch.clone())
+            .work(req(ReceiverStream::new(rx), ALL))
+            .await,
+        Code::InvalidArgument,
+        "MALFORMED_REQUEST",
+    );
+    for (hello, code) in [
+        (
+            pb::WorkHello {
+                queues: vec!["Jobs!".into()],
+                credits: 1,
+                lease_ms: None,
+            },
+            "INVALID_QUEUE_NAME",
+        ),
+        (
+            pb::WorkHello {
+                queues: vec!["jobs".into()],
+                credits: 0,
+                lease_ms: None,
+            },
+            "INVALID_FIELD",
+        ),
+    ] {
+        assert_refused(
+            WorkStream::open(ch.clone(), hello).await.map(|_| ()),
+            Code::InvalidArgument,
+            code,
+        );
+    }
+    let counts = |rows: pb::ListQueuesResponse| {
+        let r = &rows.queues[0];
+        (
+            r.pending,
+            r.in_flight.unwrap_or(0),
+            r.succeeded.unwrap_or(0),
+        )
+    };
+    let list = || pb::ListQueuesRequest {
+        names: vec!["jobs".into()],
+    };
+    assert_eq!(
+        counts(queues.list(req(list(), ALL)).await.unwrap().into_inner()),
+        (5, 0, 0),
+        "refused streams claim nothing"
+    );
+
+    // Two credits: two tasks, and no more until one is settled.
+    let mut w = WorkStream::open(
+        ch.clone(),
+        pb::WorkHello {
+            queues: vec!["other".into(), "jobs".into()],
+            credits: 2,
+            lease_ms: Some(60_000),
+        },
+    )
+    .await
+    .unwrap();
+    let a = w.task().await;
+    let b = w.task().await;
+    assert_eq!(
+        counts(queues.list(req(list(), ALL)).await.unwrap().into_inner()),
+        (3, 2, 0)
+    );
+
+    // Settles and an extension on the stream, acknowledged by seq.
+    w.send(pb::work_request::Kind::Extend(pb::WorkExtend {
+        seq: 7,
+        extend: Some(pb::ExtendLeaseRequest {
+            id: a.id.clone(),
+            lease_token: a.lease_token.clone(),
+            extend_ms: 90_000,
+        }),
+    }))
+    .await;
+    let ack = w.ack().await;
+    assert_eq!(ack.seq, 7);
+    assert_eq!(
+        status_of(ack.results[0].envelope.as_ref().unwrap()),
+        pb::Status::InFlight
+    );
+    let mut forged = settle(&b, pb::ReportedOutcome::ReportedSuccess);
+    forged.lease_token = a.lease_token.clone();
+    w.send(pb::work_request::Kind::Settle(pb::WorkSettle {
+        seq: 8,
+        settles: vec![settle(&a, pb::ReportedOutcome::ReportedSuccess), forged],
+    }))
+    .await;
+    let ack = w.ack().await;
+    assert_eq!(ack.seq, 8);
+    assert_eq!(
+        status_of(ack.results[0].envelope.as_ref().unwrap()),
+        pb::Status::Succeeded
+    );
+    assert_eq!(ack.results[1].problem.as_ref().unwrap().code, "LEASE_LOST");
+    // Both credits came back: two more tasks.
+    let c = w.task().await;
+    let d = w.task().await;
+    assert_ne!(c.id, d.id);
+    w.send(pb::work_request::Kind::Settle(pb::WorkSettle {
+        seq: 9,
+        settles: vec![settle(&b, pb::ReportedOutcome::ReportedSuccess)],
+    }))
+    .await;
+    assert_eq!(w.ack().await.seq, 9);
+    // b's credit came back with the refused settle of seq 8 (a settle
+    // gives its credit back whatever its result): one more credit, one
+    // more task.
+    w.send(pb::work_request::Kind::Credit(pb::WorkCredit {
+        credits: 1,
+    }))
+    .await;
+    let e = w.task().await;
+    assert_eq!(
+        counts(queues.list(req(list(), ALL)).await.unwrap().into_inner()),
+        (0, 3, 2)
+    );
+
+    // Dropping the stream releases nothing: the tasks stay IN_FLIGHT.
+    drop(w);
+    for t in [&c, &d, &e] {
+        let env = tasks
+            .get(req(pb::GetTaskRequest { id: t.id.clone() }, ALL))
+            .await
+            .unwrap()
+            .into_inner()
+            .envelope
+            .unwrap();
+        assert_eq!(status_of(&env), pb::Status::InFlight);
+    }
+    // They can still be settled by id and token, on another stream.
+    let mut w2 = WorkStream::open(
+        ch.clone(),
+        pb::WorkHello {
+            queues: vec!["jobs".into()],
+            credits: 1,
+            lease_ms: None,
+        },
+    )
+    .await
+    .unwrap();
+    w2.send(pb::work_request::Kind::Settle(pb::WorkSettle {
+        seq: 1,
+        settles: [&c, &d, &e]
+            .iter()
+            .map(|t| settle(t, pb::ReportedOutcome::ReportedSuccess))
+            .collect(),
+    }))
+    .await;
+    let ack = w2.ack().await;
+    assert!(ack.results.iter().all(|r| r.problem.is_none()), "{ack:?}");
+    // A protocol violation ends the stream with a code.
+    w2.send(pb::work_request::Kind::Hello(pb::WorkHello::default()))
+        .await;
+    let end = w2.rx.message().await.unwrap_err();
+    assert_eq!(code_of(&end), "MALFORMED_REQUEST");
+    assert_eq!(
+        counts(queues.list(req(list(), ALL)).await.unwrap().into_inner()),
+        (0, 0, 5)
+    );
+    assert!(server.terminate());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_streams_leases_lapse_as_usual() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RdqServer::start(dir.path(), &config(), &[]);
+    let ch = channel(&server).await;
+    let mut tasks = TasksClient::new(ch.clone());
+    let id = tasks
+        .submit(req(submit("lapse", b"x"), ALL))
+        .await
+        .unwrap()
+        .into_inner()
+        .envelope
+        .unwrap()
+        .id;
+    let mut w = WorkStream::open(
+        ch.clone(),
+        pb::WorkHello {
+            queues: vec!["lapse".into()],
+            credits: 1,
+            lease_ms: Some(300),
+        },
+    )
+    .await
+    .unwrap();
+    let t = w.task().await;
+    assert_eq!(t.id, id);
+    drop(w);
+    // The reaper records LEASE_EXPIRED once the lease lapses (bounded wait).
+    let mut outcome = None;
+    for _ in 0..200 {
+        let env = tasks
+            .get(req(pb::GetTaskRequest { id: id.clone() }, ALL))
+            .await
+            .unwrap()
+            .into_inner()
+            .envelope
+            .unwrap();
+        if status_of(&env) != pb::Status::InFlight {
+            outcome = env.attempts.first().map(|a| a.outcome);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(outcome, Some(pb::Outcome::LeaseExpired as i32));
+    assert!(server.terminate());
+}

@@ -1,0 +1,70 @@
+//! Every `rdq.v1` service, the standard `grpc.health.v1.Health` service and
+//! server reflection (`grpc.reflection.v1`), as one axum router, and the
+//! multiplexer `rdq serve` uses to answer gRPC and HTTP on one address.
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::header::CONTENT_TYPE;
+use tonic::service::Routes;
+use tower::ServiceExt as _;
+
+use crate::pb;
+use crate::service::GrpcApi;
+
+/// Service name the health service reports for the whole server.
+pub const HEALTH_SERVICE: &str = "";
+
+/// The gRPC services over `api` as a router (gRPC paths only, no fallback).
+/// Health reports `SERVING` for the server and every `rdq.v1` service;
+/// callers need no token for health or reflection.
+pub fn grpc_router(api: GrpcApi) -> Router {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    let names = [
+        HEALTH_SERVICE,
+        "rdq.v1.Tasks",
+        "rdq.v1.Queues",
+        "rdq.v1.Dlq",
+        "rdq.v1.Workers",
+    ];
+    tokio::spawn(async move {
+        for name in names {
+            reporter
+                .set_service_status(name, tonic_health::ServingStatus::Serving)
+                .await;
+        }
+    });
+    let mut routes = Routes::new(pb::tasks_server::TasksServer::new(api.clone()))
+        .add_service(pb::queues_server::QueuesServer::new(api.clone()))
+        .add_service(pb::dlq_server::DlqServer::new(api.clone()))
+        .add_service(pb::workers_server::WorkersServer::new(api))
+        .add_service(health);
+    match tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+    {
+        Ok(reflection) => routes = routes.add_service(reflection),
+        Err(e) => tracing::warn!(error = %e, "gRPC server reflection is off"),
+    }
+    routes.into_axum_router()
+}
+
+/// True when a request is gRPC (`content-type: application/grpc…`).
+pub fn is_grpc(request: &Request) -> bool {
+    request
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// One router answering gRPC requests with `grpc` and every other request
+/// with `http`, told apart by content type, so both share one address.
+pub fn multiplex(http: Router, grpc: Router) -> Router {
+    Router::new().fallback_service(tower::service_fn(move |request: Request| {
+        let target = if is_grpc(&request) {
+            grpc.clone()
+        } else {
+            http.clone()
+        };
+        target.oneshot(request)
+    }))
+}

@@ -1,0 +1,307 @@
+//! The `Workers/Work` stream: a pull worker on one bidirectional stream.
+//!
+//! The worker's first message is a `WorkHello` (queues, credits, optional
+//! lease). The server then claims through the application layer
+//! ([`rdq_app::App::claim`], the same use case as `POST …/claim`) as long
+//! as the worker holds fewer tasks than its credits, taking the queues in
+//! turn, and waits for new work (the engine's wake-up, or a short poll for
+//! tasks that become due) when none is due. Settles (`WorkSettle`, one
+//! store call per message) and extensions (`WorkExtend`) are answered by a
+//! `WorkAck` echoing the worker's `seq`; a settle of a task this stream
+//! handed out gives its credit back, whatever its result.
+//!
+//! A stream that ends or breaks releases nothing: tasks handed out keep
+//! their leases until settled by id and token (on any stream or over HTTP)
+//! or until they lapse and the reaper records `LEASE_EXPIRED`. A protocol
+//! violation (no hello first, a second hello, more than 1000 settles in a
+//! message, credits over the limit) ends the stream with a status carrying
+//! the stable code, and changes nothing.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use rdq_app::work::MAX_CLAIM;
+use rdq_app::{App, AppError, Caller, Scope};
+use rdq_envelope::{TaskId, validate_queue_name};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Status, Streaming};
+
+use crate::pb;
+use crate::pb::work_request::Kind;
+use crate::service::{BoxStream, leased, parse_id, settle_item, settle_items};
+use crate::status::to_status;
+
+/// Most credits a stream may hold.
+pub const MAX_CREDITS: u32 = 10_000;
+
+/// Most queues one stream serves.
+pub const MAX_QUEUES: usize = 64;
+
+/// How long a stream with credits and nothing due waits before it looks
+/// again, when no submit in this process woke it first (tasks that become
+/// due by time wake nobody).
+pub const IDLE_POLL: Duration = Duration::from_millis(100);
+
+/// Messages buffered towards the worker.
+const OUTBOUND: usize = 256;
+
+struct Hello {
+    queues: Vec<String>,
+    credits: u32,
+    lease_ms: Option<u64>,
+}
+
+fn check_hello(caller: &Caller, h: pb::WorkHello) -> Result<Hello, AppError> {
+    if h.queues.is_empty() || h.queues.len() > MAX_QUEUES {
+        return Err(AppError::invalid_field(
+            "hello.queues",
+            format!("must name 1 to {MAX_QUEUES} queues"),
+        ));
+    }
+    for q in &h.queues {
+        validate_queue_name(q)?;
+        caller.require(Scope::Work, q)?;
+    }
+    if h.credits == 0 || h.credits > MAX_CREDITS {
+        return Err(AppError::invalid_field(
+            "hello.credits",
+            format!("must be 1 to {MAX_CREDITS}"),
+        ));
+    }
+    if h.lease_ms == Some(0) {
+        return Err(AppError::invalid_field(
+            "hello.lease_ms",
+            "must be at least 1",
+        ));
+    }
+    Ok(Hello {
+        queues: h.queues,
+        credits: h.credits,
+        lease_ms: h.lease_ms,
+    })
+}
+
+/// Reads the hello and starts the stream's driver; the returned stream is
+/// what the worker receives.
+pub async fn start(
+    app: App,
+    caller: Caller,
+    mut inbound: Streaming<pb::WorkRequest>,
+) -> Result<BoxStream<pb::WorkResponse>, Status> {
+    let hello = match inbound.message().await? {
+        Some(pb::WorkRequest {
+            kind: Some(Kind::Hello(h)),
+        }) => h,
+        Some(_) => {
+            return Err(to_status(&AppError::malformed(
+                "the first message of a Work stream must be a hello",
+            )));
+        }
+        None => {
+            return Err(to_status(&AppError::malformed(
+                "the Work stream ended before its hello",
+            )));
+        }
+    };
+    let hello = check_hello(&caller, hello).map_err(|e| to_status(&e))?;
+    let (tx, rx) = mpsc::channel(OUTBOUND);
+    tokio::spawn(drive(app, caller, hello, inbound, tx));
+    Ok(Box::pin(ReceiverStream::new(rx)))
+}
+
+type Out = mpsc::Sender<Result<pb::WorkResponse, Status>>;
+
+/// What to do after a message from the worker.
+enum Next {
+    Go,
+    Stop,
+}
+
+struct Driver {
+    app: App,
+    caller: Caller,
+    hello: Hello,
+    tx: Out,
+    held: HashSet<TaskId>,
+    credits: u32,
+    next_queue: usize,
+}
+
+async fn drive(
+    app: App,
+    caller: Caller,
+    hello: Hello,
+    mut inbound: Streaming<pb::WorkRequest>,
+    tx: Out,
+) {
+    let notify = std::sync::Arc::clone(app.engine().work_available());
+    let credits = hello.credits;
+    let mut d = Driver {
+        app,
+        caller,
+        hello,
+        tx,
+        held: HashSet::new(),
+        credits,
+        next_queue: 0,
+    };
+    let mut starved = false;
+    loop {
+        let free = (d.credits as usize).saturating_sub(d.held.len());
+        if free > 0 && !starved {
+            match d.claim_round(free).await {
+                Ok(0) => starved = true,
+                Ok(_) => {}
+                Err(()) => return,
+            }
+            // Look at the worker's messages between claims without waiting.
+            match futures::FutureExt::now_or_never(inbound.message()) {
+                None => continue,
+                Some(msg) => match d.on_message(msg).await {
+                    Next::Go => continue,
+                    Next::Stop => return,
+                },
+            }
+        }
+        let wake = notify.notified();
+        let waiting = free > 0;
+        tokio::select! {
+            msg = inbound.message() => {
+                if let Next::Stop = d.on_message(msg).await {
+                    return;
+                }
+            }
+            () = wake, if waiting => starved = false,
+            () = tokio::time::sleep(IDLE_POLL), if waiting => starved = false,
+            () = d.tx.closed() => return,
+        }
+    }
+}
+
+impl Driver {
+    /// One claim of up to `free` tasks, trying each queue in turn until one
+    /// has due tasks; how many were handed out. `Err` ends the stream.
+    async fn claim_round(&mut self, free: usize) -> Result<usize, ()> {
+        let n = self.hello.queues.len();
+        for _ in 0..n {
+            let queue = &self.hello.queues[self.next_queue % n];
+            self.next_queue = (self.next_queue + 1) % n;
+            let claimed = match self
+                .app
+                .claim(
+                    &self.caller,
+                    queue,
+                    free.min(MAX_CLAIM),
+                    self.hello.lease_ms,
+                )
+                .await
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = self.tx.send(Err(to_status(&e))).await;
+                    return Err(());
+                }
+            };
+            if claimed.is_empty() {
+                continue;
+            }
+            let count = claimed.len();
+            for task in claimed {
+                self.held.insert(task.envelope.id);
+                let msg = pb::WorkResponse {
+                    kind: Some(pb::work_response::Kind::Task(leased(task))),
+                };
+                if self.tx.send(Ok(msg)).await.is_err() {
+                    // The worker is gone: what it was handed keeps its
+                    // lease and lapses as usual.
+                    return Err(());
+                }
+            }
+            return Ok(count);
+        }
+        Ok(0)
+    }
+
+    async fn fail(&self, e: AppError) -> Next {
+        let _ = self.tx.send(Err(to_status(&e))).await;
+        Next::Stop
+    }
+
+    async fn on_message(&mut self, msg: Result<Option<pb::WorkRequest>, Status>) -> Next {
+        let kind = match msg {
+            // Ended or broken: stop handing out tasks; nothing is released.
+            Ok(None) | Err(_) => return Next::Stop,
+            Ok(Some(pb::WorkRequest { kind: None })) => {
+                return self
+                    .fail(AppError::malformed("a Work message must have a kind"))
+                    .await;
+            }
+            Ok(Some(pb::WorkRequest { kind: Some(k) })) => k,
+        };
+        match kind {
+            Kind::Hello(_) => {
+                self.fail(AppError::malformed(
+                    "a Work stream takes one hello, as its first message",
+                ))
+                .await
+            }
+            Kind::Credit(c) => {
+                let total = self.credits.saturating_add(c.credits);
+                if total > MAX_CREDITS {
+                    return self
+                        .fail(AppError::invalid_field(
+                            "credit.credits",
+                            format!("the stream's credits would exceed {MAX_CREDITS}"),
+                        ))
+                        .await;
+                }
+                self.credits = total;
+                Next::Go
+            }
+            Kind::Settle(s) => {
+                if s.settles.is_empty() || s.settles.len() > rdq_app::work::MAX_SETTLE_BATCH {
+                    return self
+                        .fail(AppError::invalid_field(
+                            "settle.settles",
+                            format!("must hold 1 to {} settles", rdq_app::work::MAX_SETTLE_BATCH),
+                        ))
+                        .await;
+                }
+                for item in &s.settles {
+                    if let Some(id) = TaskId::parse(&item.id) {
+                        self.held.remove(&id);
+                    }
+                }
+                let results = settle_items(&self.app, &self.caller, s.settles).await;
+                self.ack(s.seq, results).await
+            }
+            Kind::Extend(x) => {
+                let Some(ext) = x.extend else {
+                    return self
+                        .fail(AppError::invalid_field("extend.extend", "is required"))
+                        .await;
+                };
+                let result = match parse_id(&ext.id) {
+                    Ok(id) => {
+                        self.app
+                            .extend_lease(&self.caller, id, &ext.lease_token, ext.extend_ms)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                };
+                self.ack(x.seq, vec![settle_item(ext.id, result)]).await
+            }
+        }
+    }
+
+    async fn ack(&self, seq: u64, results: Vec<pb::SettleItemResult>) -> Next {
+        let msg = pb::WorkResponse {
+            kind: Some(pb::work_response::Kind::Ack(pb::WorkAck { seq, results })),
+        };
+        match self.tx.send(Ok(msg)).await {
+            Ok(()) => Next::Go,
+            Err(_) => Next::Stop,
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! What the dashboard reads besides the queue and DLQ routes: who the
+//! caller is (`/v1/whoami`), every queue at a glance (`/v1/overview`), a
+//! DLQ broken down by error type (`…/dead/breakdown`) and the audit log's
+//! tail (`/v1/audit`). Thin adapters over `rdq_app::insights`, which checks
+//! scopes; see `docs/dashboard.md`.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use rdq_api::queues::{QueueListQuery, QueueRow};
+use rdq_app::Caller;
+use rdq_app::metrics::HISTORY_MINUTES;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::{AppState, json_response, raw_envelope};
+use crate::problem::ApiError;
+use crate::request::{PathArgs, QueryArgs};
+
+/// Audit records `GET /v1/audit` returns without `limit`.
+pub const DEFAULT_AUDIT_TAIL: usize = 100;
+
+/// The answer of `GET /v1/whoami`.
+#[derive(Debug, Serialize)]
+struct WhoAmI {
+    name: Option<String>,
+    open: bool,
+    scopes: Vec<&'static str>,
+}
+
+/// `GET /v1/whoami`: the caller's name and scopes, so a front end can
+/// disable what the caller may not do (the server refuses it anyway).
+pub async fn whoami(State(state): State<AppState>, caller: Caller) -> Response {
+    let me = state.app().whoami(&caller);
+    json_response(
+        StatusCode::OK,
+        &WhoAmI {
+            name: me.name,
+            open: me.open,
+            scopes: me.scopes.iter().map(|s| s.as_str()).collect(),
+        },
+    )
+}
+
+#[derive(Debug, Serialize)]
+struct Overview {
+    /// Minutes in each queue's `history`.
+    history_minutes: usize,
+    /// Whose counts the history is: this process's since it started.
+    history_scope: &'static str,
+    queues: Vec<OverviewRow>,
+}
+
+#[derive(Debug, Serialize)]
+struct OverviewRow {
+    queue: String,
+    pending: u64,
+    in_flight: Option<u64>,
+    succeeded: Option<u64>,
+    dead: u64,
+    source: rdq_api::queues::StatsSource,
+    paused: bool,
+    oldest_pending_id: Option<String>,
+    oldest_pending_at: Option<String>,
+    oldest_pending_age_ms: Option<u64>,
+    oldest_pending_unknown: Option<String>,
+    history: Vec<Minute>,
+}
+
+#[derive(Debug, Serialize)]
+struct Minute {
+    at: String,
+    succeeded: u64,
+    failed: u64,
+}
+
+/// `GET /v1/overview?names=a,b`: every queue the caller may see with its
+/// numbers (as `GET /v1/queues`), paused or not, the oldest pending task's
+/// age and the last hour's outcomes per minute.
+pub async fn overview(
+    State(state): State<AppState>,
+    caller: Caller,
+    QueryArgs(query): QueryArgs<QueueListQuery>,
+) -> Result<Response, ApiError> {
+    let names: Vec<String> = query
+        .names
+        .as_deref()
+        .map(|n| {
+            n.split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let rows = state.app().overview(&caller, &names).await?;
+    let queues = rows
+        .into_iter()
+        .map(|q| {
+            let QueueRow {
+                queue,
+                pending,
+                in_flight,
+                succeeded,
+                dead,
+                source,
+            } = q.row;
+            OverviewRow {
+                queue,
+                pending,
+                in_flight,
+                succeeded,
+                dead,
+                source,
+                paused: q.paused,
+                oldest_pending_id: q.oldest_pending.map(|o| o.id.to_string()),
+                oldest_pending_at: q.oldest_pending.map(|o| o.since.to_string()),
+                oldest_pending_age_ms: q.oldest_pending.map(|o| o.age_ms),
+                oldest_pending_unknown: q.oldest_pending_unknown,
+                history: q
+                    .history
+                    .iter()
+                    .map(|m| Minute {
+                        at: minute_start(m.minute),
+                        succeeded: m.succeeded,
+                        failed: m.failed,
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &Overview {
+            history_minutes: HISTORY_MINUTES,
+            history_scope: "process",
+            queues,
+        },
+    ))
+}
+
+fn minute_start(minute: u64) -> String {
+    let ms = i64::try_from(minute.saturating_mul(60_000)).unwrap_or(i64::MAX);
+    rdq_envelope::Timestamp::from_unix_ms(ms)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+#[derive(Debug, Serialize)]
+struct BreakdownBody {
+    queue: String,
+    total: u64,
+    groups: Vec<Group>,
+}
+
+#[derive(Debug, Serialize)]
+struct Group {
+    error_type: Option<String>,
+    count: u64,
+    newest: Box<RawValue>,
+}
+
+/// `GET /v1/queues/{queue}/dead/breakdown`: the DLQ grouped by latest
+/// error type, most tasks first, with the newest envelope of each.
+pub async fn breakdown(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathArgs(queue): PathArgs<String>,
+) -> Result<Response, ApiError> {
+    let b = state.app().dlq_breakdown(&caller, &queue).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &BreakdownBody {
+            queue: b.queue,
+            total: b.total,
+            groups: b
+                .groups
+                .iter()
+                .map(|g| Group {
+                    error_type: g.error_type.clone(),
+                    count: g.count,
+                    newest: raw_envelope(&g.newest),
+                })
+                .collect(),
+        },
+    ))
+}
+
+/// Query of `GET /v1/audit`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    /// Only this queue's records.
+    #[serde(default)]
+    pub queue: Option<String>,
+    /// How many, newest first (default [`DEFAULT_AUDIT_TAIL`]).
+    #[serde(default, deserialize_with = "rdq_api::int::query_option_usize")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize)]
+struct AuditTail {
+    /// Whose records these are: this process's since it started.
+    scope: &'static str,
+    records: Vec<Value>,
+}
+
+/// `GET /v1/audit?queue=&limit=`: this process's latest audit records,
+/// newest first.
+pub async fn audit(
+    State(state): State<AppState>,
+    caller: Caller,
+    QueryArgs(query): QueryArgs<AuditQuery>,
+) -> Result<Response, ApiError> {
+    let records = state.app().audit_tail(
+        &caller,
+        query.queue.as_deref(),
+        query.limit.unwrap_or(DEFAULT_AUDIT_TAIL),
+    )?;
+    Ok(json_response(
+        StatusCode::OK,
+        &AuditTail {
+            scope: "process",
+            records,
+        },
+    ))
+}

@@ -1,0 +1,363 @@
+// The dashboard in a real browser (docs/dashboard.md), on the embedded
+// store and on PostgreSQL: tasks fail through the API (a pull worker),
+// an operator finds why in the DLQ, filters, redrives from the dashboard
+// and the worker then succeeds them; a read-only token finds every action
+// refused; the main controls have labels and work from the keyboard.
+
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  TOKENS, startServer, launchBrowser, newPage, signIn, submit, work, screenshotDir,
+} from './harness.mjs';
+
+const STORES = (process.env.RDQ_DASHBOARD_STORES || 'embedded,postgres').split(',').filter(Boolean);
+
+let browser;
+before(async () => { browser = await launchBrowser(); });
+after(async () => { await browser?.close(); });
+
+/** Submits one task per entry and fails each permanently with its error type. */
+async function kill(server, queue, kinds) {
+  const envs = [];
+  for (const [i, kind] of kinds.entries()) {
+    envs.push(await submit(server, kind.binary
+      ? { queue, payload: Buffer.from([0, 1, 2, 0xfe, 0xff, 65, 66]).toString('base64'), payload_content_type: 'application/octet-stream' }
+      : { queue, payload_json: { order: 1000 + i, amount_cents: 4200 }, headers: { tenant: 'acme' } }));
+  }
+  const byId = new Map(envs.map((e, i) => [e.id, kinds[i]]));
+  const settled = await work(server, queue, (env) => ({
+    outcome: 'PERMANENT_FAILURE',
+    error: {
+      type: byId.get(env.id).type,
+      message: `${byId.get(env.id).type} for order ${env.id}`,
+      stack: 'at charge (billing.js:42)\nat run (worker.js:7)',
+    },
+  }));
+  assert.equal(settled.length, kinds.length);
+  for (const s of settled) assert.equal(s.status, 'DEAD');
+  return envs;
+}
+
+async function dlqRows(page) {
+  return page.locator('#dead tbody tr').evaluateAll((rows) => rows.map((r) => ({
+    id: r.getAttribute('data-id'),
+    type: r.querySelector('code').textContent,
+  })));
+}
+
+/** Every form control on the page has an accessible name. */
+async function unlabelled(page) {
+  return page.evaluate(() => {
+    const missing = [];
+    for (const el of document.querySelectorAll('input, select, textarea, button')) {
+      if (el.type === 'hidden' || el.closest('dialog:not([open])')) continue;
+      const named = (el.labels && el.labels.length > 0) || el.getAttribute('aria-label')
+        || el.getAttribute('aria-labelledby') || (el.tagName === 'BUTTON' && el.textContent.trim());
+      if (!named) missing.push(el.outerHTML.slice(0, 120));
+    }
+    return missing;
+  });
+}
+
+for (const kind of STORES) {
+  describe(`the dashboard on the ${kind} store`, () => {
+    let server;
+    before(async () => { server = await startServer(kind); });
+    after(async () => { await server?.stop(); });
+
+    it('finds why tasks died, filters by error type, redrives them and sees them succeed', async () => {
+      const queue = 'billing';
+      const envs = await kill(server, queue, [
+        { type: 'card.Declined' }, { type: 'http.Status503' }, { type: 'card.Declined' },
+        { type: 'http.Status503', binary: true }, { type: 'card.Declined' },
+      ]);
+      const page = await newPage(browser);
+      const sent = [];
+      page.on('request', (r) => sent.push([r.url(), r.headers().authorization || null]));
+      await signIn(page, server.base, TOKENS.admin);
+      assert.equal(await page.locator('#sign-in').isVisible(), false);
+      assert.equal(await page.locator('#sign-out').isVisible(), true);
+
+      // The overview: the queue with its numbers and the last hour.
+      const row = page.locator('#queues tbody tr[data-queue="billing"]');
+      await row.waitFor();
+      assert.deepEqual(await row.locator('td.n').allTextContents(), ['0', '0', '0', '5']);
+      assert.match(await row.locator('svg.spark').getAttribute('aria-label'), /5 processed, 5 failed/);
+      if (kind === 'embedded') await page.screenshot({ path: join(screenshotDir, 'dashboard-overview.png') });
+
+      // The DLQ: the breakdown by error type, with the newest example of each.
+      await row.getByRole('link', { name: 'billing' }).first().click();
+      await page.locator('#breakdown').waitFor();
+      const groups = await page.locator('#breakdown tbody tr').evaluateAll((rows) => rows.map((r) => [
+        r.getAttribute('data-error-type'), r.querySelector('td.n').textContent, r.querySelector('a').textContent]));
+      assert.deepEqual(groups, [['card.Declined', '3', envs[4].id], ['http.Status503', '2', envs[3].id]]);
+      assert.deepEqual((await dlqRows(page)).map((r) => r.id), envs.map((e) => e.id).reverse());
+      if (kind === 'embedded') await page.screenshot({ path: join(screenshotDir, 'dashboard-dlq.png'), fullPage: true });
+
+      // Filter by error type.
+      await page.getByLabel('Error type (glob)').fill('card.*');
+      await page.getByRole('button', { name: 'Apply filter' }).click();
+      await page.waitForFunction(() => document.querySelectorAll('#dead tbody tr').length === 3);
+      const filtered = await dlqRows(page);
+      assert.deepEqual(filtered.map((r) => r.type), ['card.Declined', 'card.Declined', 'card.Declined']);
+
+      // Redrive everything matching: the dry run's count, then the redrive.
+      await page.getByRole('button', { name: 'Redrive all matching…' }).click();
+      const dialog = page.locator('#confirm');
+      await dialog.waitFor();
+      assert.match(await page.locator('#confirm-text').textContent(), /Dry run: 3 task\(s\) with error type card\.\* would be redriven/);
+      if (kind === 'embedded') await page.screenshot({ path: join(screenshotDir, 'dashboard-redrive-confirm.png') });
+      await page.getByRole('button', { name: 'Redrive 3' }).click();
+      await page.locator('#banner').filter({ hasText: 'Redrove 3 task(s).' }).waitFor();
+      await page.locator('#dead-empty').waitFor();
+
+      // The worker now succeeds them.
+      const succeeded = await work(server, queue, () => ({ outcome: 'SUCCESS' }));
+      assert.deepEqual(succeeded.map((e) => e.id).sort(), [envs[0].id, envs[2].id, envs[4].id].sort());
+
+      // The task page shows the whole story: failure, redrive, success.
+      await page.goto(`${server.base}/ui#/queues/billing/tasks/${envs[0].id}`);
+      await page.locator('#attempts').waitFor();
+      const outcomes = await page.locator('#attempts li .badge').allTextContents();
+      assert.deepEqual(outcomes, ['PERMANENT_FAILURE', 'SUCCESS']);
+      assert.match(await page.locator('#envelope').textContent(), /statusSUCCEEDED/);
+      assert.match(await page.locator('#envelope').textContent(), /redrive_count1/);
+      assert.equal(await page.locator('#payload').getAttribute('class'), 'json');
+      assert.deepEqual(JSON.parse(await page.locator('#payload').textContent()), { order: 1000, amount_cents: 4200 });
+      assert.match(await page.locator('#headers').textContent(), /tenantacme/);
+      const stack = page.locator('#attempts details.stack');
+      assert.equal(await stack.evaluate((d) => d.open), false, 'the stack starts collapsed');
+      await stack.locator('summary').click();
+      assert.match(await stack.locator('pre').textContent(), /billing\.js:42/);
+      assert.equal(await page.getByRole('button', { name: 'Redrive', exact: true }).count(), 0, 'no redrive for a SUCCEEDED task');
+
+      // A binary payload is shown as hex; redrive one task from its page.
+      await page.goto(`${server.base}/ui#/queues/billing/tasks/${envs[3].id}`);
+      await page.locator('#payload').waitFor();
+      assert.equal(await page.locator('#payload').getAttribute('class'), 'hex');
+      assert.match(await page.locator('#payload').textContent(), /00 01 02 fe ff 41 42/);
+      if (kind === 'embedded') await page.screenshot({ path: join(screenshotDir, 'dashboard-task.png'), fullPage: true });
+      await page.locator('#redrive-task').click();
+      await page.locator('#confirm[open]').waitFor();
+      await page.locator('#confirm-ok').click();
+      await page.locator('#banner').filter({ hasText: 'Redriven: the task is PENDING again.' }).waitFor();
+      assert.equal((await server.api(TOKENS.admin, 'GET', `/v1/tasks/${envs[3].id}`)).body.status, 'PENDING');
+
+      // Redrive a selection from the DLQ list.
+      await page.goto(`${server.base}/ui#/queues/billing`);
+      await page.locator('#dead').waitFor();
+      assert.deepEqual((await dlqRows(page)).map((r) => r.id), [envs[1].id]);
+      await page.getByLabel(`Select task ${envs[1].id}`).check();
+      assert.equal(await page.locator('#selected-count').textContent(), '1 selected');
+      await page.getByRole('button', { name: 'Redrive selected' }).click();
+      await page.locator('#confirm-ok').click();
+      await page.locator('#banner').filter({ hasText: 'Redrove 1 task(s).' }).waitFor();
+      const last = await work(server, queue, () => ({ outcome: 'SUCCESS' }));
+      assert.deepEqual(last.map((e) => e.id).sort(), [envs[1].id, envs[3].id].sort());
+
+      // Every action is in the audit log, which the dashboard shows.
+      await page.goto(`${server.base}/ui#/audit`);
+      await page.locator('#audit').waitFor();
+      const actions = await page.locator('#audit tbody tr').evaluateAll((rows) => rows.map((r) => [
+        r.getAttribute('data-action'), r.children[1].textContent, r.children[4].textContent, r.children[5].textContent]));
+      assert.deepEqual(actions, [
+        ['dlq.redrive', 'ops', '1', 'no'], ['dlq.redrive', 'ops', '1', 'yes'],
+        ['dlq.redrive', 'ops', '1', 'no'],
+        ['dlq.redrive', 'ops', '3', 'no'], ['dlq.redrive', 'ops', '3', 'yes'],
+      ]);
+      // The token went in a header on every API call, never in a URL or a cookie.
+      const apiCalls = sent.filter(([url]) => new URL(url).pathname.startsWith('/v1/'));
+      assert.ok(apiCalls.length > 10);
+      // (The first call, before the token was entered, is the 401 that asked for it.)
+      assert.deepEqual(apiCalls[0], [`${server.base}/v1/whoami`, null]);
+      assert.ok(apiCalls.slice(1).every(([, auth]) => auth === `Bearer ${TOKENS.admin}`), JSON.stringify(apiCalls));
+      assert.ok(sent.every(([url]) => !url.includes(TOKENS.admin)));
+      assert.deepEqual(await page.context().cookies(), []);
+      assert.deepEqual(page.problems, []);
+      await page.context().close();
+    });
+
+    it('exports, purges with confirmation, pauses and edits the policy with the API\'s codes', async () => {
+      const queue = 'mail';
+      await kill(server, queue, [{ type: 'smtp.Timeout' }, { type: 'smtp.Refused' }]);
+      const page = await newPage(browser);
+      await signIn(page, server.base, TOKENS.admin);
+
+      // Pause and resume from the overview.
+      const row = page.locator('#queues tbody tr[data-queue="mail"]');
+      await row.getByRole('button', { name: 'Pause mail' }).click();
+      await row.locator('.badge.paused').waitFor();
+      assert.equal((await server.api(TOKENS.admin, 'GET', `/v1/queues/${queue}/config`)).body.paused, true);
+      await page.locator('#queues tbody tr[data-queue="mail"]').getByRole('button', { name: 'Resume mail' }).click();
+      await page.locator('#queues tbody tr[data-queue="mail"] .badge.running').waitFor();
+      assert.equal((await server.api(TOKENS.admin, 'GET', `/v1/queues/${queue}/config`)).body.paused, false);
+
+      // Export: a JSONL download of the DLQ.
+      await page.goto(`${server.base}/ui#/queues/mail`);
+      await page.locator('#dead').waitFor();
+      const [download] = await Promise.all([
+        page.waitForEvent('download'),
+        page.getByRole('button', { name: 'Export JSONL' }).click(),
+      ]);
+      assert.equal(download.suggestedFilename(), 'mail-dlq.jsonl');
+      const lines = readFileSync(await download.path(), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+      assert.deepEqual(lines.map((e) => e.status), ['DEAD', 'DEAD']);
+
+      // Purge asks first; cancelling changes nothing.
+      await page.getByRole('button', { name: 'Purge DLQ…' }).click();
+      await page.locator('#confirm[open]').waitFor();
+      assert.match(await page.locator('#confirm-text').textContent(), /Delete all 2 dead task\(s\) of mail/);
+      await page.keyboard.press('Escape');
+      await page.locator('#confirm').waitFor({ state: 'hidden' });
+      assert.equal((await dlqRows(page)).length, 2);
+      await page.getByRole('button', { name: 'Purge DLQ…' }).click();
+      await page.getByRole('button', { name: 'Delete 2' }).click();
+      await page.locator('#banner').filter({ hasText: 'Purged 2 task(s).' }).waitFor();
+      await page.locator('#dead-empty').waitFor();
+
+      // The policy: a refused value shows the API's code at the field.
+      await page.getByRole('link', { name: 'Policy', exact: true }).click();
+      await page.locator('#policy').waitFor();
+      await page.getByLabel('max_attempts').fill('0');
+      await page.getByRole('button', { name: 'Save policy' }).click();
+      await page.locator('#policy-max_attempts-error').filter({ hasText: 'INVALID_POLICY' }).waitFor();
+      assert.match(await page.locator('#banner').textContent(), /INVALID_POLICY/);
+      assert.notEqual((await server.api(TOKENS.admin, 'GET', `/v1/queues/${queue}/config`)).body.max_attempts, 0);
+      await page.getByLabel('max_attempts').fill('7');
+      await page.getByRole('button', { name: 'Save policy' }).click();
+      await page.locator('#banner').filter({ hasText: 'Saved: max_attempts.' }).waitFor();
+      assert.equal((await server.api(TOKENS.admin, 'GET', `/v1/queues/${queue}/config`)).body.max_attempts, 7);
+      if (kind === 'embedded') await page.screenshot({ path: join(screenshotDir, 'dashboard-policy.png'), fullPage: true });
+      assert.deepEqual(page.problems, []);
+      await page.context().close();
+    });
+
+    it('shows a read-only token the numbers and every action disabled with the reason; the server refuses anyway', async () => {
+      const queue = 'reports';
+      const [env] = await kill(server, queue, [{ type: 'pdf.RenderError' }]);
+      const page = await newPage(browser);
+      await signIn(page, server.base, TOKENS.reader);
+      assert.match(await page.locator('#identity').textContent(), /viewer \(submit, work\): read-only/);
+
+      const row = page.locator('#queues tbody tr[data-queue="reports"]');
+      await row.waitFor();
+      const pause = row.getByRole('button', { name: 'Pause reports' });
+      assert.equal(await pause.isDisabled(), true);
+      assert.match(await row.locator('.reason').textContent(), /needs a token with the admin scope/);
+
+      await page.goto(`${server.base}/ui#/queues/reports`);
+      await page.locator('.notice').filter({ hasText: 'Reading the DLQ needs a token with the admin scope' }).waitFor();
+
+      await page.goto(`${server.base}/ui#/tasks/${env.id}`);
+      await page.locator('#task-actions').waitFor();
+      for (const name of ['Redrive', 'Delete']) {
+        const b = page.getByRole('button', { name, exact: true });
+        assert.equal(await b.isDisabled(), true, `${name} is disabled`);
+        assert.equal(await b.getAttribute('title'), 'needs a token with the admin scope');
+      }
+      if (kind === 'embedded') await page.screenshot({ path: join(screenshotDir, 'dashboard-read-only.png'), fullPage: true });
+
+      // Enabling the button by hand does not help: the server refuses.
+      await page.evaluate(() => { document.querySelector('#redrive-task').disabled = false; });
+      const refused = await page.evaluate(async ([q, id, token]) => {
+        const r = await fetch(`/v1/queues/${q}/dead/redrive`, {
+          method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body: JSON.stringify({ ids: [id] }),
+        });
+        return [r.status, (await r.json()).code];
+      }, [queue, env.id, TOKENS.reader]);
+      assert.deepEqual(refused, [403, 'FORBIDDEN']);
+      assert.equal((await server.api(TOKENS.admin, 'GET', `/v1/tasks/${env.id}`)).body.status, 'DEAD');
+      assert.deepEqual(page.problems, []);
+      await page.context().close();
+    });
+
+    it('labels the main controls and works from the keyboard alone', async () => {
+      const queue = 'keys';
+      await kill(server, queue, [{ type: 'kbd.Enter' }, { type: 'kbd.Tab' }]);
+      const page = await newPage(browser);
+      await page.goto(`${server.base}/ui`);
+      // The token dialog takes focus; type and press Enter.
+      await page.locator('#login[open]').waitFor();
+      assert.equal(await page.evaluate(() => document.activeElement.id), 'token-input');
+      await page.keyboard.type(TOKENS.admin);
+      await page.keyboard.press('Enter');
+      await page.locator('#queues').waitFor();
+      assert.deepEqual(await unlabelled(page), []);
+
+      // After a load, the first Tab reaches the skip link; Tab on to the
+      // queue's link, Enter.
+      await page.reload();
+      await page.locator('#queues').waitFor();
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Skip to content');
+      let reached = false;
+      for (let i = 0; i < 60 && !reached; i++) {
+        await page.keyboard.press('Tab');
+        reached = await page.evaluate(() => document.activeElement.tagName === 'A' && document.activeElement.textContent === 'keys');
+      }
+      assert.ok(reached, 'Tab reaches the queue link');
+      await page.keyboard.press('Enter');
+      await page.locator('#breakdown').waitFor();
+      // The new page's heading has the focus.
+      assert.equal(await page.evaluate(() => document.activeElement.tagName), 'H1');
+      assert.deepEqual(await unlabelled(page), []);
+      for (const label of ['Error type (glob)', 'Submitted from', 'Submitted before', 'Select every task on this page', 'Task id']) {
+        assert.equal(await page.getByLabel(label, { exact: true }).count(), 1, label);
+      }
+
+      // Filter from the keyboard: focus the field, type, Enter.
+      await page.getByLabel('Error type (glob)').focus();
+      await page.keyboard.type('kbd.Tab');
+      await page.keyboard.press('Enter');
+      await page.waitForFunction(() => document.querySelectorAll('#dead tbody tr').length === 1);
+      // Select with Space, open the redrive with Enter, cancel with Escape.
+      await page.locator('#dead tbody input.select').focus();
+      await page.keyboard.press('Space');
+      assert.equal(await page.locator('#selected-count').textContent(), '1 selected');
+      await page.locator('#redrive-selected').focus();
+      await page.keyboard.press('Enter');
+      await page.locator('#confirm[open]').waitFor();
+      assert.equal(await page.evaluate(() => document.activeElement.id), 'confirm-cancel');
+      await page.keyboard.press('Escape');
+      await page.locator('#confirm').waitFor({ state: 'hidden' });
+      const still = await server.api(TOKENS.admin, 'GET', `/v1/queues/${queue}/dead`);
+      assert.equal(still.body.items.length, 2, 'Escape redrove nothing');
+
+      // The task page and the policy page are labelled too.
+      await page.locator('#dead tbody th a').focus();
+      await page.keyboard.press('Enter');
+      await page.locator('#attempts').waitFor();
+      assert.deepEqual(await unlabelled(page), []);
+      await page.goto(`${server.base}/ui#/queues/keys/policy`);
+      await page.locator('#policy').waitFor();
+      assert.deepEqual(await unlabelled(page), []);
+      assert.deepEqual(page.problems, []);
+      await page.context().close();
+    });
+  });
+}
+
+describe('the dashboard on an open loopback server', () => {
+  let server;
+  before(async () => { server = await startServer('embedded', { tokens: false }); });
+  after(async () => { await server?.stop(); });
+
+  it('needs no token and no configuration, and sends none', async () => {
+    await submit(server, { queue: 'open', payload_json: { n: 1 } });
+    const page = await newPage(browser);
+    const sent = [];
+    page.on('request', (r) => sent.push([r.url(), r.headers().authorization || null]));
+    await page.goto(`${server.base}/ui`);
+    await page.locator('#queues tbody tr[data-queue="open"]').waitFor();
+    assert.match(await page.locator('#identity').textContent(), /Open server/);
+    assert.equal(await page.locator('#login[open]').count(), 0);
+    assert.ok(sent.every(([url, auth]) => auth === null && !/token/i.test(url)), JSON.stringify(sent));
+    const cookies = await page.context().cookies();
+    assert.deepEqual(cookies, []);
+    await page.context().close();
+  });
+});
+
+mkdirSync(screenshotDir, { recursive: true });
