@@ -390,15 +390,55 @@ pub struct Remote {
 }
 
 impl Remote {
-    /// A client of the server at `base`, with the token in `RDQ_TOKEN`.
+    /// A client of the server at `base`, with the token in `RDQ_TOKEN`;
+    /// `RDQ_CA_FILE` names a PEM file of the private CA that issued an
+    /// `https://` server's certificate (`docs/deployment.md`).
     pub fn connect(base: &str) -> Result<Box<dyn Operations>, CliError> {
         let token = std::env::var("RDQ_TOKEN").ok().filter(|t| !t.is_empty());
-        let client = Client::new(base, token).map_err(|mut e| {
+        let ca_file = std::env::var_os("RDQ_CA_FILE").filter(|f| !f.is_empty());
+        let prefix = |mut e: rdq_client::ClientError| {
             e.detail = format!("--server {}", e.detail);
             CliError::from(e)
-        })?;
+        };
+        let client = match ca_file {
+            None => Client::new(base, token).map_err(prefix)?,
+            Some(path) => {
+                let pem = std::fs::read(&path).map_err(|e| {
+                    CliError::new(
+                        "IO_ERROR",
+                        format!("cannot read RDQ_CA_FILE {}: {e}", path.to_string_lossy()),
+                    )
+                })?;
+                with_ca(base, token, &pem, prefix)?
+            }
+        };
         Ok(Box::new(Self { client }))
     }
+}
+
+/// A client trusting only the CA certificates in `pem`.
+#[cfg(feature = "https")]
+fn with_ca(
+    base: &str,
+    token: Option<String>,
+    pem: &[u8],
+    prefix: impl Fn(rdq_client::ClientError) -> CliError,
+) -> Result<Client, CliError> {
+    Client::with_ca_pem(base, token, pem).map_err(prefix)
+}
+
+/// Without TLS support there is no CA to trust.
+#[cfg(not(feature = "https"))]
+fn with_ca(
+    _: &str,
+    _: Option<String>,
+    _: &[u8],
+    _: impl Fn(rdq_client::ClientError) -> CliError,
+) -> Result<Client, CliError> {
+    Err(CliError::new(
+        "UNSUPPORTED",
+        "this rdq was built without the `https` feature, so RDQ_CA_FILE cannot be used",
+    ))
 }
 
 #[async_trait(?Send)]

@@ -758,7 +758,8 @@ async fn a_present_idempotency_key_header_must_be_a_key_whatever_the_body_says()
     let server = TestServer::start().await;
     let before = server.snapshot().await;
     let body = json!({"queue": "contract.key", "handler_ref": "h", "idempotency_key": "body-key"});
-    for bad in [String::new(), "k".repeat(256)] {
+    assert!(!check(&doc, &header, &json!("a\tb")).is_empty());
+    for bad in [String::new(), "k".repeat(256), "a\tb".to_owned()] {
         let r = server
             .client
             .post(format!("{}/v1/tasks", server.base))

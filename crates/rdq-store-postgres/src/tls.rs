@@ -162,6 +162,13 @@ impl PostgresTls {
         self.mode
     }
 
+    /// What the server's certificate is checked for under libpq's rules
+    /// (`verify-ca`, or `require` with a root certificate: the chain only);
+    /// `None` with `sslmode=disable`.
+    pub fn verification(&self) -> Option<Verification> {
+        self.verification
+    }
+
     /// libpq's rules applied to the URL's parameters, with `home` standing
     /// for the user's home directory (libpq's default files live in
     /// `home/.postgresql/`). Reads the certificate files now, so a missing
@@ -497,19 +504,19 @@ mod tests {
         let pki = rdq_tls::testing::TestPki::new(&["localhost"]).unwrap();
         let home = tempfile::tempdir().unwrap();
         let none = PostgresTls::resolve(params(&[("sslmode", "require")]), Some(home.path()));
-        assert_eq!(none.unwrap().verification, Some(Verification::None));
+        assert_eq!(none.unwrap().verification(), Some(Verification::None));
         std::fs::create_dir(home.path().join(".postgresql")).unwrap();
         std::fs::copy(&pki.ca, home.path().join(".postgresql/root.crt")).unwrap();
         for mode in ["require", "prefer"] {
             let tls = PostgresTls::resolve(params(&[("sslmode", mode)]), Some(home.path()));
             assert_eq!(
-                tls.unwrap().verification,
+                tls.unwrap().verification(),
                 Some(Verification::ChainOnly),
                 "{mode}"
             );
         }
         let full = PostgresTls::resolve(params(&[("sslmode", "verify-full")]), Some(home.path()));
-        assert_eq!(full.unwrap().verification, Some(Verification::Full));
+        assert_eq!(full.unwrap().verification(), Some(Verification::Full));
     }
 
     #[test]

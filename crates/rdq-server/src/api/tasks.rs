@@ -26,8 +26,10 @@ fn idempotency_header(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let Some(value) = headers.get(IDEMPOTENCY_KEY_HEADER) else {
         return Ok(None);
     };
+    // Visible ASCII and spaces only: `to_str` would also pass a tab.
+    let printable = value.as_bytes().iter().all(|b| (0x20..=0x7e).contains(b));
     match value.to_str() {
-        Ok(key) if !key.is_empty() && key.len() <= MAX_IDEMPOTENCY_KEY_HEADER => {
+        Ok(key) if printable && !key.is_empty() && key.len() <= MAX_IDEMPOTENCY_KEY_HEADER => {
             Ok(Some(key.to_owned()))
         }
         _ => Err(ApiError::invalid_field(
