@@ -247,8 +247,22 @@ for (const kind of STORES) {
       assert.equal(await pause.isDisabled(), true);
       assert.match(await row.locator('.reason').textContent(), /needs a token with the admin scope/);
 
+      // The DLQ is readable (breakdown, list, export); changing it is not.
       await page.goto(`${server.base}/ui#/queues/reports`);
-      await page.locator('.notice').filter({ hasText: 'Reading the DLQ needs a token with the admin scope' }).waitFor();
+      await page.locator('#breakdown').waitFor();
+      assert.deepEqual((await dlqRows(page)).map((r) => r.id), [env.id]);
+      for (const name of ['Redrive selected', 'Redrive all matching…', 'Purge DLQ…']) {
+        const b = page.getByRole('button', { name, exact: true });
+        assert.equal(await b.isDisabled(), true, `${name} is disabled`);
+        assert.equal(await b.getAttribute('title'), 'needs a token with the admin scope');
+      }
+      assert.equal(await page.getByRole('button', { name: 'Export JSONL', exact: true }).isDisabled(), false);
+
+      // The policy is shown, not editable.
+      await page.goto(`${server.base}/ui#/queues/reports/policy`);
+      await page.locator('#save-policy').waitFor();
+      assert.equal(await page.locator('#save-policy').isDisabled(), true);
+      assert.equal(await page.getByLabel('max_attempts', { exact: true }).isDisabled(), true);
 
       await page.goto(`${server.base}/ui#/tasks/${env.id}`);
       await page.locator('#task-actions').waitFor();

@@ -389,10 +389,6 @@
       cursor: params.get('cursor') || '',
       back: params.get('back') || '',
     };
-    if (!isAdmin()) {
-      view.append(notice('Reading the DLQ needs a token with the admin scope (the same rule as the API: dead tasks carry their payloads).'));
-      return;
-    }
     if (!can('list')) {
       view.append(notice('This store cannot list tasks, so it has no DLQ to browse (capability list is off).'));
       return;
@@ -513,7 +509,7 @@
         say(`Redrove ${done.count} task(s).`, 'ok');
         await route();
       }, { id: 'redrive-matching' }),
-      actionButton('Export JSONL', { caps: ['list'] }, async () => {
+      actionButton('Export JSONL', { admin: false, caps: ['list'] }, async () => {
         const path = `/v1/queues/${q(queue)}/dead/export${filter.error_type ? `?error_type=${q(filter.error_type)}` : ''}`;
         const resp = await call('GET', path, undefined, { raw: true });
         const blob = await resp.blob();
@@ -702,10 +698,6 @@
 
   async function policyPage(view, queue) {
     queueHeader(view, queue, 'policy');
-    if (!isAdmin()) {
-      view.append(notice('Reading and changing a queue\'s policy needs a token with the admin scope.'));
-      return;
-    }
     const resp = await call('GET', `/v1/queues/${q(queue)}/config`, undefined, { raw: true });
     const policy = await resp.json();
     if (resp.headers.get('rdq-config-scope') === 'process') {
@@ -728,7 +720,7 @@
       } else {
         input = h('input', { id, name: k, value: String(v) });
       }
-      if (!can('queue_config')) input.disabled = true;
+      if (!can('queue_config') || !isAdmin()) input.disabled = true;
       inputs.push({ k, v, input });
       form.append(h('div', { class: 'field', 'data-field': k }, h('label', { for: id }, k), input, h('span', { class: 'field-error', id: `${id}-error`, 'aria-live': 'polite' })));
     }

@@ -23,6 +23,11 @@ pub const MIN_TOKEN_LEN: usize = 16;
 /// The name callers get when the server runs without tokens.
 pub const ANONYMOUS: &str = "anonymous";
 
+/// The scopes that may read a queue's tasks, its DLQ and its policy: any
+/// scope on the queue. Changing anything (redrive, purge, import, policy)
+/// needs `admin` (`docs/server.md`).
+pub const READ_SCOPES: &[Scope] = &[Scope::Submit, Scope::Work, Scope::Admin];
+
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

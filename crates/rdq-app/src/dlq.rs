@@ -17,7 +17,7 @@ use rdq_engine::{EngineError, ListOrder, ListQuery, NewTask, Page, RedriveReques
 use rdq_envelope::{Envelope, Status, TaskId};
 use serde_json::json;
 
-use crate::auth::{Caller, Scope};
+use crate::auth::{Caller, READ_SCOPES, Scope};
 use crate::error::{AppError, ErrorKind, INVALID_IMPORT, TASK_EXISTS};
 use crate::{App, AuditRecord};
 
@@ -45,7 +45,8 @@ pub struct RedriveFilter {
 
 impl App {
     /// One page of `queue`'s dead tasks, newest first, with a cursor that
-    /// stays stable while tasks come and go.
+    /// stays stable while tasks come and go. Reading the DLQ (page, task,
+    /// export, breakdown) takes any scope on the queue; changing it, `admin`.
     pub async fn dlq_page(
         &self,
         caller: &Caller,
@@ -54,7 +55,7 @@ impl App {
         cursor: Option<TaskId>,
         limit: usize,
     ) -> Result<Page, AppError> {
-        self.existing_queue(caller, Scope::Admin, queue).await?;
+        self.existing_queue(caller, READ_SCOPES, queue).await?;
         if !(1..=rdq_engine::store::MAX_PAGE).contains(&limit) {
             return Err(AppError::invalid_field(
                 "limit",
@@ -96,7 +97,7 @@ impl App {
         queue: &str,
         id: TaskId,
     ) -> Result<Envelope, AppError> {
-        caller.require(Scope::Admin, queue)?;
+        caller.require_any(READ_SCOPES, queue)?;
         Ok(self.engine.dead_task(queue, id).await?)
     }
 
@@ -111,9 +112,9 @@ impl App {
         cursor: Option<TaskId>,
     ) -> Result<Page, AppError> {
         if cursor.is_none() {
-            self.existing_queue(caller, Scope::Admin, queue).await?;
+            self.existing_queue(caller, READ_SCOPES, queue).await?;
         } else {
-            caller.require(Scope::Admin, queue)?;
+            caller.require_any(READ_SCOPES, queue)?;
         }
         self.dead_list(
             queue,
@@ -133,7 +134,7 @@ impl App {
         queue: &str,
         filter: RedriveFilter,
     ) -> Result<RedriveResult, AppError> {
-        self.existing_queue(caller, Scope::Admin, queue).await?;
+        self.existing_queue(caller, &[Scope::Admin], queue).await?;
         let request = RedriveRequest {
             queue: queue.to_owned(),
             ids: filter.ids.clone(),
@@ -173,7 +174,7 @@ impl App {
         queue: &str,
         dry_run: bool,
     ) -> Result<PurgeResult, AppError> {
-        self.existing_queue(caller, Scope::Admin, queue).await?;
+        self.existing_queue(caller, &[Scope::Admin], queue).await?;
         let purged = self
             .engine
             .store()

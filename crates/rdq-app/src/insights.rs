@@ -15,7 +15,7 @@ use rdq_engine::DeadGroup;
 use rdq_envelope::{TaskId, Timestamp};
 use serde_json::Value;
 
-use crate::auth::{Caller, Scope};
+use crate::auth::{Caller, READ_SCOPES, Scope};
 use crate::error::AppError;
 use crate::metrics::{MinuteCounts, now_minute};
 use crate::{App, AuditRecord};
@@ -135,9 +135,9 @@ impl App {
     }
 
     /// `queue`'s DLQ by latest error type: how many died of each, and the
-    /// newest of each (`admin`).
+    /// newest of each (any scope on the queue).
     pub async fn dlq_breakdown(&self, caller: &Caller, queue: &str) -> Result<Breakdown, AppError> {
-        self.existing_queue(caller, Scope::Admin, queue).await?;
+        self.existing_queue(caller, READ_SCOPES, queue).await?;
         let groups = self.engine.store().dead_groups(queue).await.map_err(|e| {
             Self::unsupported_hint(e, "this store cannot list its DLQ; export it instead")
         })?;

@@ -10,7 +10,7 @@ use rdq_engine::{EngineError, QueueConfig};
 use rdq_envelope::validate_queue_name;
 use serde_json::Value;
 
-use crate::auth::{Caller, Scope};
+use crate::auth::{Caller, READ_SCOPES, Scope};
 use crate::error::AppError;
 use crate::{App, AuditRecord};
 
@@ -117,15 +117,15 @@ impl App {
         Ok(store.queue_names().await?.iter().any(|q| q == queue))
     }
 
-    /// Refuses unless `caller` has `scope` on `queue`, the name is valid
-    /// and the queue exists.
+    /// Refuses unless `caller` has one of `scopes` on `queue`, the name is
+    /// valid and the queue exists.
     pub(crate) async fn existing_queue(
         &self,
         caller: &Caller,
-        scope: Scope,
+        scopes: &[Scope],
         queue: &str,
     ) -> Result<(), AppError> {
-        caller.require(scope, queue)?;
+        caller.require_any(scopes, queue)?;
         validate_queue_name(queue)?;
         if self.queue_exists(queue).await? {
             Ok(())
@@ -134,14 +134,23 @@ impl App {
         }
     }
 
-    /// The live configuration of `queue`, defaults filled in (`admin`).
+    /// The live configuration of `queue`, defaults filled in (any scope on
+    /// the queue: reading changes nothing).
     pub async fn queue_config(
         &self,
         caller: &Caller,
         queue: &str,
     ) -> Result<QueueConfig, AppError> {
-        self.existing_queue(caller, Scope::Admin, queue).await?;
-        Ok(self.engine.config(queue).await?)
+        self.existing_queue(caller, READ_SCOPES, queue).await?;
+        let mut config = self.engine.config(queue).await?;
+        // Callback header values and URL secrets are for `admin` eyes only.
+        if !caller.has_scope(Scope::Admin)
+            && let Some(callback) = config.sections.get_mut("callback")
+        {
+            let doc = serde_json::json!({ "callback": callback.take() });
+            *callback = crate::audit::redact_policy(&doc)["callback"].take();
+        }
+        Ok(config)
     }
 
     /// Applies a partial configuration document to `queue` (`admin`): the fields

@@ -178,18 +178,6 @@ async fn every_service_answers_on_the_http_address() {
         Code::Unauthenticated,
         "UNAUTHENTICATED",
     );
-    assert_refused(
-        dlq.list(req(
-            pb::DlqListRequest {
-                queue: "mail".into(),
-                ..Default::default()
-            },
-            SUBMIT_ONLY,
-        ))
-        .await,
-        Code::PermissionDenied,
-        "FORBIDDEN",
-    );
 
     // Bad input: the same codes as over HTTP, and nothing changes.
     let bad = pb::SubmitRequest {
@@ -280,6 +268,19 @@ async fn every_service_answers_on_the_http_address() {
     assert!(!again.created);
     assert_eq!(again.envelope.unwrap().id, env.id);
 
+    // A known token without the scope.
+    assert_refused(
+        dlq.purge(req(
+            pb::PurgeRequest {
+                queue: "mail".into(),
+                dry_run: true,
+            },
+            SUBMIT_ONLY,
+        ))
+        .await,
+        Code::PermissionDenied,
+        "FORBIDDEN",
+    );
     // The gRPC envelope is the HTTP envelope, byte for byte.
     let http_env = reqwest::Client::new()
         .get(format!("{}/v1/tasks/{}", server.base, env.id))
@@ -678,9 +679,14 @@ fn import_entry(env: Option<pb::Envelope>, dry_run: bool) -> pb::ImportRequest {
     }
 }
 
+/// A worker's end of a Work stream. Acknowledgements and tasks may
+/// interleave (settles are written while the stream keeps claiming), so
+/// each kind is kept until asked for.
 struct WorkStream {
     tx: mpsc::Sender<pb::WorkRequest>,
     rx: tonic::Streaming<pb::WorkResponse>,
+    tasks: std::collections::VecDeque<pb::LeasedTask>,
+    acks: std::collections::VecDeque<pb::WorkAck>,
 }
 
 impl WorkStream {
@@ -695,7 +701,12 @@ impl WorkStream {
             .work(req(ReceiverStream::new(rx), ALL))
             .await?
             .into_inner();
-        Ok(Self { tx, rx })
+        Ok(Self {
+            tx,
+            rx,
+            tasks: Default::default(),
+            acks: Default::default(),
+        })
     }
 
     async fn send(&self, kind: pb::work_request::Kind) {
@@ -705,17 +716,29 @@ impl WorkStream {
             .unwrap();
     }
 
-    async fn task(&mut self) -> pb::LeasedTask {
+    async fn next(&mut self) {
         match self.rx.message().await.unwrap().unwrap().kind {
-            Some(pb::work_response::Kind::Task(t)) => t,
-            other => panic!("expected a task, got {other:?}"),
+            Some(pb::work_response::Kind::Task(t)) => self.tasks.push_back(t),
+            Some(pb::work_response::Kind::Ack(a)) => self.acks.push_back(a),
+            None => panic!("a message without a kind"),
+        }
+    }
+
+    async fn task(&mut self) -> pb::LeasedTask {
+        loop {
+            if let Some(t) = self.tasks.pop_front() {
+                return t;
+            }
+            self.next().await;
         }
     }
 
     async fn ack(&mut self) -> pb::WorkAck {
-        match self.rx.message().await.unwrap().unwrap().kind {
-            Some(pb::work_response::Kind::Ack(a)) => a,
-            other => panic!("expected an ack, got {other:?}"),
+        loop {
+            if let Some(a) = self.acks.pop_front() {
+                return a;
+            }
+            self.next().await;
         }
     }
 }

@@ -113,7 +113,9 @@ fn split(map: Map<String, Value>) -> (Map<String, Value>, Map<String, Value>) {
 
 impl Serialize for QueueConfig {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.to_map().map_err(serde::ser::Error::custom)?.serialize(s)
+        self.to_map()
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s)
     }
 }
 
@@ -140,10 +142,14 @@ mod tests {
 
     #[test]
     fn sections_sit_beside_the_policy_in_one_document() {
-        let doc = json!({"max_attempts": 3, "callback": {"url": "http://x"}, "queuey_compatible": true});
+        let doc =
+            json!({"max_attempts": 3, "callback": {"url": "http://x"}, "queuey_compatible": true});
         let config = QueueConfig::from_json(doc, SECTIONS).unwrap();
         assert_eq!(config.policy.max_attempts, 3);
-        assert_eq!(config.section("callback"), Some(&json!({"url": "http://x"})));
+        assert_eq!(
+            config.section("callback"),
+            Some(&json!({"url": "http://x"}))
+        );
         assert_eq!(config.section("queuey_compatible"), Some(&json!(true)));
         let written = serde_json::to_value(&config).unwrap();
         assert_eq!(written["max_attempts"], 3);
@@ -168,7 +174,10 @@ mod tests {
         let config = QueueConfig::from(QueuePolicy::default())
             .with_section("callback", json!({"url": "http://x"}));
         let next = config
-            .patched(&json!({"paused": true, "queuey_compatible": true}), SECTIONS)
+            .patched(
+                &json!({"paused": true, "queuey_compatible": true}),
+                SECTIONS,
+            )
             .unwrap();
         assert!(next.policy.paused);
         assert_eq!(next.section("callback"), config.section("callback"));

@@ -15,9 +15,9 @@ use rdq_envelope::{
 use tokio::sync::Notify;
 
 use crate::clock::Clock;
+use crate::config::QueueConfig;
 use crate::error::EngineError;
 use crate::machine::{self, LeaseToken, Settlement};
-use crate::config::QueueConfig;
 use crate::policy::QueuePolicy;
 use crate::store::{
     LeasedUpdate, ListOrder, ListQuery, MAX_PAGE, NewTask, RedriveRequest, Store, Submitted,

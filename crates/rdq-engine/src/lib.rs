@@ -25,13 +25,13 @@ pub mod policy;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::QueueConfig;
 pub use engine::{Claimed, Engine, SettleRequest, SubmitRequest, is_prunable};
 pub use error::EngineError;
 pub use lease_key::{LeaseKey, TokenMismatch};
 pub use machine::{FailureKind, LeaseToken, RetryOverride, Settlement};
-pub use config::QueueConfig;
 pub use policy::{Backoff, QueuePolicy, VersionMismatch};
 pub use store::{
-    Capabilities, DeadGroup, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueCounts, QueueDepths,
-    RedriveRequest, Store, Submitted,
+    Capabilities, DeadGroup, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueCounts,
+    QueueDepths, RedriveRequest, Store, Submitted,
 };

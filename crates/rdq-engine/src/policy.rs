@@ -389,7 +389,12 @@ mod tests {
     #[test]
     fn field_names_are_the_documents_keys() {
         let doc = serde_json::to_value(QueuePolicy::default()).unwrap();
-        let mut keys: Vec<&str> = doc.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut keys: Vec<&str> = doc
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         let mut names = QueuePolicy::field_names().to_vec();
         keys.sort_unstable();
         names.sort_unstable();

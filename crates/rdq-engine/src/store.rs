@@ -23,9 +23,9 @@ use async_trait::async_trait;
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::Notify;
 
+use crate::config::QueueConfig;
 use crate::error::EngineError;
 use crate::machine::LeaseToken;
-use crate::config::QueueConfig;
 
 /// What a store can do beyond the work path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -120,13 +120,30 @@ async fn scopes_and_queue_globs_decide_what_a_token_may_do() {
         )
         .await
         .assert_problem(403, "FORBIDDEN");
+    // Any scope on a queue reads its DLQ; changing it needs admin.
+    assert_eq!(
+        server
+            .call_as(
+                Some(SUBMITTER),
+                Method::GET,
+                "/v1/queues/payments.charge/dead",
+                None,
+            )
+            .await
+            .status,
+        StatusCode::OK
+    );
     server
         .call_as(
             Some(SUBMITTER),
-            Method::GET,
-            "/v1/queues/payments.charge/dead",
+            Method::DELETE,
+            "/v1/queues/payments.charge/dead?dry_run=true",
             None,
         )
+        .await
+        .assert_problem(403, "FORBIDDEN");
+    server
+        .call_as(Some(SUBMITTER), Method::GET, "/v1/queues/emails/dead", None)
         .await
         .assert_problem(403, "FORBIDDEN");
     assert_eq!(
@@ -400,4 +417,53 @@ async fn metrics_count_submits_claims_outcomes_and_the_dlq() {
         );
     }
     server.stop().await;
+}
+
+#[tokio::test]
+async fn a_token_without_admin_reads_the_config_with_callback_secrets_redacted() {
+    let server = secured(None).await.with_token(OPS);
+    server
+        .put(
+            "/v1/queues/payments.charge/config",
+            json!({"callback": {"url": "http://127.0.0.1:9/x?key=s3cret", "headers": {"authorization": "Bearer callback-secret"}}}),
+        )
+        .await;
+    let admin = server
+        .call_as(
+            Some(OPS),
+            Method::GET,
+            "/v1/queues/payments.charge/config",
+            None,
+        )
+        .await;
+    assert_eq!(
+        admin.body["callback"]["headers"]["authorization"],
+        "Bearer callback-secret"
+    );
+    let reader = server
+        .call_as(
+            Some(SUBMITTER),
+            Method::GET,
+            "/v1/queues/payments.charge/config",
+            None,
+        )
+        .await;
+    assert_eq!(reader.status, StatusCode::OK, "{}", reader.body);
+    assert_eq!(reader.body["callback"]["headers"]["authorization"], "…");
+    let text = reader.body.to_string();
+    assert!(
+        !text.contains("callback-secret") && !text.contains("s3cret"),
+        "{text}"
+    );
+    assert_eq!(reader.body["max_attempts"], admin.body["max_attempts"]);
+    // Changing it still needs admin.
+    server
+        .call_as(
+            Some(SUBMITTER),
+            Method::PUT,
+            "/v1/queues/payments.charge/config",
+            Some(json!({"paused": true})),
+        )
+        .await
+        .assert_problem(403, "FORBIDDEN");
 }

@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use rdq_engine::{
-    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueCounts, QueueConfig,
+    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig, QueueCounts,
     RedriveRequest, Store, Submitted,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};

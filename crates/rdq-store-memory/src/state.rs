@@ -15,7 +15,7 @@ use rdq_engine::glob::Glob;
 use rdq_engine::machine::{self, LeaseToken};
 use rdq_engine::store::{MAX_PAGE, finished_at, latest_error_type};
 use rdq_engine::{
-    EngineError, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueCounts, QueueConfig,
+    EngineError, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueConfig, QueueCounts,
     RedriveRequest, Submitted,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};

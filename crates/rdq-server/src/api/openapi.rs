@@ -432,7 +432,7 @@ pub fn document() -> Value {
         Op::new(
             "getQueueConfig",
             "queues",
-            "The queue's live policy, defaults filled in (admin)",
+            "The queue's live policy, defaults filled in (any scope on the queue; without admin, callback header values and URL secrets read as …)",
         )
         .param(queue_param())
         .responses(with_config_scope(ok(
@@ -487,7 +487,7 @@ pub fn document() -> Value {
         Op::new(
             "listDead",
             "dlq",
-            "A page of the queue's dead tasks, newest first (admin)",
+            "A page of the queue's dead tasks, newest first (any scope on the queue)",
         )
         .param(queue_param())
         .param(query_param(
@@ -540,7 +540,7 @@ pub fn document() -> Value {
         Op::new(
             "exportDead",
             "dlq",
-            "The queue's dead tasks as JSONL of canonical envelopes, oldest first, streamed (admin)",
+            "The queue's dead tasks as JSONL of canonical envelopes, oldest first, streamed (any scope on the queue)",
         )
         .param(queue_param())
         .param(error_type_param())
@@ -553,7 +553,7 @@ pub fn document() -> Value {
         Op::new(
             "getDead",
             "dlq",
-            "One dead task of the queue with its attempt history; works on stores that cannot look a task up by id (a broker) by paging the DLQ (admin)",
+            "One dead task of the queue with its attempt history; works on stores that cannot look a task up by id (a broker) by paging the DLQ (any scope on the queue)",
         )
         .param(queue_param())
         .param(id_param())
@@ -653,7 +653,7 @@ pub fn document() -> Value {
             Op::new(
                 "breakdownDead",
                 "dlq",
-                "The queue's DLQ grouped by latest error type, most tasks first, with the newest task of each (admin)",
+                "The queue's DLQ grouped by latest error type, most tasks first, with the newest task of each (any scope on the queue)",
             )
             .param(queue_param())
             .responses(ok(200, "The groups", json!({

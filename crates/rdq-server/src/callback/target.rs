@@ -164,7 +164,10 @@ impl CallbackTarget {
             return Err("callback.url: a grpc:// URL needs a port".into());
         }
         if grpc && !doc.body_rules.is_empty() {
-            return Err("callback.body_rules: a gRPC target's status decides; body rules are for HTTP".into());
+            return Err(
+                "callback.body_rules: a gRPC target's status decides; body rules are for HTTP"
+                    .into(),
+            );
         }
         let timeout_ms = match doc.timeout_ms {
             Some(0) => return Err("callback.timeout_ms: must be at least 1".into()),
