@@ -513,14 +513,25 @@ impl Service<Request<Incoming>> for ConnService {
         let http1 = req.version() <= Version::HTTP_11;
         let timeout_ms = self.body_timeout_ms;
         let stalled_flag = Arc::clone(&stalled);
-        let req = req.map(|body| {
-            Body::new(StallGuard {
-                inner: body,
-                timeout_ms,
-                timer: None,
-                stalled: stalled_flag,
+        // A gRPC stream (the `Work` RPC) may rightly send nothing for
+        // minutes; HTTP/2 keep-alive pings watch its connection instead.
+        let grpc = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("application/grpc"));
+        let req = if grpc {
+            req.map(Body::new)
+        } else {
+            req.map(|body| {
+                Body::new(StallGuard {
+                    inner: body,
+                    timeout_ms,
+                    timer: None,
+                    stalled: stalled_flag,
+                })
             })
-        });
+        };
         // A router is always ready (axum's documentation), so `call` may
         // follow `clone` directly.
         let response = self.router.clone().call(req);

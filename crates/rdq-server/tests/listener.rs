@@ -269,6 +269,41 @@ async fn in_flight_requests_finish_at_shutdown_and_new_connections_are_refused()
 }
 
 #[tokio::test]
+async fn a_grpc_stream_may_stay_silent_beyond_the_body_timeout() {
+    let mut config = test_config();
+    config.http.body_read_timeout_ms = 200;
+    let (server, addr) = start(config).await;
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    let driver = tokio::spawn(conn);
+    // A Work stream whose worker has not said its hello yet: the server
+    // waits for it. Were the body timeout applied, the stream would end
+    // with an error status after 200 ms.
+    let (_silent, body) =
+        futures::channel::mpsc::unbounded::<Result<axum::body::Bytes, std::io::Error>>();
+    let request = hyper::Request::post(format!("http://{addr}/rdq.v1.Workers/Work"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(axum::body::Body::from_stream(body))
+        .unwrap();
+    let answered =
+        tokio::time::timeout(Duration::from_millis(1500), sender.send_request(request)).await;
+    assert!(
+        answered.is_err(),
+        "the silent stream was answered: {:?}",
+        answered.map(|r| r.map(|r| r.headers().clone()))
+    );
+    drop(sender);
+    driver.abort();
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn http2_with_prior_knowledge_shares_the_port() {
     let (server, addr) = start(test_config()).await;
     let tcp = TcpStream::connect(addr).await.unwrap();
