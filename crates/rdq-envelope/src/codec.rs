@@ -21,7 +21,9 @@ use crate::model::{
 use crate::names::{validate_handler_ref, validate_queue_name};
 use crate::time::Timestamp;
 
-const ENVELOPE_KEYS: &[&str] = &[
+/// The members of an envelope the v1 model knows, in canonical order; any
+/// other member is unknown and kept verbatim (`docs/envelope.md`).
+pub const ENVELOPE_KEYS: &[&str] = &[
     "envelope_version",
     "id",
     "queue",
@@ -42,14 +44,16 @@ const ENVELOPE_KEYS: &[&str] = &[
     "created_at",
     "attempts",
 ];
-const ATTEMPT_KEYS: &[&str] = &[
+/// The members of an attempt record the v1 model knows, in canonical order.
+pub const ATTEMPT_KEYS: &[&str] = &[
     "attempt_no",
     "started_at",
     "finished_at",
     "outcome",
     "error",
 ];
-const ERROR_KEYS: &[&str] = &["type", "message", "detail", "stack"];
+/// The members of an error object the v1 model knows, in canonical order.
+pub const ERROR_KEYS: &[&str] = &["type", "message", "detail", "stack"];
 
 /// Default limit on a serialised envelope: 1 MiB.
 pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = 1024 * 1024;

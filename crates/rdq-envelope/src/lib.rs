@@ -22,7 +22,10 @@ pub mod queuey;
 mod time;
 mod truncate;
 
-pub use codec::{DEFAULT_MAX_ENVELOPE_BYTES, is_canonical_base64, parse_strict};
+pub use codec::{
+    ATTEMPT_KEYS, DEFAULT_MAX_ENVELOPE_BYTES, ENVELOPE_KEYS, ERROR_KEYS, is_canonical_base64,
+    parse_strict,
+};
 pub use error::{EnvelopeError, ErrorCode};
 pub use id::TaskId;
 pub use model::{AttemptRecord, ENVELOPE_VERSION, Envelope, ErrorInfo, Outcome, Status};

@@ -12,6 +12,9 @@
 //! is byte-identical for every canonical envelope.
 
 use base64::Engine as _;
+use rdq_envelope::{
+    ATTEMPT_KEYS as ATTEMPT_KNOWN, ENVELOPE_KEYS as ENVELOPE_KNOWN, ERROR_KEYS as ERROR_KNOWN,
+};
 use rdq_envelope::{Envelope, EnvelopeError, ErrorCode, parse_strict};
 use serde_json::{Map, Value};
 
@@ -37,36 +40,6 @@ pub const ATTEMPT_OPTIONAL: &[&str] = &["finished_at", "outcome", "error"];
 
 /// Error-object members a writer may leave out.
 pub const ERROR_OPTIONAL: &[&str] = &["detail", "stack"];
-
-const ENVELOPE_KNOWN: &[&str] = &[
-    "envelope_version",
-    "id",
-    "queue",
-    "handler_ref",
-    "handler_version",
-    "payload",
-    "payload_content_type",
-    "payload_ref",
-    "headers",
-    "status",
-    "priority",
-    "deferral_count",
-    "attempt_count",
-    "redrive_count",
-    "claim_count",
-    "next_attempt_at",
-    "lease_expires_at",
-    "created_at",
-    "attempts",
-];
-const ATTEMPT_KNOWN: &[&str] = &[
-    "attempt_no",
-    "started_at",
-    "finished_at",
-    "outcome",
-    "error",
-];
-const ERROR_KNOWN: &[&str] = &["type", "message", "detail", "stack"];
 
 fn malformed(path: &str, message: impl Into<String>) -> EnvelopeError {
     EnvelopeError::at(ErrorCode::MalformedEnvelope, path, message)
