@@ -24,7 +24,9 @@ class AuthTest {
             RdqClient authed = RdqClient.builder(server.url()).token("a-long-test-secret-0123456789").build();
             Envelope env = authed.submit(req);
             assertEquals("java-sdk", env.header("rdq.submitted_by").orElseThrow());
-            assertEquals("FORBIDDEN", assertThrows(RdqException.class, () -> authed.queueConfig("auth.q")).code());
+            // Any scope reads a queue; changing it needs admin.
+            authed.queueConfig("auth.q");
+            assertEquals("FORBIDDEN", assertThrows(RdqException.class, () -> authed.purgeDead("auth.q", true)).code());
         }
     }
 
