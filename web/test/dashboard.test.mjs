@@ -314,8 +314,8 @@ for (const kind of STORES) {
       assert.ok(reached, 'Tab reaches the queue link');
       await page.keyboard.press('Enter');
       await page.locator('#breakdown').waitFor();
-      // The new page's heading has the focus.
-      assert.equal(await page.evaluate(() => document.activeElement.tagName), 'H1');
+      // The new page's heading takes the focus once the page is rendered.
+      await page.waitForFunction(() => document.activeElement.tagName === 'H1', null, { timeout: 10000 });
       assert.deepEqual(await unlabelled(page), []);
       for (const label of ['Error type (glob)', 'Submitted from', 'Submitted before', 'Select every task on this page', 'Task id']) {
         assert.equal(await page.getByLabel(label, { exact: true }).count(), 1, label);
