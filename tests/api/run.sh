@@ -33,6 +33,10 @@ log() { echo "api: $*"; }
 venv="$root/target/api-venv"
 stamp="$venv/.requirements.sha256"
 want="$(sha256sum "$here/requirements.txt" | cut -d' ' -f1)"
+# A venv copied or moved from elsewhere has scripts pointing at its old path.
+if [ -d "$venv" ] && ! "$venv/bin/pip" --version >/dev/null 2>&1; then
+  rm -rf "$venv"
+fi
 if [ ! -x "$venv/bin/python" ]; then
   log "creating $venv"
   python3 -m venv "$venv"

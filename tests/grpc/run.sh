@@ -9,6 +9,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 VENV="$ROOT/target/grpc-py-venv"
 STUBS="$ROOT/target/grpc-py-stubs"
+# A venv copied or moved from elsewhere has scripts pointing at its old path.
+if [ -d "$VENV" ] && ! "$VENV/bin/pip" --version >/dev/null 2>&1; then
+  rm -rf "$VENV"
+fi
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
