@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -145,34 +144,7 @@ impl Rdq {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            let mut tx = Some(tx);
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                // Text: `… listening on http://addr`; JSON: the same in `message`.
-                let message = serde_json::from_str::<Value>(&line)
-                    .ok()
-                    .and_then(|v| v["message"].as_str().map(str::to_owned))
-                    .unwrap_or_else(|| line.clone());
-                if let Some(at) = message.find("listening on http://")
-                    && let Some(tx) = tx.take()
-                {
-                    let rest = &message[at + "listening on ".len()..];
-                    let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_owned());
-                }
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        let Ok(base) = rx.recv_timeout(Duration::from_secs(20)) else {
-            let _ = child.kill();
-            panic!("rdq serve did not start:\n{}", log.lock().unwrap());
-        };
+        let (base, log) = common::await_listening(&mut child);
         Self {
             child: Some(child),
             base,

@@ -69,33 +69,7 @@ impl RdqServer {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            let mut tx = Some(tx);
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if let Some(at) = line.find("listening on http://")
-                    && let Some(tx) = tx.take()
-                {
-                    let rest = &line[at + "listening on ".len()..];
-                    let url = rest.split_whitespace().next().unwrap_or("").to_owned();
-                    let _ = tx.send(url);
-                }
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        let base = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(url) => url,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("rdq serve did not start:\n{}", log.lock().unwrap());
-            }
-        };
+        let (base, log) = await_listening(&mut child);
         Self {
             child: Some(child),
             base,
@@ -397,4 +371,40 @@ async fn answer(log: &Arc<Mutex<Vec<Received>>>, headers: HeaderMap, body: &[u8]
 pub fn closed_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
+}
+
+/// Collects a started `rdq serve`'s standard error and waits for its
+/// "listening on http://…" line (text or JSON logs); returns the base URL and
+/// the growing log. Kills the child and panics with the log if it never
+/// starts.
+pub fn await_listening(child: &mut std::process::Child) -> (String, Arc<Mutex<String>>) {
+    let stderr = child.stderr.take().unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sink = Arc::clone(&log);
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            // Text: `… listening on http://addr`; JSON: the same in `message`.
+            let message = serde_json::from_str::<serde_json::Value>(&line)
+                .ok()
+                .and_then(|v| v["message"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| line.clone());
+            if let Some(at) = message.find("listening on http://")
+                && let Some(tx) = tx.take()
+            {
+                let rest = &message[at + "listening on ".len()..];
+                let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_owned());
+            }
+            let mut log = sink.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    let Ok(base) = rx.recv_timeout(Duration::from_secs(20)) else {
+        let _ = child.kill();
+        panic!("rdq serve did not start:\n{}", log.lock().unwrap());
+    };
+    (base, log)
 }
