@@ -30,7 +30,7 @@ need() { # command what-to-install
 # The rdq binary the other languages' tests start (`rdq serve`).
 build_rdq() {
   if [ -z "${RDQ_BIN:-}" ]; then
-    cargo build --quiet -p rdq-cli --bin rdq
+    cargo build --quiet --workspace --bin rdq
     export RDQ_BIN="$root/target/debug/rdq"
   fi
 }
@@ -44,8 +44,13 @@ suite_rust() {
   cargo nextest run --workspace --no-fail-fast --profile "$profile"
   # The tests that restart a shared service (the broker, the database) run
   # last and one at a time, when nothing else needs the service.
-  cargo nextest run --profile "$profile" -p rdq-store-rabbitmq --test reconnect --run-ignored only
-  cargo nextest run --profile "$profile" -p rdq-store-postgres --test db_restart --run-ignored only
+  # `--workspace` keeps the feature set of the main run: selecting one
+  # package (`-p`) would unify features differently and rebuild every
+  # dependency a second time.
+  cargo nextest run --workspace --profile "$profile" --run-ignored only \
+    -E 'binary_id(rdq-store-rabbitmq::reconnect)'
+  cargo nextest run --workspace --profile "$profile" --run-ignored only \
+    -E 'binary_id(rdq-store-postgres::db_restart)'
   ensure_services
 }
 

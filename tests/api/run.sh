@@ -49,8 +49,8 @@ fi
 
 # --- the binary
 if [ -z "${RDQ_BIN:-}" ]; then
-  log "building rdq (cargo build -p rdq-cli --bin rdq)"
-  cargo build --quiet -p rdq-cli --bin rdq
+  log "building rdq (cargo build --workspace --bin rdq)"
+  cargo build --quiet --workspace --bin rdq
   RDQ_BIN="$root/target/debug/rdq"
 fi
 [ -x "$RDQ_BIN" ] || { echo "api: RDQ_BIN=$RDQ_BIN is not executable" >&2; exit 1; }

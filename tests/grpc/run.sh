@@ -24,6 +24,6 @@ rm -rf "$STUBS"
 mkdir -p "$STUBS"
 "$VENV/bin/python" -m grpc_tools.protoc -I proto \
   --python_out="$STUBS" --grpc_python_out="$STUBS" proto/rdq/v1/*.proto
-cargo build --quiet -p rdq-cli --bin rdq
+cargo build --quiet --workspace --bin rdq
 RDQ_BIN="$ROOT/target/debug/rdq" PYTHONPATH="$STUBS" \
   "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/grpc "$@"

@@ -27,7 +27,7 @@ function rdqBin() {
     const full = join(ROOT, p);
     if (existsSync(full)) return full;
   }
-  throw new Error('RDQ_BIN is not set and target/debug/rdq does not exist: cargo build -p rdq-cli --bin rdq');
+  throw new Error('RDQ_BIN is not set and target/debug/rdq does not exist: cargo build --workspace --bin rdq');
 }
 
 let seq = 0;

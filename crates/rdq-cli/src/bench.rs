@@ -84,6 +84,8 @@ pub struct BenchArgs {
     workers: usize,
     /// For `pull`: the workers use the gRPC `Work` stream (64 credits,
     /// settles batched on the stream) instead of HTTP claim and batch settle.
+    /// For `callback`: the receiver is a gRPC `rdq.v1.Handler` (a
+    /// `grpc://` target) instead of an HTTP endpoint.
     #[arg(long)]
     grpc: bool,
     /// Pending tasks behind the measured claims, for `backlog`.

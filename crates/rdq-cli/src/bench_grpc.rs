@@ -1,8 +1,11 @@
 //! `rdq bench --workload pull --grpc`: a pull worker on the gRPC `Work`
 //! stream (`docs/grpc.md`), with as many credits as an HTTP pull worker
 //! claims at once; the tasks that arrived are settled as one `WorkSettle`
-//! as soon as no more are waiting (at most the credits).
+//! as soon as no more are waiting (at most the credits). And
+//! `rdq bench --workload callback --grpc`: the callback target is a minimal
+//! `rdq.v1.Handler` answering OK at once.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -102,4 +105,35 @@ pub async fn work_stream_worker(
         }
     }
     Ok(())
+}
+
+/// A minimal `rdq.v1.Handler` on `127.0.0.1:0` answering OK at once and
+/// counting calls in `hits`; returns its `grpc://` URL.
+pub async fn start_receiver(hits: Arc<AtomicU64>) -> Result<String, CliError> {
+    let router =
+        tonic::service::Routes::new(pb::handler_server::HandlerServer::new(Receiver { hits }))
+            .into_axum_router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| failed("receiver", e))?;
+    let addr = listener.local_addr().map_err(|e| failed("receiver", e))?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    Ok(format!("grpc://{addr}"))
+}
+
+struct Receiver {
+    hits: Arc<AtomicU64>,
+}
+
+#[tonic::async_trait]
+impl pb::handler_server::Handler for Receiver {
+    async fn handle(
+        &self,
+        _request: tonic::Request<pb::HandleRequest>,
+    ) -> Result<tonic::Response<pb::HandleResponse>, tonic::Status> {
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Ok(tonic::Response::new(pb::HandleResponse {}))
+    }
 }

@@ -58,7 +58,8 @@ pub struct ServerBench {
     pub concurrency: usize,
     /// Pull workers (pull mode).
     pub workers: usize,
-    /// Pull workers use the gRPC `Work` stream (`docs/grpc.md`).
+    /// Pull workers use the gRPC `Work` stream, callbacks go to a gRPC
+    /// receiver (`docs/grpc.md`).
     pub grpc: bool,
 }
 
@@ -119,7 +120,11 @@ async fn measure(setup: &ServerBench, base: &str) -> Result<Value, CliError> {
     let hits = Arc::new(AtomicU64::new(0));
     let mut policy = json!({"paused": true, "backoff": {"kind": "none"}, "max_attempts": 3});
     if setup.mode == Mode::Callback {
-        let url = start_receiver(Arc::clone(&hits)).await?;
+        let url = if setup.grpc {
+            crate::bench_grpc::start_receiver(Arc::clone(&hits)).await?
+        } else {
+            start_receiver(Arc::clone(&hits)).await?
+        };
         policy["callback"] =
             json!({"url": url, "concurrency": setup.concurrency.max(1), "timeout_ms": 10_000});
     }
@@ -200,7 +205,11 @@ async fn measure(setup: &ServerBench, base: &str) -> Result<Value, CliError> {
         "concurrency": if setup.mode == Mode::Callback { json!(setup.concurrency) } else { json!(null) },
         "workers": if setup.mode == Mode::Pull { json!(setup.workers) } else { json!(null) },
         "pull_batch": if setup.mode == Mode::Pull { json!(PULL_BATCH) } else { json!(null) },
-        "transport": if setup.mode == Mode::Pull && setup.grpc { "grpc-work-stream" } else { "http" },
+        "transport": match (setup.mode, setup.grpc) {
+            (Mode::Pull, true) => "grpc-work-stream",
+            (Mode::Callback, true) => "grpc",
+            _ => "http",
+        },
         "submit_per_s": setup.jobs as f64 / submit_elapsed.as_secs_f64(),
         "work_per_s": setup.jobs as f64 / work_elapsed.as_secs_f64(),
         "work_seconds": work_elapsed.as_secs_f64(),

@@ -2,8 +2,10 @@
 //! receiver runs inside the test, the binary exports to it with
 //! `--otlp-endpoint`, and the spans of a task that fails once and then
 //! succeeds are checked (trace ids, parents, links, outcomes); a callback's
-//! `traceparent` header is its exported CLIENT span; and `--log-format json`
-//! writes only JSON lines, never a token or a payload.
+//! `traceparent` header (or a gRPC callback's metadata) is its exported
+//! CLIENT span; a lapsed lease ends its attempt's span as `LEASE_EXPIRED`;
+//! and `--log-format json` writes only JSON lines, never a token or a
+//! payload.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -442,6 +444,180 @@ async fn a_callback_sends_its_client_span_as_traceparent() {
         .expect("a PRODUCER span");
     assert_eq!(process["parentSpanId"], submit["spanId"]);
     assert_eq!(submit["parentSpanId"], PARENT_SPAN);
+}
+
+/// A gRPC callback target answering each task with the status its payload
+/// names (`"OK"`, `"NOT_FOUND"`), keeping each call's `traceparent`.
+#[derive(Clone, Default)]
+struct GrpcReceiver {
+    traceparents: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+#[tonic::async_trait]
+impl rdq_grpc::pb::handler_server::Handler for GrpcReceiver {
+    async fn handle(
+        &self,
+        request: tonic::Request<rdq_grpc::pb::HandleRequest>,
+    ) -> Result<tonic::Response<rdq_grpc::pb::HandleResponse>, tonic::Status> {
+        let tp = request
+            .metadata()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let env = request.into_inner().envelope.unwrap();
+        self.traceparents.lock().unwrap().push((env.id.clone(), tp));
+        if env.payload == b"\"OK\"" {
+            Ok(tonic::Response::new(rdq_grpc::pb::HandleResponse {}))
+        } else {
+            Err(tonic::Status::not_found("no such order"))
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_callback_sends_its_client_span_as_metadata() {
+    let collector = Collector::start().await;
+    let receiver = GrpcReceiver::default();
+    let router = tonic::service::Routes::new(rdq_grpc::pb::handler_server::HandlerServer::new(
+        receiver.clone(),
+    ))
+    .into_axum_router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Rdq::start(
+        dir.path(),
+        FAST_CONFIG,
+        &["--otlp-endpoint", &collector.endpoint],
+        &[],
+    );
+    let api = Api::new(&server.base);
+    api.configure(
+        "grpc-hooked",
+        json!({"max_attempts": 1, "callback": {"url": format!("grpc://{addr}")}}),
+    )
+    .await;
+    let ok = submit_traced(&api, "grpc-hooked", json!("OK")).await;
+    let missing = submit_traced(&api, "grpc-hooked", json!("NOT_FOUND")).await;
+    assert_eq!(api.settled(&ok).await["status"], "SUCCEEDED");
+    assert_eq!(api.settled(&missing).await["status"], "DEAD");
+    server.terminate();
+
+    let sent: std::collections::HashMap<String, String> = receiver
+        .traceparents
+        .lock()
+        .unwrap()
+        .iter()
+        .cloned()
+        .collect();
+    for (id, code, error_type) in [(&ok, 0, None), (&missing, 5, Some("NOT_FOUND"))] {
+        let tp = &sent[id.as_str()];
+        let parts: Vec<&str> = tp.split('-').collect();
+        assert_eq!(parts.len(), 4, "{tp}");
+        assert_eq!(
+            parts[1], TRACE_ID,
+            "the call continues the submitter's trace"
+        );
+        let spans: Vec<Value> = collector
+            .spans()
+            .into_iter()
+            .map(|(_, s)| s)
+            .filter(|s| str_attr(s, "messaging.message.id") == Some(id.as_str()))
+            .collect();
+        let client = spans
+            .iter()
+            .find(|s| s["kind"] == 3)
+            .expect("a CLIENT span");
+        assert_eq!(
+            client["spanId"], parts[2],
+            "the metadata is the CLIENT span's context"
+        );
+        assert_eq!(client["traceId"], TRACE_ID);
+        assert_eq!(client["name"], "rdq.v1.Handler/Handle");
+        assert_eq!(str_attr(client, "rpc.system"), Some("grpc"));
+        assert_eq!(str_attr(client, "rpc.service"), Some("rdq.v1.Handler"));
+        assert_eq!(str_attr(client, "rpc.method"), Some("Handle"));
+        assert_eq!(
+            attr(client, "rpc.grpc.status_code").unwrap()["intValue"],
+            code.to_string()
+        );
+        assert_eq!(str_attr(client, "error.type"), error_type);
+        assert_eq!(attr(client, "http.request.method"), None);
+        let process = spans
+            .iter()
+            .find(|s| s["kind"] == 5)
+            .expect("a CONSUMER span");
+        assert_eq!(client["parentSpanId"], process["spanId"]);
+        let (outcome, failure) = if code == 0 {
+            ("SUCCESS", None)
+        } else {
+            ("PERMANENT_FAILURE", Some("grpc.NotFound"))
+        };
+        assert_eq!(str_attr(process, "rdq.outcome"), Some(outcome));
+        assert_eq!(str_attr(process, "error.type"), failure);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_lease_ends_its_attempt_span_as_lease_expired() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Rdq::start(
+        dir.path(),
+        FAST_CONFIG,
+        &["--otlp-endpoint", &collector.endpoint],
+        &[],
+    );
+    let api = Api::new(&server.base);
+    api.configure(
+        "lapsing",
+        json!({"max_attempts": 3, "backoff": {"kind": "none"}}),
+    )
+    .await;
+    let id = submit_traced(&api, "lapsing", json!({"n": 1})).await;
+    let (status, body) = api
+        .post(
+            "/v1/queues/lapsing/claim",
+            json!({"max": 1, "lease_ms": 100}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["tasks"][0]["id"], id.as_str());
+    // The worker never settles: the reaper closes the attempt.
+    let mut expired = false;
+    for _ in 0..200 {
+        let (_, task) = api.get(&format!("/v1/tasks/{id}")).await;
+        if task["attempts"][0]["outcome"] == "LEASE_EXPIRED" {
+            expired = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(expired, "the lease was not reaped");
+    server.terminate();
+
+    let spans: Vec<Value> = collector
+        .spans()
+        .into_iter()
+        .map(|(_, s)| s)
+        .filter(|s| str_attr(s, "messaging.message.id") == Some(id.as_str()))
+        .collect();
+    let submit = spans
+        .iter()
+        .find(|s| s["kind"] == 4)
+        .expect("a PRODUCER span");
+    let process = spans
+        .iter()
+        .find(|s| s["kind"] == 5)
+        .expect("the lapsed attempt's CONSUMER span");
+    assert_eq!(process["traceId"], TRACE_ID);
+    assert_eq!(process["parentSpanId"], submit["spanId"]);
+    assert_eq!(str_attr(process, "rdq.outcome"), Some("LEASE_EXPIRED"));
+    assert_eq!(str_attr(process, "error.type"), Some("rdq.LeaseExpired"));
+    assert_eq!(attr(process, "rdq.attempt").unwrap()["intValue"], "1");
+    assert_eq!(process["status"]["code"], 2, "an expiry is an error");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,12 @@
 //! `WorkAck` echoing the worker's `seq`; a settle of a task this stream
 //! handed out gives its credit back, whatever its result.
 //!
+//! The stream is pipelined: a settle's credits come back when it arrives,
+//! so the next claim runs while the settle is still being stored, and up
+//! to [`MAX_PENDING_ACKS`] settles and extensions of one stream are stored
+//! at once (the store groups them with other streams' writes). Acks
+//! therefore come in the order the store finishes, matched by `seq`.
+//!
 //! A stream that ends or breaks releases nothing: tasks handed out keep
 //! their leases until settled by id and token (on any stream or over HTTP)
 //! or until they lapse and the reaper records `LEASE_EXPIRED`. A protocol
@@ -45,6 +51,11 @@ pub const IDLE_POLL: Duration = Duration::from_millis(100);
 
 /// Messages buffered towards the worker.
 const OUTBOUND: usize = 256;
+
+/// Most settles and extensions of one stream being stored at once; a
+/// worker that sends more waits (its messages are read no further) until
+/// one is acknowledged.
+pub const MAX_PENDING_ACKS: usize = 8;
 
 struct Hello {
     queues: Vec<String>,
@@ -126,6 +137,7 @@ struct Driver {
     held: HashSet<TaskId>,
     credits: u32,
     next_queue: usize,
+    pending: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 async fn drive(
@@ -145,6 +157,7 @@ async fn drive(
         held: HashSet::new(),
         credits,
         next_queue: 0,
+        pending: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_ACKS)),
     };
     let mut starved = false;
     loop {
@@ -273,8 +286,11 @@ impl Driver {
                         self.held.remove(&id);
                     }
                 }
-                let results = settle_items(&self.app, &self.caller, s.settles).await;
-                self.ack(s.seq, results).await
+                let (app, caller) = (self.app.clone(), self.caller.clone());
+                self.acknowledge(s.seq, async move {
+                    settle_items(&app, &caller, s.settles).await
+                })
+                .await
             }
             Kind::Extend(x) => {
                 let Some(ext) = x.extend else {
@@ -282,26 +298,42 @@ impl Driver {
                         .fail(AppError::invalid_field("extend.extend", "is required"))
                         .await;
                 };
-                let result = match parse_id(&ext.id) {
-                    Ok(id) => {
-                        self.app
-                            .extend_lease(&self.caller, id, &ext.lease_token, ext.extend_ms)
-                            .await
-                    }
-                    Err(e) => Err(e),
-                };
-                self.ack(x.seq, vec![settle_item(ext.id, result)]).await
+                let (app, caller) = (self.app.clone(), self.caller.clone());
+                self.acknowledge(x.seq, async move {
+                    let result = match parse_id(&ext.id) {
+                        Ok(id) => {
+                            app.extend_lease(&caller, id, &ext.lease_token, ext.extend_ms)
+                                .await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    vec![settle_item(ext.id, result)]
+                })
+                .await
             }
         }
     }
 
-    async fn ack(&self, seq: u64, results: Vec<pb::SettleItemResult>) -> Next {
-        let msg = pb::WorkResponse {
-            kind: Some(pb::work_response::Kind::Ack(pb::WorkAck { seq, results })),
+    /// Stores a settle or extension beside the stream's other work and
+    /// acks it with `seq` once stored; waits while [`MAX_PENDING_ACKS`] are
+    /// already being stored. A worker gone by then misses only the ack:
+    /// what it sent is stored all the same.
+    async fn acknowledge<F>(&self, seq: u64, work: F) -> Next
+    where
+        F: Future<Output = Vec<pb::SettleItemResult>> + Send + 'static,
+    {
+        let Ok(permit) = std::sync::Arc::clone(&self.pending).acquire_owned().await else {
+            return Next::Stop;
         };
-        match self.tx.send(Ok(msg)).await {
-            Ok(()) => Next::Go,
-            Err(_) => Next::Stop,
-        }
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let results = work.await;
+            let msg = pb::WorkResponse {
+                kind: Some(pb::work_response::Kind::Ack(pb::WorkAck { seq, results })),
+            };
+            let _ = tx.send(Ok(msg)).await;
+            drop(permit);
+        });
+        Next::Go
     }
 }

@@ -232,6 +232,7 @@ impl Server {
         let reaper = tokio::spawn(reap_leases(
             self.engine.clone(),
             Arc::clone(&self.metrics),
+            self.tracer(),
             Duration::from_millis(m.reaper_interval_ms),
             m.reaper_batch.max(1),
             stop.clone(),
@@ -385,11 +386,13 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     }
 }
 
-/// The lease reaper, counting each expiry in the metrics. (The runtime's
-/// `run_reaper` is the same loop without the counting.)
+/// The lease reaper, counting each expiry in the metrics and, with tracing
+/// on, ending each lapsed attempt's span as `LEASE_EXPIRED`. (The
+/// runtime's `run_reaper` is the same loop without either.)
 async fn reap_leases(
     engine: Engine,
     metrics: Arc<Metrics>,
+    tracer: Option<rdq_telemetry::Tracer>,
     interval: Duration,
     batch: usize,
     mut shutdown: Shutdown,
@@ -399,6 +402,9 @@ async fn reap_leases(
             Ok(reaped) => {
                 for env in &reaped {
                     metrics.outcome(&env.queue, OutcomeLabel::LeaseExpired);
+                    if let Some(t) = &tracer {
+                        trace_expiry(t, env);
+                    }
                 }
                 reaped.len()
             }
@@ -416,4 +422,27 @@ async fn reap_leases(
             return;
         }
     }
+}
+
+/// The CONSUMER span of an attempt whose lease lapsed: from its claim to
+/// the reaper closing it.
+fn trace_expiry(tracer: &rdq_telemetry::Tracer, env: &rdq_envelope::Envelope) {
+    let Some(attempt) = env
+        .attempts
+        .iter()
+        .rev()
+        .find(|a| a.outcome == Some(rdq_envelope::Outcome::LeaseExpired))
+    else {
+        return;
+    };
+    tracer.record_attempt(&rdq_telemetry::Attempt {
+        task: env.id,
+        queue: &env.queue,
+        handler_ref: &env.handler_ref,
+        traceparent: env.headers.get("traceparent").map(String::as_str),
+        attempt_no: attempt.attempt_no,
+        started_ms: attempt.started_at.unix_ms(),
+        outcome: rdq_envelope::Outcome::LeaseExpired.as_str(),
+        error_type: Some(rdq_envelope::error_types::LEASE_EXPIRED),
+    });
 }

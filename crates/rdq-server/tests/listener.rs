@@ -497,6 +497,119 @@ mod https {
         server.stop().await;
     }
 
+    /// A gRPC channel to the TLS listener, trusting the test CA and offering
+    /// ALPN `h2`, optionally with a client certificate (PEM: chain + key).
+    async fn grpc_channel(
+        pki: &Pki,
+        addr: SocketAddr,
+        identity: Option<&str>,
+    ) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+        let mut tls = rdq_tls::client::ClientTls::new();
+        tls.roots = rdq_tls::client::Roots::CaFile(pki.path("ca.pem"));
+        tls.alpn = vec![b"h2".to_vec()];
+        if let Some(pem) = identity {
+            let path = pki.path("grpc-client.pem");
+            std::fs::write(&path, pem).unwrap();
+            tls.identity = Some(rdq_tls::client::ClientIdentity {
+                certificate: path.clone(),
+                key: path,
+            });
+        }
+        let connector = tls.connector().unwrap();
+        let port = addr.port();
+        tonic::transport::Endpoint::from_shared(format!("http://localhost:{port}"))
+            .unwrap()
+            .connect_with_connector(tower::service_fn(move |_uri| {
+                let connector = connector.clone();
+                async move {
+                    let tcp = TcpStream::connect(("127.0.0.1", port)).await?;
+                    let tls = connector.connect("localhost", tcp).await?;
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
+                }
+            }))
+            .await
+    }
+
+    fn grpc_submit(queue: &str) -> rdq_grpc::pb::SubmitRequest {
+        rdq_grpc::pb::SubmitRequest {
+            queue: queue.into(),
+            handler_ref: "h".into(),
+            payload: b"{}".to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn grpc_is_served_over_tls_on_the_https_port() {
+        use rdq_grpc::pb::tasks_client::TasksClient;
+        let pki = Pki::new();
+        let (server, addr) = start(pki.config(false)).await;
+        let channel = grpc_channel(&pki, addr, None).await.unwrap();
+        let mut tasks = TasksClient::new(channel);
+        let created = tasks
+            .submit(grpc_submit("grpc-tls"))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(created.created);
+        let env = created.envelope.unwrap();
+        let got = tasks
+            .get(rdq_grpc::pb::GetTaskRequest { id: env.id.clone() })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(got.envelope.unwrap().queue, "grpc-tls");
+
+        // Plaintext HTTP/2 (h2c) to the TLS port is no gRPC at all.
+        let plain = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await;
+        let refused = match plain {
+            Err(_) => true,
+            Ok(ch) => TasksClient::new(ch)
+                .submit(grpc_submit("grpc-tls"))
+                .await
+                .is_err(),
+        };
+        assert!(refused, "an h2c call to the TLS port must fail");
+        server.stop().await;
+    }
+
+    #[tokio::test]
+    async fn grpc_over_tls_needs_a_trusted_client_certificate_when_one_is_required() {
+        use rdq_grpc::pb::tasks_client::TasksClient;
+        let pki = Pki::new();
+        let (server, addr) = start(pki.config(true)).await;
+        let mut trusted = TasksClient::new(
+            grpc_channel(&pki, addr, Some(&pki.client_pem))
+                .await
+                .unwrap(),
+        );
+        assert!(
+            trusted
+                .submit(grpc_submit("grpc-mtls"))
+                .await
+                .unwrap()
+                .into_inner()
+                .created
+        );
+        for identity in [None, Some(pki.stranger_pem.as_str())] {
+            let refused = match grpc_channel(&pki, addr, identity).await {
+                Err(_) => true,
+                Ok(ch) => TasksClient::new(ch)
+                    .submit(grpc_submit("grpc-mtls"))
+                    .await
+                    .is_err(),
+            };
+            assert!(
+                refused,
+                "a call without a trusted client certificate must fail"
+            );
+        }
+        server.stop().await;
+    }
+
     #[tokio::test]
     async fn plain_http_to_the_tls_port_gets_no_http_answer() {
         let pki = Pki::new();

@@ -23,4 +23,6 @@ pub mod span;
 pub use config::{Sampler, TelemetryConfig, TelemetryError, TelemetrySettings};
 pub use context::{SpanContext, SpanId, TraceId};
 pub use export::Tracer;
-pub use messaging::{Attempt, Dispatch, DispatchResult, SendOperation, SubmitOutcome};
+pub use messaging::{
+    Attempt, CallProtocol, Dispatch, DispatchResult, SendOperation, SubmitOutcome,
+};

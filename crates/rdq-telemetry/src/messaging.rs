@@ -255,19 +255,34 @@ pub struct Dispatch {
     started: SystemTime,
 }
 
+/// How a callback reached its target: the span follows OpenTelemetry's
+/// HTTP or RPC client conventions accordingly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallProtocol {
+    /// An HTTP `POST` of the envelope.
+    Http,
+    /// A call of `rdq.v1.Handler/Handle`.
+    Grpc,
+}
+
 /// How a callback request ended, for its span.
 #[derive(Debug, Clone)]
 pub struct DispatchResult<'a> {
+    /// HTTP or gRPC.
+    pub protocol: CallProtocol,
     /// `server.address`.
     pub host: &'a str,
     /// `server.port`.
     pub port: Option<u16>,
     /// `url.full`, without query or fragment (they may hold secrets).
     pub url: &'a str,
-    /// `http.response.status_code`, when the target answered.
+    /// `http.response.status_code` when an HTTP target answered;
+    /// `rpc.grpc.status_code` of a gRPC call (always known: a call that
+    /// could not be made is `UNAVAILABLE`).
     pub status_code: Option<u16>,
-    /// `error.type`: the status code of an error answer, or `timeout`,
-    /// `connect` (rdq's names for transport failures).
+    /// `error.type`: the status of an error answer (`503`, `UNAVAILABLE`),
+    /// or `timeout`, `connect`, `transport` (rdq's names for an HTTP
+    /// transport failure).
     pub error_type: Option<&'a str>,
 }
 
@@ -284,19 +299,35 @@ impl Dispatch {
 
     /// Records the CLIENT span, ending now.
     pub fn finish(self, tracer: &Tracer, envelope: &Envelope, result: &DispatchResult<'_>) {
-        let mut attributes: Vec<Attribute> = vec![
-            ("http.request.method", "POST".into()),
+        let (name, status_key, mut attributes): (&str, &str, Vec<Attribute>) = match result.protocol
+        {
+            CallProtocol::Http => (
+                "POST",
+                "http.response.status_code",
+                vec![("http.request.method", "POST".into())],
+            ),
+            CallProtocol::Grpc => (
+                "rdq.v1.Handler/Handle",
+                "rpc.grpc.status_code",
+                vec![
+                    ("rpc.system", "grpc".into()),
+                    ("rpc.service", "rdq.v1.Handler".into()),
+                    ("rpc.method", "Handle".into()),
+                ],
+            ),
+        };
+        attributes.extend([
             ("server.address", result.host.into()),
             ("url.full", result.url.into()),
             ("messaging.system", MESSAGING_SYSTEM.into()),
             ("messaging.destination.name", envelope.queue.as_str().into()),
             ("messaging.message.id", envelope.id.to_string().into()),
-        ];
+        ]);
         if let Some(port) = result.port {
             attributes.push(("server.port", i64::from(port).into()));
         }
         if let Some(code) = result.status_code {
-            attributes.push(("http.response.status_code", i64::from(code).into()));
+            attributes.push((status_key, i64::from(code).into()));
         }
         let mut status = Status::Unset;
         if let Some(error_type) = result.error_type {
@@ -306,7 +337,7 @@ impl Dispatch {
         tracer.record(SpanData {
             context: self.context,
             parent: Some(self.parent),
-            name: "POST".into(),
+            name: name.into(),
             kind: SpanKind::Client,
             start_ns: unix_nanos(self.started),
             end_ns: unix_nanos(SystemTime::now()),

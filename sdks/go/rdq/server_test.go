@@ -38,7 +38,7 @@ var (
 	binErr  error
 )
 
-// rdqBinary is RDQ_BIN, or target/debug/rdq after `cargo build -p rdq-cli --bin rdq`.
+// rdqBinary is RDQ_BIN, or target/debug/rdq after `cargo build --workspace --bin rdq`.
 func rdqBinary(t testing.TB) string {
 	binOnce.Do(func() {
 		if p := os.Getenv("RDQ_BIN"); p != "" {
@@ -46,11 +46,11 @@ func rdqBinary(t testing.TB) string {
 			return
 		}
 		root := repoRoot()
-		cmd := exec.Command("cargo", "build", "-p", "rdq-cli", "--bin", "rdq")
+		cmd := exec.Command("cargo", "build", "--workspace", "--bin", "rdq")
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			binErr = fmt.Errorf("cargo build -p rdq-cli --bin rdq: %v\n%s", err, out)
+			binErr = fmt.Errorf("cargo build --workspace --bin rdq: %v\n%s", err, out)
 			return
 		}
 		binPath = filepath.Join(root, "target", "debug", "rdq")

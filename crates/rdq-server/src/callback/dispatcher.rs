@@ -252,7 +252,8 @@ impl Dispatcher {
     }
 }
 
-/// One callback: POST the envelope, map the answer.
+/// One callback: POST the envelope (or call `rdq.v1.Handler/Handle`), map
+/// the answer.
 async fn dispatch_one(dispatch: Arc<QueueDispatch>, task: Arc<Task>) -> Settlement {
     let target = Arc::clone(
         &dispatch
@@ -266,61 +267,70 @@ async fn dispatch_one(dispatch: Arc<QueueDispatch>, task: Arc<Task>) -> Settleme
         .open_attempt()
         .map_or(env.attempt_count, |a| a.attempt_no);
     let started = Instant::now();
-    if target.is_grpc() {
-        let settlement = super::grpc::call(
-            &dispatch.grpc,
-            &dispatch.address_policy,
-            &target,
-            env,
-            attempt,
-            dispatch.excerpt_bytes,
-        )
-        .await;
-        dispatch
-            .metrics
-            .dispatch_latency(&dispatch.queue, started.elapsed());
-        dispatch
-            .metrics
-            .outcome(&dispatch.queue, label(&settlement));
-        return settlement;
-    }
-    let mut request = dispatch
-        .client
-        .post(target.url.clone())
-        .timeout(target.timeout)
-        .headers(target.headers.clone())
-        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-        .header(TASK_ID_HEADER, env.id.to_string())
-        .header(ATTEMPT_HEADER, attempt.to_string());
     // Tracing on: the request's own span context; off: the submitter's, as stored.
     let traced = dispatch
         .tracer
         .as_ref()
         .map(|t| t.start_dispatch(env, attempt));
     let traceparent = match &traced {
-        Some(span) => HeaderValue::from_str(&span.traceparent()).ok(),
-        None => env
-            .headers
-            .get("traceparent")
-            .and_then(|v| HeaderValue::from_str(v).ok()),
+        Some(span) => Some(span.traceparent()),
+        None => env.headers.get("traceparent").cloned(),
     };
-    if let Some(tp) = traceparent {
-        request = request.header("traceparent", tp);
-    }
-    let result = match request.body(env.encode()).send().await {
-        Ok(response) => read_answer(response).await,
-        Err(e) => transport_failure(&e),
+    let url = target.display_url();
+    let (settlement, protocol, status_code, error_type) = if target.is_grpc() {
+        let (code, settlement) = super::grpc::call(
+            &dispatch.grpc,
+            &dispatch.address_policy,
+            &target,
+            env,
+            attempt,
+            traceparent.as_deref(),
+            dispatch.excerpt_bytes,
+        )
+        .await;
+        let error_type = (code != tonic::Code::Ok).then(|| super::grpc::code_name(code).to_owned());
+        (
+            settlement,
+            rdq_telemetry::CallProtocol::Grpc,
+            Some(code as u16),
+            error_type,
+        )
+    } else {
+        let result = post(&dispatch, &target, env, attempt, traceparent.as_deref()).await;
+        let settlement = decide(
+            &target,
+            &result,
+            env.deferral_count,
+            dispatch.excerpt_bytes,
+            dispatch.max_retry_after,
+            SystemTime::now(),
+        );
+        let (status_code, error_type) = match &result {
+            CallResult::Answered { status, .. } if *status >= 400 => {
+                (Some(*status), Some(status.to_string()))
+            }
+            CallResult::Answered { status, .. } => (Some(*status), None),
+            CallResult::TimedOut => (None, Some("timeout".to_owned())),
+            CallResult::ConnectFailed(_) => (None, Some("connect".to_owned())),
+            CallResult::Failed(_) => (None, Some("transport".to_owned())),
+        };
+        (
+            settlement,
+            rdq_telemetry::CallProtocol::Http,
+            status_code,
+            error_type,
+        )
     };
-    let settlement = decide(
-        &target,
-        &result,
-        env.deferral_count,
-        dispatch.excerpt_bytes,
-        dispatch.max_retry_after,
-        SystemTime::now(),
-    );
     if let (Some(tracer), Some(span)) = (&dispatch.tracer, traced) {
-        trace_dispatch(tracer, span, env, attempt, &target, &result, &settlement);
+        let call = rdq_telemetry::DispatchResult {
+            protocol,
+            host: target.url.host_str().unwrap_or(""),
+            port: target.url.port_or_known_default(),
+            url: &url,
+            status_code,
+            error_type: error_type.as_deref(),
+        };
+        trace_dispatch(tracer, span, env, attempt, &call, &settlement);
     }
     dispatch
         .metrics
@@ -329,6 +339,31 @@ async fn dispatch_one(dispatch: Arc<QueueDispatch>, task: Arc<Task>) -> Settleme
         .metrics
         .outcome(&dispatch.queue, label(&settlement));
     settlement
+}
+
+/// POSTs the envelope to an HTTP target.
+async fn post(
+    dispatch: &QueueDispatch,
+    target: &CallbackTarget,
+    env: &rdq_envelope::Envelope,
+    attempt: u32,
+    traceparent: Option<&str>,
+) -> CallResult {
+    let mut request = dispatch
+        .client
+        .post(target.url.clone())
+        .timeout(target.timeout)
+        .headers(target.headers.clone())
+        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+        .header(TASK_ID_HEADER, env.id.to_string())
+        .header(ATTEMPT_HEADER, attempt.to_string());
+    if let Some(tp) = traceparent.and_then(|v| HeaderValue::from_str(v).ok()) {
+        request = request.header("traceparent", tp);
+    }
+    match request.body(env.encode()).send().await {
+        Ok(response) => read_answer(response).await,
+        Err(e) => transport_failure(&e),
+    }
 }
 
 async fn read_answer(mut response: reqwest::Response) -> CallResult {
@@ -397,33 +432,10 @@ fn trace_dispatch(
     span: rdq_telemetry::Dispatch,
     env: &rdq_envelope::Envelope,
     attempt: u32,
-    target: &CallbackTarget,
-    result: &CallResult,
+    call: &rdq_telemetry::DispatchResult<'_>,
     settlement: &Settlement,
 ) {
-    let status_text;
-    let (status_code, error_type) = match result {
-        CallResult::Answered { status, .. } if *status >= 400 => {
-            status_text = status.to_string();
-            (Some(*status), Some(status_text.as_str()))
-        }
-        CallResult::Answered { status, .. } => (Some(*status), None),
-        CallResult::TimedOut => (None, Some("timeout")),
-        CallResult::ConnectFailed(_) => (None, Some("connect")),
-        CallResult::Failed(_) => (None, Some("transport")),
-    };
-    let url = target.display_url();
-    span.finish(
-        tracer,
-        env,
-        &rdq_telemetry::DispatchResult {
-            host: target.url.host_str().unwrap_or(""),
-            port: target.url.port_or_known_default(),
-            url: &url,
-            status_code,
-            error_type,
-        },
-    );
+    span.finish(tracer, env, call);
     let failure = match settlement {
         Settlement::Failure { error, .. } | Settlement::FailureWithRetry { error, .. } => {
             Some(error.error_type.as_str())

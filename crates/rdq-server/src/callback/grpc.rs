@@ -2,8 +2,8 @@
 //! callback URL is `grpc://host:port` gets each task as a call to
 //! `rdq.v1.Handler/Handle` (plaintext HTTP/2), with the target's timeout as
 //! the deadline (`grpc-timeout`, and the call is abandoned past it), the
-//! target's headers, `rdq-task-id`, `rdq-attempt` and the task's
-//! `traceparent` as metadata.
+//! target's headers, `rdq-task-id`, `rdq-attempt` and `traceparent` (the
+//! call's own span when tracing is on, else the task's) as metadata.
 //!
 //! The status decides the outcome, `status_map` first (keys are code names
 //! such as `"NOT_FOUND"` or numbers such as `"5"`), then the default of
@@ -81,6 +81,12 @@ pub fn parse_code(key: &str) -> Option<u16> {
         .iter()
         .position(|(_, name, _)| name.eq_ignore_ascii_case(key))
         .and_then(|i| u16::try_from(i).ok())
+}
+
+/// The upper-case name of `code` (`UNAVAILABLE`), as `status_map` keys
+/// and spans' `error.type` spell it.
+pub fn code_name(code: Code) -> &'static str {
+    names(code).0
 }
 
 fn names(code: Code) -> (&'static str, &'static str) {
@@ -185,20 +191,24 @@ impl Channels {
     }
 }
 
-/// Calls `rdq.v1.Handler/Handle` with `env` and maps the answer.
+/// Calls `rdq.v1.Handler/Handle` with `env` (and `traceparent` as
+/// metadata) and maps the answer: the status code the call ended with and
+/// the settlement.
 pub async fn call(
     channels: &Arc<Channels>,
     policy: &AddressPolicy,
     target: &CallbackTarget,
     env: &Envelope,
     attempt: u32,
+    traceparent: Option<&str>,
     excerpt_bytes: usize,
-) -> Settlement {
+) -> (Code, Settlement) {
     let result = match channels.get(&target.url, policy) {
-        Ok(channel) => handle(channel, target, env, attempt).await,
+        Ok(channel) => handle(channel, target, env, attempt, traceparent).await,
         Err(why) => Err(Status::unavailable(why)),
     };
-    decide(target, &result, excerpt_bytes)
+    let code = result.as_ref().err().map_or(Code::Ok, Status::code);
+    (code, decide(target, &result, excerpt_bytes))
 }
 
 async fn handle(
@@ -206,6 +216,7 @@ async fn handle(
     target: &CallbackTarget,
     env: &Envelope,
     attempt: u32,
+    traceparent: Option<&str>,
 ) -> Result<(), Status> {
     let mut request = tonic::Request::new(rdq_grpc::pb::HandleRequest {
         envelope: Some(rdq_grpc::codec::to_proto(env)),
@@ -226,7 +237,7 @@ async fn handle(
     if let Ok(v) = attempt.to_string().parse() {
         md.insert(super::dispatcher::ATTEMPT_HEADER, v);
     }
-    if let Some(v) = env.headers.get("traceparent").and_then(|v| v.parse().ok()) {
+    if let Some(v) = traceparent.and_then(|v| v.parse().ok()) {
         md.insert("traceparent", v);
     }
     let mut client = HandlerClient::new(channel);

@@ -29,7 +29,7 @@ public final class Repo {
     }
 
     /**
-     * The rdq binary: {@code RDQ_BIN}, else {@code cargo build -p rdq-cli --bin rdq}
+     * The rdq binary: {@code RDQ_BIN}, else {@code cargo build --workspace --bin rdq}
      * in the repository and {@code target/debug/rdq}.
      */
     public static synchronized Path rdqBinary() {
@@ -42,12 +42,12 @@ public final class Repo {
             return binary;
         }
         try {
-            Process p = new ProcessBuilder("cargo", "build", "--quiet", "-p", "rdq-cli", "--bin", "rdq")
+            Process p = new ProcessBuilder("cargo", "build", "--quiet", "--workspace", "--bin", "rdq")
                     .directory(root().toFile())
                     .inheritIO()
                     .start();
             if (p.waitFor() != 0) {
-                throw new IllegalStateException("cargo build -p rdq-cli --bin rdq failed");
+                throw new IllegalStateException("cargo build --workspace --bin rdq failed");
             }
         } catch (IOException e) {
             throw new IllegalStateException("cannot run cargo (set RDQ_BIN to an rdq binary)", e);
