@@ -32,7 +32,16 @@ fn authorized<T>(msg: T, token: Option<&str>) -> Result<tonic::Request<T>, CliEr
     Ok(r)
 }
 
-/// Works `queue` over one Work stream until `settled` reaches `jobs`.
+/// Credits of a bench stream: two HTTP claims' worth, so the next tasks
+/// are on their way while a batch is settled.
+const CREDITS: u32 = 2 * PULL_BATCH as u32;
+
+/// How long a partial settle batch waits for more tasks.
+const SETTLE_LINGER: Duration = Duration::from_millis(1);
+
+/// Works `queue` over one Work stream until `settled` reaches `jobs`:
+/// settles go out in batches of up to 64, or as soon as no task arrived
+/// for [`SETTLE_LINGER`].
 pub async fn work_stream_worker(
     base: &str,
     token: Option<&str>,
@@ -57,8 +66,9 @@ pub async fn work_stream_worker(
     };
     send(pb::work_request::Kind::Hello(pb::WorkHello {
         queues: vec![queue.to_owned()],
-        credits: PULL_BATCH as u32,
+        credits: CREDITS,
         lease_ms: None,
+        bare_acks: true,
     }))
     .await?;
     let mut inbound = pb::workers_client::WorkersClient::new(channel)
@@ -69,13 +79,20 @@ pub async fn work_stream_worker(
     let mut batch: Vec<pb::SettleRequest> = Vec::new();
     let mut seq = 0u64;
     while settled.load(Ordering::Relaxed) < jobs {
-        let next = if batch.is_empty() {
+        let next = if batch.len() as u64 >= PULL_BATCH {
+            None
+        } else if batch.is_empty() {
             match tokio::time::timeout(Duration::from_millis(50), inbound.message()).await {
                 Ok(m) => Some(m),
                 Err(_) => continue,
             }
         } else {
-            inbound.message().now_or_never()
+            match inbound.message().now_or_never() {
+                Some(m) => Some(m),
+                None => tokio::time::timeout(SETTLE_LINGER, inbound.message())
+                    .await
+                    .ok(),
+            }
         };
         let msg = match next {
             None => {

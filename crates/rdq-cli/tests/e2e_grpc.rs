@@ -776,6 +776,7 @@ async fn the_work_stream_keeps_to_its_credits_and_acknowledges() {
                 queues: vec!["Jobs!".into()],
                 credits: 1,
                 lease_ms: None,
+                bare_acks: false,
             },
             "INVALID_QUEUE_NAME",
         ),
@@ -784,6 +785,7 @@ async fn the_work_stream_keeps_to_its_credits_and_acknowledges() {
                 queues: vec!["jobs".into()],
                 credits: 0,
                 lease_ms: None,
+                bare_acks: false,
             },
             "INVALID_FIELD",
         ),
@@ -818,6 +820,7 @@ async fn the_work_stream_keeps_to_its_credits_and_acknowledges() {
             queues: vec!["other".into(), "jobs".into()],
             credits: 2,
             lease_ms: Some(60_000),
+            bare_acks: false,
         },
     )
     .await
@@ -901,6 +904,7 @@ async fn the_work_stream_keeps_to_its_credits_and_acknowledges() {
             queues: vec!["jobs".into()],
             credits: 1,
             lease_ms: None,
+            bare_acks: false,
         },
     )
     .await
@@ -947,6 +951,7 @@ async fn a_dropped_streams_leases_lapse_as_usual() {
             queues: vec!["lapse".into()],
             credits: 1,
             lease_ms: Some(300),
+            bare_acks: false,
         },
     )
     .await
@@ -972,4 +977,83 @@ async fn a_dropped_streams_leases_lapse_as_usual() {
     }
     assert_eq!(outcome, Some(pb::Outcome::LeaseExpired as i32));
     assert!(server.terminate());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bare_acks_carry_results_without_envelopes_and_refills_come_in_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RdqServer::start(dir.path(), &config(), &[]);
+    let ch = channel(&server).await;
+    let mut tasks = TasksClient::new(ch.clone());
+    for i in 0..12u8 {
+        tasks.submit(req(submit("bare", &[i]), ALL)).await.unwrap();
+    }
+    let mut w = WorkStream::open(
+        ch.clone(),
+        pb::WorkHello {
+            queues: vec!["bare".into()],
+            credits: 8,
+            lease_ms: Some(60_000),
+            bare_acks: true,
+        },
+    )
+    .await
+    .unwrap();
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        held.push(w.task().await);
+    }
+    // One settle frees one credit: below a quarter of the credits (2), so
+    // no task comes while the worker still holds seven.
+    let first = held.remove(0);
+    w.send(pb::work_request::Kind::Settle(pb::WorkSettle {
+        seq: 1,
+        settles: vec![settle(&first, pb::ReportedOutcome::ReportedSuccess)],
+    }))
+    .await;
+    let ack = w.ack().await;
+    assert_eq!(ack.seq, 1);
+    assert_eq!(ack.results.len(), 1);
+    assert_eq!(ack.results[0].id, first.id);
+    assert!(
+        ack.results[0].envelope.is_none(),
+        "a bare ack has no envelope"
+    );
+    assert!(ack.results[0].problem.is_none());
+    let early = tokio::time::timeout(Duration::from_millis(300), w.next()).await;
+    assert!(
+        early.is_err(),
+        "one free credit of eight is no refill: {:?}",
+        w.tasks
+    );
+    // A refused settle still names its problem, and gives the credit back:
+    // two free, so two tasks come as one refill.
+    let mut forged = settle(&held[0], pb::ReportedOutcome::ReportedSuccess);
+    forged.lease_token = first.lease_token.clone();
+    w.send(pb::work_request::Kind::Settle(pb::WorkSettle {
+        seq: 2,
+        settles: vec![forged],
+    }))
+    .await;
+    let ack = w.ack().await;
+    assert_eq!(ack.seq, 2);
+    assert_eq!(ack.results[0].problem.as_ref().unwrap().code, "LEASE_LOST");
+    let next = [w.task().await, w.task().await];
+    assert_ne!(next[0].id, next[1].id);
+    assert!(next.iter().all(|t| held.iter().all(|h| h.id != t.id)));
+    let got = tasks
+        .get(req(
+            pb::GetTaskRequest {
+                id: first.id.clone(),
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .envelope
+        .unwrap();
+    assert_eq!(status_of(&got), pb::Status::Succeeded);
+    drop(w);
+    drop(server);
 }

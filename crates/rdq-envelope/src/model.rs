@@ -138,6 +138,21 @@ pub struct ErrorInfo {
 }
 
 impl ErrorInfo {
+    /// The members this error's canonical encoding leaves out (absent when
+    /// it was decoded and still unset), in `docs/envelope.md` order: what
+    /// another mapping of the model (the gRPC messages) must leave out too.
+    pub fn left_out(&self) -> Vec<&'static str> {
+        let a = self.absent;
+        let mut out = Vec::new();
+        if a.has(absent::DETAIL) && self.detail.is_none() {
+            out.push("detail");
+        }
+        if a.has(absent::STACK) && self.stack.is_none() {
+            out.push("stack");
+        }
+        out
+    }
+
     /// An error of `error_type` with `message` cut to 4 KiB.
     pub fn new(error_type: impl Into<String>, message: &str) -> Self {
         Self {
@@ -184,6 +199,23 @@ pub struct AttemptRecord {
 }
 
 impl AttemptRecord {
+    /// The members this record's canonical encoding leaves out (see
+    /// [`ErrorInfo::left_out`]).
+    pub fn left_out(&self) -> Vec<&'static str> {
+        let a = self.absent;
+        let mut out = Vec::new();
+        if a.has(absent::FINISHED_AT) && self.finished_at.is_none() {
+            out.push("finished_at");
+        }
+        if a.has(absent::OUTCOME) && self.outcome.is_none() {
+            out.push("outcome");
+        }
+        if a.has(absent::ERROR) && self.error.is_none() {
+            out.push("error");
+        }
+        out
+    }
+
     /// An open attempt, started at `started_at`.
     pub fn open(attempt_no: u32, started_at: Timestamp) -> Self {
         Self {
@@ -254,6 +286,59 @@ pub struct Envelope {
 }
 
 impl Envelope {
+    /// The top-level members this envelope's canonical encoding leaves out
+    /// (see [`ErrorInfo::left_out`]).
+    pub fn left_out(&self) -> Vec<&'static str> {
+        let a = self.absent;
+        let mut out = Vec::new();
+        for (bit, unset, name) in [
+            (
+                absent::HANDLER_VERSION,
+                self.handler_version.is_none(),
+                "handler_version",
+            ),
+            (
+                absent::PAYLOAD_REF,
+                self.payload_ref.is_none(),
+                "payload_ref",
+            ),
+            (absent::HEADERS, self.headers.is_empty(), "headers"),
+            (absent::PRIORITY, self.priority == 0, "priority"),
+            (
+                absent::DEFERRAL_COUNT,
+                self.deferral_count == 0,
+                "deferral_count",
+            ),
+            (
+                absent::ATTEMPT_COUNT,
+                self.attempt_count == 0,
+                "attempt_count",
+            ),
+            (
+                absent::REDRIVE_COUNT,
+                self.redrive_count == 0,
+                "redrive_count",
+            ),
+            (absent::CLAIM_COUNT, self.claim_count == 0, "claim_count"),
+            (
+                absent::NEXT_ATTEMPT_AT,
+                self.next_attempt_at.is_none(),
+                "next_attempt_at",
+            ),
+            (
+                absent::LEASE_EXPIRES_AT,
+                self.lease_expires_at.is_none(),
+                "lease_expires_at",
+            ),
+            (absent::ATTEMPTS, self.attempts.is_empty(), "attempts"),
+        ] {
+            if unset && a.has(bit) {
+                out.push(name);
+            }
+        }
+        out
+    }
+
     /// A fresh PENDING envelope with a new id, due at `now`.
     pub fn new(
         queue: impl Into<String>,

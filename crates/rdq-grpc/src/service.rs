@@ -165,10 +165,20 @@ pub fn settle_of(msg: pb::SettleRequest) -> Result<Settle, AppError> {
 
 /// One item's result of a batch settle.
 pub fn settle_item(id: String, result: Result<Envelope, AppError>) -> pb::SettleItemResult {
+    settle_result(id, result, true)
+}
+
+/// The result of one settle or extension, with the new envelope or (for a
+/// Work stream's bare acks) without it.
+pub fn settle_result(
+    id: String,
+    result: Result<Envelope, AppError>,
+    with_envelope: bool,
+) -> pb::SettleItemResult {
     match result {
         Ok(env) => pb::SettleItemResult {
             id,
-            envelope: envelope(&env),
+            envelope: if with_envelope { envelope(&env) } else { None },
             problem: None,
         },
         Err(e) => pb::SettleItemResult {
@@ -184,13 +194,14 @@ pub async fn settle_items(
     app: &App,
     caller: &Caller,
     items: Vec<pb::SettleRequest>,
+    with_envelopes: bool,
 ) -> Vec<pb::SettleItemResult> {
     let ids: Vec<String> = items.iter().map(|s| s.id.clone()).collect();
     let settles = items.into_iter().map(settle_of).collect();
     let settled = app.settle_many(caller, settles).await;
     ids.into_iter()
         .zip(settled)
-        .map(|(id, r)| settle_item(id, r))
+        .map(|(id, r)| settle_result(id, r, with_envelopes))
         .collect()
 }
 
@@ -694,7 +705,7 @@ impl pb::workers_server::Workers for GrpcApi {
                 format!("at most {MAX_SETTLE_BATCH} items"),
             )));
         }
-        let results = settle_items(&self.app, &caller, msg.settles).await;
+        let results = settle_items(&self.app, &caller, msg.settles, true).await;
         Ok(Response::new(pb::SettleBatchResponse { results }))
     }
 

@@ -3,7 +3,8 @@
 //! The worker's first message is a `WorkHello` (queues, credits, optional
 //! lease). The server then claims through the application layer
 //! ([`rdq_app::App::claim`], the same use case as `POST …/claim`) as long
-//! as the worker holds fewer tasks than its credits, taking the queues in
+//! as the worker holds fewer tasks than its credits (once it holds any,
+//! when at least a quarter of them are free), taking the queues in
 //! turn, and waits for new work (the engine's wake-up, or a short poll for
 //! tasks that become due) when none is due. Settles (`WorkSettle`, one
 //! store call per message) and extensions (`WorkExtend`) are answered by a
@@ -35,7 +36,7 @@ use tonic::{Status, Streaming};
 
 use crate::pb;
 use crate::pb::work_request::Kind;
-use crate::service::{BoxStream, leased, parse_id, settle_item, settle_items};
+use crate::service::{BoxStream, leased, parse_id, settle_items, settle_result};
 use crate::status::to_status;
 
 /// Most credits a stream may hold.
@@ -61,6 +62,7 @@ struct Hello {
     queues: Vec<String>,
     credits: u32,
     lease_ms: Option<u64>,
+    bare_acks: bool,
 }
 
 fn check_hello(caller: &Caller, h: pb::WorkHello) -> Result<Hello, AppError> {
@@ -90,6 +92,7 @@ fn check_hello(caller: &Caller, h: pb::WorkHello) -> Result<Hello, AppError> {
         queues: h.queues,
         credits: h.credits,
         lease_ms: h.lease_ms,
+        bare_acks: h.bare_acks,
     })
 }
 
@@ -162,7 +165,7 @@ async fn drive(
     let mut starved = false;
     loop {
         let free = (d.credits as usize).saturating_sub(d.held.len());
-        if free > 0 && !starved {
+        if free > 0 && free >= d.refill_at() && !starved {
             match d.claim_round(free).await {
                 Ok(0) => starved = true,
                 Ok(_) => {}
@@ -178,7 +181,7 @@ async fn drive(
             }
         }
         let wake = notify.notified();
-        let waiting = free > 0;
+        let waiting = free > 0 && free >= d.refill_at();
         tokio::select! {
             msg = inbound.message() => {
                 if let Next::Stop = d.on_message(msg).await {
@@ -193,6 +196,18 @@ async fn drive(
 }
 
 impl Driver {
+    /// The free credits a claim waits for while the worker still holds
+    /// tasks: a quarter of its credits (at most a full claim), so claims
+    /// and settles go in batches rather than one task at a time. A worker
+    /// holding nothing is served at once, whatever it can take.
+    fn refill_at(&self) -> usize {
+        if self.held.is_empty() {
+            1
+        } else {
+            (self.credits as usize / 4).clamp(1, MAX_CLAIM)
+        }
+    }
+
     /// One claim of up to `free` tasks, trying each queue in turn until one
     /// has due tasks; how many were handed out. `Err` ends the stream.
     async fn claim_round(&mut self, free: usize) -> Result<usize, ()> {
@@ -287,8 +302,9 @@ impl Driver {
                     }
                 }
                 let (app, caller) = (self.app.clone(), self.caller.clone());
+                let with_envelopes = !self.hello.bare_acks;
                 self.acknowledge(s.seq, async move {
-                    settle_items(&app, &caller, s.settles).await
+                    settle_items(&app, &caller, s.settles, with_envelopes).await
                 })
                 .await
             }
@@ -299,6 +315,7 @@ impl Driver {
                         .await;
                 };
                 let (app, caller) = (self.app.clone(), self.caller.clone());
+                let with_envelope = !self.hello.bare_acks;
                 self.acknowledge(x.seq, async move {
                     let result = match parse_id(&ext.id) {
                         Ok(id) => {
@@ -307,7 +324,7 @@ impl Driver {
                         }
                         Err(e) => Err(e),
                     };
-                    vec![settle_item(ext.id, result)]
+                    vec![settle_result(ext.id, result, with_envelope)]
                 })
                 .await
             }

@@ -170,3 +170,56 @@ fn unknown_members_keep_every_digit() {
         Envelope::decode(&bytes).unwrap().encode()
     );
 }
+
+#[test]
+fn the_direct_mapping_is_the_mapping_through_json() {
+    use rdq_envelope::{AttemptRecord, ErrorInfo, Outcome, Status, Timestamp};
+    let now = Timestamp::from_unix_ms(1_767_225_600_123).unwrap();
+    let fresh = Envelope::new("mail", "send", b"{\"to\":1}", "application/json", now);
+    let mut failed = fresh.clone();
+    failed.status = Status::Pending;
+    failed.attempt_count = 2;
+    failed.claim_count = 2;
+    failed.priority = 7;
+    failed.handler_version = Some("v2".into());
+    failed
+        .headers
+        .insert("traceparent".into(), "00-ab-cd-01".into());
+    failed.next_attempt_at = Some(now);
+    let mut first = AttemptRecord::open(1, now);
+    first.finished_at = Some(now);
+    first.outcome = Some(Outcome::RetryableFailure);
+    first.error = Some(
+        ErrorInfo::new("smtp.Timeout", "no answer \"quoted\" ✓")
+            .with_stack("at line 1\n")
+            .with_detail(serde_json::json!({"n": 12345678901234567890u64, "ok": [true, null]})),
+    );
+    let mut second = AttemptRecord::open(2, now);
+    second.finished_at = Some(now);
+    second.outcome = Some(Outcome::LeaseExpired);
+    second.error = Some(ErrorInfo::new("rdq.LeaseExpired", "lapsed"));
+    failed.attempts = vec![first, second, AttemptRecord::open(3, now)];
+    let mut checked = 0;
+    let fixtures = cases()
+        .into_iter()
+        .filter(|c| c["valid"] == Value::Bool(true))
+        .map(|c| {
+            let bytes = std::fs::read(fixtures().join(c["file"].as_str().unwrap())).unwrap();
+            Envelope::decode(&bytes).unwrap()
+        });
+    assert!(codec::to_proto_direct(&fresh).is_some());
+    assert!(codec::to_proto_direct(&failed).is_some());
+    for env in [fresh, failed].into_iter().chain(fixtures) {
+        // Through the wire and back to the same canonical JSON, too.
+        let msg = codec::to_proto(&env);
+        assert_eq!(
+            msg,
+            codec::to_proto_via_json(&env),
+            "{}",
+            env.encode_string()
+        );
+        assert_eq!(codec::to_json(&msg).unwrap(), env.encode());
+        checked += 1;
+    }
+    assert!(checked > 2);
+}

@@ -701,6 +701,12 @@ pub struct WorkHello {
     /// Lease for the tasks handed out; each queue's `lease_ms` when unset.
     #[prost(uint64, optional, tag = "3")]
     pub lease_ms: ::core::option::Option<u64>,
+    /// When true, the stream's acks carry no envelopes: a settled or extended
+    /// item's `SettleItemResult` holds only its id (a refused one still has
+    /// its `problem`). For workers that do not read the new state, it saves
+    /// encoding and decoding every task a second time.
+    #[prost(bool, tag = "4")]
+    pub bare_acks: bool,
 }
 /// Raises the worker's credits by `credits`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
