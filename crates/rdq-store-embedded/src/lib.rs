@@ -29,6 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use rdq_engine::machine::LeaseToken;
 use rdq_engine::{
     Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig, QueueCounts,
     RedriveRequest, Store, Submitted,
@@ -103,7 +104,57 @@ struct Inner {
     // as it closes; a temporary directory goes only after both.
     readers: Readers,
     writer: Writer,
+    leases: LeaseCache,
     _temporary: Option<TemporaryDir>,
+}
+
+/// Most envelopes [`LeaseCache`] keeps; claims beyond it are looked up in
+/// the database when settled, as without the cache.
+const LEASE_CACHE_CAPACITY: usize = 65_536;
+
+/// The envelopes this process handed out by claim, by task id, until their
+/// settle or extension takes them: a settle's lease check
+/// ([`Store::leased`]) then reads no row and decodes no envelope. An entry
+/// is exactly what [`Store::get`] answers for an in-flight task (the row
+/// keeps the PENDING envelope; both replay the same claim). The cache is
+/// only a shortcut: an entry left behind by a task deleted, purged or
+/// reaped in the meantime fails the write's lease fencing, exactly like a
+/// stale lease does (`LEASE_LOST` or `TASK_NOT_FOUND`).
+#[derive(Default)]
+struct LeaseCache(std::sync::Mutex<std::collections::HashMap<TaskId, Envelope>>);
+
+impl LeaseCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<TaskId, Envelope>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn keep(&self, claimed: &[Envelope]) {
+        let mut map = self.lock();
+        for env in claimed {
+            if map.len() >= LEASE_CACHE_CAPACITY {
+                break;
+            }
+            map.insert(env.id, env.clone());
+        }
+    }
+
+    /// The cached envelope of `id` if it is still under `token`'s claim.
+    fn take(&self, id: TaskId, token: LeaseToken) -> Option<Envelope> {
+        let mut map = self.lock();
+        match map.get(&id) {
+            Some(env) if LeaseToken::current(env) == Some(token) => map.remove(&id),
+            _ => None,
+        }
+    }
+
+    fn forget(&self, ids: impl Iterator<Item = TaskId>) {
+        let mut map = self.lock();
+        for id in ids {
+            map.remove(&id);
+        }
+    }
 }
 
 /// A directory removed when dropped: the home of [`EmbeddedStore::open_temporary`].
@@ -210,6 +261,7 @@ impl EmbeddedStore {
                 lease_secret,
                 readers,
                 writer,
+                leases: LeaseCache::default(),
                 _temporary: temporary,
             }),
         })
@@ -334,13 +386,32 @@ impl Store for EmbeddedStore {
             .await??;
         // The writer took the rows; the envelopes are finished here, off its
         // thread (see `columns::stored`).
-        rows.into_iter()
+        let claimed = rows
+            .into_iter()
             .map(|row| {
                 let pending = Envelope::decode(&row.bytes)
                     .map_err(|e| error::undecodable("a claimed task", &e))?;
                 rdq_engine::machine::replay_claim(pending, row.claimed_at, row.until)
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        self.inner.leases.keep(&claimed);
+        Ok(claimed)
+    }
+
+    async fn leased(&self, leases: &[(TaskId, LeaseToken)]) -> Vec<Result<Envelope, EngineError>> {
+        let mut out = Vec::with_capacity(leases.len());
+        for &(id, token) in leases {
+            if let Some(env) = self.inner.leases.take(id, token) {
+                out.push(Ok(env));
+                continue;
+            }
+            out.push(match self.get(id).await {
+                Ok(env) if LeaseToken::current(&env) == Some(token) => Ok(env),
+                Ok(_) => Err(EngineError::LeaseLost(id)),
+                Err(e) => Err(e),
+            });
+        }
+        out
     }
 
     async fn settle(&self, updates: Vec<LeasedUpdate>) -> Vec<Result<(), EngineError>> {
@@ -348,6 +419,9 @@ impl Store for EmbeddedStore {
         if n == 0 {
             return Vec::new();
         }
+        self.inner
+            .leases
+            .forget(updates.iter().map(|u| u.envelope.id));
         let updates = updates.into_iter().map(Encoded::update).collect();
         self.write(|reply| Job::Settle { updates, reply })
             .await
@@ -391,6 +465,9 @@ impl Store for EmbeddedStore {
     }
 
     async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
+        if status == Status::InFlight && !dry_run {
+            self.inner.leases.lock().retain(|_, env| env.queue != queue);
+        }
         self.write(|reply| Job::Purge {
             queue: queue.to_owned(),
             status,
@@ -401,6 +478,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
+        self.inner.leases.forget(std::iter::once(id));
         self.write(|reply| Job::Delete { id, reply }).await?
     }
 

@@ -833,3 +833,117 @@ async fn a_version_1_store_is_upgraded_and_claims_count_on_from_its_tokens() {
         Status::Succeeded
     );
 }
+
+/// A settle's lease check answers from the envelopes this process handed
+/// out (no row read), and an entry left stale by a delete, an expiry and
+/// re-claim, or an earlier settle still fails the lease fencing.
+#[tokio::test]
+async fn the_lease_check_after_a_claim_matches_the_database_and_stale_entries_are_fenced() {
+    let (_dir, store) = fresh();
+    let policy = QueuePolicy::default();
+    let mut due = Vec::new();
+    for _ in 0..4 {
+        due.push(task("cache", 0, t(0)));
+    }
+    submit_ok(&store, due).await;
+    let claimed = store.claim("cache", 4, 1_000, t(10)).await.unwrap();
+    assert_eq!(claimed.len(), 4);
+
+    // The shortcut answers exactly what a read of the row answers.
+    let leases: Vec<(TaskId, LeaseToken)> = claimed
+        .iter()
+        .map(|e| (e.id, LeaseToken::current(e).unwrap()))
+        .collect();
+    for (env, got) in claimed.iter().zip(store.leased(&leases).await) {
+        let got = got.unwrap();
+        assert_eq!(&got, env);
+        assert_eq!(got, store.get(env.id).await.unwrap());
+        assert_eq!(got.encode(), store.get(env.id).await.unwrap().encode());
+    }
+    // Taken once: the next look-up reads the row, with the same answer.
+    assert_eq!(
+        store.leased(&leases[..1]).await.pop().unwrap().unwrap(),
+        claimed[0]
+    );
+    // A wrong token is refused either way.
+    let wrong = [(claimed[1].id, LeaseToken(leases[1].1.0 + 1))];
+    assert!(matches!(
+        store.leased(&wrong).await.pop().unwrap(),
+        Err(EngineError::LeaseLost(_))
+    ));
+
+    // Settled, then settled again under the same claim: the second fails.
+    settle(
+        &store,
+        &claimed[0],
+        machine::Settlement::Success,
+        &policy,
+        t(20),
+    )
+    .await
+    .unwrap();
+    let again = settle(
+        &store,
+        &claimed[0],
+        machine::Settlement::Success,
+        &policy,
+        t(21),
+    )
+    .await;
+    assert!(matches!(again, Err(EngineError::LeaseLost(_))), "{again:?}");
+
+    // Deleted while in flight: the settle finds no task.
+    store.delete(claimed[2].id).await.unwrap();
+    assert!(matches!(
+        store.leased(&leases[2..3]).await.pop().unwrap(),
+        Err(EngineError::TaskNotFound(_))
+    ));
+
+    // Lapsed, reaped and claimed again: the old claim's settle is fenced,
+    // the new one's goes through.
+    let stale = claimed[3].clone();
+    let expired = store.expired_leases(t(5_000), 10).await.unwrap();
+    let lapsed = expired.iter().find(|e| e.id == stale.id).unwrap();
+    let token = LeaseToken::current(lapsed).unwrap();
+    let next = machine::expire_lease(lapsed, &policy, t(5_000)).unwrap();
+    store
+        .settle(vec![LeasedUpdate {
+            envelope: next,
+            expected: token,
+        }])
+        .await
+        .pop()
+        .unwrap()
+        .unwrap();
+    let reclaimed = store.claim("cache", 4, 1_000, t(6_000)).await.unwrap();
+    let fresh_claim = reclaimed.iter().find(|e| e.id == stale.id).unwrap();
+    let old = settle(
+        &store,
+        &stale,
+        machine::Settlement::Success,
+        &policy,
+        t(6_001),
+    )
+    .await;
+    assert!(matches!(old, Err(EngineError::LeaseLost(_))), "{old:?}");
+    let new_token = LeaseToken::current(fresh_claim).unwrap();
+    assert_eq!(
+        store
+            .leased(&[(stale.id, new_token)])
+            .await
+            .pop()
+            .unwrap()
+            .unwrap(),
+        *fresh_claim
+    );
+    settle(
+        &store,
+        fresh_claim,
+        machine::Settlement::Success,
+        &policy,
+        t(6_002),
+    )
+    .await
+    .unwrap();
+    assert_eq!(store.get(stale.id).await.unwrap().status, Status::Succeeded);
+}
