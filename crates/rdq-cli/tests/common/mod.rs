@@ -51,6 +51,17 @@ impl RdqServer {
     /// Starts `rdq serve --store STORE` (a directory or a store URL), with
     /// `config` (TOML) written to `dir`.
     pub fn start_on(dir: &Path, config: &str, store: &str, extra: &[&str]) -> Self {
+        Self::start_with_env(dir, config, store, extra, &[])
+    }
+
+    /// [`Self::start_on`] with extra environment variables.
+    pub fn start_with_env(
+        dir: &Path,
+        config: &str,
+        store: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let config_path = dir.join("rdq.toml");
         std::fs::write(&config_path, config).unwrap();
         let mut child = Command::new(RDQ)
@@ -65,6 +76,7 @@ impl RdqServer {
             .env_remove("RDQ_LISTEN")
             .env_remove("RDQ_STORE")
             .env_remove("RDQ_CONFIG")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -1,6 +1,7 @@
 //! gRPC callback targets (`docs/grpc.md`, "gRPC callbacks"): a queue whose
-//! callback URL is `grpc://host:port` gets each task as a call to
-//! `rdq.v1.Handler/Handle` (plaintext HTTP/2), with the target's timeout as
+//! callback URL is `grpc://host:port` (plaintext HTTP/2) or
+//! `grpcs://host[:port]` (TLS, port 443 by default) gets each task as a
+//! call to `rdq.v1.Handler/Handle`, with the target's timeout as
 //! the deadline (`grpc-timeout`, and the call is abandoned past it), the
 //! target's headers, `rdq-task-id`, `rdq-attempt` and `traceparent` (the
 //! call's own span when tracing is on, else the task's) as metadata.
@@ -32,8 +33,20 @@ use url::Url;
 use super::address::AddressPolicy;
 use super::target::{CallbackTarget, MappedOutcome};
 
-/// The URL scheme of a gRPC callback target.
+/// The URL scheme of a plaintext gRPC callback target.
 pub const SCHEME: &str = "grpc";
+
+/// The URL scheme of a gRPC callback target over TLS.
+pub const TLS_SCHEME: &str = "grpcs";
+
+/// For a gRPC scheme, whether it is the TLS one; `None` for any other.
+pub fn is_tls_scheme(scheme: &str) -> Option<bool> {
+    match scheme {
+        SCHEME => Some(false),
+        TLS_SCHEME => Some(true),
+        _ => None,
+    }
+}
 
 /// Every gRPC status code with its name, by number.
 pub const CODES: [(Code, &str, &str); 17] = [
@@ -161,34 +174,74 @@ impl Channels {
             return Ok(ch.clone());
         }
         let host = url.host_str().unwrap_or_default().to_owned();
-        let port = url.port().ok_or("a grpc:// URL needs a port")?;
+        let tls = url.scheme() == TLS_SCHEME;
+        let port = match url.port() {
+            Some(port) => port,
+            None if tls => 443,
+            None => return Err("a grpc:// URL needs a port".into()),
+        };
         let endpoint = Endpoint::from_shared(format!("http://{host}:{port}"))
             .map_err(|e| e.to_string())?
             .tcp_nodelay(true);
         let policy = *policy;
-        let connector = tower::service_fn(move |_uri: tonic::transport::Uri| {
-            let host = host.clone();
-            async move {
-                let name = host.trim_start_matches('[').trim_end_matches(']');
-                let addrs = match name.parse::<std::net::IpAddr>() {
-                    Ok(ip) => {
-                        policy.check(ip).map_err(std::io::Error::other)?;
-                        vec![std::net::SocketAddr::new(ip, port)]
-                    }
-                    Err(_) => policy
-                        .resolve(name, port)
-                        .await
-                        .map_err(std::io::Error::other)?,
-                };
-                let stream = tokio::net::TcpStream::connect(&addrs[..]).await?;
-                stream.set_nodelay(true)?;
-                Ok::<_, std::io::Error>(TokioIo::new(stream))
-            }
-        });
-        let channel = endpoint.connect_with_connector_lazy(connector);
+        let connect = move |host: String| async move {
+            let name = host.trim_start_matches('[').trim_end_matches(']');
+            let addrs = match name.parse::<std::net::IpAddr>() {
+                Ok(ip) => {
+                    policy.check(ip).map_err(std::io::Error::other)?;
+                    vec![std::net::SocketAddr::new(ip, port)]
+                }
+                Err(_) => policy
+                    .resolve(name, port)
+                    .await
+                    .map_err(std::io::Error::other)?,
+            };
+            let stream = tokio::net::TcpStream::connect(&addrs[..]).await?;
+            stream.set_nodelay(true)?;
+            Ok::<_, std::io::Error>(stream)
+        };
+        let channel = if tls {
+            tls_channel(endpoint, host, connect)?
+        } else {
+            endpoint.connect_with_connector_lazy(tower::service_fn(
+                move |_uri: tonic::transport::Uri| {
+                    let connected = connect(host.clone());
+                    async move { Ok::<_, std::io::Error>(TokioIo::new(connected.await?)) }
+                },
+            ))
+        };
         *current = Some((url.clone(), channel.clone()));
         Ok(channel)
     }
+}
+
+/// A channel whose connections are TLS (ALPN `h2`) over what `connect`
+/// opens, verified against the system's roots (`SSL_CERT_FILE` names
+/// another bundle) and the target's host name.
+#[cfg(feature = "https")]
+fn tls_channel<C, F>(endpoint: Endpoint, host: String, connect: C) -> Result<Channel, String>
+where
+    C: Fn(String) -> F + Send + Sync + Clone + 'static,
+    F: std::future::Future<Output = std::io::Result<tokio::net::TcpStream>> + Send + 'static,
+{
+    let mut settings = rdq_tls::client::ClientTls::new();
+    settings.alpn = vec![b"h2".to_vec()];
+    let tls = settings.connector().map_err(|e| e.to_string())?;
+    Ok(endpoint.connect_with_connector_lazy(tower::service_fn(
+        move |_uri: tonic::transport::Uri| {
+            let (tls, host) = (tls.clone(), host.clone());
+            let connected = connect(host.clone());
+            async move {
+                let stream = tls.connect(&host, connected.await?).await?;
+                Ok::<_, std::io::Error>(TokioIo::new(stream))
+            }
+        },
+    )))
+}
+
+#[cfg(not(feature = "https"))]
+fn tls_channel<C>(_: Endpoint, _: String, _: C) -> Result<Channel, String> {
+    Err("this build has no TLS support (rdq-server's `https` feature)".into())
 }
 
 /// Calls `rdq.v1.Handler/Handle` with `env` (and `traceparent` as

@@ -105,19 +105,30 @@ impl CallbackSettings {
     /// What a name resolves to is checked on every connection instead (see
     /// [`super::address::CheckedResolver`]), and by [`Self::check_resolved`].
     pub fn check_url(&self, url: &Url) -> Result<(), String> {
-        if url.scheme() == super::grpc::SCHEME {
+        if let Some(tls) = super::grpc::is_tls_scheme(url.scheme()) {
             // A grpc:// URL's host is opaque to the URL parser: check the
-            // http:// URL of the same authority (docs/grpc.md).
-            let http = Url::parse(&format!("http://{}", &url[url::Position::BeforeUsername..]))
-                .map_err(|e| e.to_string())?;
-            return self.check_url(&http);
+            // http(s):// URL of the same authority, against the rules
+            // written for the gRPC scheme (docs/grpc.md).
+            let web = if tls { "https" } else { "http" };
+            let http = Url::parse(&format!(
+                "{web}://{}",
+                &url[url::Position::BeforeUsername..]
+            ))
+            .map_err(|e| e.to_string())?;
+            return self.check_as(&http, url.scheme());
         }
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!(
-                "the scheme {:?} is not http, https or grpc",
+                "the scheme {:?} is not http, https, grpc or grpcs",
                 url.scheme()
             ));
         }
+        self.check_as(url, url.scheme())
+    }
+
+    /// [`Self::check_url`] of an http(s) URL, matching allowlist rules
+    /// written for `scheme`.
+    fn check_as(&self, url: &Url, scheme: &str) -> Result<(), String> {
         if url.scheme() == "https" && !cfg!(feature = "https") {
             return Err("this build has no HTTPS support (rdq-server's `https` feature)".into());
         }
@@ -153,13 +164,17 @@ impl CallbackSettings {
             .allow
             .iter()
             .filter_map(|rule| AllowRule::parse(rule).ok())
-            .any(|rule| rule.matches(url));
+            .any(|rule| rule.matches_as(url, scheme));
         if allowed {
             Ok(())
         } else {
+            let shown = normalized(url);
+            let shown = match shown.split_once("://") {
+                Some((_, rest)) if scheme != url.scheme() => format!("{scheme}://{rest}"),
+                _ => shown,
+            };
             Err(format!(
-                "{} is not in the server's callback allowlist ([callbacks] allow)",
-                normalized(url)
+                "{shown} is not in the server's callback allowlist ([callbacks] allow)"
             ))
         }
     }
@@ -235,8 +250,10 @@ impl AllowRule {
         let (scheme, rest) = rule
             .split_once("://")
             .ok_or("expected scheme://host[:port][/path]")?;
-        if !matches!(scheme, "http" | "https") {
-            return Err(format!("the scheme {scheme:?} is not http or https"));
+        if !matches!(scheme, "http" | "https" | "grpc" | "grpcs") {
+            return Err(format!(
+                "the scheme {scheme:?} is not http, https, grpc or grpcs"
+            ));
         }
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
@@ -287,7 +304,13 @@ impl AllowRule {
 
     /// True if `url` matches every part of the rule.
     pub fn matches(&self, url: &Url) -> bool {
-        if self.scheme.as_deref().is_some_and(|s| s != url.scheme()) {
+        self.matches_as(url, url.scheme())
+    }
+
+    /// True if `url` (an http(s) URL standing for one of `scheme`)
+    /// matches every part of the rule.
+    fn matches_as(&self, url: &Url, scheme: &str) -> bool {
+        if self.scheme.as_deref().is_some_and(|s| s != scheme) {
             return false;
         }
         let host_ok = match (&self.host, url.host()) {
@@ -407,6 +430,34 @@ mod tests {
         assert!(check(&s, "http://api.example.com:9000/hook").is_ok());
         assert!(check(&s, "http://api.example.com/hook").is_ok());
         assert!(check(&s, "http://api.example.com/hook/x").is_err());
+    }
+
+    #[test]
+    fn grpc_targets_match_rules_written_for_their_own_scheme() {
+        let s = settings(
+            &["grpc://*.svc.test:50051", "grpcs://secure.svc.test"],
+            false,
+            false,
+        );
+        assert!(check(&s, "grpc://a.svc.test:50051").is_ok());
+        assert!(check(&s, "grpcs://secure.svc.test").is_ok());
+        assert!(check(&s, "grpcs://secure.svc.test:443").is_ok());
+        for refused in [
+            // Another scheme than the rule's, even on the same authority.
+            "http://a.svc.test:50051/",
+            "grpcs://a.svc.test:50051",
+            "grpc://secure.svc.test:443",
+            "grpcs://secure.svc.test:8443",
+            "grpc://a.svc.test:50052",
+            "grpc://127.0.0.1:50051",
+            "grpc://a.svc.test@127.0.0.1:50051",
+        ] {
+            assert!(check(&s, refused).is_err(), "{refused} was admitted");
+        }
+        // An http:// rule does not admit a gRPC target of the same host.
+        let web = settings(&["http://a.svc.test:*"], false, false);
+        let err = check(&web, "grpc://a.svc.test:50051").unwrap_err();
+        assert!(err.starts_with("grpc://a.svc.test:50051"), "{err}");
     }
 
     #[test]

@@ -159,8 +159,8 @@ impl CallbackTarget {
         settings
             .check_url(&url)
             .map_err(|why| format!("callback.url: {why}"))?;
-        let grpc = url.scheme() == super::grpc::SCHEME;
-        if grpc && url.port().is_none() {
+        let grpc = super::grpc::is_tls_scheme(url.scheme()).is_some();
+        if url.scheme() == super::grpc::SCHEME && url.port().is_none() {
             return Err("callback.url: a grpc:// URL needs a port".into());
         }
         if grpc && !doc.body_rules.is_empty() {
@@ -274,7 +274,7 @@ impl CallbackTarget {
 
     /// True for a `grpc://` target (`rdq.v1.Handler/Handle`, see [`super::grpc`]).
     pub fn is_grpc(&self) -> bool {
-        self.url.scheme() == super::grpc::SCHEME
+        super::grpc::is_tls_scheme(self.url.scheme()).is_some()
     }
 
     /// The outcome `status_map` gives gRPC status `code`, for a gRPC target.
