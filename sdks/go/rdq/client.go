@@ -27,6 +27,13 @@ type ClientConfig struct {
 	HTTPClient *http.Client
 	// UserAgent is sent with every request; default "rdq-go".
 	UserAgent string
+	// TraceParent, when set, is called on every submit (once per Submit or
+	// SubmitBatch) with the submit's context and answers the current W3C
+	// traceparent, or "" for none: the way to plug in a tracer such as
+	// OpenTelemetry (docs/sdk-go.md, "Tracing"). When it answers nothing
+	// well formed, the traceparent ContextWithTraceParent put in the
+	// context is used, as when TraceParent is nil.
+	TraceParent func(ctx context.Context) string
 }
 
 // Client talks to `rdq serve` over HTTP. It is safe for concurrent use; make
@@ -36,6 +43,8 @@ type Client struct {
 	token string
 	ua    string
 	http  *http.Client
+	// traceParent is ClientConfig.TraceParent.
+	traceParent func(ctx context.Context) string
 }
 
 // NewClient makes a Client.
@@ -52,7 +61,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if ua == "" {
 		ua = "rdq-go"
 	}
-	return &Client{base: strings.TrimRight(cfg.URL, "/"), token: cfg.Token, ua: ua, http: hc}, nil
+	return &Client{base: strings.TrimRight(cfg.URL, "/"), token: cfg.Token, ua: ua, http: hc, traceParent: cfg.TraceParent}, nil
 }
 
 func defaultTransport() *http.Transport {
@@ -71,7 +80,12 @@ func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 // do sends one request and decodes a JSON answer into out (when not nil).
 // A non-2xx answer becomes an *Error carrying the server's code.
 func (c *Client) do(ctx context.Context, method, path string, body any, out any) (int, error) {
-	resp, err := c.send(ctx, method, path, body, nil)
+	return c.doWithHeader(ctx, method, path, body, nil, out)
+}
+
+// doWithHeader is do with extra request headers.
+func (c *Client) doWithHeader(ctx context.Context, method, path string, body any, header http.Header, out any) (int, error) {
+	resp, err := c.send(ctx, method, path, body, header)
 	if err != nil {
 		return 0, err
 	}

@@ -9,5 +9,10 @@
 // worker's classifiers, then the queue's non_retryable_errors globs (applied
 // by the server), then retryable.
 //
+// Submits join the caller's W3C trace (ContextWithTraceParent, or a
+// ClientConfig.TraceParent hook such as an OpenTelemetry propagator), and
+// each handler's context carries its task's traceparent, so submits from a
+// handler continue the task's trace.
+//
 // The SDK speaks HTTP only; rdq has no gRPC surface yet.
 package rdq

@@ -94,13 +94,27 @@ func (t *Task) request() submitRequest {
 	}
 }
 
-// Submit submits one task (POST /v1/tasks).
+// Submit submits one task (POST /v1/tasks). The task joins the trace of
+// ctx (see ClientConfig.TraceParent and ContextWithTraceParent) unless its
+// Headers set "traceparent" themselves, which then wins.
 func (c *Client) Submit(ctx context.Context, t Task) (Submitted, error) {
 	if err := t.check(); err != nil {
 		return Submitted{}, err
 	}
+	return c.submit(ctx, t, c.traceParentFor(ctx))
+}
+
+// submit sends one checked task; traceparent, when not empty and the
+// task's headers have none, goes in the traceparent request header, which
+// the server copies into the envelope's headers (docs/http-api.md).
+func (c *Client) submit(ctx context.Context, t Task, traceparent string) (Submitted, error) {
+	var header http.Header
+	if _, own := t.Headers[TraceParentHeader]; !own && traceparent != "" {
+		header = http.Header{}
+		header.Set(TraceParentHeader, traceparent)
+	}
 	var env envelope.Envelope
-	status, err := c.do(ctx, http.MethodPost, "/v1/tasks", t.request(), &env)
+	status, err := c.doWithHeader(ctx, http.MethodPost, "/v1/tasks", t.request(), header, &env)
 	if err != nil {
 		return Submitted{}, err
 	}
@@ -117,12 +131,14 @@ type SubmitResult struct {
 const SubmitBatchConcurrency = 16
 
 // SubmitBatch submits many tasks and answers one result per task, in order;
-// a refused task does not stop the others. The HTTP API has no batch submit
-// route, so this issues single submits, SubmitBatchConcurrency at a time:
+// a refused task does not stop the others. It issues single submits
+// (POST /v1/tasks), SubmitBatchConcurrency at a time:
 // the tasks are not submitted atomically. Tasks the client refuses itself
-// (a reserved header, a bad name) fail without a request.
+// (a reserved header, a bad name) fail without a request. Every task joins
+// the trace of ctx as in Submit (the trace context is read once).
 func (c *Client) SubmitBatch(ctx context.Context, tasks []Task) []SubmitResult {
 	results := make([]SubmitResult, len(tasks))
+	traceparent := c.traceParentFor(ctx)
 	sem := make(chan struct{}, SubmitBatchConcurrency)
 	var wg sync.WaitGroup
 	for i := range tasks {
@@ -140,7 +156,7 @@ func (c *Client) SubmitBatch(ctx context.Context, tasks []Task) []SubmitResult {
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i].Submitted, results[i].Err = c.Submit(ctx, tasks[i])
+			results[i].Submitted, results[i].Err = c.submit(ctx, tasks[i], traceparent)
 		}(i)
 	}
 	wg.Wait()

@@ -287,13 +287,22 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 func (w *Worker) start(base context.Context, t ClaimedTask) {
-	hctx, cancel := context.WithCancelCause(base)
+	hctx, cancel := context.WithCancelCause(handlerContext(base, t.Envelope))
 	r := &run{task: t, cancel: cancel}
 	w.mu.Lock()
 	w.running[r] = struct{}{}
 	w.mu.Unlock()
 	w.handlers.Add(1) // its slot was reserved before the claim
 	go w.work(hctx, r)
+}
+
+// handlerContext carries the task's trace context: its well-formed
+// "traceparent" header, or none (hiding any traceparent Run's context
+// carried), so submits from the handler continue the task's trace and a
+// task without one never joins an unrelated trace.
+func handlerContext(base context.Context, task envelope.Envelope) context.Context {
+	tp, _ := wellFormedTraceParent(task.Headers[TraceParentHeader])
+	return ContextWithTraceParent(base, tp)
 }
 
 func (w *Worker) work(ctx context.Context, r *run) {
