@@ -35,6 +35,7 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
 import java.util.concurrent.Semaphore;
+import java.util.function.Supplier;
 
 /**
  * A client of {@code rdq serve}'s HTTP API ({@code docs/http-api.md}):
@@ -47,11 +48,14 @@ import java.util.concurrent.Semaphore;
  * RdqException#TIMEOUT}, {@link RdqException#CONNECTION_FAILED}).
  */
 public final class RdqClient {
+    private static final System.Logger LOG = System.getLogger("dev.rdq.client");
+
     private final URI base;
     private final String authorization;
     private final Duration requestTimeout;
     private final HttpClient http;
     private final Executor asyncExecutor;
+    private final Supplier<String> traceParent;
 
     private RdqClient(Builder b) {
         String s = b.baseUrl.toString();
@@ -65,6 +69,7 @@ public final class RdqClient {
                         .followRedirects(HttpClient.Redirect.NEVER)
                         .build();
         this.asyncExecutor = b.executor != null ? b.executor : DefaultExecutor.INSTANCE;
+        this.traceParent = b.traceParent;
     }
 
     /** Virtual threads when the JDK has them (21+), else a cached pool of daemon threads. */
@@ -103,28 +108,74 @@ public final class RdqClient {
     // ------------------------------------------------------------------
     // Tasks
 
-    /** Submits one task; answers the new envelope (or the original one, for a repeated idempotency key). */
+    /**
+     * Submits one task; answers the new envelope (or the original one, for a
+     * repeated idempotency key). The current trace context (the builder's
+     * {@link Builder#traceParent(Supplier)}, else {@link
+     * TraceContext#current()}) is sent as the {@code traceparent} request
+     * header unless the request sets its own {@code traceparent} header.
+     */
     public Envelope submit(SubmitRequest request) {
-        return envelopeOf(send(post("/v1/tasks", request.toJson())));
+        return envelopeOf(send(submitRequest(request.toJson(), traceParentFor(request))));
     }
 
     /**
      * Submits one task without blocking the caller: a blocking submit on the
      * client's executor (virtual threads where the JDK has them). Measured
      * here, blocking sends from many threads carry 2–3x the requests per
-     * second of {@code HttpClient.sendAsync} for the same CPU.
+     * second of {@code HttpClient.sendAsync} for the same CPU. The trace
+     * context is read on the calling thread, before the submit is handed off.
      */
     public CompletableFuture<Envelope> submitAsync(SubmitRequest request) {
-        byte[] body = request.toJson();
-        return CompletableFuture.supplyAsync(() -> envelopeOf(send(post("/v1/tasks", body))), asyncExecutor);
+        HttpRequest req = submitRequest(request.toJson(), traceParentFor(request));
+        return CompletableFuture.supplyAsync(() -> envelopeOf(send(req)), asyncExecutor);
     }
 
     /**
-     * Submits many tasks. The HTTP API has no batch submit, so this issues
-     * single submits, at most {@code maxInFlight} at once, and answers the
+     * The traceparent to send with {@code request}: none when the request
+     * has its own {@code traceparent} header (it wins, as on the server);
+     * else the builder's supplier's answer when it is well formed ({@link
+     * TraceContext#parse}), else {@link TraceContext#current()}. A supplier
+     * that throws or answers a malformed value counts as no answer: trace
+     * propagation never fails a submit and never sends a malformed value.
+     */
+    private String traceParentFor(SubmitRequest request) {
+        if (request.headers().containsKey(TraceContext.HEADER)) {
+            return null;
+        }
+        if (traceParent != null) {
+            String tp = null;
+            try {
+                tp = traceParent.get();
+            } catch (RuntimeException e) {
+                LOG.log(System.Logger.Level.WARNING, "the traceParent supplier failed; using TraceContext.current()", e);
+            }
+            Optional<String> parsed = TraceContext.parse(tp);
+            if (parsed.isPresent()) {
+                return parsed.get();
+            }
+            if (tp != null) {
+                LOG.log(System.Logger.Level.DEBUG, "not sending the supplier's malformed traceparent");
+            }
+        }
+        return TraceContext.current().orElse(null);
+    }
+
+    private HttpRequest submitRequest(byte[] json, String traceparent) {
+        HttpRequest.Builder b = request("/v1/tasks").header("content-type", "application/json");
+        if (traceparent != null) {
+            b.header(TraceContext.HEADER, traceparent);
+        }
+        return b.POST(body(json)).build();
+    }
+
+    /**
+     * Submits many tasks as single submits (not the server's {@code POST
+     * /v1/tasks/batch}), at most {@code maxInFlight} at once, and answers the
      * envelopes in the order of {@code requests}. The first failure is thrown
      * once every submit has finished; tasks submitted before it stay submitted
-     * (use idempotency keys to make a retry of the whole batch safe).
+     * (use idempotency keys to make a retry of the whole batch safe). The
+     * trace context is read on the calling thread for every request.
      */
     public List<Envelope> submitAll(List<SubmitRequest> requests, int maxInFlight) {
         if (maxInFlight < 1) {
@@ -495,6 +546,7 @@ public final class RdqClient {
         private Duration connectTimeout = Duration.ofSeconds(5);
         private HttpClient httpClient;
         private Executor executor;
+        private Supplier<String> traceParent;
 
         private Builder(URI baseUrl) {
             this.baseUrl = Objects.requireNonNull(baseUrl, "baseUrl");
@@ -530,6 +582,21 @@ public final class RdqClient {
             return this;
         }
 
+        /**
+         * Where submits get the current W3C traceparent, asked on the
+         * submitting thread for every submit (single, async, each of {@code
+         * submitAll}) whose request has no {@code traceparent} header of its
+         * own. When it answers {@code null}, a malformed value or throws,
+         * {@link TraceContext#current()} is used, which is also the default
+         * without a supplier. Plug OpenTelemetry in here ({@code
+         * docs/sdk-java.md}, "Tracing").
+         */
+        public Builder traceParent(Supplier<String> supplier) {
+            this.traceParent = Objects.requireNonNull(supplier, "supplier");
+            return this;
+        }
+
+        /** The client. */
         public RdqClient build() {
             return new RdqClient(this);
         }

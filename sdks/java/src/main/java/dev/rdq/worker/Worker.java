@@ -6,6 +6,7 @@ import dev.rdq.client.RdqClient;
 import dev.rdq.client.Settle;
 import dev.rdq.client.SettleOutcome;
 import dev.rdq.client.SettleResult;
+import dev.rdq.client.TraceContext;
 import dev.rdq.envelope.Envelope;
 import dev.rdq.envelope.ErrorInfo;
 import dev.rdq.envelope.Status;
@@ -43,6 +44,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>{@link #close()} stops claiming, lets running handlers finish for the
  * shutdown grace, then interrupts the rest and hands their tasks back
  * (outcome RELEASE: due now, no attempt spent).
+ *
+ * <p>While a handler runs, {@link TraceContext#current()} on its thread is
+ * the task's {@code traceparent} header (when well formed), so submits made
+ * from the handler with a client of default options continue the task's trace.
  */
 public final class Worker implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("dev.rdq.worker");
@@ -289,6 +294,9 @@ public final class Worker implements AutoCloseable {
             Object ret = null;
             Throwable err = null;
             TaskContext.set(new TaskContext(r));
+            // The task's trace context for the handler (and the mapper), so
+            // its submits continue the task's trace; restored afterwards.
+            TraceContext.Scope trace = TraceContext.open(r.claimed.envelope().header(TraceContext.HEADER).orElse(null));
             try {
                 try {
                     Envelope env = r.claimed.envelope();
@@ -319,6 +327,7 @@ public final class Worker implements AutoCloseable {
                 Outcome o = err instanceof UnknownHandlerException u ? Outcome.permanent(u) : r.queue.ladder.decide(ret, err);
                 settles.add(toSettle(r.claimed, o));
             } finally {
+                trace.close();
                 TaskContext.clear();
             }
         } finally {
