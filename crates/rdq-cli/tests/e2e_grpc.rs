@@ -97,6 +97,16 @@ fn settle(t: &pb::LeasedTask, outcome: pb::ReportedOutcome) -> pb::SettleRequest
     }
 }
 
+/// A Work stream's hello for one queue.
+fn hello(queue: &str, credits: u32, lease_ms: Option<u64>, bare_acks: bool) -> pb::WorkHello {
+    pb::WorkHello {
+        queues: vec![queue.into()],
+        credits,
+        lease_ms,
+        bare_acks,
+    }
+}
+
 fn status_of(env: &pb::Envelope) -> pb::Status {
     pb::Status::try_from(env.status).unwrap()
 }
@@ -771,24 +781,8 @@ async fn the_work_stream_keeps_to_its_credits_and_acknowledges() {
         "MALFORMED_REQUEST",
     );
     for (hello, code) in [
-        (
-            pb::WorkHello {
-                queues: vec!["Jobs!".into()],
-                credits: 1,
-                lease_ms: None,
-                bare_acks: false,
-            },
-            "INVALID_QUEUE_NAME",
-        ),
-        (
-            pb::WorkHello {
-                queues: vec!["jobs".into()],
-                credits: 0,
-                lease_ms: None,
-                bare_acks: false,
-            },
-            "INVALID_FIELD",
-        ),
+        (hello("Jobs!", 1, None, false), "INVALID_QUEUE_NAME"),
+        (hello("jobs", 0, None, false), "INVALID_FIELD"),
     ] {
         assert_refused(
             WorkStream::open(ch.clone(), hello).await.map(|_| ()),
@@ -898,17 +892,9 @@ async fn the_work_stream_keeps_to_its_credits_and_acknowledges() {
         assert_eq!(status_of(&env), pb::Status::InFlight);
     }
     // They can still be settled by id and token, on another stream.
-    let mut w2 = WorkStream::open(
-        ch.clone(),
-        pb::WorkHello {
-            queues: vec!["jobs".into()],
-            credits: 1,
-            lease_ms: None,
-            bare_acks: false,
-        },
-    )
-    .await
-    .unwrap();
+    let mut w2 = WorkStream::open(ch.clone(), hello("jobs", 1, None, false))
+        .await
+        .unwrap();
     w2.send(pb::work_request::Kind::Settle(pb::WorkSettle {
         seq: 1,
         settles: [&c, &d, &e]
@@ -945,17 +931,9 @@ async fn a_dropped_streams_leases_lapse_as_usual() {
         .envelope
         .unwrap()
         .id;
-    let mut w = WorkStream::open(
-        ch.clone(),
-        pb::WorkHello {
-            queues: vec!["lapse".into()],
-            credits: 1,
-            lease_ms: Some(300),
-            bare_acks: false,
-        },
-    )
-    .await
-    .unwrap();
+    let mut w = WorkStream::open(ch.clone(), hello("lapse", 1, Some(300), false))
+        .await
+        .unwrap();
     let t = w.task().await;
     assert_eq!(t.id, id);
     drop(w);
@@ -988,17 +966,9 @@ async fn bare_acks_carry_results_without_envelopes_and_refills_come_in_batches()
     for i in 0..12u8 {
         tasks.submit(req(submit("bare", &[i]), ALL)).await.unwrap();
     }
-    let mut w = WorkStream::open(
-        ch.clone(),
-        pb::WorkHello {
-            queues: vec!["bare".into()],
-            credits: 8,
-            lease_ms: Some(60_000),
-            bare_acks: true,
-        },
-    )
-    .await
-    .unwrap();
+    let mut w = WorkStream::open(ch.clone(), hello("bare", 8, Some(60_000), true))
+        .await
+        .unwrap();
     let mut held = Vec::new();
     for _ in 0..8 {
         held.push(w.task().await);

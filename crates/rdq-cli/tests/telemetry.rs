@@ -90,6 +90,25 @@ impl Collector {
     }
 }
 
+impl Collector {
+    /// The exported spans of task `id`.
+    fn spans_of(&self, id: &str) -> Vec<Value> {
+        self.spans()
+            .into_iter()
+            .map(|(_, s)| s)
+            .filter(|s| str_attr(s, "messaging.message.id") == Some(id))
+            .collect()
+    }
+}
+
+/// The span of `kind` (OTLP's number: 3 CLIENT, 4 PRODUCER, 5 CONSUMER).
+fn of_kind(spans: &[Value], kind: i64) -> &Value {
+    spans
+        .iter()
+        .find(|s| s["kind"] == kind)
+        .unwrap_or_else(|| panic!("no span of kind {kind} in {spans:?}"))
+}
+
 /// The value of attribute `key` of a span or resource.
 fn attr<'a>(holder: &'a Value, key: &str) -> Option<&'a Value> {
     holder["attributes"]
@@ -277,10 +296,7 @@ async fn a_task_that_fails_once_then_succeeds_is_one_trace_of_linked_spans() {
     let spans: Vec<Value> = spans.into_iter().map(|(_, s)| s).collect();
 
     // The submit: PRODUCER, a child of the submitter's span.
-    let submit = spans
-        .iter()
-        .find(|s| s["kind"] == 4)
-        .expect("a PRODUCER span");
+    let submit = of_kind(&spans, 4);
     assert_eq!(submit["name"], "send mail");
     assert_eq!(submit["traceId"], TRACE_ID);
     assert_eq!(submit["parentSpanId"], PARENT_SPAN);
@@ -411,16 +427,8 @@ async fn a_callback_sends_its_client_span_as_traceparent() {
     );
     assert_eq!(parts[3], "01");
 
-    let spans: Vec<Value> = collector
-        .spans()
-        .into_iter()
-        .map(|(_, s)| s)
-        .filter(|s| str_attr(s, "messaging.message.id") == Some(id.as_str()))
-        .collect();
-    let client = spans
-        .iter()
-        .find(|s| s["kind"] == 3)
-        .expect("a CLIENT span");
+    let spans: Vec<Value> = collector.spans_of(&id);
+    let client = of_kind(&spans, 3);
     assert_eq!(
         client["spanId"], parts[2],
         "the header is the CLIENT span's context"
@@ -432,16 +440,10 @@ async fn a_callback_sends_its_client_span_as_traceparent() {
         "200"
     );
     assert_eq!(str_attr(client, "server.address"), Some("127.0.0.1"));
-    let process = spans
-        .iter()
-        .find(|s| s["kind"] == 5)
-        .expect("a CONSUMER span");
+    let process = of_kind(&spans, 5);
     assert_eq!(client["parentSpanId"], process["spanId"]);
     assert_eq!(str_attr(process, "rdq.outcome"), Some("SUCCESS"));
-    let submit = spans
-        .iter()
-        .find(|s| s["kind"] == 4)
-        .expect("a PRODUCER span");
+    let submit = of_kind(&spans, 4);
     assert_eq!(process["parentSpanId"], submit["spanId"]);
     assert_eq!(submit["parentSpanId"], PARENT_SPAN);
 }
@@ -520,16 +522,8 @@ async fn a_grpc_callback_sends_its_client_span_as_metadata() {
             parts[1], TRACE_ID,
             "the call continues the submitter's trace"
         );
-        let spans: Vec<Value> = collector
-            .spans()
-            .into_iter()
-            .map(|(_, s)| s)
-            .filter(|s| str_attr(s, "messaging.message.id") == Some(id.as_str()))
-            .collect();
-        let client = spans
-            .iter()
-            .find(|s| s["kind"] == 3)
-            .expect("a CLIENT span");
+        let spans: Vec<Value> = collector.spans_of(&id);
+        let client = of_kind(&spans, 3);
         assert_eq!(
             client["spanId"], parts[2],
             "the metadata is the CLIENT span's context"
@@ -545,10 +539,7 @@ async fn a_grpc_callback_sends_its_client_span_as_metadata() {
         );
         assert_eq!(str_attr(client, "error.type"), error_type);
         assert_eq!(attr(client, "http.request.method"), None);
-        let process = spans
-            .iter()
-            .find(|s| s["kind"] == 5)
-            .expect("a CONSUMER span");
+        let process = of_kind(&spans, 5);
         assert_eq!(client["parentSpanId"], process["spanId"]);
         let (outcome, failure) = if code == 0 {
             ("SUCCESS", None)
@@ -598,20 +589,9 @@ async fn a_lapsed_lease_ends_its_attempt_span_as_lease_expired() {
     assert!(expired, "the lease was not reaped");
     server.terminate();
 
-    let spans: Vec<Value> = collector
-        .spans()
-        .into_iter()
-        .map(|(_, s)| s)
-        .filter(|s| str_attr(s, "messaging.message.id") == Some(id.as_str()))
-        .collect();
-    let submit = spans
-        .iter()
-        .find(|s| s["kind"] == 4)
-        .expect("a PRODUCER span");
-    let process = spans
-        .iter()
-        .find(|s| s["kind"] == 5)
-        .expect("the lapsed attempt's CONSUMER span");
+    let spans: Vec<Value> = collector.spans_of(&id);
+    let submit = of_kind(&spans, 4);
+    let process = of_kind(&spans, 5);
     assert_eq!(process["traceId"], TRACE_ID);
     assert_eq!(process["parentSpanId"], submit["spanId"]);
     assert_eq!(str_attr(process, "rdq.outcome"), Some("LEASE_EXPIRED"));
