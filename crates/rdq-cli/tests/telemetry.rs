@@ -522,7 +522,7 @@ async fn a_grpc_callback_sends_its_client_span_as_metadata() {
             parts[1], TRACE_ID,
             "the call continues the submitter's trace"
         );
-        let spans: Vec<Value> = collector.spans_of(&id);
+        let spans: Vec<Value> = collector.spans_of(id);
         let client = of_kind(&spans, 3);
         assert_eq!(
             client["spanId"], parts[2],
