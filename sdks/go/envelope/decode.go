@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"math"
-	"sort"
 	"strconv"
 	"time"
 )
@@ -66,7 +65,7 @@ func decodeBytes(data []byte) (Envelope, error) {
 
 // fields is one JSON object being taken apart; what is left is Extra.
 type fields struct {
-	m      map[string]value
+	m      []member // not taken yet
 	prefix string
 }
 
@@ -74,6 +73,8 @@ func newFields(v value, prefix string) (*fields, error) {
 	if v.kind != kindObject {
 		return nil, malformed(prefix, "expected an object, found %s", v.typeName())
 	}
+	// Taking reorders v's members in place: every parsed value is decoded
+	// once, straight after parsing, and never read again.
 	return &fields{m: v.obj, prefix: prefix}, nil
 }
 
@@ -85,11 +86,16 @@ func (f *fields) path(key string) string {
 }
 
 func (f *fields) take(key string) (value, bool) {
-	v, ok := f.m[key]
-	if ok {
-		delete(f.m, key)
+	for i := range f.m {
+		if f.m[i].key == key {
+			v := f.m[i].val
+			last := len(f.m) - 1
+			f.m[i] = f.m[last]
+			f.m = f.m[:last]
+			return v, true
+		}
 	}
-	return v, ok
+	return value{}, false
 }
 
 func (f *fields) required(key string) (value, error) {
@@ -216,8 +222,8 @@ func (f *fields) extra() map[string]json.RawMessage {
 		return nil
 	}
 	out := make(map[string]json.RawMessage, len(f.m))
-	for k, v := range f.m {
-		out[k] = appendValue(nil, v)
+	for _, m := range f.m {
+		out[m.key] = appendValue(nil, m.val)
 	}
 	return out
 }
@@ -301,14 +307,10 @@ func decodeEnvelope(v value) (Envelope, error) {
 		absent |= absentHeaders
 		env.Headers = map[string]string{}
 	case hv.kind == kindObject:
-		keys := make([]string, 0, len(hv.obj))
-		for k := range hv.obj {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		env.Headers = make(map[string]string, len(keys))
-		for _, k := range keys {
-			hval := hv.obj[k]
+		sorted := hv.sortedMembers()
+		env.Headers = make(map[string]string, len(sorted))
+		for _, m := range sorted {
+			k, hval := m.key, m.val
 			if hval.kind != kindString {
 				return env, invalid("headers."+k, "header values must be strings, found %s", hval.typeName())
 			}

@@ -162,8 +162,9 @@ func valueEqual(a, b value) bool {
 		}
 		return true
 	default:
-		for k, va := range a.obj {
-			vb, ok := b.obj[k]
+		for _, m := range a.obj {
+			va := m.val
+			vb, ok := b.get(m.key)
 			if !ok {
 				vb = value{kind: kindNull}
 			}
@@ -171,8 +172,8 @@ func valueEqual(a, b value) bool {
 				return false
 			}
 		}
-		for k, vb := range b.obj {
-			if _, ok := a.obj[k]; !ok && vb.kind != kindNull {
+		for _, m := range b.obj {
+			if _, ok := a.get(m.key); !ok && m.val.kind != kindNull {
 				return false
 			}
 		}

@@ -30,8 +30,54 @@ type value struct {
 	b    bool
 	s    string // string contents (unescaped) or number text
 	arr  []value
-	obj  map[string]value
+	obj  []member // in document order, keys unique
 }
+
+// member is one key and value of an object. Objects are slices, not maps:
+// an envelope's objects are small, and building a map for each one was most
+// of the cost of decoding a claim answer.
+type member struct {
+	key string
+	val value
+}
+
+// get is the value of key in an object.
+func (v value) get(key string) (value, bool) {
+	for i := range v.obj {
+		if v.obj[i].key == key {
+			return v.obj[i].val, true
+		}
+	}
+	return value{}, false
+}
+
+// sortedMembers is a copy of an object's members in key order.
+func (v value) sortedMembers() []member {
+	ms := append([]member(nil), v.obj...)
+	sort.Slice(ms, func(i, j int) bool { return ms[i].key < ms[j].key })
+	return ms
+}
+
+// dupCheckMapAt is the member count from which parseObject detects duplicate
+// keys with a map instead of comparing with every earlier key.
+const dupCheckMapAt = 32
+
+// knownStrings are the keys (and common values) of envelopes and of the
+// answers that carry them, handed out without allocating a copy each time.
+var knownStrings = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"tasks", "id", "lease_token", "envelope", "envelope_version", "queue", "handler_ref",
+		"handler_version", "payload", "payload_content_type", "headers", "status", "priority",
+		"deferral_count", "attempt_count", "redrive_count", "claim_count", "next_attempt_at",
+		"lease_expires_at", "created_at", "attempts", "attempt_no", "started_at", "finished_at",
+		"outcome", "error", "type", "message", "detail", "stack", "idempotency_key", "traceparent",
+		"application/json", "IN_FLIGHT", "PENDING", "SUCCEEDED", "DEAD",
+	} {
+		m[k] = k
+	}
+	return m
+}()
 
 func (v value) typeName() string {
 	switch v.kind {
@@ -70,6 +116,9 @@ type parser struct {
 	data  []byte
 	pos   int
 	depth int
+	// members is a stack the objects being parsed collect their members on,
+	// so each object allocates its slice once, at its exact size.
+	members []member
 }
 
 type syntaxError struct{ msg string }
@@ -189,7 +238,10 @@ func (p *parser) parseObject() (value, error) {
 		return value{}, err
 	}
 	p.pos++ // '{'
-	v := value{kind: kindObject, obj: map[string]value{}}
+	v := value{kind: kindObject}
+	var seen map[string]struct{} // from dupCheckMapAt members on
+	start := len(p.members)
+	defer func() { p.members = p.members[:start] }()
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
@@ -215,10 +267,30 @@ func (p *parser) parseObject() (value, error) {
 		if err != nil {
 			return value{}, err
 		}
-		if _, dup := v.obj[key]; dup {
+		dup := false
+		if seen != nil {
+			_, dup = seen[key]
+		} else {
+			for _, m := range p.members[start:] {
+				if m.key == key {
+					dup = true
+					break
+				}
+			}
+		}
+		if dup {
 			return value{}, p.errorf("duplicate key %q", key)
 		}
-		v.obj[key] = item
+		p.members = append(p.members, member{key, item})
+		switch {
+		case seen != nil:
+			seen[key] = struct{}{}
+		case len(p.members)-start == dupCheckMapAt:
+			seen = make(map[string]struct{}, 2*dupCheckMapAt)
+			for _, m := range p.members[start:] {
+				seen[m.key] = struct{}{}
+			}
+		}
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return value{}, p.errorf("EOF while parsing an object")
@@ -229,6 +301,7 @@ func (p *parser) parseObject() (value, error) {
 		case '}':
 			p.pos++
 			p.depth--
+			v.obj = append(make([]member, 0, len(p.members)-start), p.members[start:]...)
 			return v, nil
 		default:
 			return value{}, p.errorf("expected , or }")
@@ -266,6 +339,9 @@ func (p *parser) parseString() (string, error) {
 				return "", p.errorf("invalid UTF-8 in a string")
 			}
 			p.pos++
+			if k, ok := knownStrings[string(raw)]; ok { // looked up without allocating
+				return k, nil
+			}
 			return string(raw), nil
 		}
 		if c == '\\' {
@@ -443,19 +519,14 @@ func appendValue(out []byte, v value) []byte {
 		}
 		return append(out, ']')
 	default:
-		keys := make([]string, 0, len(v.obj))
-		for k := range v.obj {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		out = append(out, '{')
-		for i, k := range keys {
+		for i, m := range v.sortedMembers() {
 			if i > 0 {
 				out = append(out, ',')
 			}
-			out = appendString(out, k)
+			out = appendString(out, m.key)
 			out = append(out, ':')
-			out = appendValue(out, v.obj[k])
+			out = appendValue(out, m.val)
 		}
 		return append(out, '}')
 	}

@@ -90,16 +90,42 @@ func (c *Client) doWithHeader(ctx context.Context, method, path string, body any
 		return 0, err
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := readBody(resp)
 	if err != nil {
 		return resp.StatusCode, fmt.Errorf("rdq: reading the answer to %s %s: %w", method, path, err)
 	}
 	if out != nil && len(data) > 0 {
-		if err := json.Unmarshal(data, out); err != nil {
+		var err error
+		if d, ok := out.(answerDecoder); ok {
+			err = d.decodeAnswer(data)
+		} else {
+			err = json.Unmarshal(data, out)
+		}
+		if err != nil {
 			return resp.StatusCode, fmt.Errorf("rdq: decoding the answer to %s %s: %w", method, path, err)
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// readBody reads a whole answer, into one buffer of the announced length
+// when there is one (io.ReadAll grows its buffer step by step).
+func readBody(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n > 0 && n <= 64<<20 {
+		// net/http's body ends at the Content-Length, so this is all of it.
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(resp.Body)
+}
+
+// answerDecoder is an answer that decodes itself without encoding/json,
+// which would scan the whole document (twice) before handing it over.
+type answerDecoder interface {
+	decodeAnswer(data []byte) error
 }
 
 // send issues a request and returns a 2xx response with its body unread.

@@ -454,6 +454,57 @@ func TestALongHandlerKeepsItsLeaseByExtension(t *testing.T) {
 	})
 }
 
+// The Worker's single lease keeper serves handlers that started at
+// different times, and one lost lease cancels only its own handler.
+func TestOneLeaseKeeperServesStaggeredHandlers(t *testing.T) {
+	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+		q := queueName(t)
+		configure(t, c, q, map[string]any{"lease_ms": 600})
+		started := make(chan string, 3)
+		causes := make(chan error, 3)
+		reg := rdq.NewRegistry()
+		reg.Register("slow", func(ctx context.Context, task envelope.Envelope) error {
+			started <- task.ID
+			select {
+			case <-time.After(2000 * time.Millisecond): // more than three leases
+				return nil
+			case <-ctx.Done():
+				causes <- context.Cause(ctx)
+				return ctx.Err()
+			}
+		})
+		runWorker(t, c, rdq.WorkerConfig{Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
+		var ids []string
+		for i := 0; i < 3; i++ { // one at a time: each starts after the previous one runs
+			submit(t, c, rdq.Task{Queue: q, HandlerRef: "slow"})
+			ids = append(ids, <-started)
+		}
+		if err := c.Delete(context.Background(), ids[1]); err != nil { // its lease can no longer be extended
+			t.Fatal(err)
+		}
+		select {
+		case err := <-causes:
+			if !errors.Is(err, rdq.ErrLeaseLost) {
+				t.Fatalf("cause %v; want ErrLeaseLost", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the deleted task's handler was never cancelled")
+		}
+		for _, id := range []string{ids[0], ids[2]} {
+			env := waitFor(t, c, id, "terminal", terminal)
+			if env.Status != envelope.StatusSucceeded || len(env.Attempts) != 1 || env.ClaimCount != 1 {
+				b, _ := env.Encode()
+				t.Fatalf("a lease lapsed under a running handler: %s", b)
+			}
+		}
+		select {
+		case err := <-causes:
+			t.Fatalf("another handler was cancelled too: %v", err)
+		default:
+		}
+	})
+}
+
 func TestALostLeaseCancelsTheHandlersContext(t *testing.T) {
 	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
 		q := queueName(t)

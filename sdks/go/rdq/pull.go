@@ -30,11 +30,27 @@ func (c *Client) Claim(ctx context.Context, queue string, max int, lease time.Du
 		Max     int   `json:"max"`
 		LeaseMs int64 `json:"lease_ms,omitempty"`
 	}{max, lease.Milliseconds()}
-	var out struct {
-		Tasks []ClaimedTask `json:"tasks"`
-	}
+	// The answer is decoded in one pass by the envelope codec
+	// (envelope.DecodeClaimAnswer), not scanned by encoding/json first.
+	var out claimAnswer
 	_, err := c.do(ctx, http.MethodPost, "/v1/queues/"+escape(queue)+"/claim", req, &out)
-	return out.Tasks, err
+	return out.tasks, err
+}
+
+// claimAnswer is a claim's answer, decoded by envelope.DecodeClaimAnswer.
+type claimAnswer struct{ tasks []ClaimedTask }
+
+// decodeAnswer decodes the claim answer in one pass (see answerDecoder).
+func (a *claimAnswer) decodeAnswer(data []byte) error {
+	claimed, err := envelope.DecodeClaimAnswer(data)
+	if err != nil {
+		return err
+	}
+	a.tasks = make([]ClaimedTask, len(claimed))
+	for i := range claimed {
+		a.tasks[i] = ClaimedTask{ID: claimed[i].ID, LeaseToken: claimed[i].LeaseToken, Envelope: claimed[i].Envelope}
+	}
+	return nil
 }
 
 // Settlement kinds as the settle API spells them.
@@ -80,22 +96,43 @@ func (c *Client) SettleBatch(ctx context.Context, settles []Settle) ([]SettleRes
 	return c.settleBatch(ctx, settles, true)
 }
 
+// settleStatus is what a worker needs of one settle result: the item's
+// status and problem, read by decodeSettleStatuses (rdq/answer.go), which
+// steps over each answered envelope without allocating for it.
+type settleStatus struct {
+	ID     string `json:"id"`
+	Status int    `json:"status"`
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
 // settleBatch skips decoding the answered envelopes unless asked: a worker
 // without a dead-letter hook only needs each item's status.
 func (c *Client) settleBatch(ctx context.Context, settles []Settle, envelopes bool) ([]SettleResult, error) {
+	req := struct {
+		Settles []Settle `json:"settles"`
+	}{settles}
+	if !envelopes {
+		var out settleStatuses
+		if _, err := c.do(ctx, http.MethodPost, "/v1/settle", req, &out); err != nil {
+			return nil, err
+		}
+		results := make([]SettleResult, len(out.results))
+		for i, r := range out.results {
+			results[i].ID = r.ID
+			if r.Status < 200 || r.Status >= 300 {
+				results[i].Err = &Error{Status: r.Status, Code: r.Code, Detail: r.Detail}
+			}
+		}
+		return results, nil
+	}
 	var out struct {
 		Results []struct {
-			ID       string          `json:"id"`
-			Status   int             `json:"status"`
-			Code     string          `json:"code"`
-			Detail   string          `json:"detail"`
+			settleStatus
 			Envelope json.RawMessage `json:"envelope"`
 		} `json:"results"`
 	}
-	_, err := c.do(ctx, http.MethodPost, "/v1/settle", struct {
-		Settles []Settle `json:"settles"`
-	}{settles}, &out)
-	if err != nil {
+	if _, err := c.do(ctx, http.MethodPost, "/v1/settle", req, &out); err != nil {
 		return nil, err
 	}
 	results := make([]SettleResult, len(out.Results))
@@ -104,7 +141,8 @@ func (c *Client) settleBatch(ctx context.Context, settles []Settle, envelopes bo
 		switch {
 		case r.Status < 200 || r.Status >= 300:
 			results[i].Err = &Error{Status: r.Status, Code: r.Code, Detail: r.Detail}
-		case envelopes && len(r.Envelope) > 0:
+		case len(r.Envelope) > 0:
+			var err error
 			if results[i].Envelope, err = envelope.Decode(r.Envelope); err != nil {
 				results[i].Err = fmt.Errorf("rdq: the settle answer for %s: %w", r.ID, err)
 			}

@@ -77,6 +77,14 @@ type Worker struct {
 
 	handlers sync.WaitGroup
 	settlers sync.WaitGroup
+
+	// One lease keeper per Worker (leaseLoop) extends the leases of all
+	// running handlers, instead of a goroutine and a ticker per handler.
+	leaseWake   chan struct{} // wakes the keeper early: a run is due sooner than it planned
+	leaseWakeAt time.Time     // the keeper's planned wake-up; zero when it waits for a run (guarded by mu)
+	leaseStop   chan struct{}
+	leaseDone   chan struct{}
+	extenders   sync.WaitGroup // extension requests in flight
 }
 
 type runState uint8
@@ -93,6 +101,15 @@ type run struct {
 	task   ClaimedTask
 	cancel context.CancelCauseFunc
 	state  runState // guarded by Worker.mu
+
+	// Lease keeping, all guarded by Worker.mu: the lease length and the
+	// extension interval (a third of it), when the lease ends as far as this
+	// worker knows, when the next extension is due, whether the handler has
+	// returned, and the extension in flight (closed when it ends; nil when none).
+	lease, interval time.Duration
+	deadline, next  time.Time
+	finished        bool
+	extending       chan struct{}
 }
 
 type settleItem struct {
@@ -136,11 +153,14 @@ func NewWorker(client *Client, cfg WorkerConfig) (*Worker, error) {
 		cfg.ShutdownGrace = 30 * time.Second
 	}
 	return &Worker{
-		client:   client,
-		cfg:      cfg,
-		slotFree: make(chan struct{}, 1),
-		running:  map[*run]struct{}{},
-		settleCh: make(chan settleItem, 2*cfg.Concurrency+cfg.SettleBatch),
+		client:    client,
+		cfg:       cfg,
+		slotFree:  make(chan struct{}, 1),
+		running:   map[*run]struct{}{},
+		settleCh:  make(chan settleItem, 2*cfg.Concurrency+cfg.SettleBatch),
+		leaseWake: make(chan struct{}, 1),
+		leaseStop: make(chan struct{}),
+		leaseDone: make(chan struct{}),
 	}, nil
 }
 
@@ -174,6 +194,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	base, cancelAll := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelAll(ErrShutdown)
+	go w.leaseLoop()
 
 	var claimers sync.WaitGroup
 	for i := 0; i < w.cfg.ClaimConcurrency; i++ {
@@ -204,6 +225,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.closed = true
 	close(w.settleCh)
 	w.mu.Unlock()
+	close(w.leaseStop)
+	<-w.leaseDone
+	w.extenders.Wait()
 	w.settlers.Wait()
 	return nil
 }
@@ -288,10 +312,23 @@ func sleep(ctx context.Context, d time.Duration) {
 
 func (w *Worker) start(base context.Context, t ClaimedTask) {
 	hctx, cancel := context.WithCancelCause(handlerContext(base, t.Envelope))
-	r := &run{task: t, cancel: cancel}
+	lease := w.leaseOf(t.Envelope)
+	now := time.Now()
+	r := &run{task: t, cancel: cancel, lease: lease, interval: max(lease/3, 10*time.Millisecond), deadline: now.Add(lease)}
+	r.next = now.Add(r.interval)
 	w.mu.Lock()
 	w.running[r] = struct{}{}
+	wake := w.leaseWakeAt.IsZero() || r.next.Before(w.leaseWakeAt)
+	if wake {
+		w.leaseWakeAt = r.next
+	}
 	w.mu.Unlock()
+	if wake {
+		select {
+		case w.leaseWake <- struct{}{}:
+		default:
+		}
+	}
 	w.handlers.Add(1) // its slot was reserved before the claim
 	go w.work(hctx, r)
 }
@@ -316,9 +353,14 @@ func (w *Worker) work(ctx context.Context, r *run) {
 		w.handlers.Done()
 	}()
 
-	stopLease := w.keepLease(ctx, r)
 	outcome := w.execute(ctx, r.task.Envelope)
-	stopLease()
+	w.mu.Lock()
+	r.finished = true // no further extension
+	pending := r.extending
+	w.mu.Unlock()
+	if pending != nil {
+		<-pending // settle after the extension in flight, not alongside it
+	}
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -385,52 +427,88 @@ func (w *Worker) leaseOf(env envelope.Envelope) time.Duration {
 	return 30 * time.Second
 }
 
-// keepLease extends the lease every third of its length while the handler
-// runs. When the server answers LEASE_LOST, or the lease ends locally
-// without a successful extension, the handler's context is cancelled with
-// ErrLeaseLost and its result will be dropped.
-func (w *Worker) keepLease(ctx context.Context, r *run) (stop func()) {
-	lease := w.leaseOf(r.task.Envelope)
-	deadline := time.Now().Add(lease)
-	interval := max(lease/3, 10*time.Millisecond)
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-			ectx, cancel := context.WithTimeout(context.Background(), interval)
-			_, err := w.client.ExtendLease(ectx, r.task.ID, r.task.LeaseToken, lease)
-			cancel()
-			switch {
-			case err == nil:
-				deadline = time.Now().Add(lease)
+// leaseLoop keeps the leases of the running handlers: it sleeps until the
+// earliest extension is due, extends every lease due by then (each a third of
+// its length after the last), and sleeps again. A lease the server answers
+// LEASE_LOST for, or that ends locally without a successful extension, has
+// its handler's context cancelled with ErrLeaseLost; the result is dropped.
+// It runs until Run stops it, after the last handler is done or released.
+func (w *Worker) leaseLoop() {
+	defer close(w.leaseDone)
+	for {
+		now := time.Now()
+		var earliest time.Time
+		w.mu.Lock()
+		for r := range w.running {
+			if r.state != stateRunning || r.finished {
 				continue
-			case IsCode(err, CodeLeaseLost) || IsCode(err, CodeTaskNotFound) || IsCode(err, CodeInvalidTransition):
-			case time.Now().Before(deadline.Add(-interval / 2)):
-				w.report(fmt.Errorf("rdq: extending the lease of %s: %w", r.task.ID, err))
-				continue
-			default:
-				w.report(fmt.Errorf("rdq: extending the lease of %s: %w", r.task.ID, err))
 			}
-			w.mu.Lock()
-			if r.state == stateRunning {
-				r.state = stateLost
-				r.cancel(ErrLeaseLost)
+			if !r.next.After(now) {
+				r.next = now.Add(r.interval)
+				if r.extending == nil { // one still in flight skips this turn
+					r.extending = make(chan struct{})
+					w.extenders.Add(1)
+					go w.extend(r, r.extending)
+				}
 			}
-			w.mu.Unlock()
+			if earliest.IsZero() || r.next.Before(earliest) {
+				earliest = r.next
+			}
+		}
+		w.leaseWakeAt = earliest
+		w.mu.Unlock()
+
+		var timer *time.Timer
+		var timeout <-chan time.Time
+		if !earliest.IsZero() {
+			timer = time.NewTimer(earliest.Sub(now))
+			timeout = timer.C
+		}
+		stop := false
+		select {
+		case <-w.leaseStop:
+			stop = true
+		case <-w.leaseWake:
+		case <-timeout:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if stop {
 			return
 		}
-	}()
-	return func() { close(done); <-finished }
+	}
+}
+
+// extend makes one extension of r's lease, then marks it ended (done).
+func (w *Worker) extend(r *run, done chan struct{}) {
+	defer w.extenders.Done()
+	ectx, cancel := context.WithTimeout(context.Background(), r.interval)
+	_, err := w.client.ExtendLease(ectx, r.task.ID, r.task.LeaseToken, r.lease)
+	cancel()
+
+	w.mu.Lock()
+	lost, report := false, false
+	switch {
+	case err == nil:
+		r.deadline = time.Now().Add(r.lease)
+	case IsCode(err, CodeLeaseLost) || IsCode(err, CodeTaskNotFound) || IsCode(err, CodeInvalidTransition):
+		lost = true
+	case time.Now().Before(r.deadline.Add(-r.interval / 2)):
+		report = true
+	default:
+		lost, report = true, true
+	}
+	if lost && r.state == stateRunning {
+		r.state = stateLost
+		r.cancel(ErrLeaseLost)
+	}
+	r.extending = nil
+	close(done)
+	w.mu.Unlock()
+	if report {
+		w.report(fmt.Errorf("rdq: extending the lease of %s: %w", r.task.ID, err))
+	}
 }
 
 func (w *Worker) settleLoop() {
