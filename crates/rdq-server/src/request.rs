@@ -15,9 +15,11 @@ use serde::de::DeserializeOwned;
 use crate::problem::ApiError;
 
 /// A JSON request body of type `T`. Every route that takes one documents
-/// it as required (`docs/openapi.json`), so an empty body (or one of only
-/// whitespace) is refused with 400 `MALFORMED_REQUEST`, like any other
-/// body that is not the JSON value the route takes.
+/// it as a required JSON object (`docs/openapi.json`), so an empty body (or
+/// one of only whitespace) and any other JSON value (an array, which serde
+/// would otherwise read as the struct's fields in order, a string, `null`)
+/// are refused with 400 `MALFORMED_REQUEST`, like any other body that is
+/// not the JSON value the route takes.
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 
@@ -30,13 +32,46 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = read_body(req, state).await?;
+        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            None => {
+                return Err(ApiError::malformed(
+                    "the request body is empty; this route takes a JSON object",
+                ));
+            }
+            Some(b'{') => {}
+            Some(_) => {
+                return Err(ApiError::malformed(
+                    "the request body is not a JSON object; this route takes one",
+                ));
+            }
+        }
+        serde_json::from_slice(&bytes)
+            .map(JsonBody)
+            .map_err(|e| ApiError::malformed(format!("the request body is not valid: {e}")))
+    }
+}
+
+/// A JSON request body of any JSON value, for a route that validates the
+/// document itself (a queue's configuration answers `INVALID_POLICY` for a
+/// document that is not an object); only an empty body is refused here.
+#[derive(Debug)]
+pub struct JsonDocument(pub serde_json::Value);
+
+impl<S> FromRequest<S> for JsonDocument
+where
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = read_body(req, state).await?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Err(ApiError::malformed(
                 "the request body is empty; this route takes a JSON object",
             ));
         }
         serde_json::from_slice(&bytes)
-            .map(JsonBody)
+            .map(JsonDocument)
             .map_err(|e| ApiError::malformed(format!("the request body is not valid: {e}")))
     }
 }

@@ -607,17 +607,31 @@ async fn an_empty_body_is_refused_where_the_document_requires_one() {
             r.assert_problem(400, "MALFORMED_REQUEST");
             assert_documented(&doc, method.as_str(), path, &r);
         }
-        // `null` where the document requires an object is refused too.
-        let r = server
-            .raw(method.clone(), &concrete, b"null".to_vec())
-            .await;
-        assert_eq!(
-            r.status,
-            StatusCode::BAD_REQUEST,
-            "{method} {path}: {}",
-            r.text
-        );
-        assert_documented(&doc, method.as_str(), path, &r);
+        // Any other JSON value where the document requires an object is
+        // refused too: `null`, scalars, and arrays (which serde would read
+        // as the struct's fields in order: `[null]` once redrove nothing
+        // with 200).
+        for body in [
+            &b"null"[..],
+            b"[null]",
+            b"[]",
+            b"[{}]",
+            b" [true, 1]",
+            b"\"x\"",
+            b"7",
+            b"true",
+        ] {
+            let r = server.raw(method.clone(), &concrete, body.to_vec()).await;
+            // A queue's configuration is a document the route validates
+            // itself: one that is not an object is an invalid policy.
+            let code = if path.ends_with("/config") {
+                "INVALID_POLICY"
+            } else {
+                "MALFORMED_REQUEST"
+            };
+            r.assert_problem(400, code);
+            assert_documented(&doc, method.as_str(), path, &r);
+        }
     }
     assert_eq!(server.snapshot().await, before);
     assert_eq!(

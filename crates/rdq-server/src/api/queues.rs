@@ -16,11 +16,10 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use rdq_api::queues::{CapabilityList, QueueList, QueueListQuery};
 use rdq_app::Caller;
-use serde_json::Value;
 
 use super::{AppState, json_response};
 use crate::problem::ApiError;
-use crate::request::{JsonBody, PathArgs, QueryArgs};
+use crate::request::{JsonDocument, PathArgs, QueryArgs};
 
 /// Response header saying a policy lives in this process only.
 pub const CONFIG_SCOPE_HEADER: &str = "rdq-config-scope";
@@ -81,7 +80,7 @@ pub async fn put_config(
     State(state): State<AppState>,
     caller: Caller,
     PathArgs(queue): PathArgs<String>,
-    JsonBody(mut patch): JsonBody<Value>,
+    JsonDocument(mut patch): JsonDocument,
 ) -> Result<Response, ApiError> {
     // `668.0` is the integer 668 wherever the document says integer; a
     // body rule's values are compared as written, so they stay as sent.
