@@ -269,11 +269,7 @@ pub trait Store: Send + Sync + 'static {
     async fn leased(&self, leases: &[(TaskId, LeaseToken)]) -> Vec<Result<Envelope, EngineError>> {
         let mut out = Vec::with_capacity(leases.len());
         for &(id, token) in leases {
-            out.push(match self.get(id).await {
-                Ok(env) if LeaseToken::current(&env) == Some(token) => Ok(env),
-                Ok(_) => Err(EngineError::LeaseLost(id)),
-                Err(e) => Err(e),
-            });
+            out.push(under_lease(self.get(id).await, id, token));
         }
         out
     }
@@ -468,4 +464,18 @@ pub fn finished_at(env: &Envelope) -> Timestamp {
 /// The error type a DLQ filter matches: the latest recorded error's.
 pub fn latest_error_type(env: &Envelope) -> Option<&str> {
     env.last_error().map(|e| e.error_type.as_str())
+}
+
+/// The task `get` answered, if it is still under `token`'s claim: what
+/// [`Store::leased`] answers for one lease.
+pub fn under_lease(
+    got: Result<Envelope, EngineError>,
+    id: TaskId,
+    token: LeaseToken,
+) -> Result<Envelope, EngineError> {
+    match got {
+        Ok(env) if LeaseToken::current(&env) == Some(token) => Ok(env),
+        Ok(_) => Err(EngineError::LeaseLost(id)),
+        Err(e) => Err(e),
+    }
 }

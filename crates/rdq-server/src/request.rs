@@ -32,22 +32,12 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = read_body(req, state).await?;
-        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
-            None => {
-                return Err(ApiError::malformed(
-                    "the request body is empty; this route takes a JSON object",
-                ));
-            }
-            Some(b'{') => {}
-            Some(_) => {
-                return Err(ApiError::malformed(
-                    "the request body is not a JSON object; this route takes one",
-                ));
-            }
+        if first_byte(&bytes)? != b'{' {
+            return Err(ApiError::malformed(
+                "the request body is not a JSON object; this route takes one",
+            ));
         }
-        serde_json::from_slice(&bytes)
-            .map(JsonBody)
-            .map_err(|e| ApiError::malformed(format!("the request body is not valid: {e}")))
+        parse(&bytes).map(JsonBody)
     }
 }
 
@@ -65,15 +55,25 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = read_body(req, state).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(ApiError::malformed(
-                "the request body is empty; this route takes a JSON object",
-            ));
-        }
-        serde_json::from_slice(&bytes)
-            .map(JsonDocument)
-            .map_err(|e| ApiError::malformed(format!("the request body is not valid: {e}")))
+        first_byte(&bytes)?;
+        parse(&bytes).map(JsonDocument)
     }
+}
+
+/// The first byte of a body that is not whitespace; an empty body is refused.
+fn first_byte(bytes: &[u8]) -> Result<u8, ApiError> {
+    bytes
+        .iter()
+        .copied()
+        .find(|b| !b.is_ascii_whitespace())
+        .ok_or_else(|| {
+            ApiError::malformed("the request body is empty; this route takes a JSON object")
+        })
+}
+
+fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::malformed(format!("the request body is not valid: {e}")))
 }
 
 /// Reads the whole body, refusing one over the route's limit with 413.

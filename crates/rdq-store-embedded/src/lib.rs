@@ -405,11 +405,11 @@ impl Store for EmbeddedStore {
                 out.push(Ok(env));
                 continue;
             }
-            out.push(match self.get(id).await {
-                Ok(env) if LeaseToken::current(&env) == Some(token) => Ok(env),
-                Ok(_) => Err(EngineError::LeaseLost(id)),
-                Err(e) => Err(e),
-            });
+            out.push(rdq_engine::store::under_lease(
+                self.get(id).await,
+                id,
+                token,
+            ));
         }
         out
     }
