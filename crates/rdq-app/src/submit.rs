@@ -24,11 +24,18 @@ use crate::error::AppError;
 /// System header recording who submitted the task.
 pub const SUBMITTED_BY_HEADER: &str = "rdq.submitted_by";
 
-/// Longest idempotency key, in bytes.
+/// Longest idempotency key, in characters (Unicode scalar values, as JSON
+/// Schema's `maxLength` counts them in docs/openapi.json).
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
-/// Longest `payload_content_type` or `handler_version`, in bytes.
+/// Longest `payload_content_type` or `handler_version`, in characters.
 pub const MAX_SHORT_FIELD_LEN: usize = 255;
+
+/// Whether `text` is 1 to `max` characters long.
+fn short_enough(text: &str, max: usize) -> bool {
+    // Each character is at least one byte: most texts are decided by `len`.
+    !text.is_empty() && (text.len() <= max || text.chars().count() <= max)
+}
 
 /// The engine request for `body`, submitted by `submitted_by` (a token
 /// name; `None` on an open server, which sets no `rdq.submitted_by`).
@@ -50,26 +57,26 @@ pub fn submit_request(
     let payload_content_type = body
         .payload_content_type
         .unwrap_or_else(|| default_type.to_owned());
-    if payload_content_type.is_empty() || payload_content_type.len() > MAX_SHORT_FIELD_LEN {
+    if !short_enough(&payload_content_type, MAX_SHORT_FIELD_LEN) {
         return Err(AppError::invalid_field(
             "payload_content_type",
-            format!("must be 1 to {MAX_SHORT_FIELD_LEN} bytes"),
+            format!("must be 1 to {MAX_SHORT_FIELD_LEN} characters"),
         ));
     }
     if let Some(v) = &body.handler_version
-        && (v.is_empty() || v.len() > MAX_SHORT_FIELD_LEN)
+        && !short_enough(v, MAX_SHORT_FIELD_LEN)
     {
         return Err(AppError::invalid_field(
             "handler_version",
-            format!("must be 1 to {MAX_SHORT_FIELD_LEN} bytes"),
+            format!("must be 1 to {MAX_SHORT_FIELD_LEN} characters"),
         ));
     }
     if let Some(k) = &body.idempotency_key
-        && (k.is_empty() || k.len() > MAX_IDEMPOTENCY_KEY_LEN)
+        && !short_enough(k, MAX_IDEMPOTENCY_KEY_LEN)
     {
         return Err(AppError::invalid_field(
             "idempotency_key",
-            format!("must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} bytes"),
+            format!("must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} characters"),
         ));
     }
     let mut system_headers = BTreeMap::new();

@@ -825,3 +825,39 @@ async fn globs_and_queue_lists_are_documented_as_the_server_reads_them() {
     assert_eq!(r.body["queues"].as_array().unwrap().len(), 1);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn short_texts_are_counted_in_characters_as_the_document_counts_them() {
+    // JSON Schema's maxLength counts characters, so 255 characters of
+    // four-byte UTF-8 are schema-valid and must be accepted; 256 are not.
+    let doc = doc();
+    let schema = component("SubmitRequest");
+    let server = TestServer::start().await;
+    for field in ["idempotency_key", "handler_version", "payload_content_type"] {
+        for (ch, n) in [('𝄞', 255), ('é', 255), ('k', 255), ('𝄞', 256), ('k', 256)] {
+            let text: String = std::iter::repeat_n(ch, n).collect();
+            let mut body = json!({"queue": "contract.short", "handler_ref": "h"});
+            body[field] = json!(text);
+            let documented = check(&doc, &schema, &body).is_empty();
+            assert_eq!(documented, n == 255, "{field}: {n} x {ch:?}");
+            let r = server.post("/v1/tasks", body.clone()).await;
+            if documented {
+                assert_eq!(r.status, StatusCode::CREATED, "{field}: {}", r.text);
+                let id = r.body["id"].clone();
+                if field == "idempotency_key" {
+                    let again = server.post("/v1/tasks", body.clone()).await;
+                    assert_eq!(again.body["id"], id, "{}", again.text);
+                } else {
+                    let task = server
+                        .get(&format!("/v1/tasks/{}", id.as_str().unwrap()))
+                        .await;
+                    assert_eq!(task.body[field], json!(text), "{}", task.text);
+                }
+            } else {
+                r.assert_problem(400, "INVALID_FIELD");
+                assert_eq!(r.body["field"], field, "{}", r.text);
+            }
+        }
+    }
+    server.stop().await;
+}

@@ -814,7 +814,7 @@ fn schemas() -> Value {
     let outcome = json!({"type": ["string", "null"], "enum": ["SUCCESS", "RETRYABLE_FAILURE", "PERMANENT_FAILURE", "LEASE_EXPIRED", null], "description": "null while the attempt is in flight"});
     let count = int(0, U32_MAX);
     let timestamp = json!({"type": "string", "format": "date-time", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$"});
-    let short_text = |what: &str| json!({"type": "string", "minLength": 1, "maxLength": 255, "description": format!("{what}; 1 to 255 bytes of UTF-8")});
+    let short_text = |what: &str| json!({"type": "string", "minLength": 1, "maxLength": 255, "description": format!("{what}; 1 to 255 characters")});
     let reported_error = json!({
         "type": "object",
         "required": ["type"],
