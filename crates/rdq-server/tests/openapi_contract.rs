@@ -861,3 +861,50 @@ async fn short_texts_are_counted_in_characters_as_the_document_counts_them() {
     }
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_null_field_is_accepted_exactly_where_the_document_allows_null() {
+    // Each optional property alone set to null: the server accepts it when
+    // the document says null is allowed, and refuses it when it does not.
+    let doc = doc();
+    let server = TestServer::start().await;
+    let patch = component("QueuePolicyPatch");
+    let schemas = &doc["components"]["schemas"];
+    for field in schemas["QueuePolicyPatch"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+    {
+        let body = json!({ field.clone(): null });
+        let documented = check(&doc, &patch, &body).is_empty();
+        let r = server.put("/v1/queues/contract.nulls/config", body).await;
+        assert_eq!(
+            documented,
+            r.status == StatusCode::OK,
+            "{field}: {}",
+            r.text
+        );
+    }
+    let submit = component("SubmitRequest");
+    let required = schemas["SubmitRequest"]["required"].as_array().unwrap();
+    for field in schemas["SubmitRequest"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+    {
+        if required.contains(&json!(field)) {
+            continue;
+        }
+        let mut body = json!({"queue": "contract.nulls", "handler_ref": "h"});
+        body[field] = Value::Null;
+        let documented = check(&doc, &submit, &body).is_empty();
+        let r = server.post("/v1/tasks", body).await;
+        assert_eq!(
+            documented,
+            r.status == StatusCode::CREATED,
+            "{field}: {}",
+            r.text
+        );
+    }
+    server.stop().await;
+}

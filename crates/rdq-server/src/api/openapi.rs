@@ -1024,7 +1024,7 @@ fn schemas() -> Value {
         "handler_version_mismatch": {"type": "string", "enum": ["run", "requeue", "dead"]},
         "paused": {"type": "boolean"},
         "retain_succeeded_ms": int(0, U64_MAX),
-        "queuey_compatible": {"type": "boolean"},
+        "queuey_compatible": {"type": ["boolean", "null"], "description": "Speak queuey 1.1's wire format on a broker (docs/stores/rabbitmq.md); default false, and null removes the setting"},
         "callback": schema_ref("CallbackTarget")
     });
     all.insert(
