@@ -8,36 +8,48 @@ local now, until_ms = tonumber(ARGV[1]), ARGV[2]
 -- A task whose claim count is at its maximum can never be claimed again.
 local MAX_COUNT = '4294967295'
 local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[4]))
-for i = 1, #due, 2 do
-  local id, at = due[i], tonumber(due[i + 1])
-  redis.call('ZREM', DELAYED, id)
-  local v = redis.call('HGET', TASKS, id)
-  if v then
-    local _, _, p = meta(v)
-    redis.call('ZADD', READY, (255 - tonumber(p)) * SPAN + math.max(at, 0), id)
+if #due > 0 then
+  -- Moved now, not at flush: the pop below must see them.
+  local moved, ready = {}, {}
+  for i = 1, #due, 2 do moved[#moved + 1] = due[i] end
+  prefetch(moved)
+  for i = 1, #due, 2 do
+    local id, at = due[i], tonumber(due[i + 1])
+    local v = value(id)
+    if v then
+      local _, _, p = meta(v)
+      ready[#ready + 1] = (255 - tonumber(p)) * SPAN + math.max(at, 0)
+      ready[#ready + 1] = id
+    end
   end
+  call_chunked('ZREM', DELAYED, moved)
+  call_chunked('ZADD', READY, ready)
 end
 local out = {}
 local popped = redis.call('ZPOPMIN', READY, tonumber(ARGV[3]))
+local ids = {}
+for i = 1, #popped, 2 do ids[#ids + 1] = popped[i] end
+prefetch(ids)
 for i = 1, #popped, 2 do
   local id = popped[i]
   local at = tonumber(popped[i + 1]) % SPAN
-  local v = redis.call('HGET', TASKS, id)
+  local v = value(id)
   if v then
     local s, c, p, brace = meta(v)
     if s == '0' and c ~= MAX_COUNT then
       if at > now then
         -- Written as due by a clock ahead of this claimer's: wait for it.
-        redis.call('ZADD', DELAYED, at, id)
+        zop(DELAYED, id, at)
       else
         local claimed = '1,' .. (tonumber(c) + 1) .. ',' .. p .. ',' .. ARGV[1] .. ',' .. until_ms .. string.sub(v, brace)
-        redis.call('HSET', TASKS, id, claimed)
-        redis.call('ZREM', IDS['0'], id)
-        redis.call('ZADD', IDS['1'], 0, id)
-        redis.call('ZADD', LEASES, until_ms, id)
+        write(id, claimed)
+        zop(IDS['0'], id, false)
+        zop(IDS['1'], id, 0)
+        zop(LEASES, id, until_ms)
         out[#out + 1] = claimed
       end
     end
   end
 end
+flush()
 return out

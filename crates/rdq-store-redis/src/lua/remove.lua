@@ -12,8 +12,10 @@ elseif mode == 'status' then
 else
   ids = redis.call('ZRANGEBYSCORE', DONE, '-inf', '(' .. ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
 end
+prefetch(ids)
 local out = {}
 for _, id in ipairs(ids) do
   if remove(id) then out[#out + 1] = id end
 end
+flush()
 return out

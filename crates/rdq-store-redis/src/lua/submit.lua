@@ -2,6 +2,9 @@
 -- '+' and the key otherwise), stored value, status, place kind, score.
 -- Answers two per task: 'C' and '' (created), 'E' and the original's value
 -- (the key was taken), or 'D' and the stored value (the id was taken).
+local ids = {}
+for i = 1, #ARGV, 6 do ids[#ids + 1] = ARGV[i] end
+prefetch(ids)
 local out = {}
 for i = 1, #ARGV, 6 do
   local id, key_arg = ARGV[i], ARGV[i + 1]
@@ -11,7 +14,7 @@ for i = 1, #ARGV, 6 do
   if keyed then
     local first = redis.call('HGET', BY_KEY, key)
     if first then
-      local original = redis.call('HGET', TASKS, first)
+      local original = value(first)
       if original then
         out[#out + 1] = 'E'
         out[#out + 1] = original
@@ -20,12 +23,12 @@ for i = 1, #ARGV, 6 do
     end
   end
   if not answered then
-    local current = redis.call('HGET', TASKS, id)
+    local current = value(id)
     if current then
       out[#out + 1] = 'D'
       out[#out + 1] = current
     else
-      redis.call('HSET', TASKS, id, ARGV[i + 2])
+      write(id, ARGV[i + 2])
       place(id, ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
       if keyed then
         redis.call('HSET', BY_KEY, key, id)
@@ -36,4 +39,5 @@ for i = 1, #ARGV, 6 do
     end
   end
 end
+flush()
 return out

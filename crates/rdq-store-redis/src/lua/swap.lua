@@ -5,10 +5,13 @@
 -- Answers two per write: 'K' and '' (applied), 'N' and '' (no such task),
 -- or 'L' and the current value (status or claim count differ).
 local required = ARGV[1]
+local ids = {}
+for i = 2, #ARGV, 6 do ids[#ids + 1] = ARGV[i] end
+prefetch(ids)
 local out = {}
 for i = 2, #ARGV, 6 do
   local id = ARGV[i]
-  local v = redis.call('HGET', TASKS, id)
+  local v = value(id)
   if not v then
     out[#out + 1] = 'N'
     out[#out + 1] = ''
@@ -19,11 +22,12 @@ for i = 2, #ARGV, 6 do
       out[#out + 1] = v
     else
       unplace(id, s)
-      redis.call('HSET', TASKS, id, ARGV[i + 2])
+      write(id, ARGV[i + 2])
       place(id, ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
       out[#out + 1] = 'K'
       out[#out + 1] = ''
     end
   end
 end
+flush()
 return out
