@@ -95,6 +95,25 @@ impl QueueKeys {
     pub(crate) fn config(&self) -> &str {
         &self.all[11]
     }
+
+    /// The id set of status digit `status` ('0' PENDING … '3' DEAD).
+    pub(crate) fn ids(&self, status: char) -> Option<&str> {
+        let n = status.to_digit(10).filter(|n| *n <= 3)?;
+        Some(&self.all[5 + n as usize])
+    }
+
+    /// The scored set a placement kind names (`r` ready, `d` delayed, `l`
+    /// leases, `f` done; none for `-`), as `lua/common.lua`'s PLACES.
+    pub(crate) fn scored(&self, kind: char) -> Option<&str> {
+        let at = match kind {
+            'r' => 1,
+            'd' => 2,
+            'l' => 3,
+            'f' => 4,
+            _ => return None,
+        };
+        Some(&self.all[at])
+    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use tokio::sync::oneshot;
 use crate::Shared;
 use crate::conn::{Retry, retrying};
 use crate::error::{Failure, unexpected};
+use crate::keys::QueueKeys;
 use crate::stored::{self, Placement, envelope_bytes};
 
 /// Most tasks one claim takes, whatever `max` asks for.
@@ -86,19 +87,22 @@ pub(crate) async fn run_settles(shared: &Shared, group: Vec<SettleRequest>) {
 }
 
 /// Tells other processes that work was stored (best effort: their workers
-/// poll anyway).
+/// poll anyway). Sent on its own task, so the group it announces does not
+/// wait a round trip for it.
 async fn announce_work(shared: &Shared) {
     let Ok(mut conn) = shared.conn().await else {
         return;
     };
-    let published: redis::RedisResult<Value> = redis::cmd("PUBLISH")
+    let mut publish = redis::cmd("PUBLISH");
+    publish
         .arg(shared.keys.channel())
-        .arg(format!("w:{}", shared.events.origin))
-        .query_async(&mut conn)
-        .await;
-    if let Err(e) = published {
-        tracing::debug!(error = %e, "cannot announce new work");
-    }
+        .arg(format!("w:{}", shared.events.origin));
+    tokio::spawn(async move {
+        let published: redis::RedisResult<Value> = publish.query_async(&mut conn).await;
+        if let Err(e) = published {
+            tracing::debug!(error = %e, "cannot announce new work");
+        }
+    });
 }
 
 /// The indices of `items` per queue, each queue's in order, queues in the
@@ -212,6 +216,31 @@ async fn submit_attempt(
         }
     }
 
+    // A fresh id without an idempotency key is stored nowhere yet (a task's
+    // index entry is written before it and cleared after it): nothing needs
+    // checking, so each queue's such tasks are written by one MULTI/EXEC of
+    // a few variadic commands instead of the submit script. First, so that
+    // a repeat of one of their ids in this group finds it taken.
+    for (queue, members) in &queues {
+        let plain: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&i| results[i].is_none() && fresh[i] && tasks[i].idempotency_key.is_none())
+            .collect();
+        let queue_keys = keys.queue(queue);
+        for chunk in plain.chunks(shared.options.max_group) {
+            insert_plain(
+                &mut conn,
+                &queue_keys,
+                chunk.iter().map(|&i| (&tasks[i].envelope, &values[i])),
+            )
+            .await?;
+            for &i in chunk {
+                results[i] = Some(Ok(Submitted::Created(tasks[i].envelope.clone())));
+            }
+        }
+    }
+
     let mut unindex = Vec::new();
     for (queue, members) in queues {
         let todo: Vec<usize> = members
@@ -270,6 +299,52 @@ async fn submit_attempt(
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(EngineError::Unavailable("no answer".into()))))
         .collect())
+}
+
+/// Writes new tasks of one queue that no script needs to check, atomically:
+/// the stored values and each index their placement names.
+async fn insert_plain<'a>(
+    conn: &mut crate::conn::Conn,
+    keys: &QueueKeys,
+    tasks: impl Iterator<Item = (&'a Envelope, &'a Vec<u8>)>,
+) -> Result<(), Failure> {
+    let mut values = redis::cmd("HSET");
+    values.arg(keys.tasks());
+    let mut sets: Vec<(&str, redis::Cmd)> = Vec::new();
+    for (env, value) in tasks {
+        let id = env.id.to_string();
+        let place = Placement::of(env);
+        values.arg(&id).arg(value.as_slice());
+        add_member(&mut sets, keys.ids(place.status), "0", &id)?;
+        if place.kind != '-' {
+            add_member(&mut sets, keys.scored(place.kind), &place.score, &id)?;
+        }
+    }
+    let mut pipe = redis::pipe();
+    pipe.atomic().add_command(values).ignore();
+    for (_, cmd) in sets {
+        pipe.add_command(cmd).ignore();
+    }
+    let () = pipe.query_async(conn).await?;
+    Ok(())
+}
+
+/// Adds `id` with `score` to the ZADD of sorted set `key` in `sets`.
+fn add_member<'k>(
+    sets: &mut Vec<(&'k str, redis::Cmd)>,
+    key: Option<&'k str>,
+    score: &str,
+    id: &str,
+) -> Result<(), Failure> {
+    let key = key.ok_or_else(|| unexpected("a placement"))?;
+    if let Some((_, cmd)) = sets.iter_mut().find(|(k, _)| *k == key) {
+        cmd.arg(score).arg(id);
+    } else {
+        let mut cmd = redis::cmd("ZADD");
+        cmd.arg(key).arg(score).arg(id);
+        sets.push((key, cmd));
+    }
+    Ok(())
 }
 
 fn taken(env: &Envelope) -> EngineError {
