@@ -908,3 +908,39 @@ async fn a_null_field_is_accepted_exactly_where_the_document_allows_null() {
     }
     server.stop().await;
 }
+
+#[tokio::test]
+async fn an_overlong_request_line_is_answered_414_as_documented_everywhere() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let doc = doc();
+    let server = TestServer::start().await;
+    let addr = server.base.trim_start_matches("http://").to_owned();
+    let long = "n".repeat(70_000);
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            let concrete = path
+                .replace("{id}", "01J2ZK7Q8XW5H3N9G4T6B8RDQ0")
+                .replace("{queue}", "contract.long");
+            // Past what an HTTP client library will send: written by hand.
+            let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            let request = format!(
+                "{} {concrete}?names={long} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n",
+                method.to_uppercase()
+            );
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut answer = Vec::new();
+            let _ = stream.read_to_end(&mut answer).await;
+            let head = String::from_utf8_lossy(&answer[..answer.len().min(64)]).into_owned();
+            assert!(
+                head.starts_with("HTTP/1.1 414"),
+                "{method} {path}: {head:?}"
+            );
+            let responses = &operation(&doc, &method.to_uppercase(), path)["responses"];
+            assert!(
+                responses.get("414").is_some(),
+                "{method} {path}: 414 is not documented"
+            );
+        }
+    }
+    server.stop().await;
+}

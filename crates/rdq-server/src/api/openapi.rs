@@ -208,6 +208,11 @@ impl Op {
             op.insert("requestBody".into(), b);
         }
         let mut responses: Vec<(String, Value)> = self.responses.into_iter().collect();
+        // Any request line can be too long for the HTTP layer.
+        responses.push((
+            "414".into(),
+            json!({"$ref": "#/components/responses/UriTooLong"}),
+        ));
         responses.sort_by(|a, b| a.0.cmp(&b.0));
         op.insert(
             "responses".into(),
@@ -791,6 +796,11 @@ pub fn document() -> Value {
         }
         responses.insert(format!("Problem{code}"), response);
     }
+
+    responses.insert(
+        "UriTooLong".into(),
+        json!({"description": "The request line (path and query string) is longer than 65,534 bytes: refused by the HTTP layer before routing, with an empty body"}),
+    );
 
     json!({
         "openapi": "3.1.0",
