@@ -739,7 +739,9 @@ func TestClaimsAndSettlesTravelInBatches(t *testing.T) {
 			total += s
 			most = max(most, s)
 		}
-		if singles != 0 || total != n || most < 2 || len(settles) >= n {
+		// The 16 outcomes released together share a request or two (they
+		// wait up to SettleLinger for each other), not one request each.
+		if singles != 0 || total != n || most < 8 || len(settles) > n/4 {
 			t.Fatalf("settles: %d single, batches %v", singles, settles)
 		}
 		if len(claims) == 0 || claims[0] != 16 {

@@ -40,6 +40,13 @@ type WorkerConfig struct {
 	ClaimConcurrency int
 	// PollInterval is the wait after a round of claims found nothing (default 200 ms).
 	PollInterval time.Duration
+	// SettleLinger is how long an outcome may wait for others to share its
+	// POST /v1/settle, until a claim's worth (ClaimBatch, at most
+	// Concurrency) has gathered
+	// (default 1 ms; negative: send what is there at once). Fewer, larger
+	// settles cost the server less per task; handler slots are freed when
+	// the handler returns, not when its outcome is sent.
+	SettleLinger time.Duration
 	// Lease overrides the queue's lease_ms for claims. The lease is extended
 	// automatically every third of it while a handler runs.
 	Lease time.Duration
@@ -139,6 +146,9 @@ func NewWorker(client *Client, cfg WorkerConfig) (*Worker, error) {
 		cfg.ClaimBatch = 64
 	}
 	cfg.ClaimBatch = min(cfg.ClaimBatch, 1000)
+	if cfg.SettleLinger == 0 {
+		cfg.SettleLinger = time.Millisecond
+	}
 	if cfg.SettleBatch <= 0 {
 		cfg.SettleBatch = 512
 	}
@@ -170,8 +180,8 @@ func (w *Worker) report(err error) {
 	}
 }
 
-// settlers is how many settle requests may be in flight at once: one
-// collects a batch while the other's request is on the wire.
+// settlers is how many settle requests of one Worker may be in flight at
+// once; one goroutine gathers the outcomes into batches for them.
 const settlers = 2
 
 // requestTimeout bounds each background request (claims, settles, lease
@@ -188,10 +198,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("rdq: Worker.Run called twice")
 	}
-	for i := 0; i < settlers; i++ {
-		w.settlers.Add(1)
-		go w.settleLoop()
-	}
+	w.settlers.Add(1)
+	go w.settleLoop()
 	base, cancelAll := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelAll(ErrShutdown)
 	go w.leaseLoop()
@@ -513,21 +521,80 @@ func (w *Worker) extend(r *run, done chan struct{}) {
 
 func (w *Worker) settleLoop() {
 	defer w.settlers.Done()
-	for item := range w.settleCh {
-		batch := []Settle{item.settle}
-	collect:
-		for len(batch) < w.cfg.SettleBatch {
-			select {
-			case it, ok := <-w.settleCh:
-				if !ok {
-					break collect
-				}
-				batch = append(batch, it.settle)
-			default:
-				break collect
+	batches := make(chan []Settle)
+	var flushers sync.WaitGroup
+	for i := 0; i < settlers; i++ {
+		flushers.Add(1)
+		go func() {
+			defer flushers.Done()
+			for batch := range batches {
+				w.flush(batch)
+			}
+		}()
+	}
+	// A batch may go once it holds a claim's worth, has lingered, or the
+	// input closed; while every flusher is busy it keeps growing.
+	enough := min(w.cfg.ClaimBatch, w.cfg.Concurrency, w.cfg.SettleBatch)
+	linger := time.NewTimer(time.Hour)
+	stopTimer(linger)
+	in := w.settleCh
+	var batch []Settle
+	ready := false
+	for in != nil || len(batch) > 0 {
+		var recv <-chan settleItem
+		if len(batch) < w.cfg.SettleBatch {
+			recv = in
+		}
+		var fired <-chan time.Time
+		var out chan<- []Settle
+		if len(batch) > 0 {
+			if ready {
+				out = batches
+			} else {
+				fired = linger.C
 			}
 		}
-		w.flush(batch)
+		select {
+		case item, ok := <-recv:
+			if !ok {
+				in = nil
+				if !ready {
+					stopTimer(linger)
+					ready = true
+				}
+				continue
+			}
+			if len(batch) == 0 {
+				if w.cfg.SettleLinger > 0 {
+					linger.Reset(w.cfg.SettleLinger)
+				} else {
+					ready = true
+				}
+			}
+			batch = append(batch, item.settle)
+			if !ready && len(batch) >= enough {
+				stopTimer(linger)
+				ready = true
+			}
+		case <-fired:
+			ready = true
+		case out <- batch:
+			batch = nil
+			ready = false
+		}
+	}
+	close(batches)
+	flushers.Wait()
+}
+
+// stopTimer stops t and drains a value it already sent, so that Reset
+// starts afresh (timers before Go 1.23 keep a fired value).
+func stopTimer(t *time.Timer) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
 	}
 }
 
