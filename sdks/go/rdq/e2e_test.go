@@ -747,6 +747,17 @@ func TestClaimsAndSettlesTravelInBatches(t *testing.T) {
 		if len(claims) == 0 || claims[0] != 16 {
 			t.Fatalf("claims asked for %v", claims)
 		}
+		// Slots freed together are claimed together (ClaimLinger), not
+		// one claim per freed slot.
+		small := 0
+		for _, m := range claims {
+			if m < 8 {
+				small++
+			}
+		}
+		if small > 2 {
+			t.Fatalf("claims asked for %v", claims)
+		}
 	})
 }
 

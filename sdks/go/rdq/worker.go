@@ -47,6 +47,12 @@ type WorkerConfig struct {
 	// settles cost the server less per task; handler slots are freed when
 	// the handler returns, not when its outcome is sent.
 	SettleLinger time.Duration
+	// ClaimLinger is how long a claim may wait for more handler slots to
+	// free up, until half a claim's worth (ClaimBatch, at most Concurrency)
+	// is free (default 1 ms; negative: claim for whatever is free at once).
+	// Without it, fast handlers free their slots one by one and each claim
+	// asks for a few tasks.
+	ClaimLinger time.Duration
 	// Lease overrides the queue's lease_ms for claims. The lease is extended
 	// automatically every third of it while a handler runs.
 	Lease time.Duration
@@ -146,6 +152,9 @@ func NewWorker(client *Client, cfg WorkerConfig) (*Worker, error) {
 		cfg.ClaimBatch = 64
 	}
 	cfg.ClaimBatch = min(cfg.ClaimBatch, 1000)
+	if cfg.ClaimLinger == 0 {
+		cfg.ClaimLinger = time.Millisecond
+	}
 	if cfg.SettleLinger == 0 {
 		cfg.SettleLinger = time.Millisecond
 	}
@@ -270,9 +279,33 @@ func (w *Worker) signalSlot() {
 	}
 }
 
+// gather waits, up to ClaimLinger, until half a claim's worth of handler
+// slots is free, so that claims stay large when handlers are quick.
+func (w *Worker) gather(ctx context.Context, linger *time.Timer) {
+	enough := int64(max(1, min(w.cfg.ClaimBatch, w.cfg.Concurrency)))
+	free := func() int64 { return int64(w.cfg.Concurrency) - w.inflight.Load() }
+	if w.cfg.ClaimLinger <= 0 || free() <= 0 || free() >= enough {
+		return
+	}
+	linger.Reset(w.cfg.ClaimLinger)
+	defer stopTimer(linger)
+	for free() < enough {
+		select {
+		case <-w.slotFree:
+		case <-linger.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 func (w *Worker) claimLoop(ctx, base context.Context, next int) {
 	empty := 0
+	linger := time.NewTimer(time.Hour)
+	stopTimer(linger)
 	for ctx.Err() == nil {
+		w.gather(ctx, linger)
 		want := w.reserve()
 		if want == 0 {
 			t := time.NewTimer(w.cfg.PollInterval)
