@@ -32,8 +32,9 @@ func DecodeClaimAnswer(data []byte) ([]Claimed, error) {
 	if tasks.kind != kindArray {
 		return nil, malformed("tasks", "expected an array, found %s", tasks.typeName())
 	}
-	out := make([]Claimed, len(tasks.arr))
-	for i, t := range tasks.arr {
+	out := make([]Claimed, len(tasks.obj))
+	for i, item := range tasks.obj {
+		t := item.val
 		prefix := "tasks[" + strconv.Itoa(i) + "]"
 		f, err := newFields(t, prefix)
 		if err != nil {

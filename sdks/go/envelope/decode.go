@@ -368,9 +368,9 @@ func decodeEnvelope(v value) (Envelope, error) {
 		absent |= absentAttempts
 		env.Attempts = []Attempt{}
 	case av.kind == kindArray:
-		env.Attempts = make([]Attempt, 0, len(av.arr))
-		for i, item := range av.arr {
-			at, err := decodeAttempt(item, "attempts["+strconv.Itoa(i)+"]")
+		env.Attempts = make([]Attempt, 0, len(av.obj))
+		for i, item := range av.obj {
+			at, err := decodeAttempt(item.val, "attempts["+strconv.Itoa(i)+"]")
 			if err != nil {
 				return env, err
 			}

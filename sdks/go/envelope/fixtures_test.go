@@ -152,11 +152,11 @@ func valueEqual(a, b value) bool {
 		rb, ok2 := new(big.Rat).SetString(b.s)
 		return ok1 && ok2 && ra.Cmp(rb) == 0
 	case kindArray:
-		if len(a.arr) != len(b.arr) {
+		if len(a.obj) != len(b.obj) {
 			return false
 		}
-		for i := range a.arr {
-			if !valueEqual(a.arr[i], b.arr[i]) {
+		for i := range a.obj {
+			if !valueEqual(a.obj[i].val, b.obj[i].val) {
 				return false
 			}
 		}

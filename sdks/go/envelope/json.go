@@ -29,8 +29,10 @@ type value struct {
 	kind kind
 	b    bool
 	s    string // string contents (unescaped) or number text
-	arr  []value
-	obj  []member // in document order, keys unique
+	// obj holds an object's members in document order (keys unique), or an
+	// array's elements with empty keys: one slice keeps value small, and
+	// the parse allocates a value per member.
+	obj []member
 }
 
 // member is one key and value of an object. Objects are slices, not maps:
@@ -113,7 +115,11 @@ func bytesContainAny(s, chars string) bool {
 }
 
 type parser struct {
-	data  []byte
+	data []byte
+	// text is data as one string: an unescaped string or a number is a
+	// substring of it, shared rather than copied (a parse of a claim answer
+	// makes one copy of the answer instead of one per string).
+	text  string
 	pos   int
 	depth int
 	// members is a stack the objects being parsed collect their members on,
@@ -128,7 +134,7 @@ func (e *syntaxError) Error() string { return e.msg }
 // parseStrict parses one JSON document, refusing duplicate keys at any depth,
 // invalid UTF-8, lone surrogates and trailing content.
 func parseStrict(data []byte) (value, error) {
-	p := &parser{data: data}
+	p := &parser{data: data, text: string(data)}
 	p.skipSpace()
 	v, err := p.parseValue()
 	if err != nil {
@@ -202,7 +208,9 @@ func (p *parser) parseArray() (value, error) {
 		return value{}, err
 	}
 	p.pos++ // '['
-	v := value{kind: kindArray, arr: []value{}}
+	v := value{kind: kindArray, obj: []member{}}
+	start := len(p.members)
+	defer func() { p.members = p.members[:start] }()
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == ']' {
 		p.pos++
@@ -215,7 +223,7 @@ func (p *parser) parseArray() (value, error) {
 		if err != nil {
 			return value{}, err
 		}
-		v.arr = append(v.arr, item)
+		p.members = append(p.members, member{val: item})
 		p.skipSpace()
 		if p.pos >= len(p.data) {
 			return value{}, p.errorf("EOF while parsing a list")
@@ -226,6 +234,7 @@ func (p *parser) parseArray() (value, error) {
 		case ']':
 			p.pos++
 			p.depth--
+			v.obj = append(make([]member, 0, len(p.members)-start), p.members[start:]...)
 			return v, nil
 		default:
 			return value{}, p.errorf("expected , or ]")
@@ -342,7 +351,7 @@ func (p *parser) parseString() (string, error) {
 			if k, ok := knownStrings[string(raw)]; ok { // looked up without allocating
 				return k, nil
 			}
-			return string(raw), nil
+			return p.text[start : p.pos-1], nil
 		}
 		if c == '\\' {
 			break
@@ -473,16 +482,17 @@ func (p *parser) parseNumber() (value, error) {
 			p.pos++
 		}
 	}
-	return value{kind: kindNumber, s: canonicalNumber(p.data[start:p.pos])}, nil
+	return value{kind: kindNumber, s: p.canonicalNumber(start, p.pos)}, nil
 }
 
 // canonicalNumber keeps every digit as written (no number passes through a
 // float64); the one normalisation, shared with the Rust codec, is the
 // exponent's spelling: a lower-case e and an explicit sign (1E5 → 1e+5).
-func canonicalNumber(text []byte) string {
+func (p *parser) canonicalNumber(start, end int) string {
+	text := p.data[start:end]
 	i := bytes.IndexAny(text, "eE")
 	if i < 0 {
-		return string(text)
+		return p.text[start:end]
 	}
 	out := make([]byte, 0, len(text)+1)
 	out = append(out, text[:i]...)
@@ -511,11 +521,11 @@ func appendValue(out []byte, v value) []byte {
 		return appendString(out, v.s)
 	case kindArray:
 		out = append(out, '[')
-		for i, item := range v.arr {
+		for i, item := range v.obj {
 			if i > 0 {
 				out = append(out, ',')
 			}
-			out = appendValue(out, item)
+			out = appendValue(out, item.val)
 		}
 		return append(out, ']')
 	default:
