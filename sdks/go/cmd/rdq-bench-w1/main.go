@@ -33,6 +33,8 @@ func main() {
 	workers := flag.Int("workers", 1, "Worker instances, each with -concurrency handlers")
 	claimers := flag.Int("claimers", 2, "claims in flight per Worker (ClaimConcurrency)")
 	skipSubmit := flag.Bool("work-only", false, "only work tasks already submitted to -queue")
+	claimLinger := flag.Duration("claim-linger", 0, "WorkerConfig.ClaimLinger (0: the default; negative: none)")
+	settleLinger := flag.Duration("settle-linger", 0, "WorkerConfig.SettleLinger (0: the default; negative: none)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the work phase here")
 	flag.Parse()
 	ctx := context.Background()
@@ -87,6 +89,7 @@ func main() {
 	for i := 0; i < *workers; i++ {
 		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Queues: []string{*queue}, Registry: reg, Concurrency: *concurrency,
 			ClaimBatch: *claimBatch, ClaimConcurrency: *claimers, PollInterval: 20 * time.Millisecond,
+			ClaimLinger: *claimLinger, SettleLinger: *settleLinger,
 			OnError: func(err error) { log.Print(err) }})
 		if err != nil {
 			log.Fatal(err)
