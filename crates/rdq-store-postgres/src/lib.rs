@@ -35,8 +35,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rdq_engine::{
-    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig, QueueCounts,
-    RedriveRequest, Store, Submitted,
+    Capabilities, EngineError, LeaseToken, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig,
+    QueueCounts, RedriveRequest, Store, Submitted,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::{Notify, OnceCell, oneshot};
@@ -435,6 +435,13 @@ impl Store for PostgresStore {
     async fn get(&self, id: TaskId) -> Result<Envelope, EngineError> {
         self.started().await?;
         reads::get(self.shared(), id).await
+    }
+
+    async fn leased(&self, leases: &[(TaskId, LeaseToken)]) -> Vec<Result<Envelope, EngineError>> {
+        if let Err(e) = self.started().await {
+            return vec![Err(e); leases.len()];
+        }
+        reads::leased(self.shared(), leases).await
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {

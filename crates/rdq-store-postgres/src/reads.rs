@@ -4,15 +4,16 @@
 //! retried across a lost connection. A read issued after a write was
 //! acknowledged sees that write: the write's answer came after its commit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
+use rdq_engine::LeaseToken;
 use rdq_engine::glob::Glob;
-use rdq_engine::store::MAX_PAGE;
+use rdq_engine::store::{MAX_PAGE, under_lease};
 use rdq_engine::{EngineError, ListOrder, ListQuery, Page, QueueConfig, QueueCounts};
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use uuid::Uuid;
 
-use crate::columns::{stored_envelope, uuid_of};
+use crate::columns::{stored_envelope, task_id_of, uuid_of};
 use crate::error::Failure;
 use crate::sql::{Listing, Q, status_code};
 use crate::{Retry, Shared, retrying};
@@ -31,6 +32,34 @@ pub(crate) async fn get(shared: &Shared, id: TaskId) -> Result<Envelope, EngineE
             .ok_or(Failure::Engine(EngineError::TaskNotFound(id)))?;
         stored_envelope(&row, 0)
     })
+}
+
+/// The tasks under these leases, in one query for the whole batch (what
+/// the default of `Store::leased` does with one `get` per lease).
+pub(crate) async fn leased(
+    shared: &Shared,
+    leases: &[(TaskId, LeaseToken)],
+) -> Vec<Result<Envelope, EngineError>> {
+    let ids: Vec<Uuid> = leases.iter().map(|&(id, _)| uuid_of(id)).collect();
+    let found = retrying!(shared, Retry::Always, |conn, _applied| {
+        let stmt = conn.stmt(&shared.sql, Q::GetMany).await?;
+        let rows = conn.client.query(&stmt, &[&ids]).await?;
+        let mut by_id = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            by_id.insert(task_id_of(row.try_get(0)?), stored_envelope(row, 1)?);
+        }
+        Ok(by_id)
+    });
+    match found {
+        Ok(by_id) => leases
+            .iter()
+            .map(|&(id, token)| {
+                let got = by_id.get(&id).cloned().ok_or(EngineError::TaskNotFound(id));
+                under_lease(got, id, token)
+            })
+            .collect(),
+        Err(e) => vec![Err(e); leases.len()],
+    }
 }
 
 /// IN_FLIGHT tasks whose lease ended at or before `now`, earliest first.

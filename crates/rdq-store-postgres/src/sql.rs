@@ -56,6 +56,8 @@ pub(crate) enum Q {
     Expired,
     /// One task by id.
     Get,
+    /// Tasks by id, each row led by its id.
+    GetMany,
     /// The task holding an idempotency key.
     ByKey,
     /// A page of a queue's tasks.
@@ -234,6 +236,7 @@ impl Sql {
                  ORDER BY lease_expires_at LIMIT $2"
             ),
             Q::Get => format!("SELECT {STORED} FROM {s}.tasks WHERE id = $1"),
+            Q::GetMany => format!("SELECT id, {STORED} FROM {s}.tasks WHERE id = ANY($1::uuid[])"),
             Q::ByKey => format!(
                 "SELECT {STORED} FROM {s}.tasks WHERE queue = $1 AND idempotency_key = $2"
             ),

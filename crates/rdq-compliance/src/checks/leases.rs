@@ -227,6 +227,35 @@ pub async fn stale_settles_are_refused(factory: StoreFactory) {
             "attempt numbers keep counting"
         );
     }
+
+    // Leases looked up in one call (what a batch settle reads first): one
+    // answer per lease, in order, the current claim as it was handed out.
+    const LOOKUP: &str = "lease.lookup";
+    h.submit(task(LOOKUP)).await;
+    let held = h.claim_one(LOOKUP).await;
+    let idle = h.submit(task(LOOKUP)).await;
+    let ghost = TaskId::generate();
+    let id = held.envelope.id;
+    let answers = h
+        .store
+        .leased(&[
+            (id, held.token),
+            (id, LeaseToken(held.token.0 + 1)),
+            (idle.id, LeaseToken(1)),
+            (ghost, LeaseToken(1)),
+            (id, held.token),
+        ])
+        .await;
+    assert_eq!(answers.len(), 5, "one answer per lease");
+    for at in [0, 4] {
+        match &answers[at] {
+            Ok(env) => assert_same_bytes(env, &held.envelope, "a held lease reads the claim"),
+            Err(e) => panic!("a held lease was refused: {e}"),
+        }
+    }
+    assert_eq!(code_of(&answers[1]), "LEASE_LOST", "another claim's token");
+    assert_eq!(code_of(&answers[2]), "LEASE_LOST", "a task never claimed");
+    assert_eq!(code_of(&answers[3]), "TASK_NOT_FOUND", "an unknown id");
 }
 
 /// Extending a lease moves its deadline (so it is not reaped at the old one);
