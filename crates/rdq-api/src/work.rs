@@ -107,6 +107,10 @@ pub struct SettleBatchBody {
     /// The settles, each naming its task `id`. Kept as JSON so a malformed
     /// item is answered in its slot instead of failing the batch.
     pub settles: Vec<Value>,
+    /// `false`: answer each item without its envelope, for a worker that
+    /// reads only the statuses (default `true`; `null` is absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelopes: Option<bool>,
 }
 
 /// One result of a batch settle, in request order.

@@ -283,7 +283,10 @@ impl Client {
             .json(
                 Method::POST,
                 "/v1/settle",
-                Some(&SettleBatchBody { settles }),
+                Some(&SettleBatchBody {
+                    settles,
+                    envelopes: None,
+                }),
             )
             .await?;
         Ok(answer

@@ -184,6 +184,50 @@ async fn a_batch_settle_answers_one_result_per_item_in_order() {
 }
 
 #[tokio::test]
+async fn a_batch_settle_answers_without_envelopes_when_asked() {
+    let server = TestServer::start().await;
+    for i in 0..3 {
+        server.submit("bare", json!(i)).await;
+    }
+    let tasks = claim(&server, "bare", json!({"max": 3})).await;
+    let item =
+        |t: &Value| json!({"id": t["id"], "lease_token": t["lease_token"], "outcome": "SUCCESS"});
+    let bare = server
+        .post(
+            "/v1/settle",
+            json!({"settles": [item(&tasks[0]), item(&tasks[0])], "envelopes": false}),
+        )
+        .await;
+    assert_eq!(bare.status, StatusCode::OK, "{}", bare.text);
+    let results = bare.body["results"].as_array().unwrap();
+    assert_eq!(results[0], json!({"id": tasks[0]["id"], "status": 200}));
+    assert_eq!(results[1]["code"], "LEASE_LOST");
+    // Settled all the same; true and null mean the default: with envelopes.
+    let got = server
+        .get(&format!("/v1/tasks/{}", tasks[0]["id"].as_str().unwrap()))
+        .await;
+    assert_eq!(got.body["status"], "SUCCEEDED");
+    for (t, flag) in [(&tasks[1], json!(true)), (&tasks[2], Value::Null)] {
+        let full = server
+            .post(
+                "/v1/settle",
+                json!({"settles": [item(t)], "envelopes": flag}),
+            )
+            .await;
+        assert_eq!(
+            full.body["results"][0]["envelope"]["status"], "SUCCEEDED",
+            "{}",
+            full.text
+        );
+    }
+    let wrong = server
+        .post("/v1/settle", json!({"settles": [], "envelopes": "no"}))
+        .await;
+    wrong.assert_problem(400, "MALFORMED_REQUEST");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn a_lease_token_works_only_for_its_own_task() {
     let server = TestServer::start().await;
     server.submit("q", json!(1)).await;

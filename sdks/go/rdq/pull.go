@@ -106,13 +106,17 @@ type settleStatus struct {
 	Detail string `json:"detail"`
 }
 
-// settleBatch skips decoding the answered envelopes unless asked: a worker
-// without a dead-letter hook only needs each item's status.
+// settleBatch asks for the answered envelopes only when told to: a worker
+// without a dead-letter hook only needs each item's status, and the server
+// then leaves the envelopes out ("envelopes": false, docs/http-api.md).
 func (c *Client) settleBatch(ctx context.Context, settles []Settle, envelopes bool) ([]SettleResult, error) {
-	req := struct {
-		Settles []Settle `json:"settles"`
-	}{settles}
 	if !envelopes {
+		// The server leaves the envelopes out of the answer.
+		bare := false
+		req := struct {
+			Settles   []Settle `json:"settles"`
+			Envelopes *bool    `json:"envelopes"`
+		}{settles, &bare}
 		var out settleStatuses
 		if _, err := c.do(ctx, http.MethodPost, "/v1/settle", req, &out); err != nil {
 			return nil, err
@@ -126,6 +130,9 @@ func (c *Client) settleBatch(ctx context.Context, settles []Settle, envelopes bo
 		}
 		return results, nil
 	}
+	req := struct {
+		Settles []Settle `json:"settles"`
+	}{settles}
 	var out struct {
 		Results []struct {
 			settleStatus

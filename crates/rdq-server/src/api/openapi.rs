@@ -1119,10 +1119,13 @@ fn schemas() -> Value {
         "type": "object",
         "required": ["settles"],
         "additionalProperties": false,
-        "properties": {"settles": {"type": "array", "maxItems": 1000, "items": {
-            "description": "A settle naming its task id; an item that is not one is answered in its slot",
-            "anyOf": [schema_ref("SettleBatchItem"), {}]
-        }}}
+        "properties": {
+            "settles": {"type": "array", "maxItems": 1000, "items": {
+                "description": "A settle naming its task id; an item that is not one is answered in its slot",
+                "anyOf": [schema_ref("SettleBatchItem"), {}]
+            }},
+            "envelopes": {"type": ["boolean", "null"], "description": "false: answer each item without its envelope (id and status only), for a worker that reads only the statuses; default true"}
+        }
     }));
     all.insert(
         "SettleBatchResponse".into(),

@@ -74,7 +74,8 @@ pub async fn settle(
 }
 
 /// `POST /v1/settle`: many settles, one result per item in order:
-/// `{"id", "status": 200, "envelope"}` or `{"id", "status", "code", "detail"}`.
+/// `{"id", "status": 200, "envelope"}` (no envelope with `"envelopes":
+/// false`) or `{"id", "status", "code", "detail"}`.
 /// Items are independent: a bad or stale one does not fail the others.
 pub async fn settle_batch(
     State(state): State<AppState>,
@@ -87,6 +88,7 @@ pub async fn settle_batch(
             format!("at most {MAX_SETTLE_BATCH} items"),
         ));
     }
+    let with_envelopes = body.envelopes != Some(false);
     let mut ids = Vec::with_capacity(body.settles.len());
     let items = body
         .settles
@@ -118,7 +120,7 @@ pub async fn settle_batch(
             Ok(env) => SettleItemResult {
                 id,
                 status: 200,
-                envelope: Some(raw_envelope(&env)),
+                envelope: with_envelopes.then(|| raw_envelope(&env)),
                 code: None,
                 detail: None,
             },
