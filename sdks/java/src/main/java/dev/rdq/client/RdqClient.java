@@ -239,12 +239,26 @@ public final class RdqClient {
 
     /** Settles many tasks in one call (at most 1000); one result per item, in order. */
     public List<SettleResult> settle(List<Settle> settles) {
+        return settle(settles, true);
+    }
+
+    /**
+     * Settles a batch; with {@code withEnvelopes} false the server answers
+     * each settled item without its envelope ({@link SettleResult#envelope()}
+     * is null), which spares both sides an envelope per task when only the
+     * statuses matter.
+     */
+    public List<SettleResult> settle(List<Settle> settles, boolean withEnvelopes) {
         JsonWriter w = new JsonWriter(64 + settles.size() * 96).startObject();
         w.key("settles").startArray();
         for (Settle s : settles) {
             s.write(w);
         }
-        w.endArray().endObject();
+        w.endArray();
+        if (!withEnvelopes) {
+            w.key("envelopes").bool(false);
+        }
+        w.endObject();
         JsonObject body = object(send(post("/v1/settle", w.toByteArray())));
         List<SettleResult> out = new ArrayList<>(settles.size());
         for (JsonValue v : array(body, "results").items()) {

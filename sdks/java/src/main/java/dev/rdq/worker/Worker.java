@@ -383,7 +383,7 @@ public final class Worker implements AutoCloseable {
         long backoff = 50;
         for (int attempt = 1; ; attempt++) {
             try {
-                List<SettleResult> results = client.settle(batch);
+                List<SettleResult> results = client.settle(batch, deadLetterListener != null);
                 for (SettleResult r : results) {
                     if (r.ok()) {
                         Envelope env = r.envelope();
