@@ -20,8 +20,10 @@ use rdq_engine::{Engine, QueuePolicy, Settlement, SubmitRequest, SystemClock};
 use rdq_envelope::TaskId;
 
 fn rabbitmqctl(command: &str) {
-    let status = Command::new("rabbitmqctl")
-        .arg(command)
+    // Bounded, so a broker that does not come back fails the test with a
+    // reason instead of hanging it until the runner's timeout.
+    let status = Command::new("timeout")
+        .args(["120", "rabbitmqctl", command])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .status()
@@ -81,24 +83,31 @@ fn a_broker_restart_under_load_loses_no_confirmed_submit() {
             let claim_some = async |seen: &mut HashSet<TaskId>| {
                 // Deliveries held when the connection dropped come back
                 // redelivered: the reaper records the lapsed attempt and
-                // retries them.
-                let _ = engine.reap_expired(100).await;
-                if let Ok(claimed) = engine.claim(&queue, 32, None).await {
-                    for c in claimed {
-                        if engine
-                            .settle(&c.envelope, c.token, Settlement::Success)
-                            .await
-                            .is_ok()
-                        {
-                            seen.insert(c.envelope.id);
+                // retries them. Each call must answer, whatever the broker
+                // is doing: one that takes a minute is a hang.
+                let round = async {
+                    let _ = engine.reap_expired(100).await;
+                    if let Ok(claimed) = engine.claim(&queue, 32, None).await {
+                        for c in claimed {
+                            if engine
+                                .settle(&c.envelope, c.token, Settlement::Success)
+                                .await
+                                .is_ok()
+                            {
+                                seen.insert(c.envelope.id);
+                            }
                         }
                     }
-                }
+                };
+                tokio::time::timeout(Duration::from_secs(60), round)
+                    .await
+                    .expect("a reap, claim and settle round answered within 60 s");
             };
             let t0 = Instant::now();
             while t0.elapsed() < Duration::from_millis(500) {
                 claim_some(&mut seen).await;
             }
+            eprintln!("{:?}: restarting the broker", t0.elapsed());
             let stopper = tokio::task::spawn_blocking(|| {
                 rabbitmqctl("stop_app");
                 std::thread::sleep(Duration::from_secs(3));
@@ -113,11 +122,18 @@ fn a_broker_restart_under_load_loses_no_confirmed_submit() {
             while t1.elapsed() < Duration::from_secs(1) {
                 claim_some(&mut seen).await;
             }
+            eprintln!("{:?}: broker back; stopping the producers", t0.elapsed());
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
             let mut failed = 0;
             for p in producers {
-                failed += p.await.unwrap();
+                // A submit must answer (OK or an error) once the broker is
+                // back: one still waiting after a minute is a hang.
+                failed += tokio::time::timeout(Duration::from_secs(60), p)
+                    .await
+                    .expect("a producer's submit answered within 60 s of the broker's return")
+                    .unwrap();
             }
+            eprintln!("{:?}: producers stopped", t0.elapsed());
             let confirmed: HashSet<TaskId> = confirmed.lock().unwrap().iter().copied().collect();
             let deadline = Instant::now() + Duration::from_secs(20);
             while !confirmed.is_subset(&seen) && Instant::now() < deadline {
