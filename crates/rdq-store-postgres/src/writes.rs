@@ -270,12 +270,10 @@ async fn current_envelopes(
     conn: &mut Conn,
     ids: &[Uuid],
 ) -> Result<HashMap<TaskId, Vec<u8>>, Failure> {
-    let stmt = conn.stmt(&shared.sql, Q::Get).await?;
+    let stmt = conn.stmt(&shared.sql, Q::GetMany).await?;
     let mut out = HashMap::with_capacity(ids.len());
-    for id in ids {
-        if let Some(row) = conn.client.query_opt(&stmt, &[id]).await? {
-            out.insert(task_id_of(*id), row.try_get::<_, Vec<u8>>(0)?);
-        }
+    for row in conn.client.query(&stmt, &[&ids]).await? {
+        out.insert(task_id_of(row.try_get(0)?), row.try_get::<_, Vec<u8>>(1)?);
     }
     Ok(out)
 }

@@ -10,8 +10,7 @@ local MAX_COUNT = '4294967295'
 local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[4]))
 if #due > 0 then
   -- Moved now, not at flush: the pop below must see them.
-  local moved, ready = {}, {}
-  for i = 1, #due, 2 do moved[#moved + 1] = due[i] end
+  local moved, ready = every(due, 1, 2), {}
   prefetch(moved)
   for i = 1, #due, 2 do
     local id, at = due[i], tonumber(due[i + 1])
@@ -27,9 +26,7 @@ if #due > 0 then
 end
 local out = {}
 local popped = redis.call('ZPOPMIN', READY, tonumber(ARGV[3]))
-local ids = {}
-for i = 1, #popped, 2 do ids[#ids + 1] = popped[i] end
-prefetch(ids)
+prefetch(every(popped, 1, 2))
 for i = 1, #popped, 2 do
   local id = popped[i]
   local at = tonumber(popped[i + 1]) % SPAN

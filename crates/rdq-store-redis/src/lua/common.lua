@@ -39,6 +39,14 @@ local function call_chunked(cmd, key, args)
   end
 end
 
+-- Every `step`-th element of `list` from `first` on: the ids of a flat
+-- answer or of an argument list.
+local function every(list, first, step)
+  local out = {}
+  for i = first, #list, step do out[#out + 1] = list[i] end
+  return out
+end
+
 -- Reads the tasks `ids` not yet cached in one call per CHUNK.
 local function prefetch(ids)
   local want = {}

@@ -5,8 +5,7 @@
 local mode = ARGV[1]
 local ids
 if mode == 'ids' then
-  ids = {}
-  for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
+  ids = every(ARGV, 2, 1)
 elseif mode == 'status' then
   ids = redis.call('ZRANGE', IDS[ARGV[2]], 0, tonumber(ARGV[3]) - 1)
 else

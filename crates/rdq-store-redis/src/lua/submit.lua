@@ -2,9 +2,7 @@
 -- '+' and the key otherwise), stored value, status, place kind, score.
 -- Answers two per task: 'C' and '' (created), 'E' and the original's value
 -- (the key was taken), or 'D' and the stored value (the id was taken).
-local ids = {}
-for i = 1, #ARGV, 6 do ids[#ids + 1] = ARGV[i] end
-prefetch(ids)
+prefetch(every(ARGV, 1, 6))
 local out = {}
 for i = 1, #ARGV, 6 do
   local id, key_arg = ARGV[i], ARGV[i + 1]

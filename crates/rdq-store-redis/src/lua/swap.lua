@@ -5,9 +5,7 @@
 -- Answers two per write: 'K' and '' (applied), 'N' and '' (no such task),
 -- or 'L' and the current value (status or claim count differ).
 local required = ARGV[1]
-local ids = {}
-for i = 2, #ARGV, 6 do ids[#ids + 1] = ARGV[i] end
-prefetch(ids)
+prefetch(every(ARGV, 2, 6))
 local out = {}
 for i = 2, #ARGV, 6 do
   local id = ARGV[i]
