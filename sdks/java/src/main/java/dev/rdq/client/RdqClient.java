@@ -17,12 +17,11 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.net.ConnectException;
+import java.net.SocketTimeoutException;
 import java.net.URI;
 import java.net.URLEncoder;
 import java.net.http.HttpClient;
 import java.net.http.HttpConnectTimeoutException;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -41,33 +40,28 @@ import java.util.function.Supplier;
  * A client of {@code rdq serve}'s HTTP API ({@code docs/http-api.md}):
  * submit, read tasks, the pull-worker calls and the DLQ.
  *
- * <p>Thread-safe and meant to be shared: one {@link HttpClient} underneath
- * keeps connections alive and reuses them. Every failure is an
+ * <p>Thread-safe and meant to be shared: a pool of kept-alive HTTP/1.1
+ * connections underneath ({@code docs/sdk-java.md}, "Transport"). Every failure is an
  * {@link RdqException} carrying the server's stable code ({@code
  * TASK_NOT_FOUND}, {@code LEASE_LOST}, …) or a client-side one ({@link
  * RdqException#TIMEOUT}, {@link RdqException#CONNECTION_FAILED}).
  */
-public final class RdqClient {
+public final class RdqClient implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("dev.rdq.client");
 
     private final URI base;
-    private final String authorization;
     private final Duration requestTimeout;
-    private final HttpClient http;
+    private final Transport http;
     private final Executor asyncExecutor;
     private final Supplier<String> traceParent;
 
     private RdqClient(Builder b) {
         String s = b.baseUrl.toString();
         this.base = URI.create(s.endsWith("/") ? s.substring(0, s.length() - 1) : s);
-        this.authorization = b.token == null ? null : "Bearer " + b.token;
+        String authorization = b.token == null ? null : "Bearer " + b.token;
         this.requestTimeout = b.requestTimeout;
-        this.http = b.httpClient != null ? b.httpClient
-                : HttpClient.newBuilder()
-                        .version(HttpClient.Version.HTTP_1_1)
-                        .connectTimeout(b.connectTimeout)
-                        .followRedirects(HttpClient.Redirect.NEVER)
-                        .build();
+        this.http = b.httpClient != null ? new JdkTransport(b.httpClient, base.toString(), authorization)
+                : new Http1Transport(base, authorization, b.connectTimeout, b.idleTimeout, b.sslContext);
         this.asyncExecutor = b.executor != null ? b.executor : DefaultExecutor.INSTANCE;
         this.traceParent = b.traceParent;
     }
@@ -105,6 +99,12 @@ public final class RdqClient {
         return base;
     }
 
+    /** Closes the pooled idle connections; calls in flight finish, and later calls still work without keeping their connections. */
+    @Override
+    public void close() {
+        http.close();
+    }
+
     // ------------------------------------------------------------------
     // Tasks
 
@@ -116,7 +116,7 @@ public final class RdqClient {
      * header unless the request sets its own {@code traceparent} header.
      */
     public Envelope submit(SubmitRequest request) {
-        return envelopeOf(send(submitRequest(request.toJson(), traceParentFor(request))));
+        return envelopeOf(send(post("/v1/tasks", request.toJson(), traceParentFor(request))));
     }
 
     /**
@@ -127,8 +127,8 @@ public final class RdqClient {
      * context is read on the calling thread, before the submit is handed off.
      */
     public CompletableFuture<Envelope> submitAsync(SubmitRequest request) {
-        HttpRequest req = submitRequest(request.toJson(), traceParentFor(request));
-        return CompletableFuture.supplyAsync(() -> envelopeOf(send(req)), asyncExecutor);
+        Transport.Call call = post("/v1/tasks", request.toJson(), traceParentFor(request));
+        return CompletableFuture.supplyAsync(() -> envelopeOf(send(call)), asyncExecutor);
     }
 
     /**
@@ -159,14 +159,6 @@ public final class RdqClient {
             }
         }
         return TraceContext.current().orElse(null);
-    }
-
-    private HttpRequest submitRequest(byte[] json, String traceparent) {
-        HttpRequest.Builder b = request("/v1/tasks").header("content-type", "application/json");
-        if (traceparent != null) {
-            b.header(TraceContext.HEADER, traceparent);
-        }
-        return b.POST(body(json)).build();
     }
 
     /**
@@ -313,7 +305,7 @@ public final class RdqClient {
     /** Replaces the policy fields named in {@code patch}; answers the resulting policy. */
     public JsonObject updateQueueConfig(String queue, JsonObject patch) {
         Names.validateQueueName(queue);
-        return object(send(request("/v1/queues/" + queue + "/config").PUT(body(Json.write(patch))).build()));
+        return object(send(new Transport.Call("PUT", "/v1/queues/" + queue + "/config", Json.write(patch), null, requestTimeout)));
     }
 
     /** One page of the queue's DLQ; {@code cursor} and {@code errorTypeGlob} may be null. */
@@ -380,10 +372,9 @@ public final class RdqClient {
         Names.validateQueueName(queue);
         String path = "/v1/queues/" + queue + "/dead/export"
                 + (errorTypeGlob == null ? "" : "?error_type=" + URLEncoder.encode(errorTypeGlob, StandardCharsets.UTF_8));
-        HttpRequest req = request(path).timeout(Duration.ofDays(1)).GET().build();
-        HttpResponse<InputStream> resp;
+        Transport.Streamed resp;
         try {
-            resp = http.send(req, HttpResponse.BodyHandlers.ofInputStream());
+            resp = http.open(new Transport.Call("GET", path, null, null, requestTimeout));
         } catch (IOException e) {
             throw transport(e);
         } catch (InterruptedException e) {
@@ -391,8 +382,8 @@ public final class RdqClient {
             throw new RdqException(RdqException.INTERRUPTED, null, "interrupted", 0, e);
         }
         try (InputStream in = resp.body()) {
-            if (resp.statusCode() != 200) {
-                throw problem(resp.statusCode(), in.readAllBytes());
+            if (resp.status() != 200) {
+                throw problem(resp.status(), in.readAllBytes());
             }
             return in.transferTo(out);
         } catch (IOException e) {
@@ -421,50 +412,36 @@ public final class RdqClient {
     /** Deletes every dead task of the queue; answers how many. */
     public long purgeDead(String queue, boolean dryRun) {
         Names.validateQueueName(queue);
-        JsonObject body = object(send(request("/v1/queues/" + queue + "/dead?dry_run=" + dryRun).DELETE().build()));
+        JsonObject body = object(send(new Transport.Call("DELETE", "/v1/queues/" + queue + "/dead?dry_run=" + dryRun, null, null, requestTimeout)));
         return body.integer("purged").orElse(0L);
     }
 
     // ------------------------------------------------------------------
     // Transport
 
-    private HttpRequest.Builder request(String path) {
-        HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(base + path))
-                .timeout(requestTimeout)
-                .header("accept", "application/json");
-        if (authorization != null) {
-            b.header("authorization", authorization);
-        }
-        return b;
+    private Transport.Call post(String path, byte[] json) {
+        return post(path, json, null);
     }
 
-    private static HttpRequest.BodyPublisher body(byte[] json) {
-        return HttpRequest.BodyPublishers.ofByteArray(json);
+    private Transport.Call post(String path, byte[] json, String traceparent) {
+        return new Transport.Call("POST", path, json, traceparent, requestTimeout);
     }
 
-    private HttpRequest post(String path, byte[] json) {
-        return request(path).header("content-type", "application/json").POST(body(json)).build();
+    private Transport.Call httpGet(String path) {
+        return new Transport.Call("GET", path, null, null, requestTimeout);
     }
 
-    private HttpRequest httpGet(String path) {
-        return request(path).GET().build();
-    }
-
-    private byte[] send(HttpRequest req) {
-        HttpResponse<byte[]> resp;
+    private byte[] send(Transport.Call call) {
+        Transport.Reply resp;
         try {
-            resp = http.send(req, HttpResponse.BodyHandlers.ofByteArray());
+            resp = http.send(call);
         } catch (IOException e) {
             throw transport(e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new RdqException(RdqException.INTERRUPTED, null, "interrupted while waiting for the server", 0, e);
         }
-        return checked(resp);
-    }
-
-    private static byte[] checked(HttpResponse<byte[]> resp) {
-        int status = resp.statusCode();
+        int status = resp.status();
         if (status >= 200 && status < 300) {
             return resp.body();
         }
@@ -486,6 +463,12 @@ public final class RdqClient {
     }
 
     private static RdqException transport(IOException e) {
+        if (e instanceof Http1Transport.ConnectFailed) {
+            return new RdqException(RdqException.CONNECTION_FAILED, null, e.getMessage(), 0, e);
+        }
+        if (e instanceof SocketTimeoutException) {
+            return new RdqException(RdqException.TIMEOUT, null, "no answer within the request timeout: " + e.getMessage(), 0, e);
+        }
         if (e instanceof HttpConnectTimeoutException) {
             return new RdqException(RdqException.CONNECTION_FAILED, null, "connect timed out: " + e.getMessage(), 0, e);
         }
@@ -558,7 +541,9 @@ public final class RdqClient {
         private String token;
         private Duration requestTimeout = Duration.ofSeconds(30);
         private Duration connectTimeout = Duration.ofSeconds(5);
+        private Duration idleTimeout = Duration.ofSeconds(60);
         private HttpClient httpClient;
+        private javax.net.ssl.SSLContext sslContext;
         private Executor executor;
         private Supplier<String> traceParent;
 
@@ -568,6 +553,9 @@ public final class RdqClient {
 
         /** A bearer token (sent as {@code Authorization: Bearer TOKEN}). */
         public Builder token(String token) {
+            if (token != null && token.chars().anyMatch(c -> c < 0x21 || c > 0x7e)) {
+                throw new IllegalArgumentException("a bearer token is visible ASCII without spaces");
+            }
             this.token = token;
             return this;
         }
@@ -584,7 +572,28 @@ public final class RdqClient {
             return this;
         }
 
-        /** Uses this {@link HttpClient} (its connect timeout then applies). */
+        /**
+         * How long a connection may sit unused in the pool and still be
+         * reused (default 60 s, below the server's {@code idle_timeout_ms}
+         * of 120 s); older ones are closed.
+         */
+        public Builder idleTimeout(Duration timeout) {
+            this.idleTimeout = Objects.requireNonNull(timeout);
+            return this;
+        }
+
+        /** The TLS context for an {@code https://} base URL (default: the JDK's default context). */
+        public Builder sslContext(javax.net.ssl.SSLContext context) {
+            this.sslContext = Objects.requireNonNull(context);
+            return this;
+        }
+
+        /**
+         * Sends every request through this {@code java.net.http} client
+         * instead of the SDK's own HTTP/1.1 transport (for its proxy,
+         * authenticator or HTTP/2 support); its connect timeout then
+         * applies, and {@link #sslContext} and {@link #idleTimeout} do not.
+         */
         public Builder httpClient(HttpClient client) {
             this.httpClient = client;
             return this;
