@@ -16,6 +16,9 @@ import java.util.concurrent.atomic.AtomicReference;
  * payloads submitted one call at a time with 64 in flight, then worked by a
  * {@link Worker} with concurrency 64 until every task is SUCCEEDED on the
  * server. Prints one JSON line.
+ *
+ * <p>Arguments: URL, jobs, claim loops (2), concurrency (64), and warm-up
+ * jobs (0): a first, untimed round of that many on another queue.
  */
 public final class RdqW1 {
     private RdqW1() {}
@@ -25,9 +28,24 @@ public final class RdqW1 {
         int jobs = args.length > 1 ? Integer.parseInt(args[1]) : 20_000;
         int claimers = args.length > 2 ? Integer.parseInt(args[2]) : 2;
         int concurrency = args.length > 3 ? Integer.parseInt(args[3]) : 64;
-        String queue = "w1-java-" + Long.toString(System.currentTimeMillis(), 36);
+        int warmup = args.length > 4 ? Integer.parseInt(args[4]) : 0;
+        String base = "w1-java-" + Long.toString(System.currentTimeMillis(), 36);
         RdqClient client = RdqClient.builder(url).build();
+        if (warmup > 0) {
+            // An untimed round first, so the JIT has compiled the hot paths.
+            round(client, base + "-warmup", warmup, claimers, concurrency);
+        }
+        double[] r = round(client, base, jobs, claimers, concurrency);
+        System.out.printf("{\"system\":\"rdq-java-sdk\",\"jobs\":%d,\"submit_secs\":%.3f,\"submits_per_sec\":%.0f,"
+                + "\"work_secs\":%.3f,\"worked_per_sec\":%.0f,\"executions\":%d,\"virtual_threads\":%b,\"claimers\":%d,"
+                + "\"concurrency\":%d,\"warmup_jobs\":%d,\"java\":\"%s\"}%n",
+                jobs, r[0], jobs / r[0], r[1], jobs / r[1], (long) r[2], r[3] > 0, claimers, concurrency, warmup,
+                System.getProperty("java.version"));
+        System.exit(0);
+    }
 
+    /** One W1 round on {@code queue}: submit, then work; answers {submit secs, work secs, executions, virtual threads}. */
+    static double[] round(RdqClient client, String queue, int jobs, int claimers, int concurrency) throws Exception {
         Semaphore slots = new Semaphore(64);
         AtomicReference<Throwable> failure = new AtomicReference<>();
         long t0 = System.nanoTime();
@@ -63,10 +81,7 @@ public final class RdqW1 {
         }
         double workSecs = (System.nanoTime() - t1) / 1e9;
         w.close();
-        System.out.printf("{\"system\":\"rdq-java-sdk\",\"jobs\":%d,\"submit_secs\":%.3f,\"submits_per_sec\":%.0f,"
-                + "\"work_secs\":%.3f,\"worked_per_sec\":%.0f,\"executions\":%d,\"virtual_threads\":%b,\"claimers\":%d,\"concurrency\":%d}%n",
-                jobs, submitSecs, jobs / submitSecs, workSecs, jobs / workSecs, ran.get(), w.usesVirtualThreads(), claimers, concurrency);
-        System.exit(0);
+        return new double[] {submitSecs, workSecs, ran.get(), w.usesVirtualThreads() ? 1 : 0};
     }
 
     static long succeeded(RdqClient client, String queue) {

@@ -228,16 +228,18 @@ public final class EnvelopeCodec {
         return new EnvelopeException(ErrorCode.INVALID_FIELD, path, message);
     }
 
-    /** One JSON object being taken apart; what is left at the end is {@code extra}. */
+    /** One JSON object being read field by field; the members outside {@code known} are its {@code extra}. */
     private static final class Fields {
-        final TreeMap<String, JsonValue> map;
+        final Map<String, JsonValue> map;
+        final Set<String> known;
         final String prefix;
 
-        Fields(JsonValue value, String prefix) {
+        Fields(JsonValue value, String prefix, Set<String> known) {
             if (!(value instanceof JsonObject o)) {
                 throw malformed(prefix, "expected an object, found " + value.typeName());
             }
-            this.map = new TreeMap<>(o.members());
+            this.map = o.members();
+            this.known = known;
             this.prefix = prefix;
         }
 
@@ -246,7 +248,7 @@ public final class EnvelopeCodec {
         }
 
         JsonValue take(String key) {
-            return map.remove(key);
+            return map.get(key);
         }
 
         JsonValue required(String key) {
@@ -327,7 +329,16 @@ public final class EnvelopeCodec {
         }
 
         JsonObject extra() {
-            return new JsonObject(map);
+            java.util.TreeMap<String, JsonValue> rest = null;
+            for (Map.Entry<String, JsonValue> m : map.entrySet()) {
+                if (!known.contains(m.getKey())) {
+                    if (rest == null) {
+                        rest = new java.util.TreeMap<>(Json.CODE_POINT_ORDER);
+                    }
+                    rest.put(m.getKey(), m.getValue());
+                }
+            }
+            return rest == null ? JsonObject.EMPTY : JsonObject.of(rest);
         }
     }
 
@@ -349,7 +360,7 @@ public final class EnvelopeCodec {
         if (text.equals("-0")) {
             return new IntegerKind(Kind.NEGATIVE, BigInteger.ZERO);
         }
-        BigInteger v = new BigInteger(text);
+        BigInteger v = text.length() <= 18 ? BigInteger.valueOf(Long.parseLong(text)) : new BigInteger(text);
         if (v.signum() >= 0) {
             return v.compareTo(U64_MAX) <= 0 ? new IntegerKind(Kind.UNSIGNED, v) : new IntegerKind(Kind.NOT_AN_INTEGER, null);
         }
@@ -362,7 +373,7 @@ public final class EnvelopeCodec {
 
     /** Decodes an already-parsed JSON value (e.g. an envelope inside an API response). */
     public static Envelope fromJson(JsonValue value) {
-        Fields f = new Fields(value, "");
+        Fields f = new Fields(value, "", ENVELOPE_KEYS);
 
         // The version decides how to read everything else, so it is checked first.
         JsonValue version = f.required("envelope_version");
@@ -466,7 +477,7 @@ public final class EnvelopeCodec {
     }
 
     private static AttemptRecord decodeAttempt(JsonValue value, String prefix) {
-        Fields f = new Fields(value, prefix);
+        Fields f = new Fields(value, prefix, ATTEMPT_KEYS);
         long attemptNo = f.asUint("attempt_no", f.required("attempt_no"), U32_MAX);
         if (attemptNo == 0) {
             throw invalid(f.path("attempt_no"), "attempt numbers start at 1");
@@ -496,7 +507,7 @@ public final class EnvelopeCodec {
     }
 
     private static ErrorInfo decodeError(JsonValue value, String prefix) {
-        Fields f = new Fields(value, prefix);
+        Fields f = new Fields(value, prefix, ERROR_KEYS);
         String type = f.string("type");
         if (type.isEmpty()) {
             throw invalid(f.path("type"), "the error type must not be empty");

@@ -6,15 +6,11 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import java.io.IOException;
-import java.nio.ByteBuffer;
-import java.nio.charset.CharacterCodingException;
-import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
 
 /**
  * Strict JSON reading and the canonical JSON writer.
@@ -47,8 +43,11 @@ public final class Json {
                     .maxStringLength(Integer.MAX_VALUE)
                     .maxNameLength(Integer.MAX_VALUE)
                     .build())
+            // Canonicalized (not interned) names select Jackson's byte parser;
+            // without hash-overflow failures, keys built to collide only slow it.
             .disable(JsonFactory.Feature.INTERN_FIELD_NAMES)
-            .disable(JsonFactory.Feature.CANONICALIZE_FIELD_NAMES)
+            .enable(JsonFactory.Feature.CANONICALIZE_FIELD_NAMES)
+            .disable(JsonFactory.Feature.FAIL_ON_SYMBOL_HASH_OVERFLOW)
             .build();
 
     private Json() {}
@@ -81,14 +80,46 @@ public final class Json {
         return parse(text.getBytes(StandardCharsets.UTF_8));
     }
 
-    private static void checkUtf8(byte[] bytes) throws JsonSyntaxException {
-        try {
-            StandardCharsets.UTF_8.newDecoder()
-                    .onMalformedInput(CodingErrorAction.REPORT)
-                    .onUnmappableCharacter(CodingErrorAction.REPORT)
-                    .decode(ByteBuffer.wrap(bytes));
-        } catch (CharacterCodingException e) {
-            throw new JsonSyntaxException("invalid UTF-8", e);
+    /** Refuses anything but strict UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF. */
+    static void checkUtf8(byte[] bytes) throws JsonSyntaxException {
+        int i = 0;
+        int n = bytes.length;
+        while (i < n) {
+            int b = bytes[i];
+            if (b >= 0) {
+                i++;
+                continue;
+            }
+            b &= 0xff;
+            int need;
+            int min;
+            if (b >= 0xc2 && b <= 0xdf) {
+                need = 1;
+                min = 0x80;
+            } else if (b >= 0xe0 && b <= 0xef) {
+                need = 2;
+                min = 0x800;
+            } else if (b >= 0xf0 && b <= 0xf4) {
+                need = 3;
+                min = 0x10000;
+            } else {
+                throw new JsonSyntaxException("invalid UTF-8");
+            }
+            if (i + need >= n) {
+                throw new JsonSyntaxException("invalid UTF-8");
+            }
+            int cp = b & (0x3f >> need);
+            for (int k = 1; k <= need; k++) {
+                int c = bytes[i + k] & 0xff;
+                if ((c & 0xc0) != 0x80) {
+                    throw new JsonSyntaxException("invalid UTF-8");
+                }
+                cp = (cp << 6) | (c & 0x3f);
+            }
+            if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+                throw new JsonSyntaxException("invalid UTF-8");
+            }
+            i += need + 1;
         }
     }
 
@@ -98,7 +129,7 @@ public final class Json {
                 if (depth + 1 > MAX_DEPTH) {
                     throw new JsonSyntaxException("recursion limit exceeded");
                 }
-                TreeMap<String, JsonValue> members = new TreeMap<>(CODE_POINT_ORDER);
+                JsonObject.Owned members = new JsonObject.Owned();
                 JsonToken k;
                 while ((k = p.nextToken()) == JsonToken.FIELD_NAME) {
                     String key = checked(p.currentName());

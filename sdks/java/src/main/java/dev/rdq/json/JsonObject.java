@@ -16,14 +16,30 @@ public record JsonObject(SortedMap<String, JsonValue> members) implements JsonVa
     public static final JsonObject EMPTY = new JsonObject(new TreeMap<>(Json.CODE_POINT_ORDER));
 
     public JsonObject {
-        TreeMap<String, JsonValue> copy = new TreeMap<>(Json.CODE_POINT_ORDER);
-        copy.putAll(members);
-        members = Collections.unmodifiableSortedMap(copy);
+        if (!(members instanceof Owned)) {
+            TreeMap<String, JsonValue> copy = new TreeMap<>(Json.CODE_POINT_ORDER);
+            copy.putAll(members);
+            members = copy;
+        }
+        members = Collections.unmodifiableSortedMap(members);
+    }
+
+    /**
+     * A member map built inside this package and handed over whole (the
+     * parser's): taken as it is, without the defensive copy. Only this
+     * package can make one, and it never escapes unwrapped.
+     */
+    static final class Owned extends TreeMap<String, JsonValue> {
+        private static final long serialVersionUID = 1L;
+
+        Owned() {
+            super(Json.CODE_POINT_ORDER);
+        }
     }
 
     /** An object with these members. */
     public static JsonObject of(Map<String, ? extends JsonValue> members) {
-        TreeMap<String, JsonValue> copy = new TreeMap<>(Json.CODE_POINT_ORDER);
+        Owned copy = new Owned();
         copy.putAll(members);
         return new JsonObject(copy);
     }
