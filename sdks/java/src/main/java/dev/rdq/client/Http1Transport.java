@@ -44,6 +44,19 @@ final class Http1Transport implements Transport {
         }
     }
 
+    /** An answer that is not well-formed HTTP/1.1. */
+    static final class Malformed extends IOException {
+        private static final long serialVersionUID = 1L;
+
+        Malformed(String message) {
+            super(message);
+        }
+
+        Malformed(String message, Throwable cause) {
+            super(message, cause);
+        }
+    }
+
     private final String host;
     private final int port;
     private final String hostHeader;
@@ -281,7 +294,8 @@ final class Http1Transport implements Transport {
             StringBuilder sb = null;
             while (true) {
                 if (pos == lim && !fill()) {
-                    throw new EOFException("the server closed the connection mid-answer");
+                    throw new EOFException(received == 0 ? "the server closed the connection without answering"
+                            : "the server closed the connection mid-answer");
                 }
                 int start = pos;
                 while (pos < lim && buf[pos] != '\n') {
@@ -289,7 +303,7 @@ final class Http1Transport implements Transport {
                 }
                 int len = pos - start;
                 if ((sb == null ? 0 : sb.length()) + len > MAX_LINE) {
-                    throw new IOException("an answer line longer than " + MAX_LINE + " bytes");
+                    throw new Malformed("an answer line longer than " + MAX_LINE + " bytes");
                 }
                 if (pos < lim) {
                     pos++; // the '\n'
@@ -312,7 +326,7 @@ final class Http1Transport implements Transport {
             while (true) {
                 String statusLine = line();
                 if (!statusLine.startsWith("HTTP/1.") || statusLine.length() < 12 || statusLine.charAt(8) != ' ') {
-                    throw new IOException("not an HTTP/1.x answer: " + abbreviate(statusLine));
+                    throw new Malformed("not an HTTP/1.x answer: " + abbreviate(statusLine));
                 }
                 int code = parseStatus(statusLine);
                 boolean http10 = statusLine.charAt(7) == '0';
@@ -325,18 +339,18 @@ final class Http1Transport implements Transport {
                         break;
                     }
                     if (n >= MAX_HEADERS) {
-                        throw new IOException("an answer with more than " + MAX_HEADERS + " header lines");
+                        throw new Malformed("an answer with more than " + MAX_HEADERS + " header lines");
                     }
                     int colon = h.indexOf(':');
                     if (colon <= 0) {
-                        throw new IOException("a malformed answer header: " + abbreviate(h));
+                        throw new Malformed("a malformed answer header: " + abbreviate(h));
                     }
                     String name = h.substring(0, colon).trim();
                     String value = h.substring(colon + 1).trim();
                     if (name.equalsIgnoreCase("content-length")) {
                         long v = parseLength(value);
                         if (length >= 0 && length != v) {
-                            throw new IOException("an answer with conflicting content-length headers");
+                            throw new Malformed("an answer with conflicting content-length headers");
                         }
                         length = v;
                     } else if (name.equalsIgnoreCase("transfer-encoding")) {
@@ -377,7 +391,7 @@ final class Http1Transport implements Transport {
             for (int i = 9; i < 12; i++) {
                 char ch = line.charAt(i);
                 if (ch < '0' || ch > '9') {
-                    throw new IOException("not an HTTP status: " + abbreviate(line));
+                    throw new Malformed("not an HTTP status: " + abbreviate(line));
                 }
                 code = code * 10 + (ch - '0');
             }
@@ -386,13 +400,13 @@ final class Http1Transport implements Transport {
 
         private static long parseLength(String v) throws IOException {
             if (v.isEmpty() || v.length() > 18) {
-                throw new IOException("a malformed content-length: " + abbreviate(v));
+                throw new Malformed("a malformed content-length: " + abbreviate(v));
             }
             long n = 0;
             for (int i = 0; i < v.length(); i++) {
                 char ch = v.charAt(i);
                 if (ch < '0' || ch > '9') {
-                    throw new IOException("a malformed content-length: " + abbreviate(v));
+                    throw new Malformed("a malformed content-length: " + abbreviate(v));
                 }
                 n = n * 10 + (ch - '0');
             }
@@ -433,7 +447,7 @@ final class Http1Transport implements Transport {
                 } else if (remaining == 0) {
                     String end = line();
                     if (!end.isEmpty()) {
-                        throw new IOException("a chunk not followed by CRLF");
+                        throw new Malformed("a chunk not followed by CRLF");
                     }
                 }
             }
@@ -446,21 +460,21 @@ final class Http1Transport implements Transport {
             int semi = sizeLine.indexOf(';');
             String hex = (semi >= 0 ? sizeLine.substring(0, semi) : sizeLine).trim();
             if (hex.isEmpty() || hex.length() > 15) {
-                throw new IOException("a malformed chunk size: " + abbreviate(sizeLine));
+                throw new Malformed("a malformed chunk size: " + abbreviate(sizeLine));
             }
             long size;
             try {
                 size = Long.parseLong(hex, 16);
             } catch (NumberFormatException e) {
-                throw new IOException("a malformed chunk size: " + abbreviate(sizeLine), e);
+                throw new Malformed("a malformed chunk size: " + abbreviate(sizeLine), e);
             }
             if (size < 0) {
-                throw new IOException("a malformed chunk size: " + abbreviate(sizeLine));
+                throw new Malformed("a malformed chunk size: " + abbreviate(sizeLine));
             }
             if (size == 0) {
                 for (int n = 0; !line().isEmpty(); n++) {
                     if (n >= MAX_HEADERS) {
-                        throw new IOException("an answer with more than " + MAX_HEADERS + " trailer lines");
+                        throw new Malformed("an answer with more than " + MAX_HEADERS + " trailer lines");
                     }
                 }
                 done = true;
@@ -473,7 +487,7 @@ final class Http1Transport implements Transport {
         byte[] readBody() throws IOException {
             if (!chunked && remaining >= 0) {
                 if (remaining > Integer.MAX_VALUE - 16) {
-                    throw new IOException("an answer of " + remaining + " bytes is too large");
+                    throw new Malformed("an answer of " + remaining + " bytes is too large");
                 }
                 if (remaining <= 1 << 20) {
                     byte[] body = new byte[(int) remaining];

@@ -463,6 +463,9 @@ public final class RdqClient implements AutoCloseable {
     }
 
     private static RdqException transport(IOException e) {
+        if (e instanceof Http1Transport.Malformed) {
+            return new RdqException(RdqException.UNEXPECTED_RESPONSE, null, "a malformed HTTP answer: " + e.getMessage(), 0, e);
+        }
         if (e instanceof Http1Transport.ConnectFailed) {
             return new RdqException(RdqException.CONNECTION_FAILED, null, e.getMessage(), 0, e);
         }

@@ -29,12 +29,14 @@ public final class RdqServer implements AutoCloseable {
     private final Path dir;
     private final String schema;
     private final URI url;
+    private final javax.net.ssl.SSLContext trust;
 
-    private RdqServer(Process process, Path dir, String schema, URI url) {
+    private RdqServer(Process process, Path dir, String schema, URI url, javax.net.ssl.SSLContext trust) {
         this.process = process;
         this.dir = dir;
         this.schema = schema;
         this.url = url;
+        this.trust = trust;
     }
 
     /** A server on a fresh embedded store. */
@@ -44,6 +46,15 @@ public final class RdqServer implements AutoCloseable {
 
     /** A server on {@code store}, with an optional TOML configuration. */
     public static RdqServer start(Store store, String configToml) {
+        return start(store, configToml, null, null);
+    }
+
+    /**
+     * A server on {@code store}; with a {@code trust} context, its
+     * configuration has a {@code [tls]} section and {@link #url()} is {@code
+     * https://host:port}.
+     */
+    public static RdqServer start(Store store, String configToml, String host, javax.net.ssl.SSLContext trust) {
         try {
             Path dir = Files.createTempDirectory("rdq-java-test");
             String schema = null;
@@ -67,8 +78,8 @@ public final class RdqServer implements AutoCloseable {
                     .redirectErrorStream(true)
                     .redirectOutput(dir.resolve("server.log").toFile())
                     .start();
-            URI url = URI.create("http://127.0.0.1:" + port);
-            RdqServer s = new RdqServer(p, dir, schema, url);
+            URI url = URI.create((trust == null ? "http://127.0.0.1:" : "https://" + host + ":") + port);
+            RdqServer s = new RdqServer(p, dir, schema, url, trust);
             s.awaitReady();
             return s;
         } catch (IOException e) {
@@ -82,6 +93,16 @@ public final class RdqServer implements AutoCloseable {
         while (System.nanoTime() < deadline) {
             if (!process.isAlive()) {
                 throw new IllegalStateException("rdq serve exited: " + log());
+            }
+            if (trust != null) {
+                // HTTPS: rdq serve opens its store before it listens, so accepting is ready.
+                try {
+                    new java.net.Socket("127.0.0.1", url.getPort()).close();
+                    return;
+                } catch (IOException e) {
+                    sleep(50);
+                    continue;
+                }
             }
             try {
                 HttpResponse<Void> r = http.send(HttpRequest.newBuilder(url.resolve("/readyz")).build(),
