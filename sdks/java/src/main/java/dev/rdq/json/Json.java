@@ -129,10 +129,11 @@ public final class Json {
                 if (depth + 1 > MAX_DEPTH) {
                     throw new JsonSyntaxException("recursion limit exceeded");
                 }
-                JsonObject.Owned members = new JsonObject.Owned();
+                JsonObject.Owned members = new JsonObject.Owned(false);
                 JsonToken k;
                 while ((k = p.nextToken()) == JsonToken.FIELD_NAME) {
                     String key = checked(p.currentName());
+                    members = members.readyFor(key);
                     JsonValue value = read(p, p.nextToken(), depth + 1);
                     if (members.putIfAbsent(key, value) != null) {
                         throw new JsonSyntaxException("duplicate key \"" + key + "\"");
