@@ -38,13 +38,19 @@ public final class RdqW1 {
         double[] r = round(client, base, jobs, claimers, concurrency);
         System.out.printf("{\"system\":\"rdq-java-sdk\",\"jobs\":%d,\"submit_secs\":%.3f,\"submits_per_sec\":%.0f,"
                 + "\"work_secs\":%.3f,\"worked_per_sec\":%.0f,\"executions\":%d,\"virtual_threads\":%b,\"claimers\":%d,"
-                + "\"concurrency\":%d,\"warmup_jobs\":%d,\"java\":\"%s\"}%n",
-                jobs, r[0], jobs / r[0], r[1], jobs / r[1], (long) r[2], r[3] > 0, claimers, concurrency, warmup,
+                + "\"concurrency\":%d,\"warmup_jobs\":%d,\"work_cpu_us_per_task\":%.1f,\"java\":\"%s\"}%n",
+                jobs, r[0], jobs / r[0], r[1], jobs / r[1], (long) r[2], r[3] > 0, claimers, concurrency, warmup, r[4] * 1e6 / jobs,
                 System.getProperty("java.version"));
         System.exit(0);
     }
 
-    /** One W1 round on {@code queue}: submit, then work; answers {submit secs, work secs, executions, virtual threads}. */
+    /** This JVM's CPU time so far (every thread: JIT and GC included). */
+    static long cpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory.getOperatingSystemMXBean())
+                .getProcessCpuTime();
+    }
+
+    /** One W1 round on {@code queue}: submit, then work; answers {submit secs, work secs, executions, virtual threads, work CPU secs}. */
     static double[] round(RdqClient client, String queue, int jobs, int claimers, int concurrency) throws Exception {
         Semaphore slots = new Semaphore(64);
         AtomicReference<Throwable> failure = new AtomicReference<>();
@@ -68,6 +74,7 @@ public final class RdqW1 {
         }
 
         AtomicInteger ran = new AtomicInteger();
+        long cpu1 = cpuNanos();
         long t1 = System.nanoTime();
         Worker w = Worker.builder(client)
                 .concurrency(concurrency)
@@ -80,8 +87,9 @@ public final class RdqW1 {
             Thread.sleep(ran.get() < jobs ? 50 : 5);
         }
         double workSecs = (System.nanoTime() - t1) / 1e9;
+        double workCpu = (cpuNanos() - cpu1) / 1e9;
         w.close();
-        return new double[] {submitSecs, workSecs, ran.get(), w.usesVirtualThreads() ? 1 : 0};
+        return new double[] {submitSecs, workSecs, ran.get(), w.usesVirtualThreads() ? 1 : 0, workCpu};
     }
 
     static long succeeded(RdqClient client, String queue) {

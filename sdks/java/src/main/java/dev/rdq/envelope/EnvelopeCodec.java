@@ -233,6 +233,7 @@ public final class EnvelopeCodec {
         final Map<String, JsonValue> map;
         final Set<String> known;
         final String prefix;
+        int taken;
 
         Fields(JsonValue value, String prefix, Set<String> known) {
             if (!(value instanceof JsonObject o)) {
@@ -247,8 +248,13 @@ public final class EnvelopeCodec {
             return prefix.isEmpty() ? key : prefix + "." + key;
         }
 
+        /** The member {@code key}; each decoder takes a key at most once, so {@code taken} counts members read. */
         JsonValue take(String key) {
-            return map.get(key);
+            JsonValue v = map.get(key);
+            if (v != null) {
+                taken++;
+            }
+            return v;
         }
 
         JsonValue required(String key) {
@@ -329,6 +335,9 @@ public final class EnvelopeCodec {
         }
 
         JsonObject extra() {
+            if (taken == map.size()) {
+                return JsonObject.EMPTY;
+            }
             java.util.TreeMap<String, JsonValue> rest = null;
             for (Map.Entry<String, JsonValue> m : map.entrySet()) {
                 if (!known.contains(m.getKey())) {

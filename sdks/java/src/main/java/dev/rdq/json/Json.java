@@ -129,20 +129,25 @@ public final class Json {
                 if (depth + 1 > MAX_DEPTH) {
                     throw new JsonSyntaxException("recursion limit exceeded");
                 }
-                JsonObject.Owned members = new JsonObject.Owned(false);
+                String[] keys = new String[8];
+                JsonValue[] values = new JsonValue[8];
+                int n = 0;
                 JsonToken k;
                 while ((k = p.nextToken()) == JsonToken.FIELD_NAME) {
                     String key = checked(p.currentName());
-                    members = members.readyFor(key);
                     JsonValue value = read(p, p.nextToken(), depth + 1);
-                    if (members.putIfAbsent(key, value) != null) {
-                        throw new JsonSyntaxException("duplicate key \"" + key + "\"");
+                    if (n == keys.length) {
+                        keys = java.util.Arrays.copyOf(keys, n * 2);
+                        values = java.util.Arrays.copyOf(values, n * 2);
                     }
+                    keys[n] = key;
+                    values[n] = value;
+                    n++;
                 }
                 if (k != JsonToken.END_OBJECT) {
                     throw new JsonSyntaxException("unexpected token " + k);
                 }
-                return new JsonObject(members);
+                return new JsonObject(Members.adopt(keys, values, n));
             }
             case START_ARRAY: {
                 if (depth + 1 > MAX_DEPTH) {

@@ -1,6 +1,5 @@
 package dev.rdq.json;
 
-import java.util.Collections;
 import java.util.Map;
 import java.util.Optional;
 import java.util.SortedMap;
@@ -13,68 +12,15 @@ import java.util.TreeMap;
  */
 public record JsonObject(SortedMap<String, JsonValue> members) implements JsonValue {
     /** The empty object. */
-    public static final JsonObject EMPTY = new JsonObject(new Owned(false));
+    public static final JsonObject EMPTY = new JsonObject(Members.EMPTY);
 
     public JsonObject {
-        if (!(members instanceof Owned)) {
-            members = Owned.copyOf(members);
-        }
-        members = Collections.unmodifiableSortedMap(members);
-    }
-
-    /**
-     * A member map built inside this package and handed over whole (the
-     * parser's): taken as it is, without the defensive copy. Only this
-     * package can make one, and it never escapes unwrapped.
-     *
-     * <p>While no key holds a UTF-16 unit at or above U+D800, String's own
-     * (UTF-16) order is code point order, and it is used: it is much
-     * cheaper than the code point comparator, which the map switches to
-     * ({@link #readyFor}) when such a key arrives.
-     */
-    static final class Owned extends TreeMap<String, JsonValue> {
-        private static final long serialVersionUID = 1L;
-
-        Owned(boolean codePointOrder) {
-            super(codePointOrder ? Json.CODE_POINT_ORDER : null);
-        }
-
-        static Owned copyOf(Map<String, ? extends JsonValue> members) {
-            boolean high = false;
-            for (String k : members.keySet()) {
-                if (needsCodePointOrder(k)) {
-                    high = true;
-                    break;
-                }
-            }
-            Owned o = new Owned(high);
-            o.putAll(members);
-            return o;
-        }
-
-        /** This map, or a copy ordered by code point when {@code key} needs it and this map is not. */
-        Owned readyFor(String key) {
-            if (comparator() != null || !needsCodePointOrder(key)) {
-                return this;
-            }
-            Owned o = new Owned(true);
-            o.putAll(this);
-            return o;
-        }
-
-        static boolean needsCodePointOrder(String key) {
-            for (int i = 0; i < key.length(); i++) {
-                if (key.charAt(i) >= 0xd800) {
-                    return true;
-                }
-            }
-            return false;
-        }
+        members = Members.copyOf(members);
     }
 
     /** An object with these members. */
     public static JsonObject of(Map<String, ? extends JsonValue> members) {
-        return new JsonObject(Owned.copyOf(members));
+        return new JsonObject(Members.copyOf(members));
     }
 
     /** A builder for an object. */
