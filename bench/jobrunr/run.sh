@@ -9,7 +9,10 @@
 #     pull client) on the same `rdq serve` over an embedded store.
 #
 #   bash bench/jobrunr/run.sh              # 3 pairs of each, 20,000 jobs
-#   PAIRS=5 JOBS=20000 bash bench/jobrunr/run.sh
+#   PAIRS=5 JOBS=20000 PULL_JOBS=100000 bash bench/jobrunr/run.sh
+#
+# JOBS is W1's size (part 1); PULL_JOBS (default 100,000) the size of each
+# run of part 2, long enough to measure a worker rather than its start-up.
 #
 # RDQ_BIN overrides the rdq binary (default: cargo build --release). JAVA_HOME
 # picks the JDK for both Java programs (virtual threads need 21+). Results go
@@ -19,6 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 pairs=${PAIRS:-3}
 jobs=${JOBS:-20000}
+pull_jobs=${PULL_JOBS:-100000}
 pg_url=${PG_URL:-postgres://postgres@127.0.0.1:5432/test}
 jdbc=${JDBC_URL:-jdbc:postgresql://127.0.0.1:5432/test?user=postgres}
 java=${JAVA_HOME:+$JAVA_HOME/bin/}java
@@ -57,7 +61,7 @@ run_rdq_pg() {
   local schema="rdq_bench_java_$1"
   drop_schema "$schema"
   start_serve "$pg_url?schema=$schema"
-  "$java" -cp "$cp" bench.RdqW1 "$url" "$jobs" | sed 's/^{/{"store":"postgres",/' | tee -a "$out"
+  "$java" -cp "$cp" bench.RdqW1 "$url" "$jobs" 2>/dev/null | sed 's/^{/{"store":"postgres",/' | tee -a "$out"
   stop_serve
   drop_schema "$schema"
 }
@@ -71,17 +75,17 @@ drop_schema jobrunr_bench
 echo "== pull workers on one rdq serve (embedded store): Java SDK vs rdq bench --workload pull"
 # The Java worker runs 4 claim loops and 256 handlers, as the Rust client's 4
 # workers x 64; once after an untimed warm-up round of as many tasks (the JIT
-# compiled, as in a long-running worker), once cold.
+# done compiling, as in a worker that has run for a while), once cold.
 rust_pull() {
-  "$RDQ_BIN" bench --workload pull --server "$url" --jobs "$jobs" --workers 4 --json | sed 's/^{/{"system":"rdq-bench-pull",/' | tee -a "$out"
+  "$RDQ_BIN" bench --workload pull --server "$url" --jobs "$pull_jobs" --workers 4 --json | sed 's/^{/{"system":"rdq-bench-pull",/' | tee -a "$out"
 }
 java_pull() { # warm-up jobs
-  "$java" -cp "$cp" bench.RdqW1 "$url" "$jobs" 4 256 "$1" | sed 's/^{/{"store":"embedded",/' | tee -a "$out"
+  "$java" -cp "$cp" bench.RdqW1 "$url" "$pull_jobs" 4 256 "$1" 2>/dev/null | sed 's/^{/{"store":"embedded",/' | tee -a "$out"
 }
 data=$(mktemp -d)
 start_serve "$data/store"
 for i in $(seq 1 "$pairs"); do
-  if [ $((i % 2)) -eq 1 ]; then rust_pull; java_pull "$jobs"; java_pull 0; else java_pull "$jobs"; java_pull 0; rust_pull; fi
+  if [ $((i % 2)) -eq 1 ]; then rust_pull; java_pull "$pull_jobs"; java_pull 0; else java_pull "$pull_jobs"; java_pull 0; rust_pull; fi
 done
 stop_serve
 rm -rf "$data"

@@ -74,6 +74,7 @@ public final class RdqW1 {
         }
 
         AtomicInteger ran = new AtomicInteger();
+        System.err.println("rdq-w1: working " + queue);
         long cpu1 = cpuNanos();
         long t1 = System.nanoTime();
         Worker w = Worker.builder(client)
