@@ -3,7 +3,7 @@
 //! claims at once; the tasks that arrived are settled as one `WorkSettle`
 //! as soon as no more are waiting (at most the credits). And
 //! `rdq bench --workload callback --grpc`: the callback target is a minimal
-//! `rdq.v1.Handler` answering OK at once.
+//! `rdq.v1.Handler` answering OK at once without decoding the task.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -127,9 +127,7 @@ pub async fn work_stream_worker(
 /// A minimal `rdq.v1.Handler` on `127.0.0.1:0` answering OK at once and
 /// counting calls in `hits`; returns its `grpc://` URL.
 pub async fn start_receiver(hits: Arc<AtomicU64>) -> Result<String, CliError> {
-    let router =
-        tonic::service::Routes::new(pb::handler_server::HandlerServer::new(Receiver { hits }))
-            .into_axum_router();
+    let router = tonic::service::Routes::new(Receiver { hits }).into_axum_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| failed("receiver", e))?;
@@ -140,17 +138,59 @@ pub async fn start_receiver(hits: Arc<AtomicU64>) -> Result<String, CliError> {
     Ok(format!("grpc://{addr}"))
 }
 
+/// The receiver's `rdq.v1.Handler`: `Handle` counts the call and answers
+/// OK without decoding the task (its fields are skipped unread), as the
+/// HTTP receiver answers without reading its body, so that the two
+/// receivers cost the same and the benchmark compares the dispatchers.
+#[derive(Clone)]
 struct Receiver {
     hits: Arc<AtomicU64>,
 }
 
-#[tonic::async_trait]
-impl pb::handler_server::Handler for Receiver {
-    async fn handle(
-        &self,
-        _request: tonic::Request<pb::HandleRequest>,
-    ) -> Result<tonic::Response<pb::HandleResponse>, tonic::Status> {
-        self.hits.fetch_add(1, Ordering::Relaxed);
-        Ok(tonic::Response::new(pb::HandleResponse {}))
+impl tonic::server::NamedService for Receiver {
+    const NAME: &'static str = pb::handler_server::SERVICE_NAME;
+}
+
+impl<B> tonic::codegen::Service<tonic::codegen::http::Request<B>> for Receiver
+where
+    B: tonic::codegen::Body + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError> + Send + 'static,
+{
+    type Response = tonic::codegen::http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = tonic::codegen::BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: tonic::codegen::http::Request<B>) -> Self::Future {
+        let hits = Arc::clone(&self.hits);
+        Box::pin(async move {
+            if req.uri().path() != "/rdq.v1.Handler/Handle" {
+                return Ok(tonic::Status::unimplemented("only Handle").into_http());
+            }
+            // An empty message type as the request: the task's bytes are skipped.
+            let codec =
+                tonic_prost::ProstCodec::<pb::HandleResponse, pb::HandleResponse>::default();
+            Ok(tonic::server::Grpc::new(codec)
+                .unary(Answer(hits), req)
+                .await)
+        })
+    }
+}
+
+struct Answer(Arc<AtomicU64>);
+
+impl tonic::server::UnaryService<pb::HandleResponse> for Answer {
+    type Response = pb::HandleResponse;
+    type Future = std::future::Ready<Result<tonic::Response<pb::HandleResponse>, tonic::Status>>;
+
+    fn call(&mut self, _request: tonic::Request<pb::HandleResponse>) -> Self::Future {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        std::future::ready(Ok(tonic::Response::new(pb::HandleResponse {})))
     }
 }
