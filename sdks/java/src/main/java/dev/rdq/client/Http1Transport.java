@@ -147,9 +147,13 @@ final class Http1Transport implements Transport {
             try {
                 c.received = 0;
                 c.socket.setSoTimeout(millis(call.timeout()));
-                c.out.write(request);
-                c.out.flush();
+                boolean whole = write(c, request);
                 c.readHead();
+                if (!whole) {
+                    // Answered before the whole request was sent: the
+                    // connection is out of step and cannot carry another.
+                    c.reusable = false;
+                }
                 return c;
             } catch (IOException | RuntimeException e) {
                 c.closeQuietly();
@@ -159,6 +163,35 @@ final class Http1Transport implements Transport {
                 }
                 throw e;
             }
+        }
+    }
+
+    /** Bytes of a request written between looks for an early answer. */
+    private static final int WRITE_CHUNK = 64 * 1024;
+
+    /**
+     * Writes the request; false when the server answered before all of it
+     * was written (a server refusing a body over its limit answers 413 at
+     * once and stops reading). A write the server cut short is not a
+     * failure if its answer can be read: that answer is the outcome.
+     */
+    private static boolean write(Conn c, byte[] request) throws IOException {
+        try {
+            for (int off = 0; off < request.length;) {
+                int n = Math.min(WRITE_CHUNK, request.length - off);
+                c.out.write(request, off, n);
+                off += n;
+                if (off < request.length && c.in.available() > 0) {
+                    return false;
+                }
+            }
+            c.out.flush();
+            return true;
+        } catch (IOException writeFailed) {
+            if (c.pos < c.lim || c.in.available() > 0) {
+                return false;
+            }
+            throw writeFailed;
         }
     }
 
