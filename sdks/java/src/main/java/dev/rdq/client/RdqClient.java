@@ -463,6 +463,10 @@ public final class RdqClient implements AutoCloseable {
     }
 
     private static RdqException transport(IOException e) {
+        if (Thread.currentThread().isInterrupted()) {
+            // On a virtual thread an interrupt closes the socket being read.
+            return new RdqException(RdqException.INTERRUPTED, null, "interrupted while waiting for the server", 0, e);
+        }
         if (e instanceof Http1Transport.Malformed) {
             return new RdqException(RdqException.UNEXPECTED_RESPONSE, null, "a malformed HTTP answer: " + e.getMessage(), 0, e);
         }

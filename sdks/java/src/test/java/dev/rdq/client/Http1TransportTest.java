@@ -289,4 +289,33 @@ class Http1TransportTest {
         assertThrows(IllegalArgumentException.class, () -> RdqClient.builder("http://127.0.0.1:1").token("a\r\nb"));
         assertThrows(IllegalArgumentException.class, () -> RdqClient.builder("ftp://127.0.0.1:1").build());
     }
+
+    @Test
+    @DisplayName("a call whose thread is interrupted while it waits ends INTERRUPTED, with the interrupt kept")
+    void interrupted_while_waiting() throws Exception {
+        try (FakeServer s = new FakeServer((c, r, head, body) -> {
+            try {
+                Thread.sleep(5_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            return null;
+        })) {
+            RdqClient client = RdqClient.builder(s.url()).requestTimeout(Duration.ofMillis(800)).build();
+            java.util.concurrent.atomic.AtomicReference<Object> outcome = new java.util.concurrent.atomic.AtomicReference<>();
+            Thread caller = new Thread(() -> {
+                try {
+                    client.get("01J2ZK7Q8XW5H3N9G4T6B8RDQ0");
+                    outcome.set("answered");
+                } catch (RdqException e) {
+                    outcome.set(e.code() + (Thread.currentThread().isInterrupted() ? " interrupted" : ""));
+                }
+            });
+            caller.start();
+            Thread.sleep(150);
+            caller.interrupt();
+            caller.join(5_000);
+            assertEquals(RdqException.INTERRUPTED + " interrupted", outcome.get());
+        }
+    }
 }
