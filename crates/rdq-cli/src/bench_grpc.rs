@@ -133,6 +133,10 @@ pub async fn start_receiver(hits: Arc<AtomicU64>) -> Result<String, CliError> {
         .map_err(|e| failed("receiver", e))?;
     let addr = listener.local_addr().map_err(|e| failed("receiver", e))?;
     tokio::spawn(async move {
+        // As gRPC servers do: without it HTTP/2's small frames wait for ACKs.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let _ = axum::serve(listener, router).await;
     });
     Ok(format!("grpc://{addr}"))

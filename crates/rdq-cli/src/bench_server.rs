@@ -316,6 +316,9 @@ async fn start_receiver(hits: Arc<AtomicU64>) -> Result<String, CliError> {
         .map_err(|e| failed("receiver", e))?;
     let addr = listener.local_addr().map_err(|e| failed("receiver", e))?;
     tokio::spawn(async move {
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let _ = axum::serve(listener, app).await;
     });
     Ok(format!("http://{addr}/hook"))
