@@ -402,7 +402,6 @@ final class Http1Transport implements Transport {
                 }
                 status = code;
                 chunked = isChunked;
-                done = false;
                 if (chunked) {
                     remaining = 0;
                 } else if (length >= 0) {

@@ -305,7 +305,7 @@ public final class RdqClient implements AutoCloseable {
     /** Replaces the policy fields named in {@code patch}; answers the resulting policy. */
     public JsonObject updateQueueConfig(String queue, JsonObject patch) {
         Names.validateQueueName(queue);
-        return object(send(new Transport.Call("PUT", "/v1/queues/" + queue + "/config", Json.write(patch), null, requestTimeout)));
+        return object(send(call("PUT", "/v1/queues/" + queue + "/config", Json.write(patch), null)));
     }
 
     /** One page of the queue's DLQ; {@code cursor} and {@code errorTypeGlob} may be null. */
@@ -374,7 +374,7 @@ public final class RdqClient implements AutoCloseable {
                 + (errorTypeGlob == null ? "" : "?error_type=" + URLEncoder.encode(errorTypeGlob, StandardCharsets.UTF_8));
         Transport.Streamed resp;
         try {
-            resp = http.open(new Transport.Call("GET", path, null, null, requestTimeout));
+            resp = http.open(httpGet(path));
         } catch (IOException e) {
             throw transport(e);
         } catch (InterruptedException e) {
@@ -412,7 +412,7 @@ public final class RdqClient implements AutoCloseable {
     /** Deletes every dead task of the queue; answers how many. */
     public long purgeDead(String queue, boolean dryRun) {
         Names.validateQueueName(queue);
-        JsonObject body = object(send(new Transport.Call("DELETE", "/v1/queues/" + queue + "/dead?dry_run=" + dryRun, null, null, requestTimeout)));
+        JsonObject body = object(send(call("DELETE", "/v1/queues/" + queue + "/dead?dry_run=" + dryRun, null, null)));
         return body.integer("purged").orElse(0L);
     }
 
@@ -424,11 +424,15 @@ public final class RdqClient implements AutoCloseable {
     }
 
     private Transport.Call post(String path, byte[] json, String traceparent) {
-        return new Transport.Call("POST", path, json, traceparent, requestTimeout);
+        return call("POST", path, json, traceparent);
     }
 
     private Transport.Call httpGet(String path) {
-        return new Transport.Call("GET", path, null, null, requestTimeout);
+        return call("GET", path, null, null);
+    }
+
+    private Transport.Call call(String method, String path, byte[] json, String traceparent) {
+        return new Transport.Call(method, path, json, traceparent, requestTimeout);
     }
 
     private byte[] send(Transport.Call call) {

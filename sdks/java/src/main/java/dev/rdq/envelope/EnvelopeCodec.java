@@ -338,16 +338,14 @@ public final class EnvelopeCodec {
             if (taken == map.size()) {
                 return JsonObject.EMPTY;
             }
-            java.util.TreeMap<String, JsonValue> rest = null;
+            // JsonObject orders the members itself.
+            Map<String, JsonValue> rest = new java.util.HashMap<>();
             for (Map.Entry<String, JsonValue> m : map.entrySet()) {
                 if (!known.contains(m.getKey())) {
-                    if (rest == null) {
-                        rest = new java.util.TreeMap<>(Json.CODE_POINT_ORDER);
-                    }
                     rest.put(m.getKey(), m.getValue());
                 }
             }
-            return rest == null ? JsonObject.EMPTY : JsonObject.of(rest);
+            return JsonObject.of(rest);
         }
     }
 
