@@ -89,7 +89,9 @@ for (const kind of STORES) {
 
       // The DLQ: the breakdown by error type, with the newest example of each.
       await row.getByRole('link', { name: 'billing' }).first().click();
+      // The breakdown and the list load side by side: wait for both.
       await page.locator('#breakdown').waitFor();
+      await page.locator('#dead').waitFor();
       const groups = await page.locator('#breakdown tbody tr').evaluateAll((rows) => rows.map((r) => [
         r.getAttribute('data-error-type'), r.querySelector('td.n').textContent, r.querySelector('a').textContent]));
       assert.deepEqual(groups, [['card.Declined', '3', envs[4].id], ['http.Status503', '2', envs[3].id]]);
@@ -250,6 +252,7 @@ for (const kind of STORES) {
       // The DLQ is readable (breakdown, list, export); changing it is not.
       await page.goto(`${server.base}/ui#/queues/reports`);
       await page.locator('#breakdown').waitFor();
+      await page.locator('#dead').waitFor();
       assert.deepEqual((await dlqRows(page)).map((r) => r.id), [env.id]);
       for (const name of ['Redrive selected', 'Redrive all matching…', 'Purge DLQ…']) {
         const b = page.getByRole('button', { name, exact: true });
