@@ -86,10 +86,15 @@ impl LeaseKey {
 
     /// The text a worker presents for claim `token` of task `id`.
     pub fn format(&self, id: TaskId, token: LeaseToken) -> String {
+        use std::fmt::Write as _;
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         let tag = self.tag(id, token).finalize().into_bytes();
-        let mut text = format!("{}.", token.0);
-        for byte in &tag[..MAC_BYTES] {
-            text.push_str(&format!("{byte:02x}"));
+        let mut text = String::with_capacity(11 + 2 * MAC_BYTES);
+        // Writing to a String cannot fail.
+        let _ = write!(text, "{}.", token.0);
+        for &byte in &tag[..MAC_BYTES] {
+            text.push(char::from(HEX[usize::from(byte >> 4)]));
+            text.push(char::from(HEX[usize::from(byte & 0xf)]));
         }
         text
     }
@@ -166,6 +171,20 @@ mod tests {
             k.parse(TaskId::from_u128(A_BITS), &other_claim),
             Err(TokenMismatch::OtherTask)
         );
+    }
+
+    #[test]
+    fn a_token_is_the_claim_number_and_the_mac_in_lower_case_hex() {
+        let k = key(1);
+        for claim in [0, 7, 4_294_967_295] {
+            let id = TaskId::from_u128(A_BITS);
+            let tag = k.tag(id, LeaseToken(claim)).finalize().into_bytes();
+            let hex: String = tag[..MAC_BYTES]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(k.format(id, LeaseToken(claim)), format!("{claim}.{hex}"));
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@
 
 #![forbid(unsafe_code)]
 
+mod cache;
 mod columns;
 mod error;
 mod integrity;
@@ -37,6 +38,7 @@ use rdq_engine::{
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
 
+use crate::cache::{LeaseCache, PendingCache};
 use crate::reader::Readers;
 use crate::schema::Tuning;
 pub use crate::schema::{APPLICATION_ID, SCHEMA_VERSION};
@@ -66,6 +68,13 @@ pub struct EmbeddedOptions {
     /// that runs out of time lets the store open and logs a warning (run
     /// [`EmbeddedStore::check_files`] for a full check). Zero skips it.
     pub open_check_budget: Duration,
+    /// The writer thread's scheduling priority as a nice value (lower runs
+    /// first); default -10. Every write waits for that one thread, so on a
+    /// busy machine it should not wait for a core behind the threads that
+    /// feed it. Taken only where the process may raise priority (root or
+    /// `CAP_SYS_NICE` on Linux); elsewhere the writer keeps the process's
+    /// priority. 0 leaves it as it is.
+    pub writer_nice: i32,
 }
 
 impl Default for EmbeddedOptions {
@@ -76,6 +85,7 @@ impl Default for EmbeddedOptions {
             cache_kib: 2 * 1024,
             busy_timeout: Duration::from_secs(5),
             open_check_budget: Duration::from_secs(2),
+            writer_nice: -10,
         }
     }
 }
@@ -105,56 +115,8 @@ struct Inner {
     readers: Readers,
     writer: Writer,
     leases: LeaseCache,
+    pending: PendingCache,
     _temporary: Option<TemporaryDir>,
-}
-
-/// Most envelopes [`LeaseCache`] keeps; claims beyond it are looked up in
-/// the database when settled, as without the cache.
-const LEASE_CACHE_CAPACITY: usize = 65_536;
-
-/// The envelopes this process handed out by claim, by task id, until their
-/// settle or extension takes them: a settle's lease check
-/// ([`Store::leased`]) then reads no row and decodes no envelope. An entry
-/// is exactly what [`Store::get`] answers for an in-flight task (the row
-/// keeps the PENDING envelope; both replay the same claim). The cache is
-/// only a shortcut: an entry left behind by a task deleted, purged or
-/// reaped in the meantime fails the write's lease fencing, exactly like a
-/// stale lease does (`LEASE_LOST` or `TASK_NOT_FOUND`).
-#[derive(Default)]
-struct LeaseCache(std::sync::Mutex<std::collections::HashMap<TaskId, Envelope>>);
-
-impl LeaseCache {
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<TaskId, Envelope>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn keep(&self, claimed: &[Envelope]) {
-        let mut map = self.lock();
-        for env in claimed {
-            if map.len() >= LEASE_CACHE_CAPACITY {
-                break;
-            }
-            map.insert(env.id, env.clone());
-        }
-    }
-
-    /// The cached envelope of `id` if it is still under `token`'s claim.
-    fn take(&self, id: TaskId, token: LeaseToken) -> Option<Envelope> {
-        let mut map = self.lock();
-        match map.get(&id) {
-            Some(env) if LeaseToken::current(env) == Some(token) => map.remove(&id),
-            _ => None,
-        }
-    }
-
-    fn forget(&self, ids: impl Iterator<Item = TaskId>) {
-        let mut map = self.lock();
-        for id in ids {
-            map.remove(&id);
-        }
-    }
 }
 
 /// A directory removed when dropped: the home of [`EmbeddedStore::open_temporary`].
@@ -253,7 +215,7 @@ impl EmbeddedStore {
         }
         sync_dir(dir);
         let readers = Readers::new(path.clone(), tuning, options.read_connections)?;
-        let writer = Writer::start(conn, options.max_group)?;
+        let writer = Writer::start(conn, options.max_group, options.writer_nice)?;
         tracing::debug!(path = %path.display(), "embedded store open");
         Ok(Self {
             inner: Arc::new(Inner {
@@ -262,6 +224,7 @@ impl EmbeddedStore {
                 readers,
                 writer,
                 leases: LeaseCache::default(),
+                pending: PendingCache::default(),
                 _temporary: temporary,
             }),
         })
@@ -359,10 +322,25 @@ impl Store for EmbeddedStore {
         if n == 0 {
             return Vec::new();
         }
-        let tasks = tasks.into_iter().map(Encoded::task).collect();
-        self.write(|reply| Job::Submit { tasks, reply })
+        let tasks: Vec<_> = tasks.into_iter().map(Encoded::task).collect();
+        let written: Vec<Option<Vec<u8>>> = tasks
+            .iter()
+            .map(|t| (t.item.envelope.status == Status::Pending).then(|| t.bytes.clone()))
+            .collect();
+        let results = self
+            .write(|reply| Job::Submit { tasks, reply })
             .await
-            .unwrap_or_else(|e| vec![Err(e); n])
+            .unwrap_or_else(|e| vec![Err(e); n]);
+        self.inner.pending.keep(
+            results
+                .iter()
+                .zip(written)
+                .filter_map(|(r, bytes)| match r {
+                    Ok(Submitted::Created(env)) => Some((bytes?, env.clone())),
+                    _ => None,
+                }),
+        );
+        results
     }
 
     async fn claim(
@@ -386,15 +364,22 @@ impl Store for EmbeddedStore {
             .await??;
         // The writer took the rows; the envelopes are finished here, off its
         // thread (see `columns::stored`).
+        let seqs: Vec<i64> = rows.iter().map(|row| row.seq).collect();
         let claimed = rows
             .into_iter()
             .map(|row| {
-                let pending = Envelope::decode(&row.bytes)
-                    .map_err(|e| error::undecodable("a claimed task", &e))?;
+                let cached = row
+                    .id
+                    .and_then(|id| self.inner.pending.take(id, &row.bytes));
+                let pending = match cached {
+                    Some(env) => env,
+                    None => Envelope::decode(&row.bytes)
+                        .map_err(|e| error::undecodable("a claimed task", &e))?,
+                };
                 rdq_engine::machine::replay_claim(pending, row.claimed_at, row.until)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        self.inner.leases.keep(&claimed);
+        self.inner.leases.keep(claimed.iter().zip(seqs));
         Ok(claimed)
     }
 
@@ -419,13 +404,33 @@ impl Store for EmbeddedStore {
         if n == 0 {
             return Vec::new();
         }
-        self.inner
+        let seqs = self
+            .inner
             .leases
             .forget(updates.iter().map(|u| u.envelope.id));
-        let updates = updates.into_iter().map(Encoded::update).collect();
-        self.write(|reply| Job::Settle { updates, reply })
+        let updates: Vec<_> = updates.into_iter().map(Encoded::update).collect();
+        let written: Vec<Option<(Vec<u8>, Envelope)>> = updates
+            .iter()
+            .map(|u| {
+                (u.item.envelope.status == Status::Pending)
+                    .then(|| (u.bytes.clone(), u.item.envelope.clone()))
+            })
+            .collect();
+        let results = self
+            .write(|reply| Job::Settle {
+                updates,
+                seqs,
+                reply,
+            })
             .await
-            .unwrap_or_else(|e| vec![Err(e); n])
+            .unwrap_or_else(|e| vec![Err(e); n]);
+        self.inner.pending.keep(
+            results
+                .iter()
+                .zip(written)
+                .filter_map(|(r, kept)| r.as_ref().ok().and(kept)),
+        );
+        results
     }
 
     async fn expired_leases(
@@ -466,7 +471,12 @@ impl Store for EmbeddedStore {
 
     async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
         if status == Status::InFlight && !dry_run {
-            self.inner.leases.lock().retain(|_, env| env.queue != queue);
+            // Entries whose envelope a lease check took are dropped too:
+            // their writes find the row by id instead.
+            self.inner
+                .leases
+                .lock()
+                .retain(|_, l| l.env.as_ref().is_some_and(|env| env.queue != queue));
         }
         self.write(|reply| Job::Purge {
             queue: queue.to_owned(),

@@ -50,6 +50,8 @@ pub(crate) enum Job {
     },
     Settle {
         updates: Vec<Encoded<LeasedUpdate>>,
+        /// Each update's row, where the claim is known to this process.
+        seqs: Vec<Option<i64>>,
         reply: Tx<Vec<Result<(), EngineError>>>,
     },
     Redrive {
@@ -112,6 +114,10 @@ impl Encoded<LeasedUpdate> {
 /// A row a claim took: its PENDING envelope bytes and the claim's instant
 /// and lease deadline (unix ms), from which the caller finishes the claim.
 pub(crate) struct ClaimedRow {
+    pub(crate) seq: i64,
+    /// The row's id column, to find the envelope in the pending cache
+    /// (`None` if the column is damaged: the bytes are decoded instead).
+    pub(crate) id: Option<TaskId>,
     pub(crate) bytes: Vec<u8>,
     pub(crate) claimed_at: i64,
     pub(crate) until: i64,
@@ -136,7 +142,7 @@ impl Job {
                 reply,
                 results: Vec::new(),
             },
-            Self::Settle { updates, reply } => Done::Settle {
+            Self::Settle { updates, reply, .. } => Done::Settle {
                 n: updates.len(),
                 reply,
                 results: Vec::new(),
@@ -230,13 +236,17 @@ pub(crate) struct Writer {
 
 impl Writer {
     /// Starts the writer thread on `conn`.
-    pub(crate) fn start(conn: Connection, max_group: usize) -> Result<Self, EngineError> {
+    pub(crate) fn start(
+        conn: Connection,
+        max_group: usize,
+        nice: i32,
+    ) -> Result<Self, EngineError> {
         let (jobs, queue) = mpsc::channel();
         let health = Arc::new(Health::default());
         let reported = Arc::clone(&health);
         let thread = std::thread::Builder::new()
             .name("rdq-embedded-writer".into())
-            .spawn(move || run(conn, &queue, max_group.max(1), &reported))
+            .spawn(move || run(conn, &queue, max_group.max(1), nice, &reported))
             .map_err(|e| {
                 EngineError::Unavailable(format!("cannot start the store's writer thread: {e}"))
             })?;
@@ -313,7 +323,14 @@ struct Ctx {
     durable: bool,
 }
 
-fn run(conn: Connection, queue: &mpsc::Receiver<Job>, max_group: usize, health: &Health) {
+fn run(
+    conn: Connection,
+    queue: &mpsc::Receiver<Job>,
+    max_group: usize,
+    nice: i32,
+    health: &Health,
+) {
+    prioritise(nice);
     let mut ctx = Ctx {
         conn,
         buf: Vec::with_capacity(4096),
@@ -336,6 +353,27 @@ fn run(conn: Connection, queue: &mpsc::Receiver<Job>, max_group: usize, health: 
         run_group(&mut ctx, &mut group, health);
     }
     tracing::debug!("the embedded store's writer is closing");
+}
+
+/// Asks the scheduler to favour this thread (`nice`, as `nice(1)` counts:
+/// lower runs first), so the one thread every write waits for is not kept
+/// waiting for a core by the threads that feed it. Raising priority needs
+/// the privilege to (root or `CAP_SYS_NICE`); without it the thread keeps
+/// the process's priority, which is no error. Linux only; 0 changes nothing.
+fn prioritise(nice: i32) {
+    if nice == 0 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    match rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice) {
+        Ok(()) => tracing::debug!(
+            nice,
+            "the embedded store's writer runs at a raised priority"
+        ),
+        Err(e) => {
+            tracing::debug!(nice, error = %e, "the embedded store's writer keeps its priority")
+        }
+    }
 }
 
 /// Runs one group in one transaction, records in `health` whether it
@@ -455,11 +493,15 @@ fn execute(ctx: &mut Ctx, job: Job) -> (Done, Option<Fatal>) {
             }
             (Done::Submit { n, reply, results }, None)
         }
-        Job::Settle { updates, reply } => {
+        Job::Settle {
+            updates,
+            seqs,
+            reply,
+        } => {
             let n = updates.len();
             let mut results = Vec::with_capacity(n);
-            for update in &updates {
-                match settle_one(ctx, update) {
+            for (i, update) in updates.iter().enumerate() {
+                match settle_one(ctx, update, seqs.get(i).copied().flatten()) {
                     Ok(r) => results.push(r),
                     Err(f) => return (Done::Settle { n, reply, results }, Some(f)),
                 }
@@ -559,6 +601,13 @@ const UPDATE_IF_LEASED: &str = "UPDATE tasks SET status = ?2, priority = ?3, \
      finished_at = ?8, envelope = ?9, claimed_at = NULL \
      WHERE id = ?1 AND queue = ?10 AND status = 1 AND lease_attempt = ?11";
 
+/// [`UPDATE_IF_LEASED`] on the row `seq` (?12), which must still be the
+/// task's: a seek by rowid instead of one through the id index.
+const UPDATE_IF_LEASED_AT: &str = "UPDATE tasks SET status = ?2, priority = ?3, \
+     next_attempt_at = ?4, lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, \
+     finished_at = ?8, envelope = ?9, claimed_at = NULL \
+     WHERE seq = ?12 AND id = ?1 AND queue = ?10 AND status = 1 AND lease_attempt = ?11";
+
 fn submit_one(
     ctx: &mut Ctx,
     encoded: Encoded<NewTask>,
@@ -621,15 +670,18 @@ fn submit_one(
     }
 }
 
+/// Writes one settle if the task is still under the claim it names; `seq`
+/// is where this process last saw the task's row (tried first).
 fn settle_one(
     ctx: &mut Ctx,
     encoded: &Encoded<LeasedUpdate>,
+    seq: Option<i64>,
 ) -> Result<Result<(), EngineError>, Fatal> {
     let update = &encoded.item;
     let env = &update.envelope;
     let id = &env.id.to_bytes()[..];
     let c = Columns::of(env);
-    let changed = ctx.conn.prepare_cached(UPDATE_IF_LEASED)?.execute(params![
+    let columns = params![
         id,
         c.status,
         c.priority,
@@ -641,7 +693,22 @@ fn settle_one(
         encoded.bytes,
         env.queue,
         i64::from(update.expected.0),
-    ])?;
+    ];
+    let mut changed = 0;
+    if let Some(seq) = seq {
+        let mut stmt = ctx.conn.prepare_cached(UPDATE_IF_LEASED_AT)?;
+        for (i, value) in columns.iter().enumerate() {
+            stmt.raw_bind_parameter(i + 1, value)?;
+        }
+        stmt.raw_bind_parameter(12, seq)?;
+        changed = stmt.raw_execute()?;
+    }
+    if changed == 0 {
+        changed = ctx
+            .conn
+            .prepare_cached(UPDATE_IF_LEASED)?
+            .execute(columns)?;
+    }
     if changed == 1 {
         ctx.deltas
             .moved(&env.queue, Status::InFlight, env.status, 1);
@@ -690,7 +757,7 @@ fn claim(
 ) -> Result<Result<Vec<ClaimedRow>, EngineError>, Fatal> {
     let max = max.min(MAX_CLAIM);
     let now_ms = now.unix_ms();
-    let mut rows: Vec<(i64, Vec<u8>)> = Vec::new();
+    let mut rows: Vec<(i64, Option<TaskId>, Vec<u8>)> = Vec::new();
     let mut below: i64 = 256;
     while rows.len() < max {
         let level: Option<i64> = ctx
@@ -705,7 +772,7 @@ fn claim(
         let mut stmt = ctx.conn.prepare_cached(
             // A task whose claim counter is at its maximum cannot be
             // claimed (`machine::MAX_COUNT`): it is left as it is.
-            "SELECT seq, envelope FROM tasks \
+            "SELECT seq, id, envelope FROM tasks \
              WHERE queue = ?1 AND status = 0 AND priority = ?2 AND next_attempt_at <= ?3 \
              AND lease_attempt < 4294967295 \
              ORDER BY next_attempt_at, id LIMIT ?4",
@@ -713,16 +780,19 @@ fn claim(
         let wanted = i64::try_from(max - rows.len()).unwrap_or(i64::MAX);
         let mut found = stmt.query(params![queue, level, now_ms, wanted])?;
         while let Some(row) = found.next()? {
-            rows.push((row.get(0)?, bytes(row, 1)?.to_vec()));
+            let id = task_id(bytes(row, 1)?).ok();
+            rows.push((row.get(0)?, id, bytes(row, 2)?.to_vec()));
         }
         below = level;
     }
     let until = now.plus_ms(lease_ms).unix_ms();
     let mut claimed = Vec::with_capacity(rows.len());
     let mut stmt = ctx.conn.prepare_cached(CLAIM_ROW)?;
-    for (seq, bytes) in rows {
+    for (seq, id, bytes) in rows {
         stmt.execute(params![seq, until, now_ms, i64::MIN])?;
         claimed.push(ClaimedRow {
+            seq,
+            id,
             bytes,
             claimed_at: now_ms,
             until,

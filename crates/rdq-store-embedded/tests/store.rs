@@ -947,3 +947,130 @@ async fn the_lease_check_after_a_claim_matches_the_database_and_stale_entries_ar
     .unwrap();
     assert_eq!(store.get(stale.id).await.unwrap().status, Status::Succeeded);
 }
+
+/// A claim right after a submit finishes the envelope the submit kept
+/// (no decode); it must hand out exactly what a claim decoding the row
+/// hands out (a read of the row), for every valid PENDING fixture; a
+/// retried task is kept again; and a row rewritten behind the
+/// cache's back (here by a second store on the same directory, as another
+/// process would) is read from the row.
+#[tokio::test]
+async fn a_claim_of_a_kept_envelope_equals_a_claim_of_the_decoded_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = EmbeddedStore::open(dir.path()).unwrap();
+    let other = EmbeddedStore::open(dir.path()).unwrap();
+    let (mut n, mut checked) = (0, 0);
+    for (name, bytes) in fixtures() {
+        let mut env = Envelope::decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        if env.status != Status::Pending {
+            continue;
+        }
+        n += 1;
+        let queue = format!("kept-{n}");
+        env.id = TaskId::generate();
+        env.queue.clone_from(&queue);
+        env.next_attempt_at = Some(t(0));
+        submit_ok(
+            &kept,
+            vec![NewTask {
+                envelope: env,
+                idempotency_key: None,
+            }],
+        )
+        .await;
+        // A fixture whose counters are at their maximum cannot be claimed.
+        let Ok(mut claimed) = kept.claim(&queue, 1, 1_000, t(10)).await else {
+            continue;
+        };
+        let claimed = claimed.pop().unwrap();
+        checked += 1;
+        // `get` decodes the row and replays the claim on it.
+        let decoded = kept.get(claimed.id).await.unwrap();
+        assert_eq!(claimed, decoded, "{name}");
+        assert_eq!(claimed.encode(), decoded.encode(), "{name}");
+    }
+    assert!(
+        checked > 3,
+        "too few claimable PENDING fixtures ({checked} of {n})"
+    );
+
+    // Kept by the first store, then deleted and submitted again with
+    // another payload by the second: the claim hands out the new one.
+    let first = task("rewritten", 0, t(0));
+    let id = first.envelope.id;
+    submit_ok(&kept, vec![first.clone()]).await;
+    other.delete(id).await.unwrap();
+    let mut second = first;
+    let other_payload = Envelope::new(
+        "rewritten",
+        "handler",
+        b"{\"n\":2}",
+        "application/json",
+        t(0),
+    );
+    second.envelope.payload.clone_from(&other_payload.payload);
+    submit_ok(&other, vec![second]).await;
+    let claimed = kept.claim("rewritten", 1, 1_000, t(10)).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].payload, other_payload.payload);
+    assert_eq!(claimed[0], kept.get(id).await.unwrap());
+
+    // A task settled back to PENDING (a retry) is kept again and claimed
+    // from the cache, equal to its row.
+    let retried = task("retried", 0, t(0));
+    submit_ok(&kept, vec![retried]).await;
+    let claimed = kept.claim("retried", 1, 1_000, t(10)).await.unwrap();
+    let retry = machine::Settlement::Failure {
+        error: ErrorInfo::new("app.Busy", "later"),
+        kind: machine::FailureKind::Retryable,
+    };
+    let next = settle(&kept, &claimed[0], retry, &QueuePolicy::default(), t(20))
+        .await
+        .unwrap();
+    assert_eq!(next.status, Status::Pending);
+    let due = next.next_attempt_at.unwrap();
+    let again = kept.claim("retried", 1, 1_000, due).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0], kept.get(next.id).await.unwrap());
+    // The failed attempt and the one just begun.
+    assert_eq!(again[0].attempts.len(), 2);
+}
+
+/// The writer thread runs at the nice value asked for where the process may
+/// set it (lowering priority always may; raising needs privilege).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_writer_thread_runs_at_the_priority_asked_for() {
+    fn writer_nice() -> Vec<i64> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir("/proc/self/task").unwrap() {
+            let stat =
+                std::fs::read_to_string(entry.unwrap().path().join("stat")).unwrap_or_default();
+            // pid (comm) state … : fields after the comm, nice is the 17th.
+            let Some((head, rest)) = stat.rsplit_once(") ") else {
+                continue;
+            };
+            if !head.ends_with("rdq-embedded-wr") {
+                continue;
+            }
+            found.push(rest.split(' ').nth(16).unwrap().parse().unwrap());
+        }
+        found
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = EmbeddedOptions::default();
+    options.writer_nice = 7;
+    let store = EmbeddedStore::open_with(dir.path(), options).unwrap();
+    // The thread sets its own priority as it starts.
+    // Other tests' stores may run in this process too.
+    let mut nices = writer_nice();
+    for _ in 0..200 {
+        if nices.contains(&7) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        nices = writer_nice();
+    }
+    assert!(nices.contains(&7), "writer threads' nice values: {nices:?}");
+    drop(store);
+}
