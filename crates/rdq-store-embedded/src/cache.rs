@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use rdq_engine::machine::LeaseToken;
 use rdq_envelope::{Envelope, TaskId};
@@ -76,61 +77,132 @@ impl LeaseCache {
     }
 }
 
-/// Most envelopes [`PendingCache`] keeps.
-const PENDING_CACHE_CAPACITY: usize = 65_536;
-
 /// Most envelope bytes [`PendingCache`] keeps (each entry holds the bytes
 /// and the decoded envelope, so it takes about twice this).
-const PENDING_CACHE_BYTES: usize = 32 << 20;
+const PENDING_CACHE_BYTES: usize = 16 << 20;
+
+/// How often a full cache may look for entries past their age.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The room an envelope is assumed to need when asking whether there is any.
+const ROOM_BYTES: usize = 4096;
+
+/// How long an entry may wait for its claim before a full cache drops it
+/// (a task due much later, or one another process claimed).
+const PENDING_CACHE_AGE: Duration = Duration::from_secs(60);
 
 /// The PENDING envelopes this process wrote (submitted, or settled back to
 /// PENDING), by task id, until a claim takes them: a claim then finishes the
 /// envelope it already has instead of decoding the row's bytes. An entry is
 /// used only when its bytes are exactly the row's, so an entry left behind
-/// by a task rewritten, deleted or purged in the meantime is never used;
-/// when the cache is full it is emptied and fills again.
-#[derive(Default)]
+/// by a task rewritten, deleted or purged in the meantime is never used.
+/// When full, the cache drops entries older than a minute and otherwise
+/// keeps what it has: queues are claimed oldest first, so the oldest
+/// entries are the next ones used.
 pub(crate) struct PendingCache(Mutex<Pending>);
 
-#[derive(Default)]
 struct Pending {
-    map: HashMap<TaskId, (Vec<u8>, Envelope)>,
+    map: HashMap<TaskId, Kept>,
     bytes: usize,
+    /// Most entries (`EmbeddedOptions::claim_cache`).
+    capacity: usize,
+    /// When a full cache last looked for old entries (at most once a
+    /// second: the look visits every entry).
+    swept: Option<Instant>,
+}
+
+struct Kept {
+    bytes: Vec<u8>,
+    env: Envelope,
+    at: Instant,
+}
+
+impl Pending {
+    fn full(&self, more: usize) -> bool {
+        self.map.len() >= self.capacity || self.bytes + more > PENDING_CACHE_BYTES
+    }
+
+    fn remove(&mut self, id: &TaskId) -> Option<Kept> {
+        let kept = self.map.remove(id)?;
+        self.bytes -= kept.bytes.len();
+        Some(kept)
+    }
 }
 
 impl PendingCache {
+    /// A cache of at most `capacity` envelopes (0: none).
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self(Mutex::new(Pending {
+            map: HashMap::new(),
+            bytes: 0,
+            capacity,
+            swept: None,
+        }))
+    }
+
     fn lock(&self) -> MutexGuard<'_, Pending> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Remembers envelopes just written with these exact bytes.
+    /// Whether the cache takes new entries now (so a writer need not copy
+    /// what it would keep).
+    pub(crate) fn has_room(&self) -> bool {
+        let p = self.lock();
+        // Room for a typical envelope, or a sweep due that may make some.
+        p.capacity > 0
+            && (!p.full(ROOM_BYTES) || p.swept.is_none_or(|at| at.elapsed() >= SWEEP_INTERVAL))
+    }
+
+    /// Remembers envelopes just written with these exact bytes, as far as
+    /// there is room.
     pub(crate) fn keep(&self, written: impl IntoIterator<Item = (Vec<u8>, Envelope)>) {
         let mut p = self.lock();
+        let now = Instant::now();
         for (bytes, env) in written {
-            if p.map.len() >= PENDING_CACHE_CAPACITY || p.bytes + bytes.len() > PENDING_CACHE_BYTES
-            {
-                p.map.clear();
-                p.bytes = 0;
+            if p.full(bytes.len()) {
+                if p.swept
+                    .is_some_and(|at| now.duration_since(at) < SWEEP_INTERVAL)
+                {
+                    return;
+                }
+                p.swept = Some(now);
+                p.map
+                    .retain(|_, k| now.duration_since(k.at) < PENDING_CACHE_AGE);
+                p.bytes = p.map.values().map(|k| k.bytes.len()).sum();
+                if p.full(bytes.len()) {
+                    return;
+                }
             }
+            p.remove(&env.id);
             p.bytes += bytes.len();
-            if let Some((old, _)) = p.map.insert(env.id, (bytes, env)) {
-                p.bytes -= old.len();
-            }
+            p.map.insert(
+                env.id,
+                Kept {
+                    bytes,
+                    env,
+                    at: now,
+                },
+            );
         }
     }
 
     /// The envelope `bytes` (the row of `id`) decode to, when it was kept
-    /// with exactly those bytes; the entry leaves the cache.
+    /// with exactly those bytes. The entry leaves the cache either way.
     pub(crate) fn take(&self, id: TaskId, bytes: &[u8]) -> Option<Envelope> {
+        let kept = self.lock().remove(&id)?;
+        (kept.bytes == bytes).then_some(kept.env)
+    }
+
+    /// Forgets one task (deleted).
+    pub(crate) fn forget(&self, id: TaskId) {
+        self.lock().remove(&id);
+    }
+
+    /// Forgets everything (a purge of PENDING tasks).
+    pub(crate) fn clear(&self) {
         let mut p = self.lock();
-        match p.map.get(&id) {
-            Some((kept, _)) if kept.as_slice() == bytes => {
-                let (kept, env) = p.map.remove(&id)?;
-                p.bytes -= kept.len();
-                Some(env)
-            }
-            _ => None,
-        }
+        p.map.clear();
+        p.bytes = 0;
     }
 }
 
@@ -149,35 +221,65 @@ mod tests {
 
     #[test]
     fn an_entry_is_used_once_and_only_for_its_exact_bytes() {
-        let cache = PendingCache::default();
+        let cache = PendingCache::new(8);
         let (bytes, env) = pending();
         cache.keep([(bytes.clone(), env.clone())]);
         let mut other = bytes.clone();
         other.push(b' ');
-        assert_eq!(cache.take(env.id, &other), None);
         assert_eq!(cache.take(TaskId::generate(), &bytes), None);
         assert_eq!(cache.take(env.id, &bytes), Some(env.clone()));
         assert_eq!(cache.take(env.id, &bytes), None);
+        // Other bytes than kept: not used, and gone.
+        cache.keep([(bytes.clone(), env.clone())]);
+        assert_eq!(cache.take(env.id, &other), None);
+        assert_eq!(cache.take(env.id, &bytes), None);
         assert_eq!(cache.lock().bytes, 0);
+        cache.keep([(bytes.clone(), env.clone())]);
+        cache.forget(env.id);
+        assert_eq!(cache.take(env.id, &bytes), None);
+        cache.keep([(bytes.clone(), env.clone())]);
+        cache.clear();
+        assert_eq!(cache.take(env.id, &bytes), None);
+        // None at all.
+        let none = PendingCache::new(0);
+        assert!(!none.has_room());
+        none.keep([(bytes.clone(), env.clone())]);
+        assert_eq!(none.take(env.id, &bytes), None);
     }
 
     #[test]
-    fn a_full_cache_empties_and_fills_again() {
-        let cache = PendingCache::default();
+    fn a_full_cache_keeps_what_it_has_and_drops_only_old_entries() {
+        const CAPACITY: usize = 1_000;
+        let cache = PendingCache::new(CAPACITY);
         let (bytes, env) = pending();
         let first = env.id;
         cache.keep([(bytes.clone(), env.clone())]);
-        cache.keep((1..PENDING_CACHE_CAPACITY).map(|_| {
+        cache.keep((1..CAPACITY).map(|_| {
             let mut e = env.clone();
             e.id = TaskId::generate();
             (e.encode(), e)
         }));
-        assert_eq!(cache.lock().map.len(), PENDING_CACHE_CAPACITY);
+        assert_eq!(cache.lock().map.len(), CAPACITY);
+        // Full of young entries: the new one is not kept, the old ones stay,
+        // and the cache says so (until a second has passed).
         let (more_bytes, more) = pending();
+        cache.keep([(more_bytes.clone(), more.clone())]);
+        assert!(!cache.has_room());
+        assert_eq!(cache.take(more.id, &more_bytes), None);
+        assert_eq!(cache.take(first, &bytes), Some(env.clone()));
+        assert!(cache.has_room());
+        cache.keep([(bytes.clone(), env.clone())]);
+        assert_eq!(cache.lock().map.len(), CAPACITY);
+        // Entries past their age go at the next look.
+        let old = Instant::now().checked_sub(PENDING_CACHE_AGE).unwrap();
+        cache.lock().map.values_mut().for_each(|k| k.at = old);
+        cache.lock().swept = Some(old);
+        assert!(cache.has_room());
         cache.keep([(more_bytes.clone(), more.clone())]);
         assert_eq!(cache.lock().map.len(), 1);
         assert_eq!(cache.lock().bytes, more_bytes.len());
-        assert_eq!(cache.take(first, &bytes), None);
         assert_eq!(cache.take(more.id, &more_bytes), Some(more));
+        assert_eq!(cache.take(first, &bytes), None);
+        assert_eq!(cache.lock().bytes, 0);
     }
 }

@@ -1034,6 +1034,17 @@ async fn a_claim_of_a_kept_envelope_equals_a_claim_of_the_decoded_row() {
     assert_eq!(again[0], kept.get(next.id).await.unwrap());
     // The failed attempt and the one just begun.
     assert_eq!(again[0].attempts.len(), 2);
+
+    // With the cache turned off every claim decodes its row, to the same.
+    let mut options = EmbeddedOptions::default();
+    options.claim_cache = 0;
+    let plain = EmbeddedStore::open_with(dir.path(), options).unwrap();
+    let task = task("plain", 0, t(0));
+    let id = task.envelope.id;
+    submit_ok(&plain, vec![task]).await;
+    let claimed = plain.claim("plain", 1, 1_000, t(10)).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0], plain.get(id).await.unwrap());
 }
 
 /// The writer thread runs at the nice value asked for where the process may
