@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use rdq_engine::machine::LeaseToken;
-use rdq_envelope::{Envelope, TaskId};
+use rdq_envelope::{Envelope, Status, TaskId};
 
 /// Most envelopes [`LeaseCache`] keeps; claims beyond it are looked up in
 /// the database when settled, as without the cache.
@@ -151,6 +151,21 @@ impl PendingCache {
         // Room for a typical envelope, or a sweep due that may make some.
         p.capacity > 0
             && (!p.full(ROOM_BYTES) || p.swept.is_none_or(|at| at.elapsed() >= SWEEP_INTERVAL))
+    }
+
+    /// Copies of the PENDING envelopes among `writes` (with their bytes)
+    /// for [`PendingCache::keep`] once they are stored; none when the cache
+    /// has no room, so a full cache costs a write no copy.
+    pub(crate) fn copies<'a>(
+        &self,
+        writes: impl Iterator<Item = (&'a Vec<u8>, &'a Envelope)>,
+    ) -> Vec<Option<(Vec<u8>, Envelope)>> {
+        let room = self.has_room();
+        writes
+            .map(|(bytes, env)| {
+                (room && env.status == Status::Pending).then(|| (bytes.clone(), env.clone()))
+            })
+            .collect()
     }
 
     /// Remembers envelopes just written with these exact bytes, as far as

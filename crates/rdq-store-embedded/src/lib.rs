@@ -330,11 +330,8 @@ impl Store for EmbeddedStore {
             return Vec::new();
         }
         let tasks: Vec<_> = tasks.into_iter().map(Encoded::task).collect();
-        let room = self.inner.pending.has_room();
-        let written: Vec<Option<Vec<u8>>> = tasks
-            .iter()
-            .map(|t| (room && t.item.envelope.status == Status::Pending).then(|| t.bytes.clone()))
-            .collect();
+        let written =
+            (self.inner.pending).copies(tasks.iter().map(|t| (&t.bytes, &t.item.envelope)));
         let results = self
             .write(|reply| Job::Submit { tasks, reply })
             .await
@@ -343,10 +340,7 @@ impl Store for EmbeddedStore {
             results
                 .iter()
                 .zip(written)
-                .filter_map(|(r, bytes)| match r {
-                    Ok(Submitted::Created(env)) => Some((bytes?, env.clone())),
-                    _ => None,
-                }),
+                .filter_map(|(r, kept)| kept.filter(|_| matches!(r, Ok(Submitted::Created(_))))),
         );
         results
     }
@@ -417,14 +411,8 @@ impl Store for EmbeddedStore {
             .leases
             .forget(updates.iter().map(|u| u.envelope.id));
         let updates: Vec<_> = updates.into_iter().map(Encoded::update).collect();
-        let room = self.inner.pending.has_room();
-        let written: Vec<Option<(Vec<u8>, Envelope)>> = updates
-            .iter()
-            .map(|u| {
-                (room && u.item.envelope.status == Status::Pending)
-                    .then(|| (u.bytes.clone(), u.item.envelope.clone()))
-            })
-            .collect();
+        let written =
+            (self.inner.pending).copies(updates.iter().map(|u| (&u.bytes, &u.item.envelope)));
         let results = self
             .write(|reply| Job::Settle {
                 updates,

@@ -596,17 +596,26 @@ const UPDATE_BY_SEQ: &str = "UPDATE tasks SET status = ?2, priority = ?3, next_a
      lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, finished_at = ?8, envelope = ?9, \
      claimed_at = NULL WHERE seq = ?1";
 
-const UPDATE_IF_LEASED: &str = "UPDATE tasks SET status = ?2, priority = ?3, \
-     next_attempt_at = ?4, lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, \
-     finished_at = ?8, envelope = ?9, claimed_at = NULL \
-     WHERE id = ?1 AND queue = ?10 AND status = 1 AND lease_attempt = ?11";
+/// What a settle writes, and the lease it must still find (?10 queue, ?11
+/// claim counter); the row is named after it.
+macro_rules! settle_if_leased {
+    ($row:literal) => {
+        concat!(
+            "UPDATE tasks SET status = ?2, priority = ?3, next_attempt_at = ?4, \
+             lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, finished_at = ?8, \
+             envelope = ?9, claimed_at = NULL WHERE ",
+            $row,
+            " AND queue = ?10 AND status = 1 AND lease_attempt = ?11"
+        )
+    };
+}
 
-/// [`UPDATE_IF_LEASED`] on the row `seq` (?12), which must still be the
-/// task's: a seek by rowid instead of one through the id index.
-const UPDATE_IF_LEASED_AT: &str = "UPDATE tasks SET status = ?2, priority = ?3, \
-     next_attempt_at = ?4, lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, \
-     finished_at = ?8, envelope = ?9, claimed_at = NULL \
-     WHERE seq = ?12 AND id = ?1 AND queue = ?10 AND status = 1 AND lease_attempt = ?11";
+/// A settle of the task ?1, found through the id index.
+const UPDATE_IF_LEASED: &str = settle_if_leased!("id = ?1");
+
+/// A settle of the task ?1 on the row ?12, which must still be the task's:
+/// a seek by rowid instead of one through the id index.
+const UPDATE_IF_LEASED_AT: &str = settle_if_leased!("seq = ?12 AND id = ?1");
 
 fn submit_one(
     ctx: &mut Ctx,
@@ -696,12 +705,11 @@ fn settle_one(
     ];
     let mut changed = 0;
     if let Some(seq) = seq {
-        let mut stmt = ctx.conn.prepare_cached(UPDATE_IF_LEASED_AT)?;
-        for (i, value) in columns.iter().enumerate() {
-            stmt.raw_bind_parameter(i + 1, value)?;
-        }
-        stmt.raw_bind_parameter(12, seq)?;
-        changed = stmt.raw_execute()?;
+        let at: &dyn rusqlite::ToSql = &seq;
+        changed = ctx
+            .conn
+            .prepare_cached(UPDATE_IF_LEASED_AT)?
+            .execute(rusqlite::params_from_iter(columns.iter().chain([&at])))?;
     }
     if changed == 0 {
         changed = ctx
