@@ -270,14 +270,17 @@ async fn pull_worker(
 ) -> Result<(), CliError> {
     let claim_path = format!("/v1/queues/{queue}/claim");
     while settled.load(Ordering::Relaxed) < jobs {
-        let (_, claimed) = api
+        let (_, mut claimed) = api
             .send(
                 reqwest::Method::POST,
                 &claim_path,
                 &json!({"max": PULL_BATCH}),
             )
             .await?;
-        let tasks = claimed["tasks"].as_array().cloned().unwrap_or_default();
+        let tasks = match claimed["tasks"].take() {
+            Value::Array(tasks) => tasks,
+            _ => Vec::new(),
+        };
         if tasks.is_empty() {
             tokio::time::sleep(Duration::from_millis(2)).await;
             continue;

@@ -284,13 +284,24 @@ async fn handle(
             md.insert(k, v);
         }
     }
-    if let Ok(v) = env.id.to_string().parse() {
+    // Values unique to each call are sent as never-indexed literals (RFC
+    // 7541 §6.2.3), so they do not push the connection's repeated headers
+    // out of the HPACK table on either side.
+    if let Ok(mut v) = env
+        .id
+        .to_string()
+        .parse::<tonic::metadata::AsciiMetadataValue>()
+    {
+        v.set_sensitive(true);
         md.insert(super::dispatcher::TASK_ID_HEADER, v);
     }
     if let Ok(v) = attempt.to_string().parse() {
         md.insert(super::dispatcher::ATTEMPT_HEADER, v);
     }
-    if let Some(v) = traceparent.and_then(|v| v.parse().ok()) {
+    if let Some(mut v) =
+        traceparent.and_then(|v| v.parse::<tonic::metadata::AsciiMetadataValue>().ok())
+    {
+        v.set_sensitive(true);
         md.insert("traceparent", v);
     }
     let mut client = HandlerClient::new(channel);
