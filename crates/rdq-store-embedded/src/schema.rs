@@ -100,6 +100,9 @@ const TABLES: [&str; 3] = ["tasks", "queues", "queue_counts"];
 /// Connection tuning shared by the writer and the readers.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Tuning {
+    /// Page size of a database this connection creates (an existing one
+    /// keeps its own: SQLite changes it only by a `VACUUM` outside WAL mode).
+    pub(crate) page_size: u32,
     pub(crate) cache_kib: u32,
     pub(crate) busy_timeout: Duration,
     /// Time the integrity check at open may take (see `integrity.rs`).
@@ -149,6 +152,8 @@ pub(crate) fn open_writer(path: &Path, tuning: Tuning) -> Result<Connection, Eng
     conn.busy_timeout(tuning.busy_timeout)
         .map_err(|e| from_open(path, e))?;
     conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| from_open(path, e))?;
+    conn.pragma_update(None, "page_size", tuning.page_size)
         .map_err(|e| from_open(path, e))?;
     initialise(&conn, path)?;
     let mode: String = conn

@@ -1085,3 +1085,48 @@ fn the_writer_thread_runs_at_the_priority_asked_for() {
     assert!(nices.contains(&7), "writer threads' nice values: {nices:?}");
     drop(store);
 }
+
+/// A store is created with the page size asked for; one that exists keeps
+/// its own whatever is asked and works as before; a page size SQLite
+/// cannot use is refused before anything is created.
+#[tokio::test]
+async fn a_new_store_takes_the_page_size_asked_for_and_an_existing_one_keeps_its_own() {
+    fn page_size(dir: &std::path::Path) -> i64 {
+        rusqlite::Connection::open(dir.join(DB_FILE_NAME))
+            .unwrap()
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .unwrap()
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let kept = submit_ok(&store, vec![task("paged", 0, t(0))]).await;
+    drop(store);
+    assert_eq!(page_size(dir.path()), 16_384);
+
+    let mut options = EmbeddedOptions::default();
+    options.page_size = 4096;
+    let small = tempfile::tempdir().unwrap();
+    drop(EmbeddedStore::open_with(small.path(), options.clone()).unwrap());
+    assert_eq!(page_size(small.path()), 4096);
+
+    // Reopened asking for another size: the file keeps its pages and tasks.
+    let reopened = EmbeddedStore::open_with(dir.path(), options).unwrap();
+    assert_eq!(reopened.get(kept[0].id).await.unwrap(), kept[0]);
+    let claimed = reopened.claim("paged", 1, 1_000, t(10)).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    drop(reopened);
+    assert_eq!(page_size(dir.path()), 16_384);
+
+    for bad in [0, 1000, 256, 131_072] {
+        let mut options = EmbeddedOptions::default();
+        options.page_size = bad;
+        let parent = tempfile::tempdir().unwrap();
+        let target = parent.path().join("never");
+        let err = EmbeddedStore::open_with(&target, options).unwrap_err();
+        assert!(
+            matches!(err, EngineError::InvalidArgument(ref m) if m.contains("page_size")),
+            "{bad}: {err}"
+        );
+        assert!(!target.exists(), "{bad}: the directory was created");
+    }
+}
