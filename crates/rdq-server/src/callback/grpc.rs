@@ -21,12 +21,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use base64::Engine as _;
-use hyper_util::rt::TokioIo;
 use rdq_engine::{FailureKind, Settlement};
 use rdq_envelope::{Envelope, ErrorInfo, truncate_text};
-use rdq_grpc::pb::handler_client::HandlerClient;
 use serde_json::json;
-use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 use url::Url;
 
@@ -158,20 +155,98 @@ pub fn decide(
     }
 }
 
-/// The channel of one queue's gRPC target, made once per URL and reused
-/// (HTTP/2 multiplexes the calls).
+/// The connection of one queue's gRPC target, made once per URL and
+/// reused (HTTP/2 multiplexes the calls).
 #[derive(Default)]
 pub struct Channels {
-    current: Mutex<Option<(Url, Channel)>>,
+    current: Mutex<Option<(Url, Target)>>,
+}
+
+/// A connected byte stream: TCP, or TLS over TCP.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+type Connect = Arc<
+    dyn Fn() -> futures::future::BoxFuture<'static, std::io::Result<Box<dyn Io>>> + Send + Sync,
+>;
+
+/// One target: how to connect to it, and the HTTP/2 connection in use.
+///
+/// Calls go straight onto `h2` (no `hyper` client in between): a call
+/// queues its HEADERS and its one DATA frame together, so the connection
+/// writes them (and those of every call queued meanwhile) in one go.
+#[derive(Clone)]
+struct Target {
+    /// `http://host:port` or `https://host:port`, the calls' URI prefix.
+    base: String,
+    connect: Connect,
+    live: Arc<Live>,
+}
+
+#[derive(Default)]
+struct Live {
+    /// The connection's handle, and a number telling connections apart.
+    send: Mutex<Option<(u64, h2::client::SendRequest<bytes::Bytes>)>>,
+    /// Held while connecting, so concurrent calls share one new connection.
+    connecting: tokio::sync::Mutex<u64>,
+}
+
+impl Target {
+    async fn sender(&self) -> Result<(u64, h2::client::SendRequest<bytes::Bytes>), Status> {
+        if let Some(live) = self.current() {
+            return Ok(live);
+        }
+        let mut made = self.live.connecting.lock().await;
+        if let Some(live) = self.current() {
+            return Ok(live);
+        }
+        let io = (self.connect)()
+            .await
+            .map_err(|e| Status::unavailable(format!("cannot connect: {e}")))?;
+        let (send, connection) = h2::client::handshake(io)
+            .await
+            .map_err(|e| Status::unavailable(format!("HTTP/2 handshake failed: {e}")))?;
+        *made += 1;
+        let id = *made;
+        let live = Arc::clone(&self.live);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "a gRPC callback connection ended");
+            }
+            forget(&live, id);
+        });
+        *self
+            .live
+            .send
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((id, send.clone()));
+        Ok((id, send))
+    }
+
+    fn current(&self) -> Option<(u64, h2::client::SendRequest<bytes::Bytes>)> {
+        self.live
+            .send
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Drops connection `id` from `live` (a newer one stays).
+fn forget(live: &Live, id: u64) {
+    let mut send = live.send.lock().unwrap_or_else(PoisonError::into_inner);
+    if send.as_ref().is_some_and(|(current, _)| *current == id) {
+        *send = None;
+    }
 }
 
 impl Channels {
-    fn get(&self, url: &Url, policy: &AddressPolicy) -> Result<Channel, String> {
+    fn get(&self, url: &Url, policy: &AddressPolicy) -> Result<Target, String> {
         let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((u, ch)) = current.as_ref()
+        if let Some((u, target)) = current.as_ref()
             && u == url
         {
-            return Ok(ch.clone());
+            return Ok(target.clone());
         }
         let host = url.host_str().unwrap_or_default().to_owned();
         let tls = url.scheme() == TLS_SCHEME;
@@ -180,11 +255,8 @@ impl Channels {
             None if tls => 443,
             None => return Err("a grpc:// URL needs a port".into()),
         };
-        let endpoint = Endpoint::from_shared(format!("http://{host}:{port}"))
-            .map_err(|e| e.to_string())?
-            .tcp_nodelay(true);
         let policy = *policy;
-        let connect = move |host: String| async move {
+        let tcp = move |host: String| async move {
             let name = host.trim_start_matches('[').trim_end_matches(']');
             let addrs = match name.parse::<std::net::IpAddr>() {
                 Ok(ip) => {
@@ -200,26 +272,30 @@ impl Channels {
             stream.set_nodelay(true)?;
             Ok::<_, std::io::Error>(stream)
         };
-        let channel = if tls {
-            tls_channel(endpoint, host, connect)?
+        let connect: Connect = if tls {
+            tls_connect(host.clone(), tcp)?
         } else {
-            endpoint.connect_with_connector_lazy(tower::service_fn(
-                move |_uri: tonic::transport::Uri| {
-                    let connected = connect(host.clone());
-                    async move { Ok::<_, std::io::Error>(TokioIo::new(connected.await?)) }
-                },
-            ))
+            let host = host.clone();
+            Arc::new(move || {
+                let connected = tcp(host.clone());
+                Box::pin(async move { Ok(Box::new(connected.await?) as Box<dyn Io>) })
+            })
         };
-        *current = Some((url.clone(), channel.clone()));
-        Ok(channel)
+        let target = Target {
+            base: format!("{}://{host}:{port}", if tls { "https" } else { "http" }),
+            connect,
+            live: Arc::default(),
+        };
+        *current = Some((url.clone(), target.clone()));
+        Ok(target)
     }
 }
 
-/// A channel whose connections are TLS (ALPN `h2`) over what `connect`
-/// opens, verified against the system's roots (`SSL_CERT_FILE` names
-/// another bundle) and the target's host name.
+/// Connections that are TLS (ALPN `h2`) over what `tcp` opens, verified
+/// against the system's roots (`SSL_CERT_FILE` names another bundle) and
+/// the target's host name.
 #[cfg(feature = "https")]
-fn tls_channel<C, F>(endpoint: Endpoint, host: String, connect: C) -> Result<Channel, String>
+fn tls_connect<C, F>(host: String, tcp: C) -> Result<Connect, String>
 where
     C: Fn(String) -> F + Send + Sync + Clone + 'static,
     F: std::future::Future<Output = std::io::Result<tokio::net::TcpStream>> + Send + 'static,
@@ -227,20 +303,18 @@ where
     let mut settings = rdq_tls::client::ClientTls::new();
     settings.alpn = vec![b"h2".to_vec()];
     let tls = settings.connector().map_err(|e| e.to_string())?;
-    Ok(endpoint.connect_with_connector_lazy(tower::service_fn(
-        move |_uri: tonic::transport::Uri| {
-            let (tls, host) = (tls.clone(), host.clone());
-            let connected = connect(host.clone());
-            async move {
-                let stream = tls.connect(&host, connected.await?).await?;
-                Ok::<_, std::io::Error>(TokioIo::new(stream))
-            }
-        },
-    )))
+    Ok(Arc::new(move || {
+        let (tls, host) = (tls.clone(), host.clone());
+        let connected = tcp(host.clone());
+        Box::pin(async move {
+            let stream = tls.connect(&host, connected.await?).await?;
+            Ok(Box::new(stream) as Box<dyn Io>)
+        })
+    }))
 }
 
 #[cfg(not(feature = "https"))]
-fn tls_channel<C>(_: Endpoint, _: String, _: C) -> Result<Channel, String> {
+fn tls_connect<C>(_: String, _: C) -> Result<Connect, String> {
     Err("this build has no TLS support (rdq-server's `https` feature)".into())
 }
 
@@ -257,7 +331,7 @@ pub async fn call(
     excerpt_bytes: usize,
 ) -> (Code, Settlement) {
     let result = match channels.get(&target.url, policy) {
-        Ok(channel) => handle(channel, target, env, attempt, traceparent).await,
+        Ok(conn) => handle(conn, target, env, attempt, traceparent).await,
         Err(why) => Err(Status::unavailable(why)),
     };
     let code = result.as_ref().err().map_or(Code::Ok, Status::code);
@@ -265,46 +339,68 @@ pub async fn call(
 }
 
 async fn handle(
-    channel: Channel,
+    target_conn: Target,
     target: &CallbackTarget,
     env: &Envelope,
     attempt: u32,
     traceparent: Option<&str>,
 ) -> Result<(), Status> {
-    let mut request = tonic::Request::new(rdq_grpc::pb::HandleRequest {
+    let message = rdq_grpc::pb::HandleRequest {
         envelope: Some(rdq_grpc::codec::to_proto(env)),
-    });
-    request.set_timeout(target.timeout);
-    let md = request.metadata_mut();
+    };
+    let mut request = tonic::codegen::http::Request::builder()
+        .method("POST")
+        .uri(format!("{}/rdq.v1.Handler/Handle", target_conn.base))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("grpc-timeout", grpc_timeout(target.timeout))
+        .header("user-agent", concat!("rdq/", env!("CARGO_PKG_VERSION")))
+        .body(())
+        .map_err(|e| Status::internal(format!("cannot build the call: {e}")))?;
+    let headers = request.headers_mut();
+    // The target's headers as ASCII metadata, leaving out what gRPC and
+    // HTTP/2 reserve (as tonic's metadata does).
     for (name, value) in &target.headers {
-        if let (Ok(k), Ok(v)) = (
-            tonic::metadata::AsciiMetadataKey::from_bytes(name.as_str().as_bytes()),
-            tonic::metadata::AsciiMetadataValue::try_from(value.as_bytes()),
-        ) {
-            md.insert(k, v);
+        let reserved = matches!(
+            name.as_str(),
+            "te" | "content-type"
+                | "user-agent"
+                | "host"
+                | "connection"
+                | "keep-alive"
+                | "proxy-connection"
+                | "transfer-encoding"
+                | "upgrade"
+        ) || name.as_str().starts_with("grpc-");
+        if !reserved && value.to_str().is_ok() {
+            headers.insert(name.clone(), value.clone());
         }
     }
     // Values unique to each call are sent as never-indexed literals (RFC
     // 7541 §6.2.3), so they do not push the connection's repeated headers
     // out of the HPACK table on either side.
-    if let Ok(mut v) = env
-        .id
-        .to_string()
-        .parse::<tonic::metadata::AsciiMetadataValue>()
-    {
-        v.set_sensitive(true);
-        md.insert(super::dispatcher::TASK_ID_HEADER, v);
+    let mut unique = |name: &'static str, value: &str| {
+        if let Ok(mut v) = tonic::codegen::http::HeaderValue::from_str(value) {
+            v.set_sensitive(true);
+            headers.insert(name, v);
+        }
+    };
+    unique(super::dispatcher::TASK_ID_HEADER, &env.id.to_string());
+    if let Some(tp) = traceparent {
+        unique("traceparent", tp);
     }
-    if let Ok(v) = attempt.to_string().parse() {
-        md.insert(super::dispatcher::ATTEMPT_HEADER, v);
+    if let Ok(v) = tonic::codegen::http::HeaderValue::from_str(&attempt.to_string()) {
+        headers.insert(super::dispatcher::ATTEMPT_HEADER, v);
     }
-    if let Some(mut v) =
-        traceparent.and_then(|v| v.parse::<tonic::metadata::AsciiMetadataValue>().ok())
-    {
-        v.set_sensitive(true);
-        md.insert("traceparent", v);
-    }
-    let mut client = HandlerClient::new(channel);
+    let mut body = Vec::with_capacity(5 + prost::Message::encoded_len(&message));
+    body.push(0);
+    body.extend_from_slice(
+        &u32::try_from(prost::Message::encoded_len(&message))
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    prost::Message::encode(&message, &mut body)
+        .map_err(|e| Status::internal(format!("cannot encode the task: {e}")))?;
     let started = std::time::Instant::now();
     let overrun = || {
         Status::deadline_exceeded(format!(
@@ -312,16 +408,98 @@ async fn handle(
             target.timeout.as_millis()
         ))
     };
-    match tokio::time::timeout(target.timeout, client.handle(request)).await {
-        Ok(Ok(_)) => Ok(()),
-        // The client gives up at the deadline with CANCELLED: that is the
-        // deadline passing, not the receiver cancelling.
+    match tokio::time::timeout(target.timeout, exchange(&target_conn, request, body.into())).await {
         Ok(Err(status))
             if status.code() == Code::Cancelled && started.elapsed() >= target.timeout =>
         {
             Err(overrun())
         }
-        Ok(Err(status)) => Err(status),
+        Ok(result) => result,
         Err(_) => Err(overrun()),
     }
+}
+
+/// The `grpc-timeout` value for `timeout`: whole milliseconds (at most
+/// eight digits, as the header allows), seconds beyond that.
+fn grpc_timeout(timeout: std::time::Duration) -> String {
+    let ms = timeout.as_millis();
+    if ms < 100_000_000 {
+        format!("{ms}m")
+    } else {
+        format!("{}S", timeout.as_secs().min(99_999_999))
+    }
+}
+
+/// One call on the target's connection: the request, its message, and the
+/// status it ended with (`Ok` for OK).
+async fn exchange(
+    target: &Target,
+    request: tonic::codegen::http::Request<()>,
+    message: bytes::Bytes,
+) -> Result<(), Status> {
+    let (id, send) = target.sender().await?;
+    let mut send = match send.ready().await {
+        Ok(send) => send,
+        Err(e) => {
+            forget(&target.live, id);
+            return Err(from_h2(&e));
+        }
+    };
+    let (response, mut stream) = send.send_request(request, false).map_err(|e| {
+        forget(&target.live, id);
+        from_h2(&e)
+    })?;
+    stream.send_data(message, true).map_err(|e| from_h2(&e))?;
+    let (parts, mut body) = response.await.map_err(|e| from_h2(&e))?.into_parts();
+    // A trailers-only answer carries its status in the headers.
+    if let Some(status) = Status::from_header_map(&parts.headers) {
+        return ok_or(status);
+    }
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(|e| from_h2(&e))?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    let trailers = body.trailers().await.map_err(|e| from_h2(&e))?;
+    match trailers.as_ref().and_then(Status::from_header_map) {
+        Some(status) => ok_or(status),
+        None => Err(from_http(parts.status)),
+    }
+}
+
+fn ok_or(status: Status) -> Result<(), Status> {
+    if status.code() == Code::Ok {
+        Ok(())
+    } else {
+        Err(status)
+    }
+}
+
+/// The status of an answer without `grpc-status`, from its HTTP status
+/// (gRPC's "HTTP to gRPC status code mapping").
+fn from_http(status: tonic::codegen::http::StatusCode) -> Status {
+    let code = match status.as_u16() {
+        400 => Code::Internal,
+        401 => Code::Unauthenticated,
+        403 => Code::PermissionDenied,
+        404 => Code::Unimplemented,
+        429 | 502 | 503 | 504 => Code::Unavailable,
+        _ => Code::Unknown,
+    };
+    Status::new(
+        code,
+        format!("the answer (HTTP {status}) carried no grpc-status"),
+    )
+}
+
+/// The status of a call that HTTP/2 ended: as gRPC maps its error codes.
+fn from_h2(e: &h2::Error) -> Status {
+    let code = match e.reason() {
+        _ if e.is_io() || e.is_go_away() => Code::Unavailable,
+        Some(h2::Reason::REFUSED_STREAM) => Code::Unavailable,
+        Some(h2::Reason::CANCEL) => Code::Cancelled,
+        Some(h2::Reason::ENHANCE_YOUR_CALM) => Code::ResourceExhausted,
+        Some(h2::Reason::INADEQUATE_SECURITY) => Code::PermissionDenied,
+        _ => Code::Internal,
+    };
+    Status::new(code, format!("HTTP/2: {e}"))
 }
