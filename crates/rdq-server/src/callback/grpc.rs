@@ -503,3 +503,37 @@ fn from_h2(e: &h2::Error) -> Status {
     };
     Status::new(code, format!("HTTP/2: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeout_is_whole_milliseconds_then_seconds() {
+        assert_eq!(grpc_timeout(std::time::Duration::from_secs(10)), "10000m");
+        assert_eq!(grpc_timeout(std::time::Duration::from_micros(1500)), "1m");
+        assert_eq!(
+            grpc_timeout(std::time::Duration::from_millis(99_999_999)),
+            "99999999m"
+        );
+        assert_eq!(
+            grpc_timeout(std::time::Duration::from_secs(200_000)),
+            "200000S"
+        );
+    }
+
+    #[test]
+    fn an_answer_without_grpc_status_maps_from_its_http_status() {
+        let code =
+            |n: u16| from_http(tonic::codegen::http::StatusCode::from_u16(n).unwrap()).code();
+        assert_eq!(code(400), Code::Internal);
+        assert_eq!(code(401), Code::Unauthenticated);
+        assert_eq!(code(403), Code::PermissionDenied);
+        assert_eq!(code(404), Code::Unimplemented);
+        for n in [429, 502, 503, 504] {
+            assert_eq!(code(n), Code::Unavailable, "{n}");
+        }
+        assert_eq!(code(200), Code::Unknown);
+        assert_eq!(code(500), Code::Unknown);
+    }
+}
