@@ -420,7 +420,10 @@ async fn queue_config_and_submit_from_the_cli() {
         stderr(&out)
     );
     server.terminate();
-    let out = rdq(&["queue", "list", "--server", s]);
+    // Not the stopped server's port: tests run in parallel, and another
+    // test's server may take a freed port at once. Nothing listens on port
+    // 1, and no test can bind it.
+    let out = rdq(&["queue", "list", "--server", "http://127.0.0.1:1"]);
     assert!(
         stderr(&out).starts_with("SERVER_UNREACHABLE: "),
         "{}",
