@@ -60,7 +60,7 @@ struct QueueDispatch {
     excerpt_bytes: usize,
     max_retry_after: Duration,
     tracer: Option<rdq_telemetry::Tracer>,
-    grpc: Arc<super::grpc::Channels>,
+    grpc: Arc<super::grpc::Connections>,
     address_policy: super::address::AddressPolicy,
 }
 

@@ -158,7 +158,7 @@ pub fn decide(
 /// The connection of one queue's gRPC target, made once per URL and
 /// reused (HTTP/2 multiplexes the calls).
 #[derive(Default)]
-pub struct Channels {
+pub struct Connections {
     current: Mutex<Option<(Url, Target)>>,
 }
 
@@ -177,8 +177,8 @@ type Connect = Arc<
 /// writes them (and those of every call queued meanwhile) in one go.
 #[derive(Clone)]
 struct Target {
-    /// `http://host:port` or `https://host:port`, the calls' URI prefix.
-    base: String,
+    /// `http[s]://host:port/rdq.v1.Handler/Handle`, every call's URI.
+    uri: tonic::codegen::http::Uri,
     connect: Connect,
     live: Arc<Live>,
 }
@@ -240,7 +240,7 @@ fn forget(live: &Live, id: u64) {
     }
 }
 
-impl Channels {
+impl Connections {
     fn get(&self, url: &Url, policy: &AddressPolicy) -> Result<Target, String> {
         let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((u, target)) = current.as_ref()
@@ -281,8 +281,12 @@ impl Channels {
                 Box::pin(async move { Ok(Box::new(connected.await?) as Box<dyn Io>) })
             })
         };
+        let scheme = if tls { "https" } else { "http" };
+        let uri = format!("{scheme}://{host}:{port}/rdq.v1.Handler/Handle")
+            .parse()
+            .map_err(|e| format!("not a call URI: {e}"))?;
         let target = Target {
-            base: format!("{}://{host}:{port}", if tls { "https" } else { "http" }),
+            uri,
             connect,
             live: Arc::default(),
         };
@@ -322,7 +326,7 @@ fn tls_connect<C>(_: String, _: C) -> Result<Connect, String> {
 /// metadata) and maps the answer: the status code the call ended with and
 /// the settlement.
 pub async fn call(
-    channels: &Arc<Channels>,
+    connections: &Arc<Connections>,
     policy: &AddressPolicy,
     target: &CallbackTarget,
     env: &Envelope,
@@ -330,7 +334,7 @@ pub async fn call(
     traceparent: Option<&str>,
     excerpt_bytes: usize,
 ) -> (Code, Settlement) {
-    let result = match channels.get(&target.url, policy) {
+    let result = match connections.get(&target.url, policy) {
         Ok(conn) => handle(conn, target, env, attempt, traceparent).await,
         Err(why) => Err(Status::unavailable(why)),
     };
@@ -350,7 +354,7 @@ async fn handle(
     };
     let mut request = tonic::codegen::http::Request::builder()
         .method("POST")
-        .uri(format!("{}/rdq.v1.Handler/Handle", target_conn.base))
+        .uri(target_conn.uri.clone())
         .header("content-type", "application/grpc")
         .header("te", "trailers")
         .header("grpc-timeout", grpc_timeout(target.timeout))
@@ -392,15 +396,7 @@ async fn handle(
     if let Ok(v) = tonic::codegen::http::HeaderValue::from_str(&attempt.to_string()) {
         headers.insert(super::dispatcher::ATTEMPT_HEADER, v);
     }
-    let mut body = Vec::with_capacity(5 + prost::Message::encoded_len(&message));
-    body.push(0);
-    body.extend_from_slice(
-        &u32::try_from(prost::Message::encoded_len(&message))
-            .unwrap_or(u32::MAX)
-            .to_be_bytes(),
-    );
-    prost::Message::encode(&message, &mut body)
-        .map_err(|e| Status::internal(format!("cannot encode the task: {e}")))?;
+    let body = frame(&message)?;
     let started = std::time::Instant::now();
     let overrun = || {
         Status::deadline_exceeded(format!(
@@ -408,7 +404,7 @@ async fn handle(
             target.timeout.as_millis()
         ))
     };
-    match tokio::time::timeout(target.timeout, exchange(&target_conn, request, body.into())).await {
+    match tokio::time::timeout(target.timeout, exchange(&target_conn, request, body)).await {
         Ok(Err(status))
             if status.code() == Code::Cancelled && started.elapsed() >= target.timeout =>
         {
@@ -417,6 +413,21 @@ async fn handle(
         Ok(result) => result,
         Err(_) => Err(overrun()),
     }
+}
+
+/// `message` as one gRPC length-prefixed message: uncompressed, its
+/// length as four big-endian bytes, then the message.
+fn frame(message: &impl prost::Message) -> Result<bytes::Bytes, Status> {
+    let len = message.encoded_len();
+    let prefix = u32::try_from(len)
+        .map_err(|_| Status::internal(format!("a task of {len} bytes is too large to send")))?;
+    let mut body = Vec::with_capacity(5 + len);
+    body.push(0);
+    body.extend_from_slice(&prefix.to_be_bytes());
+    message
+        .encode(&mut body)
+        .map_err(|e| Status::internal(format!("cannot encode the task: {e}")))?;
+    Ok(body.into())
 }
 
 /// The `grpc-timeout` value for `timeout`: whole milliseconds (at most
@@ -507,6 +518,23 @@ fn from_h2(e: &h2::Error) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_is_the_flag_the_length_and_the_message() {
+        let message = rdq_grpc::pb::HandleResponse {};
+        assert_eq!(&frame(&message).unwrap()[..], &[0, 0, 0, 0, 0]);
+        let request = rdq_grpc::pb::HandleRequest {
+            envelope: Some(rdq_grpc::pb::Envelope::default()),
+        };
+        let bytes = frame(&request).unwrap();
+        let encoded = prost::Message::encode_to_vec(&request);
+        assert_eq!(bytes[0], 0);
+        assert_eq!(
+            &bytes[1..5],
+            &u32::try_from(encoded.len()).unwrap().to_be_bytes()
+        );
+        assert_eq!(&bytes[5..], &encoded[..]);
+    }
 
     #[test]
     fn grpc_timeout_is_whole_milliseconds_then_seconds() {
