@@ -1,13 +1,15 @@
 //! rdq's embedded store: the zero-setup default, SQLite in one data directory.
 //!
 //! [`EmbeddedStore`] keeps every task in `DIR/rdq.db`, an SQLite database in
-//! WAL mode with `synchronous=FULL`, so a submit, claim or settle that returned
-//! `Ok` has been fsynced and survives `kill -9` and power loss. Each row holds
+//! WAL mode, and answers a submit or settle only once the WAL holding it has
+//! been fsynced, so one that returned `Ok` survives `kill -9` and power loss
+//! (a claim survives `kill -9`; see `docs/stores/embedded.md`). Each row holds
 //! the task's canonical envelope bytes (the source of truth, returned byte for
 //! byte, unknown fields included) beside the columns its indexes need.
 //!
-//! All writes go to one writer thread that commits them in groups: whatever
-//! requests are waiting share one transaction and one fsync, which is how the
+//! All writes go to one writer thread that commits them in groups, and a
+//! second thread fsyncs each commit while the writer runs the next group:
+//! whatever requests are waiting share one transaction and one fsync, which is how the
 //! store takes tens of thousands of writes a second on an ordinary disk, and
 //! why claims are exclusive without any locking protocol. Reads use their own
 //! connections and never wait for the writer. A file that is not an rdq store
@@ -237,7 +239,13 @@ impl EmbeddedStore {
         }
         sync_dir(dir);
         let readers = Readers::new(path.clone(), tuning, options.read_connections)?;
-        let writer = Writer::start(conn, options.max_group, options.writer_nice)?;
+        let wal = dir.join(format!("{DB_FILE_NAME}-wal"));
+        let writer = Writer::start(
+            conn,
+            writer::wal_sync(wal),
+            options.max_group,
+            options.writer_nice,
+        )?;
         tracing::debug!(path = %path.display(), "embedded store open");
         Ok(Self {
             inner: Arc::new(Inner {

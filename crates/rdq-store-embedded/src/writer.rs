@@ -2,11 +2,13 @@
 //! commits every write in groups.
 //!
 //! Every write request (submit, claim, settle, redrive, purge, delete,
-//! put_config, prune) travels over a channel as a [`Job`]. The thread takes
-//! whatever is queued (up to a bound), runs it all in one transaction, commits
-//! once (one fsync of the WAL for the whole group) and only then answers each
-//! request. Many concurrent submits and settles therefore share one fsync, and
-//! because one thread does every claim, no task can be handed to two claimers.
+//! put_config, prune) travels over a channel as a [`Job`]. The thread runs
+//! whatever is queued (up to a bound) in one transaction and commits it; a
+//! second thread, the syncer, fsyncs the WAL and only then answers the
+//! group's requests, while the writer already runs the next group (see
+//! [`run`]). Many concurrent submits and settles therefore share one fsync,
+//! and because one thread does every claim, no task can be handed to two
+//! claimers.
 //!
 //! Within a group each request is independent: refusals (`LEASE_LOST`,
 //! `TASK_NOT_FOUND`, a duplicate id) are decided by check-then-write inside the
@@ -15,7 +17,9 @@
 //! whole group back and answers every request in it `STORE_UNAVAILABLE`:
 //! nothing in the group was acknowledged, so nothing acknowledged is lost.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
+use std::fs::File;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -209,44 +213,88 @@ impl Done {
 }
 
 /// What the writer thread reports about its last group: `None` when it
-/// committed, else why it did not.
+/// committed, else why it did not; and whether an fsync failed, after
+/// which the store takes no more writes.
 #[derive(Default)]
-pub(crate) struct Health(Mutex<Option<String>>);
+pub(crate) struct Health {
+    last: Mutex<Option<String>>,
+    poisoned: Mutex<Option<String>>,
+}
 
 impl Health {
     fn set(&self, failure: Option<String>) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = failure;
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = failure;
     }
 
-    /// Why the last group failed, if it did.
-    pub(crate) fn last_failure(&self) -> Option<String> {
-        self.0
+    /// Stops every later write: an fsync failed (`why`).
+    fn poison(&self, why: String) {
+        self.set(Some(why.clone()));
+        *self.poisoned.lock().unwrap_or_else(PoisonError::into_inner) = Some(why);
+    }
+
+    fn poisoned(&self) -> Option<String> {
+        self.poisoned
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+
+    /// Why the last group failed, if it did (or the fsync failure that
+    /// stopped the store's writes).
+    pub(crate) fn last_failure(&self) -> Option<String> {
+        self.poisoned().or_else(|| {
+            self.last
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        })
+    }
+}
+
+/// What the writer thread is told: a write, that the last group's fsync
+/// is done, or to finish and stop.
+pub(crate) enum Msg {
+    Job(Job),
+    /// The syncer finished the fsync of the group it was given.
+    Synced,
+    /// Commit what is open, wait for its fsync, and stop.
+    Close,
 }
 
 /// The handle the store holds: a channel to the writer thread.
 pub(crate) struct Writer {
-    jobs: Option<mpsc::Sender<Job>>,
+    jobs: Option<mpsc::Sender<Msg>>,
     thread: Option<JoinHandle<()>>,
     health: Arc<Health>,
 }
 
 impl Writer {
-    /// Starts the writer thread on `conn`.
+    /// Starts the writer thread on `conn`; `sync` makes what it committed
+    /// durable (an fsync of the write-ahead log, [`wal_sync`]), on a thread
+    /// of its own (see [`sync_loop`]).
     pub(crate) fn start(
         conn: Connection,
+        sync: SyncFn,
         max_group: usize,
         nice: i32,
     ) -> Result<Self, EngineError> {
         let (jobs, queue) = mpsc::channel();
         let health = Arc::new(Health::default());
         let reported = Arc::clone(&health);
+        let synced = jobs.clone();
         let thread = std::thread::Builder::new()
             .name("rdq-embedded-writer".into())
-            .spawn(move || run(conn, &queue, max_group.max(1), nice, &reported))
+            .spawn(move || {
+                run(
+                    conn,
+                    &queue,
+                    synced,
+                    sync,
+                    max_group.max(1),
+                    nice,
+                    &reported,
+                )
+            })
             .map_err(|e| {
                 EngineError::Unavailable(format!("cannot start the store's writer thread: {e}"))
             })?;
@@ -271,14 +319,16 @@ impl Writer {
     pub(crate) fn send(&self, job: Job) -> Result<(), EngineError> {
         let gone = || EngineError::Unavailable("the embedded store's writer has stopped".into());
         let jobs = self.jobs.as_ref().ok_or_else(gone)?;
-        jobs.send(job).map_err(|_| gone())
+        jobs.send(Msg::Job(job)).map_err(|_| gone())
     }
 }
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        // Closing the channel lets the thread finish its group and exit.
-        drop(self.jobs.take());
+        // The thread finishes its group, waits for its fsync and exits.
+        if let Some(jobs) = self.jobs.take() {
+            let _ = jobs.send(Msg::Close);
+        }
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()
         {
@@ -319,40 +369,255 @@ struct Ctx {
     /// Reused for every envelope encoding, so writes allocate nothing per row.
     buf: Vec<u8>,
     deltas: Deltas,
-    /// Whether the connection is at `synchronous=FULL` (it opens that way).
-    durable: bool,
 }
 
+/// The group being written: one open transaction.
+#[derive(Default)]
+struct Group {
+    open: bool,
+    /// Answers decided so far, held back until the commit (and, for
+    /// anything but claims, its fsync).
+    done: Vec<Done>,
+    weight: usize,
+    /// Whether it holds anything but claims (and so needs an fsync).
+    durable: bool,
+    /// Whether it holds a claim (which should not wait for an fsync).
+    claims: bool,
+    /// The failure that ends it: it is rolled back, every request failed.
+    fatal: Option<Fatal>,
+    started: Option<Instant>,
+}
+
+/// The writer's loop. Writes go into one open transaction as they arrive;
+/// it commits once no more are waiting (or it holds `max_group`), with
+/// `synchronous=NORMAL`, and its answers wait for the fsync the syncer
+/// thread then does. While that fsync runs, the writer already executes
+/// the next requests in a new transaction, which commits when the fsync is
+/// done, so the writer's work and the disk's overlap and a group is as
+/// large as the writes that arrive during one fsync. Claims need no fsync
+/// (one lost to power failure leaves its tasks PENDING: they run again,
+/// at least once), so a group of claims only commits and answers at once
+/// even while an fsync runs, and the claims of any group answer at its
+/// commit.
 fn run(
     conn: Connection,
-    queue: &mpsc::Receiver<Job>,
+    queue: &mpsc::Receiver<Msg>,
+    synced: mpsc::Sender<Msg>,
+    sync: SyncFn,
     max_group: usize,
     nice: i32,
-    health: &Health,
+    health: &Arc<Health>,
 ) {
     prioritise(nice);
+    // Acknowledging a write still promises it was fsynced: by the syncer.
+    if let Err(e) = conn.pragma_update(None, "synchronous", "NORMAL") {
+        tracing::warn!(error = %e, "the embedded store keeps synchronous=FULL (slower, as durable)");
+    }
     let mut ctx = Ctx {
         conn,
         buf: Vec::with_capacity(4096),
         deltas: Deltas::default(),
-        durable: true,
     };
-    let mut group = Vec::with_capacity(64);
-    while let Ok(first) = queue.recv() {
-        let mut weight = first.weight();
-        group.push(first);
-        while weight < max_group {
-            match queue.try_recv() {
-                Ok(job) => {
-                    weight += job.weight();
-                    group.push(job);
-                }
+    let (to_sync, batches) = mpsc::channel::<Vec<Done>>();
+    let syncer = {
+        let health = Arc::clone(health);
+        std::thread::Builder::new()
+            .name("rdq-embedded-sync".into())
+            .spawn(move || sync_loop(sync, &batches, &synced, &health))
+    };
+    let syncer = match syncer {
+        Ok(handle) => Some(handle),
+        Err(e) => {
+            health.poison(format!("cannot start the store's fsync thread: {e}"));
+            None
+        }
+    };
+    let mut group = Group::default();
+    let mut backlog: VecDeque<Job> = VecDeque::new();
+    // Answers of committed groups waiting for an fsync not yet begun.
+    let mut unsynced: Vec<Done> = Vec::new();
+    let mut syncing = false;
+    let mut closing = false;
+    loop {
+        if !syncing && !unsynced.is_empty() {
+            syncing = hand_over(std::mem::take(&mut unsynced), &to_sync, health);
+        }
+        let can_commit = group.open && (!syncing || !group.durable || group.claims);
+        let full = group.weight >= max_group;
+        let next = if can_commit && full {
+            None
+        } else if !full && let Some(job) = backlog.pop_front() {
+            Some(Msg::Job(job))
+        } else if can_commit {
+            queue.try_recv().ok()
+        } else if closing && !group.open && !syncing && backlog.is_empty() && unsynced.is_empty() {
+            break;
+        } else {
+            match queue.recv() {
+                Ok(msg) => Some(msg),
                 Err(_) => break,
             }
+        };
+        match next {
+            None => unsynced.extend(finish(&mut ctx, &mut group, health)),
+            Some(Msg::Job(job)) if full => backlog.push_back(job),
+            Some(Msg::Job(job)) => add(&mut ctx, &mut group, job, health),
+            Some(Msg::Synced) => syncing = false,
+            Some(Msg::Close) => closing = true,
         }
-        run_group(&mut ctx, &mut group, health);
+    }
+    drop(to_sync);
+    if let Some(handle) = syncer
+        && handle.join().is_err()
+    {
+        tracing::error!("the embedded store's fsync thread panicked");
     }
     tracing::debug!("the embedded store's writer is closing");
+}
+
+/// Runs `job` in the open group, opening it first if need be.
+fn add(ctx: &mut Ctx, group: &mut Group, job: Job, health: &Health) {
+    if !group.open {
+        group.open = true;
+        group.started = Some(Instant::now());
+        group.fatal = match health.poisoned() {
+            Some(why) => Some(Fatal(why)),
+            None => begin(&ctx.conn).err(),
+        };
+    }
+    group.weight += job.weight();
+    let claim = matches!(job, Job::Claim { .. });
+    group.claims |= claim;
+    group.durable |= !claim;
+    if group.fatal.is_some() {
+        group.done.push(job.unanswered());
+        return;
+    }
+    let (answer, failed) = execute(ctx, job);
+    group.done.push(answer);
+    group.fatal = failed;
+}
+
+/// Commits the open group (or rolls it back after a failure), records in
+/// `health` whether it committed, and answers its claims: the answers that
+/// wait for an fsync.
+fn finish(ctx: &mut Ctx, group: &mut Group, health: &Health) -> Vec<Done> {
+    let Group {
+        done,
+        durable,
+        mut fatal,
+        started,
+        ..
+    } = std::mem::take(group);
+    let size = done.len();
+    if fatal.is_none() {
+        // An fsync failed while this group ran: nothing after it may commit.
+        fatal = health.poisoned().map(Fatal);
+    }
+    if fatal.is_none() {
+        fatal = flush_deltas(ctx).and_then(|()| commit(&ctx.conn)).err();
+    }
+    ctx.deltas.0.clear();
+    if let Some(Fatal(why)) = fatal {
+        if !ctx.conn.is_autocommit()
+            && let Err(e) = ctx.conn.execute_batch("ROLLBACK")
+        {
+            tracing::error!(error = %e, "rolling back a failed group also failed");
+        }
+        tracing::error!(requests = size, error = %why, "group commit failed; nothing in it was stored");
+        let e = EngineError::Unavailable(format!(
+            "the embedded store could not commit this write: {why}"
+        ));
+        health.set(Some(why));
+        done.into_iter().for_each(|d| d.fail(&e));
+        return Vec::new();
+    }
+    tracing::trace!(
+        requests = size,
+        micros = started.map_or(0, |s| s.elapsed().as_micros() as u64),
+        "group committed"
+    );
+    health.set(None);
+    if !durable {
+        done.into_iter().for_each(Done::send);
+        return Vec::new();
+    }
+    let (claims, rest): (Vec<Done>, Vec<Done>) =
+        done.into_iter().partition(|d| matches!(d, Done::Claim(..)));
+    claims.into_iter().for_each(Done::send);
+    rest
+}
+
+/// Gives the syncer the answers of every group committed since its last
+/// fsync: whether it took them (else they are failed and the store stops
+/// taking writes).
+fn hand_over(done: Vec<Done>, to_sync: &mpsc::Sender<Vec<Done>>, health: &Health) -> bool {
+    match to_sync.send(done) {
+        Ok(()) => true,
+        Err(mpsc::SendError(done)) => {
+            let why = "the store's fsync thread has stopped".to_owned();
+            health.poison(why.clone());
+            let e = EngineError::Unavailable(format!("the embedded store cannot fsync: {why}"));
+            done.into_iter().for_each(|d| d.fail(&e));
+            false
+        }
+    }
+}
+
+/// The syncer thread: fsyncs the write-ahead log for each committed group
+/// it is given, then answers the group's requests (and tells the writer,
+/// first, so the next group commits at once). An fsync that fails leaves
+/// the WAL's state on disk unknown (Linux may drop the dirty pages it
+/// could not write), so the store stops taking writes, as PostgreSQL
+/// does: every later write is refused `STORE_UNAVAILABLE` and the store is
+/// not ready until it is opened again.
+fn sync_loop(
+    mut sync: SyncFn,
+    batches: &mpsc::Receiver<Vec<Done>>,
+    writer: &mpsc::Sender<Msg>,
+    health: &Health,
+) {
+    while let Ok(done) = batches.recv() {
+        let synced = match health.poisoned() {
+            Some(why) => Err(why),
+            None => sync(),
+        };
+        if let Err(why) = &synced
+            && health.poisoned().is_none()
+        {
+            tracing::error!(error = %why, "fsync of the write-ahead log failed; the store takes no more writes");
+            health.poison(why.clone());
+        }
+        let _ = writer.send(Msg::Synced);
+        match synced {
+            Ok(()) => done.into_iter().for_each(Done::send),
+            Err(why) => {
+                let e = EngineError::Unavailable(format!(
+                    "the embedded store could not make this write durable: {why}"
+                ));
+                done.into_iter().for_each(|d| d.fail(&e));
+            }
+        }
+    }
+}
+
+/// Makes every write committed so far durable; `Err` says why it could not.
+pub(crate) type SyncFn = Box<dyn FnMut() -> Result<(), String> + Send>;
+
+/// `fdatasync` of the write-ahead log `wal` (opened on first use and kept:
+/// the writer's connection keeps the file for as long as the store is open).
+pub(crate) fn wal_sync(wal: PathBuf) -> SyncFn {
+    let mut file: Option<File> = None;
+    Box::new(move || {
+        if file.is_none() {
+            let opened = File::open(&wal)
+                .map_err(|e| format!("cannot open {} to fsync it: {e}", wal.display()))?;
+            file = Some(opened);
+        }
+        file.as_ref()
+            .map_or(Ok(()), File::sync_data)
+            .map_err(|e| format!("fsync of {} failed: {e}", wal.display()))
+    })
 }
 
 /// Asks the scheduler to favour this thread (`nice`, as `nice(1)` counts:
@@ -374,74 +639,6 @@ fn prioritise(nice: i32) {
             tracing::debug!(nice, error = %e, "the embedded store's writer keeps its priority")
         }
     }
-}
-
-/// Runs one group in one transaction, records in `health` whether it
-/// committed, then answers it (in that order: a caller told its write failed
-/// must find the store not ready).
-fn run_group(ctx: &mut Ctx, group: &mut Vec<Job>, health: &Health) {
-    let started = Instant::now();
-    let size = group.len();
-    let mut done = Vec::with_capacity(size);
-    // A claim needs no fsync of its own: one lost to power failure leaves its
-    // tasks PENDING (they run again, at least once), and every later
-    // synchronous commit makes the WAL before it durable too. Groups holding
-    // anything else (submits, settles, admin writes) fsync before answering.
-    let durable = group.iter().any(|job| !matches!(job, Job::Claim { .. }));
-    let mut fatal = set_durability(ctx, durable).err();
-    if fatal.is_none() {
-        fatal = begin(&ctx.conn).err();
-    }
-    for job in group.drain(..) {
-        if fatal.is_some() {
-            done.push(job.unanswered());
-            continue;
-        }
-        let (answer, failed) = execute(ctx, job);
-        done.push(answer);
-        fatal = failed;
-    }
-    if fatal.is_none() {
-        fatal = flush_deltas(ctx).and_then(|()| commit(&ctx.conn)).err();
-    }
-    ctx.deltas.0.clear();
-    match fatal {
-        None => {
-            tracing::trace!(
-                requests = size,
-                micros = started.elapsed().as_micros() as u64,
-                "group committed"
-            );
-            health.set(None);
-            done.into_iter().for_each(Done::send);
-        }
-        Some(Fatal(why)) => {
-            if !ctx.conn.is_autocommit()
-                && let Err(e) = ctx.conn.execute_batch("ROLLBACK")
-            {
-                tracing::error!(error = %e, "rolling back a failed group also failed");
-            }
-            tracing::error!(requests = size, error = %why, "group commit failed; nothing in it was stored");
-            let e = EngineError::Unavailable(format!(
-                "the embedded store could not commit this write: {why}"
-            ));
-            health.set(Some(why));
-            done.into_iter().for_each(|d| d.fail(&e));
-        }
-    }
-}
-
-/// Switches `synchronous` between FULL (fsync at commit) and NORMAL (no
-/// fsync) when the next group needs the other one.
-fn set_durability(ctx: &mut Ctx, durable: bool) -> Result<(), Fatal> {
-    if ctx.durable != durable {
-        let mode = if durable { "FULL" } else { "NORMAL" };
-        ctx.conn
-            .pragma_update(None, "synchronous", mode)
-            .map_err(|e| Fatal(format!("cannot set synchronous={mode}: {e}")))?;
-        ctx.durable = durable;
-    }
-    Ok(())
 }
 
 fn begin(conn: &Connection) -> Result<(), Fatal> {
@@ -989,4 +1186,140 @@ fn prune(
     let n = i64::try_from(n).unwrap_or(i64::MAX);
     ctx.deltas.add(queue, Status::Succeeded, -n);
     Ok(Ok(u64::try_from(n).unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc as std_mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::schema::{Tuning, open_writer};
+
+    /// A writer on a fresh store whose fsyncs are done by `sync`.
+    fn writer(dir: &tempfile::TempDir, sync: SyncFn) -> Writer {
+        let tuning = Tuning {
+            page_size: 4096,
+            cache_kib: 1024,
+            busy_timeout: Duration::from_secs(1),
+            check_budget: Duration::ZERO,
+        };
+        let conn = open_writer(&dir.path().join("rdq.db"), tuning).expect("open");
+        Writer::start(conn, sync, 64, 0).expect("start")
+    }
+
+    fn put_config(w: &Writer) -> oneshot::Receiver<Result<(), EngineError>> {
+        let (reply, answer) = oneshot::channel();
+        w.send(Job::PutConfig {
+            queue: "q".into(),
+            policy: "{}".into(),
+            reply,
+        })
+        .expect("send");
+        answer
+    }
+
+    fn claim(w: &Writer) -> oneshot::Receiver<Result<Vec<ClaimedRow>, EngineError>> {
+        let (reply, answer) = oneshot::channel();
+        w.send(Job::Claim {
+            queue: "q".into(),
+            max: 10,
+            lease_ms: 1000,
+            now: Timestamp::now(),
+            reply,
+        })
+        .expect("send");
+        answer
+    }
+
+    /// The answer, waiting up to ten seconds for it.
+    fn answer<T>(mut rx: oneshot::Receiver<T>) -> T {
+        for _ in 0..1000 {
+            match rx.try_recv() {
+                Ok(v) => return v,
+                Err(oneshot::error::TryRecvError::Empty) => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("the writer dropped the request: {e}"),
+            }
+        }
+        panic!("no answer within ten seconds");
+    }
+
+    fn still_waiting<T>(rx: &mut oneshot::Receiver<T>) -> bool {
+        std::thread::sleep(Duration::from_millis(100));
+        matches!(rx.try_recv(), Err(oneshot::error::TryRecvError::Empty))
+    }
+
+    #[test]
+    fn writes_wait_for_their_fsync_and_claims_do_not() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (entered_tx, entered) = std_mpsc::channel::<()>();
+        let (gate, gate_rx) = std_mpsc::channel::<()>();
+        let w = writer(
+            &dir,
+            Box::new(move || {
+                entered_tx.send(()).map_err(|e| e.to_string())?;
+                gate_rx.recv().map_err(|e| e.to_string())
+            }),
+        );
+        let mut first = put_config(&w);
+        entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the first write's fsync began");
+        assert!(still_waiting(&mut first), "answered before its fsync");
+        // Committed and fsyncing: a write now waits for a second fsync, a
+        // claim for nothing.
+        let mut second = put_config(&w);
+        assert!(answer(claim(&w)).expect("claim").is_empty());
+        assert!(still_waiting(&mut first));
+        assert!(still_waiting(&mut second));
+        gate.send(()).expect("open");
+        answer(first).expect("first write");
+        entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the second write's fsync began");
+        assert!(still_waiting(&mut second), "answered before its own fsync");
+        gate.send(()).expect("open");
+        answer(second).expect("second write");
+    }
+
+    #[test]
+    fn a_failed_fsync_fails_its_writes_and_every_later_one() {
+        let dir = tempfile::tempdir().expect("dir");
+        let w = writer(&dir, Box::new(|| Err("the disk is on fire".to_owned())));
+        let failed = answer(put_config(&w)).expect_err("the write was not durable");
+        assert_eq!(failed.code(), "STORE_UNAVAILABLE");
+        assert!(
+            failed.to_string().contains("the disk is on fire"),
+            "{failed}"
+        );
+        let Err(later) = answer(claim(&w)) else {
+            panic!("a claim committed after a failed fsync");
+        };
+        assert!(later.to_string().contains("the disk is on fire"), "{later}");
+        assert!(answer(put_config(&w)).is_err());
+        let why = w.health().last_failure().expect("not healthy");
+        assert!(why.contains("the disk is on fire"), "{why}");
+    }
+
+    #[test]
+    fn closing_answers_the_write_still_waiting_for_its_fsync() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (entered_tx, entered) = std_mpsc::channel::<()>();
+        let w = writer(
+            &dir,
+            Box::new(move || {
+                let _ = entered_tx.send(());
+                std::thread::sleep(Duration::from_millis(200));
+                Ok(())
+            }),
+        );
+        let pending = put_config(&w);
+        entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("fsync began");
+        drop(w);
+        answer(pending).expect("answered before the writer stopped");
+    }
 }
