@@ -174,6 +174,35 @@ pub fn replay_claim(env: Envelope, claimed_at: i64, until: i64) -> Result<Envelo
         })
 }
 
+/// The SUCCEEDED envelope a successful settle at `finished_at` (unix ms)
+/// made of the IN_FLIGHT `env`. A SUCCEEDED state depends on nothing but
+/// the claimed state and that instant, so a store may write only a
+/// success's columns and keep the claimed state's bytes, recomputing the
+/// success on every read; `CORRUPT_STORE` when the stored state cannot
+/// have been settled that way.
+pub fn replay_success(env: Envelope, finished_at: i64) -> Result<Envelope, EngineError> {
+    let id = env.id;
+    let now = Timestamp::from_unix_ms(finished_at).ok_or_else(|| {
+        EngineError::CorruptStore(format!(
+            "task {id} finished at an impossible time ({finished_at})"
+        ))
+    })?;
+    if env.status != Status::InFlight || env.open_attempt().is_none() {
+        return Err(EngineError::CorruptStore(format!(
+            "task {id} is stored as succeeded but its stored state ({}) was not in flight",
+            env.status.as_str()
+        )));
+    }
+    Ok(succeeded(env, now))
+}
+
+fn succeeded(mut next: Envelope, now: Timestamp) -> Envelope {
+    next.mark_written();
+    close_attempt(&mut next, now, Outcome::Success, None);
+    finish(&mut next, Status::Succeeded);
+    next
+}
+
 fn check_claimable(env: &Envelope, now: Timestamp) -> Result<(), EngineError> {
     if env.status != Status::Pending {
         return Err(EngineError::InvalidTransition(format!(
@@ -292,10 +321,8 @@ fn settled(
     next.mark_written();
     let own_priority = next.priority;
     match settlement {
-        Settlement::Success => {
-            close_attempt(&mut next, now, Outcome::Success, None);
-            finish(&mut next, Status::Succeeded);
-        }
+        // The one way to SUCCEEDED (stores rely on it: `replay_success`).
+        Settlement::Success => return succeeded(next, now),
         Settlement::Failure { error, kind } | Settlement::FailureWithRetry { error, kind, .. } => {
             let overridden = match settlement {
                 Settlement::FailureWithRetry { retry, .. } => Some(retry.applied_to(policy)),

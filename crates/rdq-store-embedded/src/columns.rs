@@ -51,26 +51,47 @@ impl<'a> Columns<'a> {
 /// `concat!("SELECT ", envelope_columns!(), " FROM tasks …")`.
 macro_rules! envelope_columns {
     () => {
-        "envelope, status, claimed_at, lease_expires_at"
+        "envelope, status, claimed_at, lease_expires_at, finished_at"
     };
 }
 pub(crate) use envelope_columns;
 
-/// The envelope a row stands for. A claim writes only the row's columns
-/// (status, lease, claim counter, `claimed_at`) and leaves the envelope
-/// bytes PENDING: the envelope it handed out is `machine::claim(pending,
-/// lease, claimed_at)`, a pure function of what the row holds, recomputed
-/// here byte for byte the same whenever such a row is read. The task's next
-/// write (a settle, an extension, a reap) stores its whole envelope again.
+/// The envelope a row stands for. Two writes store only a row's columns
+/// and leave its envelope bytes as they were, because what they decide is
+/// a pure function of those bytes and the columns:
+///
+/// - a claim (status, lease, claim counter, `claimed_at`) leaves the bytes
+///   PENDING: the envelope it handed out is `machine::replay_claim(pending,
+///   claimed_at, lease_expires_at)`;
+/// - a successful settle (status SUCCEEDED, `finished_at`) leaves the bytes
+///   of the state it settled (PENDING with the claim's `claimed_at`, or
+///   IN_FLIGHT after a lease extension): the envelope is
+///   `machine::replay_success(claimed, finished_at)`.
+///
+/// Both are recomputed here byte for byte the same whenever such a row is
+/// read. Every other write stores the whole envelope.
 pub(crate) fn stored(
     env: Envelope,
     status: i64,
     claimed_at: Option<i64>,
     lease_expires_at: Option<i64>,
+    finished_at: Option<i64>,
 ) -> Result<Envelope, EngineError> {
-    match (claimed_at, lease_expires_at) {
-        (Some(at), Some(until)) if status == status::IN_FLIGHT && env.status == Status::Pending => {
-            machine::replay_claim(env, at, until)
+    let claimed = |env: Envelope, until: Option<i64>| match (env.status, claimed_at, until) {
+        (Status::Pending, Some(at), Some(until)) => machine::replay_claim(env, at, until),
+        _ => Ok(env),
+    };
+    match status {
+        status::IN_FLIGHT if env.status == Status::Pending => claimed(env, lease_expires_at),
+        status::SUCCEEDED if env.status != Status::Succeeded => {
+            let Some(finished_at) = finished_at else {
+                return Err(EngineError::CorruptStore(format!(
+                    "task {} is stored as succeeded without a finish time",
+                    env.id
+                )));
+            };
+            // The lease ended with the success: any deadline replays the same.
+            machine::replay_success(claimed(env, claimed_at)?, finished_at)
         }
         _ => Ok(env),
     }

@@ -78,8 +78,8 @@ fn bytes<'r>(row: &'r Row<'_>, idx: usize) -> rusqlite::Result<&'r [u8]> {
     })
 }
 
-/// The envelope of a row whose columns `idx..idx + 4` are `envelope, status,
-/// claimed_at, lease_expires_at` (see `columns::stored`).
+/// The envelope of a row whose columns `idx..idx + 5` are `envelope, status,
+/// claimed_at, lease_expires_at, finished_at` (see `columns::stored`).
 fn envelope_at(row: &Row<'_>, idx: usize, what: &str) -> Result<Envelope, EngineError> {
     let env = Envelope::decode(bytes(row, idx).map_err(sql)?).map_err(|e| undecodable(what, &e))?;
     stored(
@@ -87,6 +87,7 @@ fn envelope_at(row: &Row<'_>, idx: usize, what: &str) -> Result<Envelope, Engine
         row.get(idx + 1).map_err(sql)?,
         row.get(idx + 2).map_err(sql)?,
         row.get(idx + 3).map_err(sql)?,
+        row.get(idx + 4).map_err(sql)?,
     )
 }
 
@@ -328,6 +329,7 @@ fn verify_snapshot(conn: &Connection) -> Result<Vec<String>, EngineError> {
             row.get(2).map_err(sql)?,
             row.get(10).map_err(sql)?,
             row.get(5).map_err(sql)?,
+            row.get(8).map_err(sql)?,
         ) {
             Ok(env) => env,
             Err(e) => {

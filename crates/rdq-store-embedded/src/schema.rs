@@ -23,7 +23,7 @@ use rdq_engine::EngineError;
 pub const APPLICATION_ID: i32 = 0x7264_7131;
 
 /// `PRAGMA user_version` of the schema this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// Status codes stored in `tasks.status`.
 pub(crate) mod status {
@@ -33,7 +33,7 @@ pub(crate) mod status {
     pub(crate) const DEAD: i64 = 3;
 }
 
-/// The schema (version 2). The envelope bytes are the source of truth; every other
+/// The schema (version 3). The envelope bytes are the source of truth; every other
 /// column of `tasks` is derived from them (see `columns.rs`) for the queries'
 /// sake. Partial indexes keep each hot lookup an index seek over only the rows
 /// it can match: claimable PENDING tasks, leased IN_FLIGHT tasks, the DLQ and
@@ -217,7 +217,7 @@ fn initialise(conn: &Connection, path: &Path) -> Result<(), EngineError> {
         .map_err(|e| from_open(path, e))?;
     let result = match inspect(conn, path) {
         Ok(Found::Rdq(SCHEMA_VERSION)) => Ok(()),
-        Ok(Found::Rdq(_)) => upgrade(conn).map_err(|e| from_open(path, e)),
+        Ok(Found::Rdq(from)) => upgrade(conn, from).map_err(|e| from_open(path, e)),
         Ok(Found::Empty) => create(conn).map_err(|e| from_open(path, e)),
         Err(e) => Err(e),
     }
@@ -268,11 +268,18 @@ pub(crate) fn lease_secret(conn: &Connection, path: &Path) -> Result<[u8; 32], E
     })
 }
 
-/// Brings a version-1 store to the current version (inside the caller's
-/// exclusive transaction).
-fn upgrade(conn: &Connection) -> rusqlite::Result<()> {
-    tracing::info!("upgrading an rdq store to schema version {SCHEMA_VERSION}");
-    conn.execute_batch(V1_TO_V2)?;
+/// Brings an older store (version `from`) to the current version (inside
+/// the caller's exclusive transaction). Version 3 changes no table: it
+/// marks stores that may hold successes written as columns only
+/// (`columns::stored`), which a version-2 build would misread.
+fn upgrade(conn: &Connection, from: i32) -> rusqlite::Result<()> {
+    tracing::info!(
+        from,
+        "upgrading an rdq store to schema version {SCHEMA_VERSION}"
+    );
+    if from < 2 {
+        conn.execute_batch(V1_TO_V2)?;
+    }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)
 }
 

@@ -105,13 +105,28 @@ impl Encoded<NewTask> {
 }
 
 impl Encoded<LeasedUpdate> {
-    /// `update` with its envelope encoded.
+    /// `update` with its envelope encoded, unless it is written compactly.
     pub(crate) fn update(update: LeasedUpdate) -> Self {
-        let bytes = update.envelope.encode();
+        let bytes = if Self::compact(&update) {
+            Vec::new()
+        } else {
+            update.envelope.encode()
+        };
         Self {
             item: update,
             bytes,
         }
+    }
+
+    /// Whether `update` is a success, which writes its row's columns only
+    /// and keeps the claimed state's bytes (`columns::stored`).
+    fn compact(update: &LeasedUpdate) -> bool {
+        update.envelope.status == Status::Succeeded
+    }
+
+    /// Whether this update writes its row's columns only.
+    pub(crate) fn is_compact(&self) -> bool {
+        Self::compact(&self.item)
     }
 }
 
@@ -793,26 +808,58 @@ const UPDATE_BY_SEQ: &str = "UPDATE tasks SET status = ?2, priority = ?3, next_a
      lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, finished_at = ?8, envelope = ?9, \
      claimed_at = NULL WHERE seq = ?1";
 
-/// What a settle writes, and the lease it must still find (?10 queue, ?11
-/// claim counter); the row is named after it.
-macro_rules! settle_if_leased {
-    ($row:literal) => {
-        concat!(
-            "UPDATE tasks SET status = ?2, priority = ?3, next_attempt_at = ?4, \
-             lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, finished_at = ?8, \
-             envelope = ?9, claimed_at = NULL WHERE ",
-            $row,
-            " AND queue = ?10 AND status = 1 AND lease_attempt = ?11"
-        )
+/// The columns every settle writes (?2 to ?8, from `Columns::of` the
+/// settled envelope).
+macro_rules! settle_columns {
+    () => {
+        "status = ?2, priority = ?3, next_attempt_at = ?4, lease_expires_at = ?5, \
+         lease_attempt = ?6, error_type = ?7, finished_at = ?8"
     };
 }
 
-/// A settle of the task ?1, found through the id index.
-const UPDATE_IF_LEASED: &str = settle_if_leased!("id = ?1");
+/// The lease a settle must still find: the queue ?10 and the claim
+/// counter ?11 of an IN_FLIGHT row.
+macro_rules! if_leased {
+    () => {
+        " AND queue = ?10 AND status = 1 AND lease_attempt = ?11"
+    };
+}
 
-/// A settle of the task ?1 on the row ?12, which must still be the task's:
-/// a seek by rowid instead of one through the id index.
-const UPDATE_IF_LEASED_AT: &str = settle_if_leased!("seq = ?12 AND id = ?1");
+/// A settle of the task ?1, found through the id index: its columns and
+/// its whole envelope ?9.
+const UPDATE_IF_LEASED: &str = concat!(
+    "UPDATE tasks SET ",
+    settle_columns!(),
+    ", envelope = ?9, claimed_at = NULL WHERE id = ?1",
+    if_leased!()
+);
+
+/// [`UPDATE_IF_LEASED`] on the row ?12, which must still be the task's: a
+/// seek by rowid instead of one through the id index.
+const UPDATE_IF_LEASED_AT: &str = concat!(
+    "UPDATE tasks SET ",
+    settle_columns!(),
+    ", envelope = ?9, claimed_at = NULL WHERE seq = ?12 AND id = ?1",
+    if_leased!()
+);
+
+/// A successful settle of the task ?1: its columns only. The row keeps the
+/// claimed state's bytes and `claimed_at`, from which a read replays the
+/// success (`columns::stored`); ?9 is not used.
+const SUCCEED_IF_LEASED: &str = concat!(
+    "UPDATE tasks SET ",
+    settle_columns!(),
+    " WHERE id = ?1",
+    if_leased!()
+);
+
+/// [`SUCCEED_IF_LEASED`] on the row ?12.
+const SUCCEED_IF_LEASED_AT: &str = concat!(
+    "UPDATE tasks SET ",
+    settle_columns!(),
+    " WHERE seq = ?12 AND id = ?1",
+    if_leased!()
+);
 
 fn submit_one(
     ctx: &mut Ctx,
@@ -834,13 +881,17 @@ fn submit_one(
                 let status: i64 = row.get(1)?;
                 let claimed_at: Option<i64> = row.get(2)?;
                 let until: Option<i64> = row.get(3)?;
-                Ok(Envelope::decode(bytes(row, 0)?).map(|e| (e, status, claimed_at, until)))
+                let finished_at: Option<i64> = row.get(4)?;
+                Ok(Envelope::decode(bytes(row, 0)?)
+                    .map(|e| (e, status, claimed_at, until, finished_at)))
             })
             .optional()?;
         if let Some(existing) = existing {
             return Ok(existing
                 .map_err(|e| undecodable(&format!("the task holding key {key:?}"), &e))
-                .and_then(|(e, status, claimed_at, until)| stored(e, status, claimed_at, until))
+                .and_then(|(e, status, claimed_at, until, finished_at)| {
+                    stored(e, status, claimed_at, until, finished_at)
+                })
                 .map(Submitted::Existing));
         }
     }
@@ -900,19 +951,21 @@ fn settle_one(
         env.queue,
         i64::from(update.expected.0),
     ];
+    let (by_id, at_seq) = if encoded.is_compact() {
+        (SUCCEED_IF_LEASED, SUCCEED_IF_LEASED_AT)
+    } else {
+        (UPDATE_IF_LEASED, UPDATE_IF_LEASED_AT)
+    };
     let mut changed = 0;
     if let Some(seq) = seq {
         let at: &dyn rusqlite::ToSql = &seq;
         changed = ctx
             .conn
-            .prepare_cached(UPDATE_IF_LEASED_AT)?
+            .prepare_cached(at_seq)?
             .execute(rusqlite::params_from_iter(columns.iter().chain([&at])))?;
     }
     if changed == 0 {
-        changed = ctx
-            .conn
-            .prepare_cached(UPDATE_IF_LEASED)?
-            .execute(columns)?;
+        changed = ctx.conn.prepare_cached(by_id)?.execute(columns)?;
     }
     if changed == 1 {
         ctx.deltas

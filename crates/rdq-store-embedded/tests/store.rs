@@ -813,6 +813,11 @@ async fn a_version_1_store_is_upgraded_and_claims_count_on_from_its_tokens() {
     }
     let store = EmbeddedStore::open(dir.path()).unwrap();
     store.verify().await.unwrap();
+    let version: i32 = rusqlite::Connection::open(dir.path().join(DB_FILE_NAME))
+        .unwrap()
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, rdq_store_embedded::SCHEMA_VERSION);
     let claimed = store.claim("old", 1, 30_000, t(10)).await.unwrap();
     assert_eq!(claimed[0].claim_count, 3);
     assert_eq!(
@@ -832,6 +837,256 @@ async fn a_version_1_store_is_upgraded_and_claims_count_on_from_its_tokens() {
         store.get(deferred.id).await.unwrap().status,
         Status::Succeeded
     );
+}
+
+/// The row of `id` as stored: status column, the status its envelope bytes
+/// hold, `claimed_at`, `finished_at`.
+fn raw_row(dir: &std::path::Path, id: TaskId) -> (i64, String, Option<i64>, Option<i64>) {
+    let conn = rusqlite::Connection::open(dir.join(DB_FILE_NAME)).unwrap();
+    conn.query_row(
+        "SELECT status, envelope, claimed_at, finished_at FROM tasks WHERE id = ?1",
+        [&id.to_bytes()[..]],
+        |row| {
+            let bytes: Vec<u8> = row.get(1)?;
+            let env = Envelope::decode(&bytes).unwrap();
+            Ok((
+                row.get(0)?,
+                env.status.as_str().to_owned(),
+                row.get(2)?,
+                row.get(3)?,
+            ))
+        },
+    )
+    .unwrap()
+}
+
+/// A success writes only its row's columns; every read (get, list,
+/// verify, after reopen) replays the same SUCCEEDED envelope the engine
+/// decided, byte for byte: straight from a claim, after a lease extension,
+/// and after earlier failed attempts.
+#[tokio::test]
+async fn a_success_writes_its_columns_only_and_reads_back_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = QueuePolicy {
+        max_attempts: 5,
+        backoff: Backoff::None,
+        ..QueuePolicy::default()
+    };
+    let mut expected = Vec::new();
+    {
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let ids: Vec<TaskId> = submit_ok(&store, (0..3).map(|_| task("ok", 0, t(0))).collect())
+            .await
+            .iter()
+            .map(|e| e.id)
+            .collect();
+        let claimed = store.claim("ok", 3, 30_000, t(10)).await.unwrap();
+        assert_eq!(claimed.len(), 3);
+        let by_id = |id: TaskId| claimed.iter().find(|e| e.id == id).unwrap().clone();
+
+        // Straight from the claim.
+        let plain = settle(
+            &store,
+            &by_id(ids[0]),
+            machine::Settlement::Success,
+            &policy,
+            t(20),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            raw_row(dir.path(), ids[0]),
+            (
+                2,
+                "PENDING".into(),
+                Some(t(10).unix_ms()),
+                Some(t(20).unix_ms())
+            )
+        );
+        expected.push(plain);
+
+        // After a lease extension (the row then holds IN_FLIGHT bytes).
+        let first = by_id(ids[1]);
+        let token = LeaseToken::current(&first).unwrap();
+        let extended = machine::extend_lease(&first, token, 60_000, t(15)).unwrap();
+        store
+            .settle(vec![LeasedUpdate {
+                envelope: extended.clone(),
+                expected: token,
+            }])
+            .await
+            .pop()
+            .unwrap()
+            .unwrap();
+        let after_extension = settle(
+            &store,
+            &extended,
+            machine::Settlement::Success,
+            &policy,
+            t(25),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            raw_row(dir.path(), ids[1]),
+            (2, "IN_FLIGHT".into(), None, Some(t(25).unix_ms()))
+        );
+        expected.push(after_extension);
+
+        // After a failed attempt: the second claim's success.
+        let retried = settle(
+            &store,
+            &by_id(ids[2]),
+            machine::Settlement::Failure {
+                error: ErrorInfo::new("Flaky", "try again"),
+                kind: machine::FailureKind::Retryable,
+            },
+            &policy,
+            t(30),
+        )
+        .await
+        .unwrap();
+        assert_eq!(retried.status, Status::Pending);
+        let again = store.claim("ok", 1, 30_000, t(40)).await.unwrap().remove(0);
+        assert_eq!(again.attempts.len(), 2);
+        let succeeded = settle(&store, &again, machine::Settlement::Success, &policy, t(50))
+            .await
+            .unwrap();
+        assert_eq!(
+            succeeded.attempts[0].outcome,
+            Some(Outcome::RetryableFailure)
+        );
+        assert_eq!(raw_row(dir.path(), ids[2]).0, 2);
+        expected.push(succeeded);
+
+        for env in &expected {
+            assert_eq!(env.status, Status::Succeeded);
+            assert_eq!(store.get(env.id).await.unwrap().encode(), env.encode());
+        }
+        let page = store
+            .list(&ListQuery {
+                queue: "ok".into(),
+                status: Some(Status::Succeeded),
+                order: ListOrder::OldestFirst,
+                ..ListQuery::default()
+            })
+            .await
+            .unwrap();
+        let mut listed: Vec<Vec<u8>> = page.items.iter().map(Envelope::encode).collect();
+        let mut want: Vec<Vec<u8>> = expected.iter().map(Envelope::encode).collect();
+        listed.sort();
+        want.sort();
+        assert_eq!(listed, want);
+        store.verify().await.unwrap();
+        // A second settle of a succeeded task is fenced as before.
+        let stale = settle(
+            &store,
+            &by_id(ids[0]),
+            machine::Settlement::Success,
+            &policy,
+            t(60),
+        )
+        .await;
+        assert!(matches!(stale, Err(EngineError::LeaseLost(_))), "{stale:?}");
+    }
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    for env in &expected {
+        assert_eq!(store.get(env.id).await.unwrap().encode(), env.encode());
+    }
+    store.verify().await.unwrap();
+}
+
+/// Every valid fixture that can be claimed, claimed and settled as a
+/// success, reads back as exactly the envelope the engine decided: the
+/// replayed success keeps unknown fields and the wire form byte for byte.
+#[tokio::test]
+async fn every_claimable_fixture_succeeds_and_reads_back_byte_for_byte() {
+    let (_dir, store) = fresh();
+    let late = Timestamp::from_unix_ms(253_402_300_000_000).unwrap();
+    let mut checked = 0;
+    for (name, bytes) in fixtures() {
+        let mut env = Envelope::decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Only what a claim accepts (a counter at its maximum is refused).
+        if machine::claim(&env, 1_000, late).is_err() {
+            continue;
+        }
+        env.id = TaskId::generate();
+        env.queue = format!("fx.{}", env.id.to_string().to_lowercase());
+        submit_ok(
+            &store,
+            vec![NewTask {
+                envelope: env.clone(),
+                idempotency_key: None,
+            }],
+        )
+        .await;
+        let Some(claimed) = store.claim(&env.queue, 1, 1_000, late).await.unwrap().pop() else {
+            continue;
+        };
+        let done = settle(
+            &store,
+            &claimed,
+            machine::Settlement::Success,
+            &QueuePolicy::default(),
+            late,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            store.get(env.id).await.unwrap().encode(),
+            done.encode(),
+            "{name}"
+        );
+        checked += 1;
+    }
+    assert!(checked > 3, "only {checked} fixtures were claimable");
+    store.verify().await.unwrap();
+}
+
+/// A row stored as succeeded whose bytes cannot have been settled that way
+/// (no finish time, or bytes of a task that was never claimed) is refused
+/// as `CORRUPT_STORE` on read and reported by `verify`.
+#[tokio::test]
+async fn a_success_row_that_cannot_replay_is_corrupt() {
+    let (dir, store) = fresh();
+    let ids: Vec<TaskId> = submit_ok(&store, vec![task("bad", 0, t(0)), task("bad", 0, t(0))])
+        .await
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    let claimed = store.claim("bad", 2, 30_000, t(10)).await.unwrap();
+    for env in &claimed {
+        settle(
+            &store,
+            env,
+            machine::Settlement::Success,
+            &QueuePolicy::default(),
+            t(20),
+        )
+        .await
+        .unwrap();
+    }
+    drop(store);
+    {
+        let conn = rusqlite::Connection::open(dir.path().join(DB_FILE_NAME)).unwrap();
+        conn.execute(
+            "UPDATE tasks SET finished_at = NULL WHERE id = ?1",
+            [&ids[0].to_bytes()[..]],
+        )
+        .unwrap();
+        conn.execute(
+            "UPDATE tasks SET claimed_at = NULL WHERE id = ?1",
+            [&ids[1].to_bytes()[..]],
+        )
+        .unwrap();
+    }
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    for id in ids {
+        let got = store.get(id).await;
+        assert!(matches!(got, Err(EngineError::CorruptStore(_))), "{got:?}");
+    }
+    let report = store.verify().await.unwrap_err().to_string();
+    assert!(report.contains("succeeded"), "{report}");
 }
 
 /// A settle's lease check answers from the envelopes this process handed
