@@ -1,17 +1,16 @@
 //! `rdq bench --workload pull --grpc`: a pull worker on the gRPC `Work`
-//! stream (`docs/grpc.md`), with as many credits as an HTTP pull worker
-//! claims at once; the tasks that arrived are settled as one `WorkSettle`
-//! as soon as no more are waiting (at most the credits). And
+//! stream (`docs/grpc.md`), with two HTTP claims' worth of credits; the
+//! tasks that arrived are settled as one `WorkSettle` (at most a claim's
+//! worth) as soon as no more are waiting. And
 //! `rdq bench --workload callback --grpc`: the callback target is a minimal
 //! `rdq.v1.Handler` answering OK at once without decoding the task.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use futures::FutureExt as _;
 use rdq_grpc::pb;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::CliError;
@@ -36,19 +35,20 @@ fn authorized<T>(msg: T, token: Option<&str>) -> Result<tonic::Request<T>, CliEr
 /// are on their way while a batch is settled.
 const CREDITS: u32 = 2 * PULL_BATCH as u32;
 
-/// How long a partial settle batch waits for more tasks.
-const SETTLE_LINGER: Duration = Duration::from_millis(1);
-
 /// Works `queue` over one Work stream until `settled` reaches `jobs`:
-/// settles go out in batches of up to 64, or as soon as no task arrived
-/// for [`SETTLE_LINGER`].
+/// settles go out in batches of up to 64, or as soon as no more tasks are
+/// waiting to be read (nothing waits on a timer holding finished work).
+/// The worker whose acknowledgement completes the run says so on `done`,
+/// so that every worker stops at once rather than at its next poll.
 pub async fn work_stream_worker(
     base: &str,
     token: Option<&str>,
     queue: &str,
     settled: &AtomicU64,
     jobs: u64,
+    done: &watch::Sender<bool>,
 ) -> Result<(), CliError> {
+    let mut finished = done.subscribe();
     let channel = tonic::transport::Channel::from_shared(base.to_owned())
         .map_err(|e| failed("gRPC address", e))?
         .tcp_nodelay(true)
@@ -82,16 +82,19 @@ pub async fn work_stream_worker(
         let next = if batch.len() as u64 >= PULL_BATCH {
             None
         } else if batch.is_empty() {
-            match tokio::time::timeout(Duration::from_millis(50), inbound.message()).await {
-                Ok(m) => Some(m),
-                Err(_) => continue,
+            tokio::select! {
+                m = inbound.message() => Some(m),
+                // The run is complete (or the bench is ending): look again.
+                _ = finished.changed() => continue,
             }
         } else {
             match inbound.message().now_or_never() {
                 Some(m) => Some(m),
-                None => tokio::time::timeout(SETTLE_LINGER, inbound.message())
-                    .await
-                    .ok(),
+                None => {
+                    // Let frames already on their way be read first.
+                    tokio::task::yield_now().await;
+                    inbound.message().now_or_never()
+                }
             }
         };
         let msg = match next {
@@ -115,8 +118,10 @@ pub async fn work_stream_worker(
                 defer_ms: None,
             }),
             Some(pb::work_response::Kind::Ack(a)) => {
-                let ok = a.results.iter().filter(|r| r.problem.is_none()).count();
-                settled.fetch_add(ok as u64, Ordering::Relaxed);
+                let ok = a.results.iter().filter(|r| r.problem.is_none()).count() as u64;
+                if settled.fetch_add(ok, Ordering::Relaxed) + ok >= jobs {
+                    done.send_replace(true);
+                }
             }
             None => return Err(failed("Work stream", "ended early")),
         }

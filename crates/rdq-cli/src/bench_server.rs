@@ -156,10 +156,16 @@ async fn measure(setup: &ServerBench, base: &str) -> Result<Value, CliError> {
         },
         Mode::Pull => {
             let settled = Arc::new(AtomicU64::new(0));
+            let done = Arc::new(tokio::sync::watch::channel(false).0);
             let mut workers = Vec::new();
             for _ in 0..setup.workers.max(1) {
-                let (api, queue, settled, jobs) =
-                    (api.clone(), queue.clone(), Arc::clone(&settled), setup.jobs);
+                let (api, queue, settled, jobs, done) = (
+                    api.clone(),
+                    queue.clone(),
+                    Arc::clone(&settled),
+                    setup.jobs,
+                    Arc::clone(&done),
+                );
                 let grpc = setup.grpc;
                 workers.push(tokio::spawn(async move {
                     if grpc {
@@ -169,6 +175,7 @@ async fn measure(setup: &ServerBench, base: &str) -> Result<Value, CliError> {
                             &queue,
                             &settled,
                             jobs,
+                            &done,
                         )
                         .await
                     } else {
