@@ -35,13 +35,25 @@ fn authorized<T>(msg: T, token: Option<&str>) -> Result<tonic::Request<T>, CliEr
 /// are on their way while a batch is settled.
 const CREDITS: u32 = 2 * PULL_BATCH as u32;
 
-/// Works `queue` over one Work stream until `settled` reaches `jobs`:
+/// A connection to the server's gRPC API, made before the work phase is
+/// timed, as the HTTP workers' pooled connections are already open from
+/// the submits.
+pub async fn connect(base: &str) -> Result<tonic::transport::Channel, CliError> {
+    tonic::transport::Channel::from_shared(base.to_owned())
+        .map_err(|e| failed("gRPC address", e))?
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .map_err(|e| failed("gRPC connect", e))
+}
+
+/// Works `queue` over one Work stream on `channel` until `settled` reaches `jobs`:
 /// settles go out in batches of up to 64, or as soon as no more tasks are
 /// waiting to be read (nothing waits on a timer holding finished work).
 /// The worker whose acknowledgement completes the run says so on `done`,
 /// so that every worker stops at once rather than at its next poll.
 pub async fn work_stream_worker(
-    base: &str,
+    channel: tonic::transport::Channel,
     token: Option<&str>,
     queue: &str,
     settled: &AtomicU64,
@@ -49,12 +61,6 @@ pub async fn work_stream_worker(
     done: &watch::Sender<bool>,
 ) -> Result<(), CliError> {
     let mut finished = done.subscribe();
-    let channel = tonic::transport::Channel::from_shared(base.to_owned())
-        .map_err(|e| failed("gRPC address", e))?
-        .tcp_nodelay(true)
-        .connect()
-        .await
-        .map_err(|e| failed("gRPC connect", e))?;
     let (tx, rx) = mpsc::channel(64);
     let send = |kind| {
         let tx = tx.clone();

@@ -137,6 +137,13 @@ async fn measure(setup: &ServerBench, base: &str) -> Result<Value, CliError> {
 
     let submit_elapsed = submit_all(&api, &queue, setup.jobs).await?;
 
+    let mut channels = Vec::new();
+    if setup.grpc && setup.mode == Mode::Pull {
+        for _ in 0..setup.workers.max(1) {
+            channels.push(crate::bench_grpc::connect(&api.base).await?);
+        }
+    }
+
     let bar = progress("work", setup.jobs, false);
     let start = Instant::now();
     api.send(
@@ -166,11 +173,11 @@ async fn measure(setup: &ServerBench, base: &str) -> Result<Value, CliError> {
                     setup.jobs,
                     Arc::clone(&done),
                 );
-                let grpc = setup.grpc;
+                let channel = channels.pop();
                 workers.push(tokio::spawn(async move {
-                    if grpc {
+                    if let Some(channel) = channel {
                         crate::bench_grpc::work_stream_worker(
-                            &api.base,
+                            channel,
                             api.token.as_deref(),
                             &queue,
                             &settled,
