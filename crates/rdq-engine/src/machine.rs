@@ -220,6 +220,14 @@ fn check_claimable(env: &Envelope, now: Timestamp) -> Result<(), EngineError> {
     check_claim_counters(env)
 }
 
+/// Whether a claim of `env` could count on: its `claim_count`,
+/// `attempt_count` and next `attempt_no` all have room. Stores keep a
+/// PENDING task that has none out of their claim order, so it is never
+/// handed out and never fails a claim of other tasks.
+pub fn claim_counters_have_room(env: &Envelope) -> bool {
+    check_claim_counters(env).is_ok()
+}
+
 /// A claim raises `claim_count`, `attempt_count` and opens attempt number
 /// `next_attempt_no`: refused when any of them has no room left.
 fn check_claim_counters(env: &Envelope) -> Result<(), EngineError> {

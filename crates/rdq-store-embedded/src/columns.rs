@@ -39,8 +39,16 @@ impl<'a> Columns<'a> {
             lease_expires_at: env.lease_expires_at.map(|t| t.unix_ms()),
             // The claim counter, whatever the status: a claim (which writes
             // only the columns) counts on from it; a settle's compare-and-swap
-            // also requires status IN_FLIGHT.
-            lease_attempt: Some(i64::from(env.claim_count)),
+            // also requires status IN_FLIGHT. A PENDING task that no claim
+            // could count on (a counter at its maximum) shows the maximum,
+            // which keeps it out of every claim.
+            lease_attempt: Some(
+                if env.status == Status::Pending && !machine::claim_counters_have_room(env) {
+                    i64::from(machine::MAX_COUNT)
+                } else {
+                    i64::from(env.claim_count)
+                },
+            ),
             error_type: latest_error_type(env),
             finished_at: env.status.is_terminal().then(|| finished_at(env).unix_ms()),
         }

@@ -1028,8 +1028,9 @@ fn claim(
             .optional()?;
         let Some(level) = level else { break };
         let mut stmt = ctx.conn.prepare_cached(
-            // A task whose claim counter is at its maximum cannot be
-            // claimed (`machine::MAX_COUNT`): it is left as it is.
+            // A task with a counter at its maximum cannot be claimed
+            // (`machine::MAX_COUNT`; its `lease_attempt` column shows the
+            // maximum, `columns.rs`): it is left as it is.
             "SELECT seq, id, envelope FROM tasks \
              WHERE queue = ?1 AND status = 0 AND priority = ?2 AND next_attempt_at <= ?3 \
              AND lease_attempt < 4294967295 \

@@ -48,9 +48,9 @@ impl Placement {
     pub(crate) fn of(env: &Envelope) -> Self {
         let status = status_digit(env.status);
         let (kind, score) = match env.status {
-            // A claim count at its maximum can never be claimed again: such
-            // a task waits in no claim order (see `machine::MAX_COUNT`).
-            Status::Pending if env.claim_count == machine::MAX_COUNT => ('-', "0".to_owned()),
+            // A counter at its maximum can never be counted on by a claim:
+            // such a task waits in no claim order (see `machine::MAX_COUNT`).
+            Status::Pending if !machine::claim_counters_have_room(env) => ('-', "0".to_owned()),
             Status::Pending => {
                 let due = env
                     .next_attempt_at

@@ -63,7 +63,8 @@ async fn redrive_one(h: &Harness, env: &Envelope) -> Vec<TaskId> {
 /// No counter saturates or wraps (`docs/envelope.md`): a DEAD task whose
 /// `redrive_count`, `claim_count` or last `attempt_no` is at the maximum is
 /// not redriven and stays as it was; a PENDING task at the maximum
-/// `claim_count` is not handed out and stays as it was; one below the
+/// `claim_count`, `attempt_count` or last `attempt_no` is not handed out,
+/// fails no claim of the tasks beside it, and stays as it was; one below the
 /// maximum is claimed with the last token, which still settles (the store's
 /// compare-and-swap and the envelope agree at the edge); a deferral at the
 /// maximum `deferral_count` is refused with `INVALID_TRANSITION` and the
@@ -94,27 +95,68 @@ pub async fn counters_at_their_maximum_never_wedge_a_task(factory: StoreFactory)
             .await;
     }
 
-    let mut pending = machine::submit(
-        &dead_envelope("limits.pending", now, |_| {}),
-        &test_policy(),
-        now,
-        0,
-    )
-    .expect("submit");
-    pending.status = Status::Pending;
-    pending.claim_count = MAX_COUNT;
-    store_as_is(&h, &pending).await;
-    let claimed = h
-        .engine
-        .claim("limits.pending", 10, None)
-        .await
-        .expect("a claim should be answered");
-    assert!(
-        claimed.is_empty(),
-        "a PENDING task at the maximum claim_count must not be handed out"
+    let redriven = || {
+        machine::submit(
+            &dead_envelope("limits.pending", now, |_| {}),
+            &test_policy(),
+            now,
+            0,
+        )
+        .expect("submit")
+    };
+    let mut at_max = Vec::new();
+    for (counter, set) in [
+        (
+            "claim_count",
+            (|e: &mut Envelope| e.claim_count = MAX_COUNT) as fn(&mut Envelope),
+        ),
+        ("attempt_count", |e: &mut Envelope| {
+            e.attempt_count = MAX_COUNT
+        }),
+        ("attempt_no", |e: &mut Envelope| {
+            e.attempts[0].attempt_no = MAX_COUNT
+        }),
+    ] {
+        let mut pending = redriven();
+        pending.status = Status::Pending;
+        set(&mut pending);
+        assert!(
+            machine::claim(&pending, 1_000, now).is_err(),
+            "{counter}: the engine refuses this claim"
+        );
+        store_as_is(&h, &pending).await;
+        at_max.push((counter, pending));
+    }
+    // A claimable task behind them is still handed out.
+    let mut fine = redriven();
+    fine.status = Status::Pending;
+    store_as_is(&h, &fine).await;
+    // A broker may deliver the last task a moment after the others.
+    let mut claimed = Vec::new();
+    for _ in 0..50 {
+        claimed = h
+            .engine
+            .claim("limits.pending", 10, None)
+            .await
+            .expect("a claim should be answered");
+        if !claimed.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let ids: Vec<TaskId> = claimed.iter().map(|c| c.envelope.id).collect();
+    assert_eq!(
+        ids,
+        vec![fine.id],
+        "only the task whose counters have room is handed out"
     );
-    h.assert_stored(&pending, "a task that cannot be claimed stays as it was")
+    for (counter, pending) in &at_max {
+        h.assert_stored(
+            pending,
+            &format!("a task at the maximum {counter} cannot be claimed and stays as it was"),
+        )
         .await;
+    }
 
     let almost = dead_envelope("limits.edge", now, |e| {
         e.claim_count = MAX_COUNT - 1;
