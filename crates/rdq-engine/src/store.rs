@@ -461,6 +461,18 @@ pub fn finished_at(env: &Envelope) -> Timestamp {
         .unwrap_or(env.created_at)
 }
 
+/// The claim counter a store's claim-order column holds for `env`: its
+/// `claim_count`, or [`crate::machine::MAX_COUNT`] for a PENDING task that
+/// no claim could count on (a counter at its maximum), which keeps such a
+/// task out of every claim (`machine::claim_counters_have_room`).
+pub fn claim_order_count(env: &Envelope) -> u32 {
+    if env.status == Status::Pending && !crate::machine::claim_counters_have_room(env) {
+        crate::machine::MAX_COUNT
+    } else {
+        env.claim_count
+    }
+}
+
 /// The error type a DLQ filter matches: the latest recorded error's.
 pub fn latest_error_type(env: &Envelope) -> Option<&str> {
     env.last_error().map(|e| e.error_type.as_str())

@@ -6,7 +6,7 @@
 //! place, from the envelope the engine decided, is what keeps every write path
 //! (submit, claim, settle, redrive) agreeing with every query.
 
-use rdq_engine::store::{finished_at, latest_error_type};
+use rdq_engine::store::{claim_order_count, finished_at, latest_error_type};
 use rdq_engine::{EngineError, machine};
 use rdq_envelope::{Envelope, Status};
 
@@ -39,16 +39,9 @@ impl<'a> Columns<'a> {
             lease_expires_at: env.lease_expires_at.map(|t| t.unix_ms()),
             // The claim counter, whatever the status: a claim (which writes
             // only the columns) counts on from it; a settle's compare-and-swap
-            // also requires status IN_FLIGHT. A PENDING task that no claim
-            // could count on (a counter at its maximum) shows the maximum,
-            // which keeps it out of every claim.
-            lease_attempt: Some(
-                if env.status == Status::Pending && !machine::claim_counters_have_room(env) {
-                    i64::from(machine::MAX_COUNT)
-                } else {
-                    i64::from(env.claim_count)
-                },
-            ),
+            // also requires status IN_FLIGHT. A PENDING task no claim could
+            // count on shows the maximum, keeping it out of every claim.
+            lease_attempt: Some(i64::from(claim_order_count(env))),
             error_type: latest_error_type(env),
             finished_at: env.status.is_terminal().then(|| finished_at(env).unix_ms()),
         }

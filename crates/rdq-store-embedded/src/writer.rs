@@ -107,26 +107,20 @@ impl Encoded<NewTask> {
 impl Encoded<LeasedUpdate> {
     /// `update` with its envelope encoded, unless it is written compactly.
     pub(crate) fn update(update: LeasedUpdate) -> Self {
-        let bytes = if Self::compact(&update) {
-            Vec::new()
-        } else {
-            update.envelope.encode()
-        };
-        Self {
+        let mut encoded = Self {
             item: update,
-            bytes,
+            bytes: Vec::new(),
+        };
+        if !encoded.is_compact() {
+            encoded.bytes = encoded.item.envelope.encode();
         }
+        encoded
     }
 
-    /// Whether `update` is a success, which writes its row's columns only
-    /// and keeps the claimed state's bytes (`columns::stored`).
-    fn compact(update: &LeasedUpdate) -> bool {
-        update.envelope.status == Status::Succeeded
-    }
-
-    /// Whether this update writes its row's columns only.
+    /// Whether this update is a success, which writes its row's columns
+    /// only and keeps the claimed state's bytes (`columns::stored`).
     pub(crate) fn is_compact(&self) -> bool {
-        Self::compact(&self.item)
+        self.item.envelope.status == Status::Succeeded
     }
 }
 
@@ -808,58 +802,40 @@ const UPDATE_BY_SEQ: &str = "UPDATE tasks SET status = ?2, priority = ?3, next_a
      lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, finished_at = ?8, envelope = ?9, \
      claimed_at = NULL WHERE seq = ?1";
 
-/// The columns every settle writes (?2 to ?8, from `Columns::of` the
-/// settled envelope).
-macro_rules! settle_columns {
-    () => {
-        "status = ?2, priority = ?3, next_attempt_at = ?4, lease_expires_at = ?5, \
-         lease_attempt = ?6, error_type = ?7, finished_at = ?8"
+/// What a settle writes: the columns ?2 to ?8 (`Columns::of` the settled
+/// envelope) and `$more`, on the row `$row`, if it still holds the lease
+/// (?10 queue, ?11 claim counter).
+macro_rules! settle_if_leased {
+    ($more:literal, $row:literal) => {
+        concat!(
+            "UPDATE tasks SET status = ?2, priority = ?3, next_attempt_at = ?4, \
+             lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, finished_at = ?8",
+            $more,
+            " WHERE ",
+            $row,
+            " AND queue = ?10 AND status = 1 AND lease_attempt = ?11"
+        )
     };
 }
 
-/// The lease a settle must still find: the queue ?10 and the claim
-/// counter ?11 of an IN_FLIGHT row.
-macro_rules! if_leased {
-    () => {
-        " AND queue = ?10 AND status = 1 AND lease_attempt = ?11"
-    };
-}
-
-/// A settle of the task ?1, found through the id index: its columns and
-/// its whole envelope ?9.
-const UPDATE_IF_LEASED: &str = concat!(
-    "UPDATE tasks SET ",
-    settle_columns!(),
-    ", envelope = ?9, claimed_at = NULL WHERE id = ?1",
-    if_leased!()
-);
+/// A settle of the task ?1, found through the id index, with its whole
+/// envelope ?9.
+const UPDATE_IF_LEASED: &str = settle_if_leased!(", envelope = ?9, claimed_at = NULL", "id = ?1");
 
 /// [`UPDATE_IF_LEASED`] on the row ?12, which must still be the task's: a
 /// seek by rowid instead of one through the id index.
-const UPDATE_IF_LEASED_AT: &str = concat!(
-    "UPDATE tasks SET ",
-    settle_columns!(),
-    ", envelope = ?9, claimed_at = NULL WHERE seq = ?12 AND id = ?1",
-    if_leased!()
+const UPDATE_IF_LEASED_AT: &str = settle_if_leased!(
+    ", envelope = ?9, claimed_at = NULL",
+    "seq = ?12 AND id = ?1"
 );
 
 /// A successful settle of the task ?1: its columns only. The row keeps the
 /// claimed state's bytes and `claimed_at`, from which a read replays the
 /// success (`columns::stored`); ?9 is not used.
-const SUCCEED_IF_LEASED: &str = concat!(
-    "UPDATE tasks SET ",
-    settle_columns!(),
-    " WHERE id = ?1",
-    if_leased!()
-);
+const SUCCEED_IF_LEASED: &str = settle_if_leased!("", "id = ?1");
 
 /// [`SUCCEED_IF_LEASED`] on the row ?12.
-const SUCCEED_IF_LEASED_AT: &str = concat!(
-    "UPDATE tasks SET ",
-    settle_columns!(),
-    " WHERE seq = ?12 AND id = ?1",
-    if_leased!()
-);
+const SUCCEED_IF_LEASED_AT: &str = settle_if_leased!("", "seq = ?12 AND id = ?1");
 
 fn submit_one(
     ctx: &mut Ctx,

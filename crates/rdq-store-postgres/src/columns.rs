@@ -7,8 +7,7 @@
 //! Deriving them in one place, from the envelope the engine decided, keeps
 //! every write path agreeing with every query.
 
-use rdq_engine::machine;
-use rdq_engine::store::{finished_at, latest_error_type};
+use rdq_engine::store::{claim_order_count, finished_at, latest_error_type};
 use rdq_envelope::{Envelope, Status, TaskId};
 use uuid::Uuid;
 
@@ -96,15 +95,9 @@ impl<'a> Rows<'a> {
         self.lease_expires_at
             .push(env.lease_expires_at.map(|t| t.unix_ms()));
         // While IN_FLIGHT, the lease token settles compare against. A
-        // PENDING task that no claim could count on (a counter at its
-        // maximum) shows the maximum, which keeps it out of every claim.
-        self.claim_count.push(
-            if env.status == Status::Pending && !machine::claim_counters_have_room(env) {
-                i64::from(machine::MAX_COUNT)
-            } else {
-                i64::from(env.claim_count)
-            },
-        );
+        // PENDING task no claim could count on shows the maximum, keeping
+        // it out of every claim.
+        self.claim_count.push(i64::from(claim_order_count(env)));
         self.error_type
             .push(latest_error_type(env).map(str::as_bytes));
         self.finished_at
