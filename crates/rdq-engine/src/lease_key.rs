@@ -107,11 +107,7 @@ impl LeaseKey {
             return Err(TokenMismatch::Malformed);
         }
         let claim: u32 = claim.parse().map_err(|_| TokenMismatch::Malformed)?;
-        let tag = decode_hex(hex).ok_or(TokenMismatch::Malformed)?;
-        if tag.len() != MAC_BYTES {
-            // Well-formed but not ours (the older 32-bit check, say).
-            return Err(TokenMismatch::OtherTask);
-        }
+        let tag = decode_tag(hex)?;
         let token = LeaseToken(claim);
         self.tag(id, token)
             .verify_truncated_left(&tag)
@@ -130,19 +126,30 @@ impl LeaseKey {
 
 /// Lower-case hex to bytes; `None` for anything else (upper case included,
 /// so one token has one spelling).
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+/// The MAC of a token's text: `Malformed` unless it is lower-case hex of
+/// whole bytes (at most 64), `OtherTask` when it has the wrong length.
+fn decode_tag(hex: &str) -> Result<[u8; MAC_BYTES], TokenMismatch> {
     if hex.is_empty() || !hex.len().is_multiple_of(2) || hex.len() > 2 * 64 {
-        return None;
+        return Err(TokenMismatch::Malformed);
     }
     let digit = |b: u8| match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),
         _ => None,
     };
-    hex.as_bytes()
-        .chunks(2)
-        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
-        .collect()
+    let mut tag = [0u8; MAC_BYTES];
+    for (i, pair) in hex.as_bytes().chunks(2).enumerate() {
+        let byte = digit(pair[0])
+            .zip(digit(pair[1]))
+            .ok_or(TokenMismatch::Malformed)?;
+        if let Some(slot) = tag.get_mut(i) {
+            *slot = byte.0 << 4 | byte.1;
+        }
+    }
+    if hex.len() != 2 * MAC_BYTES {
+        return Err(TokenMismatch::OtherTask);
+    }
+    Ok(tag)
 }
 
 #[cfg(test)]

@@ -51,77 +51,90 @@ fn invalid(path: &str, message: impl Into<String>) -> EnvelopeError {
 
 /// The message for `env`, by way of its canonical encoding.
 pub fn to_proto(env: &Envelope) -> pb::Envelope {
-    if let Some(msg) = to_proto_direct(env) {
-        return msg;
-    }
-    let bytes = env.encode();
-    // The canonical encoding of a decoded envelope always maps.
-    from_canonical_json(&bytes).unwrap_or_default()
+    into_proto(env.clone())
+}
+
+/// [`to_proto`] of an envelope the caller no longer needs: its strings move
+/// into the message (what a Work stream does for every task it hands out).
+pub fn into_proto(env: Envelope) -> pb::Envelope {
+    direct(env).unwrap_or_else(|env| {
+        // The canonical encoding of a decoded envelope always maps.
+        from_canonical_json(&env.encode()).unwrap_or_default()
+    })
 }
 
 /// The message of an envelope without unknown members at any level, built
-/// from the model instead of its canonical JSON (what a Work stream sends
-/// for every task; `tests/codec_fixtures.rs` checks it is the same
-/// message). `None` sends the envelope the long way.
+/// from the model instead of its canonical JSON (`tests/codec_fixtures.rs`
+/// checks it is the same message). `None` sends the envelope the long way.
 #[doc(hidden)]
 pub fn to_proto_direct(env: &Envelope) -> Option<pb::Envelope> {
+    direct(env.clone()).ok()
+}
+
+/// [`to_proto_direct`], moving the strings; gives the envelope back when it
+/// has unknown members (or a payload that is not base64).
+fn direct(env: Envelope) -> Result<pb::Envelope, Box<Envelope>> {
     let extra =
         |m: &Map<String, Value>, known: &[&str]| m.keys().any(|k| !known.contains(&k.as_str()));
-    if extra(&env.extra, ENVELOPE_KNOWN) {
-        return None;
-    }
-    let mut attempts = Vec::with_capacity(env.attempts.len());
-    for a in &env.attempts {
-        if extra(&a.extra, ATTEMPT_KNOWN) {
-            return None;
-        }
-        let error = match &a.error {
-            None => None,
-            Some(e) if extra(&e.extra, ERROR_KNOWN) => return None,
-            Some(e) => Some(pb::ErrorInfo {
-                r#type: e.error_type.clone(),
-                message: e.message.clone(),
-                detail_json: e
-                    .detail
+    let unknown = extra(&env.extra, ENVELOPE_KNOWN)
+        || env.attempts.iter().any(|a| {
+            extra(&a.extra, ATTEMPT_KNOWN)
+                || a.error
                     .as_ref()
-                    .filter(|v| !v.is_null())
-                    .map(Value::to_string),
-                stack: e.stack.clone(),
-                omitted: owned(e.left_out()),
-                unknown_json: String::new(),
-            }),
-        };
-        attempts.push(pb::AttemptRecord {
-            attempt_no: a.attempt_no,
-            started_at: a.started_at.to_string(),
-            finished_at: a.finished_at.map(|t| t.to_string()),
-            outcome: a
-                .outcome
-                .and_then(|o| pb::Outcome::from_str_name(o.as_str()))
-                .map_or(0, Into::into),
-            error,
-            omitted: owned(a.left_out()),
-            unknown_json: String::new(),
+                    .is_some_and(|e| extra(&e.extra, ERROR_KNOWN))
         });
+    if unknown {
+        return Err(Box::new(env));
     }
-    let payload = base64::engine::general_purpose::STANDARD
-        .decode(env.payload.as_bytes())
-        .ok()?;
-    Some(pb::Envelope {
+    let Some(status) = pb::Status::from_str_name(env.status.as_str()) else {
+        return Err(Box::new(env));
+    };
+    let Ok(payload) = base64::engine::general_purpose::STANDARD.decode(env.payload.as_bytes())
+    else {
+        return Err(Box::new(env));
+    };
+    let omitted = owned(env.left_out());
+    let attempts = env
+        .attempts
+        .into_iter()
+        .map(|a| {
+            let omitted = owned(a.left_out());
+            let error = a.error.map(|e| {
+                let omitted = owned(e.left_out());
+                pb::ErrorInfo {
+                    r#type: e.error_type,
+                    message: e.message,
+                    detail_json: e.detail.filter(|v| !v.is_null()).map(|v| v.to_string()),
+                    stack: e.stack,
+                    omitted,
+                    unknown_json: String::new(),
+                }
+            });
+            pb::AttemptRecord {
+                attempt_no: a.attempt_no,
+                started_at: a.started_at.to_string(),
+                finished_at: a.finished_at.map(|t| t.to_string()),
+                outcome: a
+                    .outcome
+                    .and_then(|o| pb::Outcome::from_str_name(o.as_str()))
+                    .map_or(0, Into::into),
+                error,
+                omitted,
+                unknown_json: String::new(),
+            }
+        })
+        .collect();
+    Ok(pb::Envelope {
         envelope_version: env.envelope_version,
         id: env.id.to_string(),
-        queue: env.queue.clone(),
-        handler_ref: env.handler_ref.clone(),
-        handler_version: env.handler_version.clone(),
+        queue: env.queue,
+        handler_ref: env.handler_ref,
+        handler_version: env.handler_version,
         payload,
-        payload_content_type: env.payload_content_type.clone(),
-        payload_ref: env.payload_ref.clone(),
-        headers: env
-            .headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        status: pb::Status::from_str_name(env.status.as_str())?.into(),
+        payload_content_type: env.payload_content_type,
+        payload_ref: env.payload_ref,
+        headers: env.headers.into_iter().collect(),
+        status: status.into(),
         priority: u32::from(env.priority),
         deferral_count: env.deferral_count,
         attempt_count: env.attempt_count,
@@ -131,7 +144,7 @@ pub fn to_proto_direct(env: &Envelope) -> Option<pb::Envelope> {
         lease_expires_at: env.lease_expires_at.map(|t| t.to_string()),
         created_at: env.created_at.to_string(),
         attempts,
-        omitted: owned(env.left_out()),
+        omitted,
         unknown_json: String::new(),
     })
 }

@@ -207,10 +207,11 @@ pub async fn settle_items(
 
 /// The leased-task message of a claim.
 pub fn leased(l: rdq_app::work::Leased) -> pb::LeasedTask {
+    let envelope = codec::into_proto(l.envelope);
     pb::LeasedTask {
-        id: l.envelope.id.to_string(),
+        id: envelope.id.clone(),
         lease_token: l.lease_token,
-        envelope: envelope(&l.envelope),
+        envelope: Some(envelope),
     }
 }
 

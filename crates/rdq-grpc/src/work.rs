@@ -24,9 +24,10 @@
 //! message, credits over the limit) ends the stream with a status carrying
 //! the stable code, and changes nothing.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use rdq_app::work::MAX_CLAIM;
 use rdq_app::{App, AppError, Caller, Scope};
 use rdq_envelope::{TaskId, validate_queue_name};
@@ -50,7 +51,7 @@ pub const MAX_QUEUES: usize = 64;
 /// due by time wake nobody).
 pub const IDLE_POLL: Duration = Duration::from_millis(100);
 
-/// Messages buffered towards the worker.
+/// Batches of messages (a claim's tasks, an ack) buffered towards the worker.
 const OUTBOUND: usize = 256;
 
 /// Most settles and extensions of one stream being stored at once; a
@@ -121,10 +122,14 @@ pub async fn start(
     let hello = check_hello(&caller, hello).map_err(|e| to_status(&e))?;
     let (tx, rx) = mpsc::channel(OUTBOUND);
     tokio::spawn(drive(app, caller, hello, inbound, tx));
-    Ok(Box::pin(ReceiverStream::new(rx)))
+    Ok(Box::pin(
+        ReceiverStream::new(rx).flat_map(futures::stream::iter),
+    ))
 }
 
-type Out = mpsc::Sender<Result<pb::WorkResponse, Status>>;
+/// Messages towards the worker, a claim's tasks together: one hand-over
+/// (and one wake-up of the connection) per claim rather than per task.
+type Out = mpsc::Sender<Vec<Result<pb::WorkResponse, Status>>>;
 
 /// What to do after a message from the worker.
 enum Next {
@@ -157,7 +162,7 @@ async fn drive(
         caller,
         hello,
         tx,
-        held: HashSet::new(),
+        held: HashSet::default(),
         credits,
         next_queue: 0,
         pending: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_ACKS)),
@@ -227,7 +232,7 @@ impl Driver {
             {
                 Ok(c) => c,
                 Err(e) => {
-                    let _ = self.tx.send(Err(to_status(&e))).await;
+                    let _ = self.tx.send(vec![Err(to_status(&e))]).await;
                     return Err(());
                 }
             };
@@ -235,16 +240,17 @@ impl Driver {
                 continue;
             }
             let count = claimed.len();
+            let mut batch = Vec::with_capacity(count);
             for task in claimed {
                 self.held.insert(task.envelope.id);
-                let msg = pb::WorkResponse {
+                batch.push(Ok(pb::WorkResponse {
                     kind: Some(pb::work_response::Kind::Task(leased(task))),
-                };
-                if self.tx.send(Ok(msg)).await.is_err() {
-                    // The worker is gone: what it was handed keeps its
-                    // lease and lapses as usual.
-                    return Err(());
-                }
+                }));
+            }
+            if self.tx.send(batch).await.is_err() {
+                // The worker is gone: what it was handed keeps its lease
+                // and lapses as usual.
+                return Err(());
             }
             return Ok(count);
         }
@@ -252,7 +258,7 @@ impl Driver {
     }
 
     async fn fail(&self, e: AppError) -> Next {
-        let _ = self.tx.send(Err(to_status(&e))).await;
+        let _ = self.tx.send(vec![Err(to_status(&e))]).await;
         Next::Stop
     }
 
@@ -348,7 +354,7 @@ impl Driver {
             let msg = pb::WorkResponse {
                 kind: Some(pb::work_response::Kind::Ack(pb::WorkAck { seq, results })),
             };
-            let _ = tx.send(Ok(msg)).await;
+            let _ = tx.send(vec![Ok(msg)]).await;
             drop(permit);
         });
         Next::Go

@@ -1,14 +1,18 @@
 //! What the store remembers in memory to spare itself work: envelopes it
-//! would otherwise decode again from bytes it wrote itself.
+//! would otherwise decode again from bytes it wrote itself, and queue
+//! configurations it would otherwise parse again.
 //!
-//! Both caches are shortcuts only. Every entry is checked against the row
+//! Every cache is a shortcut only. Every entry is checked against the row
 //! (lease fencing, or the row's exact bytes) before it is used, so a stale
 //! entry costs a decode, never a wrong answer.
 
-use std::collections::HashMap;
+// foldhash: every claim and settle hashes task ids several times; seeded per
+// process, like std's SipHash, at a fraction of its cost.
+use foldhash::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use rdq_engine::QueueConfig;
 use rdq_engine::machine::LeaseToken;
 use rdq_envelope::{Envelope, Status, TaskId};
 
@@ -133,7 +137,7 @@ impl PendingCache {
     /// A cache of at most `capacity` envelopes (0: none).
     pub(crate) fn new(capacity: usize) -> Self {
         Self(Mutex::new(Pending {
-            map: HashMap::new(),
+            map: HashMap::default(),
             bytes: 0,
             capacity,
             swept: None,
@@ -218,6 +222,39 @@ impl PendingCache {
         let mut p = self.lock();
         p.map.clear();
         p.bytes = 0;
+    }
+}
+
+/// Most queue configurations [`ConfigCache`] keeps; past it, it starts
+/// afresh.
+const CONFIG_CACHE_CAPACITY: usize = 1024;
+
+/// Queue configurations parsed from their stored text, by queue. Every
+/// claim and settle reads its queue's configuration: the row is still read
+/// each time (another process may have changed it), but text this process
+/// has parsed before is not parsed again.
+#[derive(Default)]
+pub(crate) struct ConfigCache(Mutex<HashMap<String, (Vec<u8>, QueueConfig)>>);
+
+impl ConfigCache {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, (Vec<u8>, QueueConfig)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The configuration `text` (the stored row of `queue`) stands for.
+    pub(crate) fn parse(&self, queue: &str, text: &[u8]) -> serde_json::Result<QueueConfig> {
+        if let Some((seen, config)) = self.lock().get(queue)
+            && seen == text
+        {
+            return Ok(config.clone());
+        }
+        let config: QueueConfig = serde_json::from_slice(text)?;
+        let mut cached = self.lock();
+        if cached.len() >= CONFIG_CACHE_CAPACITY && !cached.contains_key(queue) {
+            cached.clear();
+        }
+        cached.insert(queue.to_owned(), (text.to_vec(), config.clone()));
+        Ok(config)
     }
 }
 

@@ -40,7 +40,7 @@ use rdq_engine::{
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
 
-use crate::cache::{LeaseCache, PendingCache};
+use crate::cache::{ConfigCache, LeaseCache, PendingCache};
 use crate::reader::Readers;
 use crate::schema::Tuning;
 pub use crate::schema::{APPLICATION_ID, SCHEMA_VERSION};
@@ -133,6 +133,7 @@ struct Inner {
     writer: Writer,
     leases: LeaseCache,
     pending: PendingCache,
+    configs: ConfigCache,
     _temporary: Option<TemporaryDir>,
 }
 
@@ -255,6 +256,7 @@ impl EmbeddedStore {
                 writer,
                 leases: LeaseCache::default(),
                 pending: PendingCache::new(options.claim_cache),
+                configs: ConfigCache::default(),
                 _temporary: temporary,
             }),
         })
@@ -535,7 +537,7 @@ impl Store for EmbeddedStore {
     async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
         self.inner
             .readers
-            .with(|conn| reader::get_config(conn, queue))
+            .with(|conn| reader::get_config(conn, queue, &self.inner.configs))
     }
 
     async fn put_config(&self, queue: &str, policy: &QueueConfig) -> Result<(), EngineError> {

@@ -19,6 +19,7 @@ use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use crate::cache::ConfigCache;
 use crate::columns::{Columns, envelope_columns, slot, status_code, status_of, stored};
 use crate::error::{from_sql, task_id, undecodable};
 use crate::schema::{Tuning, open_reader};
@@ -254,14 +255,13 @@ pub(crate) fn counts(conn: &Connection) -> Result<Vec<QueueCounts>, EngineError>
 pub(crate) fn get_config(
     conn: &Connection,
     queue: &str,
+    parsed: &ConfigCache,
 ) -> Result<Option<QueueConfig>, EngineError> {
     let parsed = conn
         .prepare_cached("SELECT policy FROM queues WHERE name = ?1")
         .and_then(|mut stmt| {
-            stmt.query_row([queue], |row| {
-                Ok(serde_json::from_slice::<QueueConfig>(bytes(row, 0)?))
-            })
-            .optional()
+            stmt.query_row([queue], |row| Ok(parsed.parse(queue, bytes(row, 0)?)))
+                .optional()
         })
         .map_err(sql)?;
     match parsed {

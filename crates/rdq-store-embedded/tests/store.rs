@@ -572,6 +572,43 @@ async fn policies_round_trip_and_persist() {
     assert_eq!(store.counts().await.unwrap()[0].pending, 1);
 }
 
+/// A store parses a queue's stored configuration once and keeps it, but
+/// every read still sees the row: a change made by another process (here
+/// a second store on the same directory) is read at once, and each queue
+/// keeps its own.
+#[tokio::test]
+async fn a_configuration_changed_by_another_process_is_read_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let reader = EmbeddedStore::open(dir.path()).unwrap();
+    let other = EmbeddedStore::open(dir.path()).unwrap();
+    let config = |max_attempts| {
+        QueueConfig::from(QueuePolicy {
+            max_attempts,
+            ..QueuePolicy::default()
+        })
+    };
+    reader.put_config("a", &config(2)).await.unwrap();
+    reader.put_config("b", &config(3)).await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(reader.get_config("a").await.unwrap(), Some(config(2)));
+        assert_eq!(reader.get_config("b").await.unwrap(), Some(config(3)));
+    }
+    other.put_config("a", &config(7)).await.unwrap();
+    assert_eq!(reader.get_config("a").await.unwrap(), Some(config(7)));
+    assert_eq!(reader.get_config("b").await.unwrap(), Some(config(3)));
+    other
+        .put_config(
+            "a",
+            &config(2).with_section("callback", serde_json::json!({"x": 1})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        reader.get_config("a").await.unwrap(),
+        Some(config(2).with_section("callback", serde_json::json!({"x": 1})))
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_concurrent_writers_share_commits_and_all_land() {
     let (_dir, store) = fresh();
