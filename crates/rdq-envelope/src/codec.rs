@@ -460,10 +460,11 @@ impl<'p> Fields<'p> {
     }
 
     fn as_uint(&self, key: &str, v: Value, max: u64) -> Result<u64, EnvelopeError> {
-        let path = self.path(key);
+        // The path is built only for an error: this runs for every count of
+        // every envelope decoded.
         let Value::Number(n) = v else {
             return Err(malformed(
-                &path,
+                &self.path(key),
                 format!("expected an integer, found {}", type_name(&v)),
             ));
         };
@@ -471,13 +472,19 @@ impl<'p> Fields<'p> {
             return if u <= max {
                 Ok(u)
             } else {
-                Err(invalid(&path, format!("{u} is larger than {max}")))
+                Err(invalid(
+                    &self.path(key),
+                    format!("{u} is larger than {max}"),
+                ))
             };
         }
         if n.as_i64().is_some() {
-            return Err(invalid(&path, format!("{n} is negative")));
+            return Err(invalid(&self.path(key), format!("{n} is negative")));
         }
-        Err(malformed(&path, format!("expected an integer, found {n}")))
+        Err(malformed(
+            &self.path(key),
+            format!("expected an integer, found {n}"),
+        ))
     }
 
     /// An optional unsigned integer defaulting to 0: `(value, absent)`.
