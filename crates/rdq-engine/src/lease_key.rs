@@ -124,10 +124,10 @@ impl LeaseKey {
     }
 }
 
-/// Lower-case hex to bytes; `None` for anything else (upper case included,
-/// so one token has one spelling).
 /// The MAC of a token's text: `Malformed` unless it is lower-case hex of
-/// whole bytes (at most 64), `OtherTask` when it has the wrong length.
+/// whole bytes, at most 64 (upper case is refused too, so one token has one
+/// spelling); `OtherTask` when it is well-formed but of another length (not
+/// ours: the older 32-bit check, say).
 fn decode_tag(hex: &str) -> Result<[u8; MAC_BYTES], TokenMismatch> {
     if hex.is_empty() || !hex.len().is_multiple_of(2) || hex.len() > 2 * 64 {
         return Err(TokenMismatch::Malformed);
