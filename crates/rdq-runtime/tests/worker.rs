@@ -272,10 +272,11 @@ async fn a_handler_that_overruns_its_lease_is_stopped_and_reaped_as_lease_expire
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extending_the_lease_keeps_a_long_handler_running() {
-    // Runs 0.9 s on a 0.6 s lease, extending it every 150 ms: each
-    // extension leaves 450 ms of slack for a busy machine's scheduler.
+    // Runs 1.8 s on a 1.2 s lease, extending it every 200 ms: each
+    // extension leaves a second of slack for a busy machine's scheduler
+    // (450 ms was once not enough while the whole suite ran on 2 cores).
     let policy = QueuePolicy {
-        lease_ms: 600,
+        lease_ms: 1_200,
         ..QueuePolicy::default()
     };
     let engine = engine_with("w.long", policy).await;
@@ -284,9 +285,9 @@ async fn extending_the_lease_keeps_a_long_handler_running() {
         engine.clone(),
         config("w.long"),
         |t: Arc<Task>| async move {
-            for _ in 0..6 {
-                tokio::time::sleep(Duration::from_millis(150)).await;
-                t.extend_lease(Duration::from_millis(600)).await.unwrap();
+            for _ in 0..9 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                t.extend_lease(Duration::from_millis(1_200)).await.unwrap();
             }
             Settlement::Success
         },
