@@ -82,12 +82,18 @@ pub struct BenchArgs {
     /// HTTP pull workers for `pull`, each claiming 64 at a time.
     #[arg(long, default_value_t = 4)]
     workers: usize,
-    /// For `pull`: the workers use the gRPC `Work` stream (64 credits,
+    /// For `pull`: the workers use the gRPC `Work` stream (128 credits,
     /// settles batched on the stream) instead of HTTP claim and batch settle.
     /// For `callback`: the receiver is a gRPC `rdq.v1.Handler` (a
     /// `grpc://` target) instead of an HTTP endpoint.
     #[arg(long)]
     grpc: bool,
+    /// For `callback` and `pull`: measure HTTP against gRPC in this one run,
+    /// N alternating pairs (HTTP first), each run on a fresh store unless
+    /// `--store` or `--server` names one; reports every pair's rates, its
+    /// ratio and the median ratio (docs/benchmarks.md).
+    #[arg(long, value_name = "N", conflicts_with = "grpc")]
+    pairs: Option<u32>,
     /// Pending tasks behind the measured claims, for `backlog`.
     #[arg(long, default_value_t = 1_000_000)]
     backlog: u64,
@@ -257,7 +263,16 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
             workers: args.workers,
             grpc: args.grpc,
         };
-        return bench_server::run(&setup).await;
+        return match args.pairs {
+            Some(pairs) => bench_server::compare(&setup, pairs).await,
+            None => bench_server::run(&setup).await,
+        };
+    }
+    if args.pairs.is_some() {
+        return Err(CliError::new(
+            "INVALID_ARGUMENT",
+            "--pairs compares HTTP with gRPC: it applies to --workload callback and pull",
+        ));
     }
     let store = open_store(spec)?;
     let engine = Engine::new(store, Arc::new(SystemClock));

@@ -102,6 +102,77 @@ pub async fn run(setup: &ServerBench) -> Result<Value, CliError> {
     Ok(report)
 }
 
+/// Most pairs `--pairs` takes: each pair is two whole runs.
+const MAX_PAIRS: u32 = 100;
+
+/// Measures HTTP against gRPC `pairs` times in this one run, alternating
+/// (HTTP first, so neither transport always runs on the warmer machine),
+/// and reports each pair's rates and ratio and the median ratio. Without a
+/// named store or server every run gets a fresh embedded store of its own,
+/// so none runs on a file its predecessors grew.
+pub async fn compare(setup: &ServerBench, pairs: u32) -> Result<Value, CliError> {
+    if !(1..=MAX_PAIRS).contains(&pairs) {
+        return Err(CliError::new(
+            "INVALID_ARGUMENT",
+            format!("--pairs must be 1 to {MAX_PAIRS}, not {pairs}"),
+        ));
+    }
+    let fresh_stores = setup.server.is_none() && !setup.store_named;
+    let mut rows = Vec::new();
+    let mut ratios = Vec::new();
+    for pair in 1..=pairs {
+        let mut rates = [0.0f64; 2];
+        for (rate, grpc) in rates.iter_mut().zip([false, true]) {
+            let mut run_setup = ServerBench {
+                grpc,
+                ..setup.clone()
+            };
+            if fresh_stores {
+                let transport = if grpc { "grpc" } else { "http" };
+                run_setup.store = format!("{}/{pair}-{transport}", setup.store);
+            }
+            // Let the previous run's background I/O settle first.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let report = run(&run_setup).await;
+            if fresh_stores {
+                let _ = std::fs::remove_dir_all(&run_setup.store);
+            }
+            *rate = report?["work_per_s"].as_f64().unwrap_or(0.0);
+        }
+        let ratio = if rates[0] > 0.0 {
+            rates[1] / rates[0]
+        } else {
+            0.0
+        };
+        ratios.push(ratio);
+        rows.push(
+            json!({"pair": pair, "http_per_s": rates[0], "grpc_per_s": rates[1], "ratio": ratio}),
+        );
+    }
+    ratios.sort_by(f64::total_cmp);
+    let mid = ratios.len() / 2;
+    let median = if ratios.len() % 2 == 1 {
+        ratios[mid]
+    } else {
+        (ratios[mid - 1] + ratios[mid]) / 2.0
+    };
+    Ok(json!({
+        "workload": match setup.mode { Mode::Callback => "callback", Mode::Pull => "pull" },
+        "jobs": setup.jobs,
+        "concurrency": if setup.mode == Mode::Callback { json!(setup.concurrency) } else { json!(null) },
+        "workers": if setup.mode == Mode::Pull { json!(setup.workers) } else { json!(null) },
+        "pairs": rows,
+        "ratio_median": median,
+        "ratio_min": ratios.first(),
+        "ratio_max": ratios.last(),
+        "server": match &setup.server {
+            Some(url) => url.clone(),
+            None if setup.store_named => format!("in-process on {}", setup.store),
+            None => "in-process, a fresh embedded store per run".to_owned(),
+        },
+    }))
+}
+
 async fn measure(setup: &ServerBench, base: &str) -> Result<Value, CliError> {
     let client = reqwest::Client::builder()
         .no_proxy()
