@@ -136,76 +136,67 @@ pub async fn work_stream_worker(
 }
 
 /// A minimal `rdq.v1.Handler` on `127.0.0.1:0` answering OK at once and
-/// counting calls in `hits`; returns its `grpc://` URL.
+/// counting calls in `hits`; returns its `grpc://` URL. It speaks HTTP/2
+/// with the `h2` crate directly and answers without decoding the task (its
+/// bytes are read and dropped), as the HTTP receiver is one minimal route
+/// answering without reading its body: the two receivers should cost about
+/// the same, so that the benchmark compares the dispatchers, not the
+/// receivers' server stacks.
 pub async fn start_receiver(hits: Arc<AtomicU64>) -> Result<String, CliError> {
-    let router = tonic::service::Routes::new(Receiver { hits }).into_axum_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| failed("receiver", e))?;
     let addr = listener.local_addr().map_err(|e| failed("receiver", e))?;
     tokio::spawn(async move {
-        // As gRPC servers do: without it HTTP/2's small frames wait for ACKs.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        while let Ok((tcp, _)) = listener.accept().await {
+            // As gRPC servers do: without it HTTP/2's small frames wait for ACKs.
             let _ = tcp.set_nodelay(true);
-        });
-        let _ = axum::serve(listener, router).await;
+            let hits = Arc::clone(&hits);
+            tokio::spawn(async move {
+                let Ok(mut connection) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                while let Some(Ok((request, respond))) = connection.accept().await {
+                    tokio::spawn(answer(request, respond, Arc::clone(&hits)));
+                }
+            });
+        }
     });
     Ok(format!("grpc://{addr}"))
 }
 
-/// The receiver's `rdq.v1.Handler`: `Handle` counts the call and answers
-/// OK without decoding the task (its fields are skipped unread), as the
-/// HTTP receiver answers without reading its body, so that the two
-/// receivers cost the same and the benchmark compares the dispatchers.
-#[derive(Clone)]
-struct Receiver {
+/// Answers one call: OK with an empty `HandleResponse` for `Handle`,
+/// `UNIMPLEMENTED` for any other method.
+async fn answer(
+    request: http::Request<h2::RecvStream>,
+    mut respond: h2::server::SendResponse<bytes::Bytes>,
     hits: Arc<AtomicU64>,
-}
-
-impl tonic::server::NamedService for Receiver {
-    const NAME: &'static str = pb::handler_server::SERVICE_NAME;
-}
-
-impl<B> tonic::codegen::Service<tonic::codegen::http::Request<B>> for Receiver
-where
-    B: tonic::codegen::Body + Send + 'static,
-    B::Error: Into<tonic::codegen::StdError> + Send + 'static,
-{
-    type Response = tonic::codegen::http::Response<tonic::body::Body>;
-    type Error = std::convert::Infallible;
-    type Future = tonic::codegen::BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(
-        &mut self,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        std::task::Poll::Ready(Ok(()))
+) {
+    let handle = request.uri().path() == "/rdq.v1.Handler/Handle";
+    let mut body = request.into_body();
+    while let Some(Ok(chunk)) = body.data().await {
+        let _ = body.flow_control().release_capacity(chunk.len());
     }
-
-    fn call(&mut self, req: tonic::codegen::http::Request<B>) -> Self::Future {
-        let hits = Arc::clone(&self.hits);
-        Box::pin(async move {
-            if req.uri().path() != "/rdq.v1.Handler/Handle" {
-                return Ok(tonic::Status::unimplemented("only Handle").into_http());
-            }
-            // An empty message type as the request: the task's bytes are skipped.
-            let codec =
-                tonic_prost::ProstCodec::<pb::HandleResponse, pb::HandleResponse>::default();
-            Ok(tonic::server::Grpc::new(codec)
-                .unary(Answer(hits), req)
-                .await)
-        })
+    let mut response = http::Response::new(());
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/grpc"),
+    );
+    if !handle {
+        // Trailers-only: the status rides in the headers.
+        response
+            .headers_mut()
+            .insert("grpc-status", http::HeaderValue::from_static("12"));
+        let _ = respond.send_response(response, true);
+        return;
     }
-}
-
-struct Answer(Arc<AtomicU64>);
-
-impl tonic::server::UnaryService<pb::HandleResponse> for Answer {
-    type Response = pb::HandleResponse;
-    type Future = std::future::Ready<Result<tonic::Response<pb::HandleResponse>, tonic::Status>>;
-
-    fn call(&mut self, _request: tonic::Request<pb::HandleResponse>) -> Self::Future {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        std::future::ready(Ok(tonic::Response::new(pb::HandleResponse {})))
-    }
+    hits.fetch_add(1, Ordering::Relaxed);
+    let Ok(mut stream) = respond.send_response(response, false) else {
+        return;
+    };
+    // One message: not compressed, zero bytes long (an empty HandleResponse).
+    let _ = stream.send_data(bytes::Bytes::from_static(&[0; 5]), false);
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    let _ = stream.send_trailers(trailers);
 }
