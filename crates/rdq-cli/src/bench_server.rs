@@ -129,7 +129,10 @@ pub async fn compare(setup: &ServerBench, pairs: u32) -> Result<Value, CliError>
             };
             if fresh_stores {
                 let transport = if grpc { "grpc" } else { "http" };
-                run_setup.store = format!("{}/{pair}-{transport}", setup.store);
+                run_setup.store = std::path::Path::new(&setup.store)
+                    .join(format!("{pair}-{transport}"))
+                    .display()
+                    .to_string();
             }
             // Let the previous run's background I/O settle first.
             tokio::time::sleep(Duration::from_secs(1)).await;
