@@ -63,6 +63,7 @@ async fn acknowledged_submits_survive_kill_9_of_redis_with_appendfsync_always() 
                     Ok(other) => panic!("an unkeyed submit created nothing: {other:?}"),
                     Err(e) => {
                         assert_eq!(e.code(), "STORE_UNAVAILABLE", "{e}");
+                        eprintln!("refused: {e}");
                         refused += 1;
                     }
                 }
