@@ -94,12 +94,46 @@ pub async fn run(setup: &ServerBench) -> Result<Value, CliError> {
         let _ = handle.await;
     }
     let mut report = result?;
-    report["server"] = json!(match &setup.server {
+    report["server"] = json!(server_label(setup, "in-process on a fresh embedded store"));
+    Ok(report)
+}
+
+/// The report's `server`: the URL measured, or the store the in-process
+/// server ran on (`fresh`, when it was the benchmark's own).
+fn server_label(setup: &ServerBench, fresh: &str) -> String {
+    match &setup.server {
         Some(url) => url.clone(),
         None if setup.store_named => format!("in-process on {}", setup.store),
-        None => "in-process on a fresh embedded store".to_owned(),
-    });
-    Ok(report)
+        None => fresh.to_owned(),
+    }
+}
+
+/// The fields every report of `setup` starts with: what ran, and how wide.
+fn described(setup: &ServerBench) -> serde_json::Map<String, Value> {
+    let pull = setup.mode == Mode::Pull;
+    let mut fields = serde_json::Map::new();
+    fields.insert(
+        "workload".into(),
+        json!(if pull { "pull" } else { "callback" }),
+    );
+    fields.insert("jobs".into(), json!(setup.jobs));
+    fields.insert(
+        "concurrency".into(),
+        if pull {
+            Value::Null
+        } else {
+            json!(setup.concurrency)
+        },
+    );
+    fields.insert(
+        "workers".into(),
+        if pull {
+            json!(setup.workers)
+        } else {
+            Value::Null
+        },
+    );
+    fields
 }
 
 /// Most pairs `--pairs` takes: each pair is two whole runs.
@@ -159,21 +193,19 @@ pub async fn compare(setup: &ServerBench, pairs: u32) -> Result<Value, CliError>
     } else {
         (ratios[mid - 1] + ratios[mid]) / 2.0
     };
-    Ok(json!({
-        "workload": match setup.mode { Mode::Callback => "callback", Mode::Pull => "pull" },
-        "jobs": setup.jobs,
-        "concurrency": if setup.mode == Mode::Callback { json!(setup.concurrency) } else { json!(null) },
-        "workers": if setup.mode == Mode::Pull { json!(setup.workers) } else { json!(null) },
-        "pairs": rows,
-        "ratio_median": median,
-        "ratio_min": ratios.first(),
-        "ratio_max": ratios.last(),
-        "server": match &setup.server {
-            Some(url) => url.clone(),
-            None if setup.store_named => format!("in-process on {}", setup.store),
-            None => "in-process, a fresh embedded store per run".to_owned(),
-        },
-    }))
+    let mut report = described(setup);
+    report.insert("pairs".into(), json!(rows));
+    report.insert("ratio_median".into(), json!(median));
+    report.insert("ratio_min".into(), json!(ratios.first()));
+    report.insert("ratio_max".into(), json!(ratios.last()));
+    report.insert(
+        "server".into(),
+        json!(server_label(
+            setup,
+            "in-process, a fresh embedded store per run"
+        )),
+    );
+    Ok(Value::Object(report))
 }
 
 async fn measure(setup: &ServerBench, base: &str) -> Result<Value, CliError> {
@@ -287,11 +319,8 @@ async fn measure(setup: &ServerBench, base: &str) -> Result<Value, CliError> {
         .and_then(|qs| qs.iter().find(|q| q["queue"] == queue.as_str()))
         .cloned()
         .unwrap_or(Value::Null);
-    Ok(json!({
-        "workload": match setup.mode { Mode::Callback => "callback", Mode::Pull => "pull" },
-        "jobs": setup.jobs,
-        "concurrency": if setup.mode == Mode::Callback { json!(setup.concurrency) } else { json!(null) },
-        "workers": if setup.mode == Mode::Pull { json!(setup.workers) } else { json!(null) },
+    let mut report = described(setup);
+    if let Value::Object(mut measured) = json!({
         "pull_batch": if setup.mode == Mode::Pull { json!(PULL_BATCH) } else { json!(null) },
         "transport": match (setup.mode, setup.grpc) {
             (Mode::Pull, true) => "grpc-work-stream",
@@ -304,7 +333,10 @@ async fn measure(setup: &ServerBench, base: &str) -> Result<Value, CliError> {
         "callbacks_received": if setup.mode == Mode::Callback { json!(hits.load(Ordering::Relaxed)) } else { json!(null) },
         "succeeded": row["succeeded"],
         "dead": row["dead"],
-    }))
+    }) {
+        report.append(&mut measured);
+    }
+    Ok(Value::Object(report))
 }
 
 /// SUCCEEDED plus DEAD tasks of `queue`.
