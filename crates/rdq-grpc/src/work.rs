@@ -55,9 +55,12 @@ pub const IDLE_POLL: Duration = Duration::from_millis(100);
 const OUTBOUND: usize = 256;
 
 /// Most settles and extensions of one stream being stored at once; a
-/// worker that sends more waits (its messages are read no further) until
-/// one is acknowledged.
-pub const MAX_PENDING_ACKS: usize = 8;
+/// worker that sends more waits (its messages are read no further, so it
+/// is claimed for no further either) until one is acknowledged. Acks wait
+/// for the store's fsync: at 8, one slow fsync of a few tens of
+/// milliseconds used up a busy stream's allowance and its claims stopped
+/// until the disk answered (docs/benchmarks.md, "eighteenth session").
+pub const MAX_PENDING_ACKS: usize = 64;
 
 struct Hello {
     queues: Vec<String>,
