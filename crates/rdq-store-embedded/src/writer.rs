@@ -407,7 +407,8 @@ struct Group {
 /// (one lost to power failure leaves its tasks PENDING: they run again,
 /// at least once), so a group of claims only commits and answers at once
 /// even while an fsync runs, and the claims of any group answer at its
-/// commit.
+/// commit; a claim joins the open group even when it is full, so that it
+/// never waits behind the group's fsync.
 fn run(
     conn: Connection,
     queue: &mpsc::Receiver<Msg>,
@@ -469,7 +470,11 @@ fn run(
         };
         match next {
             None => unsynced.extend(finish(&mut ctx, &mut group, health)),
-            Some(Msg::Job(job)) if full => backlog.push_back(job),
+            // A claim joins even a full group (and so commits it at once):
+            // otherwise it would wait behind the group's fsync.
+            Some(Msg::Job(job)) if full && !matches!(job, Job::Claim { .. }) => {
+                backlog.push_back(job);
+            }
             Some(Msg::Job(job)) => add(&mut ctx, &mut group, job, health),
             Some(Msg::Synced) => syncing = false,
             Some(Msg::Close) => closing = true,
@@ -1312,6 +1317,38 @@ mod tests {
         assert!(still_waiting(&mut second), "answered before its own fsync");
         gate.send(()).expect("open");
         answer(second).expect("second write");
+    }
+
+    #[test]
+    fn a_claim_does_not_wait_for_an_fsync_behind_a_full_group() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (entered_tx, entered) = std_mpsc::channel::<()>();
+        let (gate, gate_rx) = std_mpsc::channel::<()>();
+        let w = writer(
+            &dir,
+            Box::new(move || {
+                entered_tx.send(()).map_err(|e| e.to_string())?;
+                gate_rx.recv().map_err(|e| e.to_string())
+            }),
+        );
+        let first = put_config(&w);
+        entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the first write's fsync began");
+        // While it runs, writes fill the next group to its limit (64) and
+        // beyond; they wait for an fsync, the claim must not.
+        let mut waiting: Vec<_> = (0..80).map(|_| put_config(&w)).collect();
+        assert!(answer(claim(&w)).expect("claim").is_empty());
+        assert!(waiting.iter_mut().all(still_waiting_now));
+        for _ in 0..3 {
+            let _ = gate.send(());
+        }
+        answer(first).expect("first write");
+        drop(gate);
+    }
+
+    fn still_waiting_now<T>(rx: &mut oneshot::Receiver<T>) -> bool {
+        matches!(rx.try_recv(), Err(oneshot::error::TryRecvError::Empty))
     }
 
     #[test]
