@@ -1286,18 +1286,27 @@ mod tests {
         matches!(rx.try_recv(), Err(oneshot::error::TryRecvError::Empty))
     }
 
-    #[test]
-    fn writes_wait_for_their_fsync_and_claims_do_not() {
-        let dir = tempfile::tempdir().expect("dir");
+    /// A writer whose every fsync says on `entered` that it began, then
+    /// waits for a message on `gate` (and fails once `gate` is dropped).
+    fn gated_writer(
+        dir: &tempfile::TempDir,
+    ) -> (Writer, std_mpsc::Receiver<()>, std_mpsc::Sender<()>) {
         let (entered_tx, entered) = std_mpsc::channel::<()>();
         let (gate, gate_rx) = std_mpsc::channel::<()>();
         let w = writer(
-            &dir,
+            dir,
             Box::new(move || {
                 entered_tx.send(()).map_err(|e| e.to_string())?;
                 gate_rx.recv().map_err(|e| e.to_string())
             }),
         );
+        (w, entered, gate)
+    }
+
+    #[test]
+    fn writes_wait_for_their_fsync_and_claims_do_not() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (w, entered, gate) = gated_writer(&dir);
         let mut first = put_config(&w);
         entered
             .recv_timeout(Duration::from_secs(10))
@@ -1322,15 +1331,7 @@ mod tests {
     #[test]
     fn a_claim_does_not_wait_for_an_fsync_behind_a_full_group() {
         let dir = tempfile::tempdir().expect("dir");
-        let (entered_tx, entered) = std_mpsc::channel::<()>();
-        let (gate, gate_rx) = std_mpsc::channel::<()>();
-        let w = writer(
-            &dir,
-            Box::new(move || {
-                entered_tx.send(()).map_err(|e| e.to_string())?;
-                gate_rx.recv().map_err(|e| e.to_string())
-            }),
-        );
+        let (w, entered, gate) = gated_writer(&dir);
         let first = put_config(&w);
         entered
             .recv_timeout(Duration::from_secs(10))
