@@ -1281,9 +1281,10 @@ mod tests {
         panic!("no answer within ten seconds");
     }
 
+    /// Whether `rx` is still unanswered a tenth of a second from now.
     fn still_waiting<T>(rx: &mut oneshot::Receiver<T>) -> bool {
         std::thread::sleep(Duration::from_millis(100));
-        matches!(rx.try_recv(), Err(oneshot::error::TryRecvError::Empty))
+        still_waiting_now(rx)
     }
 
     /// A writer whose every fsync says on `entered` that it began, then
@@ -1348,6 +1349,7 @@ mod tests {
         drop(gate);
     }
 
+    /// Whether `rx` is unanswered.
     fn still_waiting_now<T>(rx: &mut oneshot::Receiver<T>) -> bool {
         matches!(rx.try_recv(), Err(oneshot::error::TryRecvError::Empty))
     }
