@@ -434,11 +434,11 @@ func TestDLQListShowRedriveAndExport(t *testing.T) {
 func TestALongHandlerKeepsItsLeaseByExtension(t *testing.T) {
 	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
 		q := queueName(t)
-		configure(t, c, q, map[string]any{"lease_ms": 600})
+		configure(t, c, q, map[string]any{"lease_ms": 1500})
 		reg := rdq.NewRegistry()
 		reg.Register("slow", func(ctx context.Context, task envelope.Envelope) error {
 			select {
-			case <-time.After(2500 * time.Millisecond): // four leases
+			case <-time.After(4000 * time.Millisecond): // more than two leases
 				return nil
 			case <-ctx.Done():
 				return context.Cause(ctx)
@@ -454,19 +454,84 @@ func TestALongHandlerKeepsItsLeaseByExtension(t *testing.T) {
 	})
 }
 
+// An extension request slower than the extension interval (a third of the
+// lease) but answered within the lease keeps the lease: the worker waits for
+// it instead of giving up after one interval.
+func TestASlowExtensionWithinTheLeaseKeepsIt(t *testing.T) {
+	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+		q := queueName(t)
+		configure(t, c, q, map[string]any{"lease_ms": 1500}) // extensions every 500 ms
+		proxy := proxyTo(t, url, func(r *http.Request, _ []byte) {
+			if strings.HasSuffix(r.URL.Path, "/lease") {
+				time.Sleep(700 * time.Millisecond)
+			}
+		})
+		causes := make(chan error, 1)
+		reg := rdq.NewRegistry()
+		reg.Register("slow", func(ctx context.Context, task envelope.Envelope) error {
+			select {
+			case <-time.After(3500 * time.Millisecond): // at least two slow extensions
+				causes <- nil
+				return nil
+			case <-ctx.Done():
+				causes <- context.Cause(ctx)
+				return ctx.Err()
+			}
+		})
+		runWorker(t, newClient(t, proxy.URL), rdq.WorkerConfig{Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
+		id := submit(t, c, rdq.Task{Queue: q, HandlerRef: "slow"}).ID
+		if err := <-causes; err != nil {
+			t.Fatalf("the handler was cancelled: %v", err)
+		}
+		env := waitFor(t, c, id, "terminal", terminal)
+		if env.Status != envelope.StatusSucceeded || len(env.Attempts) != 1 || env.ClaimCount != 1 {
+			b, _ := env.Encode()
+			t.Fatalf("the lease lapsed under a running handler: %s", b)
+		}
+	})
+}
+
+// proxyTo is an HTTP proxy to target that shows each request to look first
+// (which may record or delay it), then forwards it.
+func proxyTo(t *testing.T, target string, look func(r *http.Request, body []byte)) *httptest.Server {
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		look(r, body)
+		out, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		out.Header = r.Header.Clone()
+		resp, err := http.DefaultTransport.RoundTrip(out)
+		if err != nil {
+			http.Error(w, err.Error(), 502)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(proxy.Close)
+	return proxy
+}
+
 // The Worker's single lease keeper serves handlers that started at
 // different times, and one lost lease cancels only its own handler.
 func TestOneLeaseKeeperServesStaggeredHandlers(t *testing.T) {
 	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
 		q := queueName(t)
-		configure(t, c, q, map[string]any{"lease_ms": 600})
+		configure(t, c, q, map[string]any{"lease_ms": 1500})
 		started := make(chan string, 3)
 		causes := make(chan error, 3)
 		reg := rdq.NewRegistry()
 		reg.Register("slow", func(ctx context.Context, task envelope.Envelope) error {
 			started <- task.ID
 			select {
-			case <-time.After(2000 * time.Millisecond): // more than three leases
+			case <-time.After(4000 * time.Millisecond): // more than two leases
 				return nil
 			case <-ctx.Done():
 				causes <- context.Cause(ctx)
@@ -675,8 +740,7 @@ func TestClaimsAndSettlesTravelInBatches(t *testing.T) {
 		var mu sync.Mutex
 		var claims, settles []int // items per request
 		singles := 0
-		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, _ := io.ReadAll(r.Body)
+		proxy := proxyTo(t, target, func(r *http.Request, body []byte) {
 			var req struct {
 				Max     int               `json:"max"`
 				Settles []json.RawMessage `json:"settles"`
@@ -692,25 +756,7 @@ func TestClaimsAndSettlesTravelInBatches(t *testing.T) {
 				singles++
 			}
 			mu.Unlock()
-			out, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), bytes.NewReader(body))
-			if err != nil {
-				http.Error(w, err.Error(), 500)
-				return
-			}
-			out.Header = r.Header.Clone()
-			resp, err := http.DefaultTransport.RoundTrip(out)
-			if err != nil {
-				http.Error(w, err.Error(), 502)
-				return
-			}
-			defer resp.Body.Close()
-			for k, v := range resp.Header {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(resp.StatusCode)
-			_, _ = io.Copy(w, resp.Body)
-		}))
-		defer proxy.Close()
+		})
 
 		const n = 48
 		var ids []string

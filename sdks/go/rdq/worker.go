@@ -489,7 +489,7 @@ func (w *Worker) leaseLoop() {
 				if r.extending == nil { // one still in flight skips this turn
 					r.extending = make(chan struct{})
 					w.extenders.Add(1)
-					go w.extend(r, r.extending)
+					go w.extend(r, r.deadline, r.extending)
 				}
 			}
 			if earliest.IsZero() || r.next.Before(earliest) {
@@ -521,10 +521,14 @@ func (w *Worker) leaseLoop() {
 	}
 }
 
-// extend makes one extension of r's lease, then marks it ended (done).
-func (w *Worker) extend(r *run, done chan struct{}) {
+// extend makes one extension of r's lease, then marks it ended (done). The
+// request may take until the lease ends as this worker knows it (deadline),
+// not just one interval: a server slower than the interval but answering
+// within the lease keeps the lease.
+func (w *Worker) extend(r *run, deadline time.Time, done chan struct{}) {
 	defer w.extenders.Done()
-	ectx, cancel := context.WithTimeout(context.Background(), r.interval)
+	sent := time.Now()
+	ectx, cancel := context.WithDeadline(context.Background(), later(deadline, sent.Add(r.interval)))
 	_, err := w.client.ExtendLease(ectx, r.task.ID, r.task.LeaseToken, r.lease)
 	cancel()
 
@@ -550,6 +554,14 @@ func (w *Worker) extend(r *run, done chan struct{}) {
 	if report {
 		w.report(fmt.Errorf("rdq: extending the lease of %s: %w", r.task.ID, err))
 	}
+}
+
+// later is the later of two instants.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (w *Worker) settleLoop() {

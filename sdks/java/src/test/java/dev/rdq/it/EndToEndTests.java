@@ -441,9 +441,9 @@ abstract class EndToEndTests {
     @Test
     @DisplayName("the lease of a handler that outlives it is extended automatically")
     void lease_is_extended() {
-        client.updateQueueConfig(Q, JsonObject.builder().put("lease_ms", 600).build());
+        client.updateQueueConfig(Q, JsonObject.builder().put("lease_ms", 1500).build());
         String id = submit(client, Q, "slow", "x").id();
-        start(Worker.builder(client).handler(Q, "slow", task -> Thread.sleep(2_500)));
+        start(Worker.builder(client).handler(Q, "slow", task -> Thread.sleep(4_000)));
         Envelope e = awaitTask(client, id, "succeeded", t -> t.status() == Status.SUCCEEDED);
         assertEquals(1, e.attempts().size(), "no LEASE_EXPIRED attempt: " + e);
         assertEquals(AttemptOutcome.SUCCESS, e.attempts().get(0).outcome().orElseThrow());
