@@ -527,8 +527,7 @@ func (w *Worker) leaseLoop() {
 // within the lease keeps the lease.
 func (w *Worker) extend(r *run, deadline time.Time, done chan struct{}) {
 	defer w.extenders.Done()
-	sent := time.Now()
-	ectx, cancel := context.WithDeadline(context.Background(), later(deadline, sent.Add(r.interval)))
+	ectx, cancel := context.WithDeadline(context.Background(), later(deadline, time.Now().Add(r.interval)))
 	_, err := w.client.ExtendLease(ectx, r.task.ID, r.task.LeaseToken, r.lease)
 	cancel()
 
