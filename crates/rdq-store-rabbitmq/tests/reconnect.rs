@@ -19,6 +19,14 @@ use common::{Stores, unique};
 use rdq_engine::{Engine, QueuePolicy, Settlement, SubmitRequest, SystemClock};
 use rdq_envelope::TaskId;
 
+/// `call`'s answer; panics naming `what` if it takes a minute (a hang).
+async fn answered<T>(what: &str, call: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(Duration::from_secs(60), call).await {
+        Ok(answer) => answer,
+        Err(_) => panic!("{what} did not answer within 60 s"),
+    }
+}
+
 fn rabbitmqctl(command: &str) {
     // Bounded, so a broker that does not come back fails the test with a
     // reason instead of hanging it until the runner's timeout.
@@ -84,24 +92,20 @@ fn a_broker_restart_under_load_loses_no_confirmed_submit() {
                 // Deliveries held when the connection dropped come back
                 // redelivered: the reaper records the lapsed attempt and
                 // retries them. Each call must answer, whatever the broker
-                // is doing: one that takes a minute is a hang.
-                let round = async {
-                    let _ = engine.reap_expired(100).await;
-                    if let Ok(claimed) = engine.claim(&queue, 32, None).await {
-                        for c in claimed {
-                            if engine
-                                .settle(&c.envelope, c.token, Settlement::Success)
-                                .await
-                                .is_ok()
-                            {
-                                seen.insert(c.envelope.id);
-                            }
+                // is doing: one that takes a minute is a hang, and the
+                // failure names the call.
+                let _ = answered("a reap", engine.reap_expired(100)).await;
+                if let Ok(claimed) = answered("a claim", engine.claim(&queue, 32, None)).await {
+                    for c in claimed {
+                        let settled = answered(
+                            "a settle",
+                            engine.settle(&c.envelope, c.token, Settlement::Success),
+                        );
+                        if settled.await.is_ok() {
+                            seen.insert(c.envelope.id);
                         }
                     }
-                };
-                tokio::time::timeout(Duration::from_secs(60), round)
-                    .await
-                    .expect("a reap, claim and settle round answered within 60 s");
+                }
             };
             let t0 = Instant::now();
             while t0.elapsed() < Duration::from_millis(500) {
