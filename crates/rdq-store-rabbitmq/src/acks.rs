@@ -21,11 +21,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use lapin::Acker;
 use lapin::options::BasicAckOptions;
 use tokio::sync::{Notify, oneshot};
-use tracing::debug;
+use tracing::{debug, warn};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -164,8 +165,27 @@ impl Acks {
     }
 }
 
+/// How long one ack may take to be written before it counts as not sent.
+/// When the broker closes the connection (a restart, `stop_app`), the AMQP
+/// client can leave an ack it was writing pending for good, and every
+/// settle behind it would wait with it; a settle must answer. An ack
+/// normally takes well under a millisecond.
+const ACK_WAIT: Duration = Duration::from_secs(5);
+
+/// Sends one ack; true once it is written. An ack on a channel already
+/// closed is not attempted.
 async fn send(acker: &Acker, multiple: bool) -> bool {
-    matches!(acker.ack(BasicAckOptions { multiple }).await, Ok(true))
+    if !acker.usable() {
+        return false;
+    }
+    let ack = acker.ack(BasicAckOptions { multiple });
+    match tokio::time::timeout(ACK_WAIT, ack).await {
+        Ok(written) => matches!(written, Ok(true)),
+        Err(_) => {
+            warn!("an ack was not written within {ACK_WAIT:?}; counted as not sent");
+            false
+        }
+    }
 }
 
 async fn run(acks: Arc<Acks>) {
