@@ -116,12 +116,12 @@ suite_java() {
 # Names the tests surefire's reports in $1 record as flaky (failed, then
 # passed on a rerun).
 java_flakes() {
-  local reports=$1
-  [ -d "$reports" ] || return 0
-  awk '/<testcase / { match($0, /name="[^"]*"/); name = substr($0, RSTART + 6, RLENGTH - 7)
-                      match($0, /classname="[^"]*"/); class = substr($0, RSTART + 11, RLENGTH - 12) }
+  local reports=("$1"/TEST-*.xml)
+  [ -e "${reports[0]}" ] || return 0
+  awk '/<testcase / { match($0, / name="[^"]*"/); name = substr($0, RSTART + 7, RLENGTH - 8)
+                      match($0, / classname="[^"]*"/); class = substr($0, RSTART + 12, RLENGTH - 13) }
        /<flaky(Failure|Error)/ && !seen[class "#" name]++ { print "test.sh: FLAKY (java): " class "#" name }' \
-    "$reports"/TEST-*.xml
+    "${reports[@]}"
 }
 
 suite_web() {
