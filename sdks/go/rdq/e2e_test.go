@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -494,26 +496,16 @@ func TestASlowExtensionWithinTheLeaseKeepsIt(t *testing.T) {
 // proxyTo is an HTTP proxy to target that shows each request to look first
 // (which may record or delay it), then forwards it.
 func proxyTo(t *testing.T, target string, look func(r *http.Request, body []byte)) *httptest.Server {
+	to, err := neturl.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(to)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		look(r, body)
-		out, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), 500)
-			return
-		}
-		out.Header = r.Header.Clone()
-		resp, err := http.DefaultTransport.RoundTrip(out)
-		if err != nil {
-			http.Error(w, err.Error(), 502)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		forward.ServeHTTP(w, r)
 	}))
 	t.Cleanup(proxy.Close)
 	return proxy
@@ -736,11 +728,10 @@ scopes = ["submit", "work", "admin"]
 func TestClaimsAndSettlesTravelInBatches(t *testing.T) {
 	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
 		q := queueName(t)
-		target := url
 		var mu sync.Mutex
 		var claims, settles []int // items per request
 		singles := 0
-		proxy := proxyTo(t, target, func(r *http.Request, body []byte) {
+		proxy := proxyTo(t, url, func(r *http.Request, body []byte) {
 			var req struct {
 				Max     int               `json:"max"`
 				Settles []json.RawMessage `json:"settles"`
