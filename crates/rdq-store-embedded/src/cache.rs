@@ -31,13 +31,29 @@ const LEASE_CACHE_CAPACITY: usize = 65_536;
 /// write's lease fencing, exactly like a stale lease does (`LEASE_LOST` or
 /// `TASK_NOT_FOUND`), and a write by `seq` also names the id, so a row
 /// that is not the task's is never written.
-#[derive(Default)]
 pub(crate) struct LeaseCache(Mutex<HashMap<TaskId, Lease>>);
 
+/// Entries [`LeaseCache`]'s map has room for from the start. The map sees
+/// an insert and a remove per task; held near its load limit, its removals
+/// leave tombstones and it reallocated itself every claim or two (about
+/// 3 % of a `Work` stream's CPU, docs/benchmarks.md). Sparse, a removal
+/// mostly leaves its slot empty.
+const LEASE_CACHE_ROOM: usize = 4096;
+
+impl Default for LeaseCache {
+    fn default() -> Self {
+        Self(Mutex::new(HashMap::with_capacity_and_hasher(
+            LEASE_CACHE_ROOM,
+            foldhash::fast::RandomState::default(),
+        )))
+    }
+}
+
 /// A claim this process handed out: the envelope until the lease check
-/// takes it, and the row.
+/// takes it, and the row. The envelope is boxed to keep the map's entries
+/// small (its room costs little, a rehash moves little).
 pub(crate) struct Lease {
-    pub(crate) env: Option<Envelope>,
+    pub(crate) env: Option<Box<Envelope>>,
     pub(crate) seq: i64,
 }
 
@@ -56,7 +72,7 @@ impl LeaseCache {
             map.insert(
                 env.id,
                 Lease {
-                    env: Some(env.clone()),
+                    env: Some(Box::new(env.clone())),
                     seq,
                 },
             );
@@ -69,7 +85,9 @@ impl LeaseCache {
         let mut map = self.lock();
         let lease = map.get_mut(&id)?;
         match &lease.env {
-            Some(env) if LeaseToken::current(env) == Some(token) => lease.env.take(),
+            Some(env) if LeaseToken::current(env) == Some(token) => {
+                lease.env.take().map(|env| *env)
+            }
             _ => None,
         }
     }
