@@ -55,15 +55,23 @@ impl TaskId {
     }
 }
 
-impl fmt::Display for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl TaskId {
+    /// The canonical 26-character text as ASCII bytes, without an
+    /// allocation.
+    pub fn text(self) -> [u8; 26] {
         let mut out = [0u8; 26];
         for (i, slot) in out.iter_mut().enumerate() {
             let shift = 5 * (25 - i);
             *slot = ALPHABET[((self.0 >> shift) & 0x1f) as usize];
         }
+        out
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The alphabet is ASCII, so this cannot fail.
-        f.write_str(std::str::from_utf8(&out).map_err(|_| fmt::Error)?)
+        f.write_str(std::str::from_utf8(&self.text()).map_err(|_| fmt::Error)?)
     }
 }
 

@@ -93,8 +93,11 @@ impl Timestamp {
     }
 }
 
-impl fmt::Display for Timestamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Timestamp {
+    /// The canonical text (`2026-12-04T05:00:00.123Z`, always 24 ASCII
+    /// bytes) without an allocation, for encoders that write it straight
+    /// into a buffer.
+    pub fn text(self) -> [u8; 24] {
         let days = self.0.div_euclid(86_400_000);
         let rem = self.0.rem_euclid(86_400_000);
         let (year, month, day) = civil_from_days(days);
@@ -114,7 +117,13 @@ impl fmt::Display for Timestamp {
         put(14, 2, rem / 60_000 % 60);
         put(17, 2, rem / 1000 % 60);
         put(20, 3, rem % 1000);
-        f.write_str(std::str::from_utf8(&out).map_err(|_| fmt::Error)?)
+        out
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(std::str::from_utf8(&self.text()).map_err(|_| fmt::Error)?)
     }
 }
 

@@ -42,6 +42,7 @@ pub mod codec;
 pub mod router;
 pub mod service;
 pub mod status;
+pub mod wire;
 pub mod work;
 
 pub use router::grpc_router;

@@ -10,6 +10,8 @@ use tower::ServiceExt as _;
 
 use crate::pb;
 use crate::service::GrpcApi;
+use crate::wire::{WORK_PATH, WorkCodec, WorkMethod};
+use std::convert::Infallible;
 
 /// Service name the health service reports for the whole server.
 pub const HEALTH_SERVICE: &str = "";
@@ -33,6 +35,16 @@ pub fn grpc_router(api: GrpcApi) -> Router {
                 .await;
         }
     });
+    // The Work method writes its tasks itself (`wire`); the generated
+    // server answers the `Workers` service's other methods.
+    let work = WorkMethod(api.clone());
+    let work = tower::service_fn(move |request: Request| {
+        let work = work.clone();
+        async move {
+            let mut grpc = tonic::server::Grpc::new(WorkCodec);
+            Ok::<_, Infallible>(grpc.streaming(work, request).await)
+        }
+    });
     let mut routes = Routes::new(pb::tasks_server::TasksServer::new(api.clone()))
         .add_service(pb::queues_server::QueuesServer::new(api.clone()))
         .add_service(pb::dlq_server::DlqServer::new(api.clone()))
@@ -45,7 +57,7 @@ pub fn grpc_router(api: GrpcApi) -> Router {
         Ok(reflection) => routes = routes.add_service(reflection),
         Err(e) => tracing::warn!(error = %e, "gRPC server reflection is off"),
     }
-    routes.into_axum_router()
+    routes.into_axum_router().route_service(WORK_PATH, work)
 }
 
 /// True when a request is gRPC (`content-type: application/grpc…`).

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::pin::Pin;
 
 use base64::Engine as _;
-use futures::Stream;
+use futures::{Stream, StreamExt as _};
 use rdq_api::tasks::SubmitBody;
 use rdq_api::work::{ReportedError, ReportedOutcome, SettleBody};
 use rdq_app::dlq::RedriveFilter;
@@ -21,6 +21,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::codec;
 use crate::pb;
 use crate::status::{problem, to_status};
+use crate::wire::WorkOut;
 
 /// Metadata a client may send instead of a submit's `idempotency_key`.
 pub const IDEMPOTENCY_KEY_METADATA: &str = "idempotency-key";
@@ -47,6 +48,15 @@ impl GrpcApi {
     /// The application layer.
     pub fn app(&self) -> &App {
         &self.app
+    }
+
+    /// A `Work` stream for `request`, after its caller is authenticated.
+    pub async fn work_stream(
+        &self,
+        request: Request<Streaming<pb::WorkRequest>>,
+    ) -> Result<BoxStream<WorkOut>, Status> {
+        let caller = self.caller(request.metadata())?;
+        crate::work::start(self.app.clone(), caller, request.into_inner()).await
     }
 
     /// The caller behind a request's `authorization` metadata.
@@ -731,8 +741,12 @@ impl pb::workers_server::Workers for GrpcApi {
         &self,
         request: Request<Streaming<pb::WorkRequest>>,
     ) -> Result<Response<Self::WorkStream>, Status> {
-        let caller = self.caller(request.metadata())?;
-        let stream = crate::work::start(self.app.clone(), caller, request.into_inner()).await?;
-        Ok(Response::new(stream))
+        // `rdq serve` routes this method to `wire::WorkService`, which
+        // writes the same messages without building them; this is the
+        // generated server's way, for whoever mounts that server alone.
+        let stream = self.work_stream(request).await?;
+        Ok(Response::new(Box::pin(
+            stream.map(|m| m.map(WorkOut::into_message)),
+        )))
     }
 }

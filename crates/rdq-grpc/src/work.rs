@@ -37,8 +37,9 @@ use tonic::{Status, Streaming};
 
 use crate::pb;
 use crate::pb::work_request::Kind;
-use crate::service::{BoxStream, leased, parse_id, settle_items, settle_result};
+use crate::service::{BoxStream, parse_id, settle_items, settle_result};
 use crate::status::to_status;
+use crate::wire::WorkOut;
 
 /// Most credits a stream may hold.
 pub const MAX_CREDITS: u32 = 10_000;
@@ -106,7 +107,7 @@ pub async fn start(
     app: App,
     caller: Caller,
     mut inbound: Streaming<pb::WorkRequest>,
-) -> Result<BoxStream<pb::WorkResponse>, Status> {
+) -> Result<BoxStream<WorkOut>, Status> {
     let hello = match inbound.message().await? {
         Some(pb::WorkRequest {
             kind: Some(Kind::Hello(h)),
@@ -132,7 +133,7 @@ pub async fn start(
 
 /// Messages towards the worker, a claim's tasks together: one hand-over
 /// (and one wake-up of the connection) per claim rather than per task.
-type Out = mpsc::Sender<Vec<Result<pb::WorkResponse, Status>>>;
+type Out = mpsc::Sender<Vec<Result<WorkOut, Status>>>;
 
 /// What to do after a message from the worker.
 enum Next {
@@ -246,9 +247,7 @@ impl Driver {
             let mut batch = Vec::with_capacity(count);
             for task in claimed {
                 self.held.insert(task.envelope.id);
-                batch.push(Ok(pb::WorkResponse {
-                    kind: Some(pb::work_response::Kind::Task(leased(task))),
-                }));
+                batch.push(Ok(WorkOut::Task(task)));
             }
             if self.tx.send(batch).await.is_err() {
                 // The worker is gone: what it was handed keeps its lease
@@ -354,9 +353,9 @@ impl Driver {
         let tx = self.tx.clone();
         tokio::spawn(async move {
             let results = work.await;
-            let msg = pb::WorkResponse {
+            let msg = WorkOut::Message(pb::WorkResponse {
                 kind: Some(pb::work_response::Kind::Ack(pb::WorkAck { seq, results })),
-            };
+            });
             let _ = tx.send(vec![Ok(msg)]).await;
             drop(permit);
         });
