@@ -2,6 +2,8 @@
 //! server reflection (`grpc.reflection.v1`), as one axum router, and the
 //! multiplexer `rdq serve` uses to answer gRPC and HTTP on one address.
 
+use std::convert::Infallible;
+
 use axum::Router;
 use axum::extract::Request;
 use axum::http::header::CONTENT_TYPE;
@@ -11,7 +13,6 @@ use tower::ServiceExt as _;
 use crate::pb;
 use crate::service::GrpcApi;
 use crate::wire::{WORK_PATH, WorkCodec, WorkMethod};
-use std::convert::Infallible;
 
 /// Service name the health service reports for the whole server.
 pub const HEALTH_SERVICE: &str = "";

@@ -741,9 +741,10 @@ impl pb::workers_server::Workers for GrpcApi {
         &self,
         request: Request<Streaming<pb::WorkRequest>>,
     ) -> Result<Response<Self::WorkStream>, Status> {
-        // `rdq serve` routes this method to `wire::WorkService`, which
-        // writes the same messages without building them; this is the
-        // generated server's way, for whoever mounts that server alone.
+        // `grpc_router` routes this method to `wire::WorkMethod` with
+        // `wire::WorkCodec`, which write the same messages without
+        // building them; this is the way of whoever mounts the generated
+        // server alone.
         let stream = self.work_stream(request).await?;
         Ok(Response::new(Box::pin(
             stream.map(|m| m.map(WorkOut::into_message)),

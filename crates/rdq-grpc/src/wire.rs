@@ -93,7 +93,7 @@ impl Encoder for WorkEncoder {
 
 /// Buffers one task's encoding reuses.
 #[derive(Default)]
-pub struct Scratch {
+struct Scratch {
     /// The `Envelope` message's body.
     envelope: Vec<u8>,
     /// One attempt record's or error's body.
