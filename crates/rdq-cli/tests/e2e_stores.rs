@@ -541,7 +541,11 @@ async fn callbacks_are_dispatched_and_mapped(kind: Kind) {
             .await
             .unwrap()
             .0;
-        if !dead.is_empty() && !receiver.for_task(&ok.id.to_string()).is_empty() {
+        // The receiver sees the call before the dispatcher has stored its
+        // outcome: wait for the success to be stored too.
+        let settled = !site.can("get_by_id")
+            || site.client.task(ok.id).await.unwrap().status == Status::Succeeded;
+        if !dead.is_empty() && !receiver.for_task(&ok.id.to_string()).is_empty() && settled {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
