@@ -74,16 +74,7 @@ pub fn to_proto_direct(env: &Envelope) -> Option<pb::Envelope> {
 /// [`to_proto_direct`], moving the strings; gives the envelope back when it
 /// has unknown members (or a payload that is not base64).
 fn direct(env: Envelope) -> Result<pb::Envelope, Box<Envelope>> {
-    let extra =
-        |m: &Map<String, Value>, known: &[&str]| m.keys().any(|k| !known.contains(&k.as_str()));
-    let unknown = extra(&env.extra, ENVELOPE_KNOWN)
-        || env.attempts.iter().any(|a| {
-            extra(&a.extra, ATTEMPT_KNOWN)
-                || a.error
-                    .as_ref()
-                    .is_some_and(|e| extra(&e.extra, ERROR_KNOWN))
-        });
-    if unknown {
+    if has_unknown_members(&env) {
         return Err(Box::new(env));
     }
     let Some(status) = pb::Status::from_str_name(env.status.as_str()) else {
@@ -147,6 +138,21 @@ fn direct(env: Envelope) -> Result<pb::Envelope, Box<Envelope>> {
         omitted,
         unknown_json: String::new(),
     })
+}
+
+/// Whether `env` has members the model does not know, at any level: such
+/// an envelope maps by way of its canonical JSON (`unknown_json`), not
+/// field by field.
+pub(crate) fn has_unknown_members(env: &Envelope) -> bool {
+    let extra =
+        |m: &Map<String, Value>, known: &[&str]| m.keys().any(|k| !known.contains(&k.as_str()));
+    extra(&env.extra, ENVELOPE_KNOWN)
+        || env.attempts.iter().any(|a| {
+            extra(&a.extra, ATTEMPT_KNOWN)
+                || a.error
+                    .as_ref()
+                    .is_some_and(|e| extra(&e.extra, ERROR_KNOWN))
+        })
 }
 
 fn owned(names: Vec<&'static str>) -> Vec<String> {

@@ -16,14 +16,12 @@ use prost::Message as _;
 use prost::bytes::BufMut;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 use rdq_app::work::Leased;
-use rdq_envelope::{
-    ATTEMPT_KEYS as ATTEMPT_KNOWN, ENVELOPE_KEYS as ENVELOPE_KNOWN, ERROR_KEYS as ERROR_KNOWN,
-};
 use rdq_envelope::{AttemptRecord, Envelope};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tonic::Status;
-use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder};
+use tonic::codec::{Codec, EncodeBuf, Encoder};
 
+use crate::codec::has_unknown_members;
 use crate::pb;
 use crate::service::{BoxStream, GrpcApi, leased};
 
@@ -80,14 +78,8 @@ impl Encoder for WorkEncoder {
     fn encode(&mut self, item: WorkOut, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
         match item {
             WorkOut::Task(task) => encode_task(task, &mut self.scratch, buf),
-            WorkOut::Message(m) => m
-                .encode(buf)
-                .map_err(|e| Status::internal(format!("encoding a Work message: {e}"))),
+            WorkOut::Message(m) => encode_message(&m, buf),
         }
-    }
-
-    fn buffer_settings(&self) -> BufferSettings {
-        BufferSettings::default()
     }
 }
 
@@ -105,14 +97,10 @@ struct Scratch {
 /// Writes `task` as a `WorkResponse`: from the model when the direct
 /// mapping takes it, otherwise by way of the generated message.
 fn encode_task(task: Leased, scratch: &mut Scratch, buf: &mut impl BufMut) -> Result<(), Status> {
-    if !envelope_body(&task.envelope, scratch) {
-        return pb::WorkResponse {
-            kind: Some(pb::work_response::Kind::Task(leased(task))),
-        }
-        .encode(buf)
-        .map_err(|e| Status::internal(format!("encoding a Work message: {e}")));
-    }
     let id = task.envelope.id.text();
+    if !envelope_body(&task.envelope, &id, scratch) {
+        return encode_message(&WorkOut::Task(task).into_message(), buf);
+    }
     let body = &scratch.envelope;
     // LeasedTask { id = 1, lease_token = 2, envelope = 3 }
     let leased_len = str_len(1, id.len())
@@ -129,30 +117,24 @@ fn encode_task(task: Leased, scratch: &mut Scratch, buf: &mut impl BufMut) -> Re
     Ok(())
 }
 
-/// Whether a member name is one the model knows (else the envelope goes
-/// the long way, carrying it in `unknown_json`).
-fn all_known(extra: &Map<String, Value>, known: &[&str]) -> bool {
-    extra.keys().all(|k| known.contains(&k.as_str()))
+/// Writes a generated message.
+fn encode_message(m: &pb::WorkResponse, buf: &mut impl BufMut) -> Result<(), Status> {
+    m.encode(buf)
+        .map_err(|e| Status::internal(format!("encoding a Work message: {e}")))
 }
 
-/// Writes the `Envelope` message's body of `env` into `scratch.envelope`,
-/// as `codec::into_proto` maps it; false when the direct mapping does not
-/// take it (nothing usable is left in the scratch then).
-fn envelope_body(env: &Envelope, scratch: &mut Scratch) -> bool {
+/// Writes the `Envelope` message's body of `env` (whose id's text is `id`)
+/// into `scratch.envelope`, as `codec::into_proto` maps it; false when the
+/// direct mapping does not take it (nothing usable is left in the scratch
+/// then).
+fn envelope_body(env: &Envelope, id: &[u8; 26], scratch: &mut Scratch) -> bool {
     let Scratch {
         envelope: out,
         nested,
         payload,
     } = scratch;
     out.clear();
-    let known = all_known(&env.extra, ENVELOPE_KNOWN)
-        && env.attempts.iter().all(|a| {
-            all_known(&a.extra, ATTEMPT_KNOWN)
-                && a.error
-                    .as_ref()
-                    .is_none_or(|e| all_known(&e.extra, ERROR_KNOWN))
-        });
-    if !known {
+    if has_unknown_members(env) {
         return false;
     }
     let Some(status) = pb::Status::from_str_name(env.status.as_str()) else {
@@ -166,7 +148,7 @@ fn envelope_body(env: &Envelope, scratch: &mut Scratch) -> bool {
         return false;
     }
     put_u32(out, 1, env.envelope_version);
-    put_str(out, 2, &env.id.text());
+    put_str(out, 2, id);
     put_str(out, 3, env.queue.as_bytes());
     put_str(out, 4, env.handler_ref.as_bytes());
     if let Some(v) = &env.handler_version {
