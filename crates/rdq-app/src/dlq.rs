@@ -13,7 +13,7 @@
 use std::collections::HashSet;
 
 use rdq_api::dlq::{ImportResult, LineError, PurgeResult, RedriveResult};
-use rdq_engine::{EngineError, ListOrder, ListQuery, NewTask, Page, RedriveRequest};
+use rdq_engine::{EngineError, ListOrder, ListQuery, Page, RedriveRequest};
 use rdq_envelope::{Envelope, Status, TaskId};
 use serde_json::json;
 
@@ -77,7 +77,6 @@ impl App {
     ) -> Result<Page, AppError> {
         Ok(self
             .engine
-            .store()
             .list(&ListQuery {
                 queue: queue.to_owned(),
                 status: Some(Status::Dead),
@@ -175,11 +174,7 @@ impl App {
         dry_run: bool,
     ) -> Result<PurgeResult, AppError> {
         self.existing_queue(caller, &[Scope::Admin], queue).await?;
-        let purged = self
-            .engine
-            .store()
-            .purge(queue, Status::Dead, dry_run)
-            .await?;
+        let purged = self.engine.purge(queue, Status::Dead, dry_run).await?;
         self.audit().record(AuditRecord {
             who: caller.who().to_owned(),
             action: "dlq.purge",
@@ -261,11 +256,11 @@ impl App {
     /// cannot tell, and the check is skipped: the store itself refuses a
     /// duplicate where it can.
     async fn check_existing(&self, plan: &mut ImportPlan) -> Result<(), EngineError> {
-        if !self.engine.store().capabilities().get_by_id {
+        if !self.engine.capabilities().get_by_id {
             return Ok(());
         }
         for (line, env) in &plan.envelopes {
-            match self.engine.store().get(env.id).await {
+            match self.engine.get(env.id).await {
                 Ok(_) => plan.errors.push(LineError {
                     line: *line,
                     code: TASK_EXISTS.to_owned(),
@@ -293,14 +288,8 @@ impl App {
         while lines.peek().is_some() {
             let chunk: Vec<(usize, Envelope)> = lines.by_ref().take(IMPORT_CHUNK).collect();
             let numbers: Vec<usize> = chunk.iter().map(|(n, _)| *n).collect();
-            let tasks = chunk
-                .into_iter()
-                .map(|(_, envelope)| NewTask {
-                    envelope,
-                    idempotency_key: None,
-                })
-                .collect();
-            let results = self.engine.store().submit(tasks).await;
+            let envelopes = chunk.into_iter().map(|(_, envelope)| envelope).collect();
+            let results = self.engine.import(envelopes).await;
             for (line, result) in numbers.into_iter().zip(results) {
                 match result {
                     Ok(_) => stored += 1,

@@ -97,7 +97,7 @@ impl App {
         let rows = self.queues(caller, names).await?;
         let now = Timestamp::now();
         let minute = now_minute();
-        let store = self.engine.store();
+        let store = &self.engine;
         let can_list = store.capabilities().list;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
@@ -138,7 +138,7 @@ impl App {
     /// newest of each (any scope on the queue).
     pub async fn dlq_breakdown(&self, caller: &Caller, queue: &str) -> Result<Breakdown, AppError> {
         self.existing_queue(caller, READ_SCOPES, queue).await?;
-        let groups = self.engine.store().dead_groups(queue).await.map_err(|e| {
+        let groups = self.engine.dead_groups(queue).await.map_err(|e| {
             Self::unsupported_hint(e, "this store cannot list its DLQ; export it instead")
         })?;
         Ok(Breakdown {

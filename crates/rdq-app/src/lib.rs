@@ -118,7 +118,7 @@ impl App {
     /// Assembles the application; reads the store's lease secret (see
     /// [`rdq_engine::Store::lease_secret`]).
     pub async fn new(parts: AppParts) -> Result<Self, EngineError> {
-        let lease_key = LeaseKey::of(parts.engine.store().as_ref()).await?;
+        let lease_key = parts.engine.lease_key().await?;
         Ok(Self {
             engine: parts.engine,
             metrics: parts.metrics,
@@ -176,7 +176,7 @@ impl App {
                 "the server is shutting down",
             ));
         }
-        self.engine.store().ready().await.map_err(|e| {
+        self.engine.ready().await.map_err(|e| {
             let e = AppError::from(e);
             AppError::new(
                 ErrorKind::Unavailable,
@@ -194,8 +194,8 @@ impl App {
     /// The Prometheus text of the counters, with queue sizes where the
     /// store counts tasks.
     pub async fn metrics_text(&self) -> String {
-        let counts = if self.engine.store().capabilities().counts {
-            self.engine.store().counts().await.unwrap_or_default()
+        let counts = if self.engine.capabilities().counts {
+            self.engine.counts().await.unwrap_or_default()
         } else {
             Vec::new()
         };
@@ -204,7 +204,7 @@ impl App {
 
     /// What the store can do, by capability name.
     pub fn capabilities(&self) -> Vec<(&'static str, bool)> {
-        self.engine.store().capabilities().named().to_vec()
+        self.engine.capabilities().named().to_vec()
     }
 
     fn unsupported_hint(e: EngineError, hint: &str) -> AppError {

@@ -34,10 +34,9 @@ impl App {
         for name in names {
             validate_queue_name(name)?;
         }
-        let caps = self.engine.store().capabilities();
+        let caps = self.engine.capabilities();
         let mut rows = if caps.counts {
             self.engine
-                .store()
                 .counts()
                 .await?
                 .into_iter()
@@ -52,7 +51,7 @@ impl App {
                 .collect()
         } else if caps.depths {
             let listed = if names.is_empty() {
-                self.engine.store().queue_names().await?
+                self.engine.queue_names().await?
             } else {
                 names.to_vec()
             };
@@ -66,7 +65,7 @@ impl App {
             }
             let mut rows = Vec::with_capacity(listed.len());
             for name in &listed {
-                if let Some(d) = self.engine.store().depths(name).await? {
+                if let Some(d) = self.engine.depths(name).await? {
                     rows.push(QueueRow {
                         queue: d.queue,
                         pending: d.ready,
@@ -110,7 +109,7 @@ impl App {
     /// enumerate its queues (a broker) every valid name exists, with a DLQ
     /// that may be empty.
     pub async fn queue_exists(&self, queue: &str) -> Result<bool, AppError> {
-        let store = self.engine.store();
+        let store = &self.engine;
         if !store.capabilities().counts {
             return Ok(true);
         }
@@ -197,6 +196,6 @@ impl App {
     /// True when queue configuration lives in this process only (a broker):
     /// front ends say so beside every policy they show.
     pub fn config_is_local(&self) -> bool {
-        self.engine.store().capabilities().config_local
+        self.engine.capabilities().config_local
     }
 }

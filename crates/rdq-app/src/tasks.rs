@@ -33,7 +33,7 @@ impl App {
             return Err(EngineError::TaskNotFound(id).into());
         }
         caller.require(Scope::Admin, &env.queue)?;
-        self.engine.store().delete(id).await?;
+        self.engine.delete(id).await?;
         self.audit().record(AuditRecord {
             who: caller.who().to_owned(),
             action: "task.delete",
@@ -47,7 +47,6 @@ impl App {
 
     async fn lookup(&self, id: TaskId) -> Result<Envelope, AppError> {
         self.engine
-            .store()
             .get(id)
             .await
             .map_err(|e| Self::unsupported_hint(e, NO_LOOKUP_HINT))

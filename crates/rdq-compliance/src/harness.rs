@@ -5,13 +5,120 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use rdq_engine::{
-    Backoff, Capabilities, Claimed, Engine, EngineError, FailureKind, ManualClock, QueuePolicy,
-    Settlement, Store, SubmitRequest, Submitted,
+    Backoff, Capabilities, Claimed, Engine, EngineError, FailureKind, ListQuery, ManualClock, Page,
+    QueueConfig, QueueCounts, QueueDepths, QueuePolicy, RedriveRequest, Settlement, Store,
+    SubmitRequest, Submitted,
 };
 use rdq_envelope::{Envelope, ErrorInfo, Status, TaskId, Timestamp};
 
 use crate::StoreFactory;
+
+/// The store's SPI as checks call it: each extension's methods straight on
+/// the store, answering `UNSUPPORTED` when the store does not offer that
+/// extension, so a check about the SPI itself reads as one call.
+#[async_trait]
+pub(crate) trait Spi {
+    async fn get(&self, id: TaskId) -> Result<Envelope, EngineError>;
+    async fn list(&self, query: &ListQuery) -> Result<Page, EngineError>;
+    async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError>;
+    async fn depths(&self, queue: &str) -> Result<Option<QueueDepths>, EngineError>;
+    async fn redrive(
+        &self,
+        request: &RedriveRequest,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, EngineError>;
+    async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError>;
+    async fn delete(&self, id: TaskId) -> Result<(), EngineError>;
+    async fn prune_succeeded(
+        &self,
+        queue: &str,
+        finished_before: Timestamp,
+        limit: usize,
+    ) -> Result<u64, EngineError>;
+    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError>;
+    async fn put_config(&self, queue: &str, config: &QueueConfig) -> Result<(), EngineError>;
+}
+
+fn lacks<T>(extension: &str) -> Result<T, EngineError> {
+    Err(EngineError::Unsupported(format!(
+        "the store does not offer {extension}"
+    )))
+}
+
+#[async_trait]
+impl Spi for dyn Store {
+    async fn get(&self, id: TaskId) -> Result<Envelope, EngineError> {
+        match self.as_lookup() {
+            Some(x) => x.get(id).await,
+            None => lacks("TaskLookup"),
+        }
+    }
+    async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
+        match self.as_listing() {
+            Some(x) => x.list(query).await,
+            None => lacks("TaskListing"),
+        }
+    }
+    async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
+        match self.as_counts() {
+            Some(x) => x.counts().await,
+            None => lacks("TaskCounts"),
+        }
+    }
+    async fn depths(&self, queue: &str) -> Result<Option<QueueDepths>, EngineError> {
+        match self.as_depths() {
+            Some(x) => x.depths(queue).await,
+            None => lacks("QueueDepthsSource"),
+        }
+    }
+    async fn redrive(
+        &self,
+        request: &RedriveRequest,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, EngineError> {
+        match self.as_redrive() {
+            Some(x) => x.redrive(request, now).await,
+            None => lacks("Redrive"),
+        }
+    }
+    async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
+        match self.as_removal() {
+            Some(x) => x.purge(queue, status, dry_run).await,
+            None => lacks("Removal"),
+        }
+    }
+    async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
+        match self.as_removal() {
+            Some(x) => x.delete(id).await,
+            None => lacks("Removal"),
+        }
+    }
+    async fn prune_succeeded(
+        &self,
+        queue: &str,
+        finished_before: Timestamp,
+        limit: usize,
+    ) -> Result<u64, EngineError> {
+        match self.as_pruning() {
+            Some(x) => x.prune_succeeded(queue, finished_before, limit).await,
+            None => lacks("Pruning"),
+        }
+    }
+    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
+        match self.as_config_store() {
+            Some(x) => x.get_config(queue).await,
+            None => lacks("ConfigStore"),
+        }
+    }
+    async fn put_config(&self, queue: &str, config: &QueueConfig) -> Result<(), EngineError> {
+        match self.as_config_store() {
+            Some(x) => x.put_config(queue, config).await,
+            None => lacks("ConfigStore"),
+        }
+    }
+}
 
 /// Where every check's clock starts: 2026-07-20T14:03:22.117Z.
 pub(crate) const START_MS: i64 = 1_784_556_202_117;
@@ -170,12 +277,21 @@ impl Harness {
 
     /// What the store says it can do.
     pub(crate) fn caps(&self) -> Capabilities {
-        self.store.capabilities()
+        Capabilities::of(self.store.as_ref())
     }
 
     /// True (after printing why) when the store lacks something `check` needs.
     pub(crate) fn skips(&self, check: &str, needs: &[Need]) -> bool {
         skipped(check, self.caps(), needs)
+    }
+
+    /// True (after printing why) when the store lacks a work-path part
+    /// (`has` is false) that `check` needs.
+    pub(crate) fn skips_unless(&self, check: &str, has: bool) -> bool {
+        if !has {
+            eprintln!("rdq-compliance: skipping {check}: the store does not declare it");
+        }
+        !has
     }
 
     /// The virtual now.

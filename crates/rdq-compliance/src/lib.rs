@@ -130,6 +130,8 @@ macro_rules! __with_every_check {
             the_lease_secret_is_stable
             a_healthy_store_is_ready
             capabilities_tell_the_truth
+            claim_request_limits_hold_or_are_refused
+            max_in_flight_holds_under_concurrent_claimers
         }
     };
 }

@@ -3,6 +3,14 @@
 //! Everything that uses a store (the SDK, the server, the CLI, the background
 //! services) goes through here, so policy is resolved in one place: read from
 //! the queue's stored config at every claim and settle.
+//!
+//! Who does what: the engine validates input, resolves policy and decides
+//! every transition with [`machine`]; the store persists those decisions
+//! atomically (the work path, [`Store`]) and answers the queries it offers
+//! through its extension traits ([`crate::store::admin`]). The engine is
+//! the only caller of a store: a query whose extension the store lacks is
+//! answered `UNSUPPORTED` here, and `rdq-app` layers the fallbacks (depths
+//! for counts, paging the DLQ for a lookup) on top.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -17,11 +25,12 @@ use tokio::sync::Notify;
 use crate::clock::Clock;
 use crate::config::QueueConfig;
 use crate::error::EngineError;
+use crate::lease_key::LeaseKey;
 use crate::machine::{self, LeaseToken, Settlement};
 use crate::policy::QueuePolicy;
 use crate::store::{
-    LeasedUpdate, ListOrder, ListQuery, MAX_PAGE, NewTask, RedriveRequest, Store, Submitted,
-    finished_at,
+    Capabilities, ClaimRequest, DeadGroup, LeasedUpdate, ListOrder, ListQuery, MAX_PAGE, NewTask,
+    Page, QueueCounts, QueueDepths, RedriveRequest, Store, Submitted, finished_at, unsupported,
 };
 
 /// A task to submit: the client subset of the envelope plus scheduling options.
@@ -123,9 +132,21 @@ impl Engine {
         self.store.stop_claiming(queue).await;
     }
 
-    /// The store underneath.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+    /// What the store underneath can do: its work path's declarations and
+    /// the extensions it offers.
+    pub fn capabilities(&self) -> Capabilities {
+        Capabilities::of(self.store.as_ref())
+    }
+
+    /// Whether the store can serve and write now ([`Store::ready`]).
+    pub async fn ready(&self) -> Result<(), EngineError> {
+        self.store.ready().await
+    }
+
+    /// The key lease tokens are bound with: the store's secret, or a random
+    /// one for stores that keep none ([`LeaseKey::of`]).
+    pub async fn lease_key(&self) -> Result<LeaseKey, EngineError> {
+        LeaseKey::of(self.store.as_ref()).await
     }
 
     /// The clock in use.
@@ -135,14 +156,22 @@ impl Engine {
 
     /// The live configuration of `queue`: its stored one, else the fallback.
     pub async fn config(&self, queue: &str) -> Result<QueueConfig, EngineError> {
-        if !self.store.capabilities().queue_config {
+        let Some(configs) = self.store.as_config_store() else {
             return Ok((*self.fallback).clone());
-        }
-        Ok(self
-            .store
+        };
+        Ok(configs
             .get_config(queue)
             .await?
             .unwrap_or_else(|| (*self.fallback).clone()))
+    }
+
+    /// The configuration stored for `queue`, if any (`None` also when the
+    /// store holds none: see [`Engine::config`] for the live one).
+    pub async fn stored_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
+        match self.store.as_config_store() {
+            Some(configs) => configs.get_config(queue).await,
+            None => Ok(None),
+        }
     }
 
     /// The live policy of `queue`: its stored config's, else the fallback's.
@@ -154,7 +183,10 @@ impl Engine {
     pub async fn set_config(&self, queue: &str, config: &QueueConfig) -> Result<(), EngineError> {
         validate_queue_name(queue)?;
         config.policy.validate()?;
-        self.store.put_config(queue, config).await
+        match self.store.as_config_store() {
+            Some(configs) => configs.put_config(queue, config).await,
+            None => unsupported("hold queue configuration"),
+        }
     }
 
     /// Validates and stores `policy` as the whole configuration of `queue`
@@ -247,14 +279,32 @@ impl Engine {
         lease_ms: Option<u64>,
     ) -> Result<Vec<Claimed>, EngineError> {
         let policy = self.policy(queue).await?;
-        if policy.paused || max == 0 {
+        let lease_ms = lease_ms.unwrap_or(policy.lease_ms).max(1);
+        self.claim_under(&policy, ClaimRequest::new(queue, max, lease_ms, self.now()))
+            .await
+    }
+
+    /// Claims what `request` asks for, with the limits it carries, under the
+    /// queue's live policy (a paused queue hands out nothing). The request's
+    /// time is the engine's clock, whatever `request.now` says.
+    pub async fn claim_with(&self, request: ClaimRequest) -> Result<Vec<Claimed>, EngineError> {
+        let policy = self.policy(&request.queue).await?;
+        self.claim_under(&policy, request).await
+    }
+
+    async fn claim_under(
+        &self,
+        policy: &QueuePolicy,
+        mut request: ClaimRequest,
+    ) -> Result<Vec<Claimed>, EngineError> {
+        validate_queue_name(&request.queue)?;
+        request.refuse_unsupported(self.store.capabilities())?;
+        if policy.paused || request.max == 0 {
             return Ok(Vec::new());
         }
-        let lease_ms = lease_ms.unwrap_or(policy.lease_ms).max(1);
-        let envs = self
-            .store
-            .claim(queue, max, lease_ms, self.clock.now())
-            .await?;
+        request.lease_ms = request.lease_ms.max(1);
+        request.now = self.clock.now();
+        let envs = self.store.claim(&request).await?;
         Ok(envs
             .into_iter()
             .filter_map(|envelope| {
@@ -440,24 +490,22 @@ impl Engine {
     /// latter: the DLQ is paged through until the task turns up).
     pub async fn dead_task(&self, queue: &str, id: TaskId) -> Result<Envelope, EngineError> {
         validate_queue_name(queue)?;
-        let caps = self.store.capabilities();
-        if caps.get_by_id {
-            let env = self.store.get(id).await?;
+        if let Some(lookup) = self.store.as_lookup() {
+            let env = lookup.get(id).await?;
             return if env.queue == queue && env.status == Status::Dead {
                 Ok(env)
             } else {
                 Err(EngineError::TaskNotFound(id))
             };
         }
-        if !caps.list {
+        let Some(listing) = self.store.as_listing() else {
             return Err(EngineError::Unsupported(
                 "this store can neither find a task by id nor list a dead-letter queue".into(),
             ));
-        }
+        };
         let mut cursor = None;
         loop {
-            let page = self
-                .store
+            let page = listing
                 .list(&ListQuery {
                     queue: queue.to_owned(),
                     status: Some(Status::Dead),
@@ -483,18 +531,132 @@ impl Engine {
         if let Some(glob) = &request.error_type {
             crate::glob::Glob::new(glob).map_err(EngineError::InvalidArgument)?;
         }
-        self.store.redrive(request, self.clock.now()).await
+        match self.store.as_redrive() {
+            Some(redrive) => redrive.redrive(request, self.clock.now()).await,
+            None => unsupported("redrive"),
+        }
+    }
+
+    /// The task with this id, on a store that can look tasks up.
+    pub async fn get(&self, id: TaskId) -> Result<Envelope, EngineError> {
+        match self.store.as_lookup() {
+            Some(lookup) => lookup.get(id).await,
+            None => unsupported("look tasks up by id"),
+        }
+    }
+
+    /// One page of a queue's tasks, on a store that lists.
+    pub async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
+        validate_queue_name(&query.queue)?;
+        match self.store.as_listing() {
+            Some(listing) => listing.list(query).await,
+            None => unsupported("list tasks"),
+        }
+    }
+
+    /// The id of `queue`'s oldest PENDING task, on a store that lists.
+    pub async fn oldest_pending(&self, queue: &str) -> Result<Option<TaskId>, EngineError> {
+        match self.store.as_listing() {
+            Some(listing) => listing.oldest_pending(queue).await,
+            None => unsupported("list tasks"),
+        }
+    }
+
+    /// `queue`'s DLQ grouped by latest error type, on a store that lists.
+    pub async fn dead_groups(&self, queue: &str) -> Result<Vec<DeadGroup>, EngineError> {
+        match self.store.as_listing() {
+            Some(listing) => listing.dead_groups(queue).await,
+            None => unsupported("list tasks"),
+        }
+    }
+
+    /// Tasks per status for every queue, on a store that counts.
+    pub async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
+        match self.store.as_counts() {
+            Some(counts) => counts.counts().await,
+            None => unsupported("count tasks"),
+        }
+    }
+
+    /// Every queue the store knows of: those with tasks or a stored policy
+    /// on a store that counts, the queues this process declared or
+    /// configured on a broker.
+    pub async fn queue_names(&self) -> Result<Vec<String>, EngineError> {
+        if let Some(counts) = self.store.as_counts() {
+            return Ok(counts
+                .counts()
+                .await?
+                .into_iter()
+                .map(|c| c.queue)
+                .collect());
+        }
+        match self.store.as_depths() {
+            Some(depths) => depths.queue_names().await,
+            None => unsupported("list its queues"),
+        }
+    }
+
+    /// The broker queue depths behind `queue`, on a store that reports them.
+    pub async fn depths(&self, queue: &str) -> Result<Option<QueueDepths>, EngineError> {
+        match self.store.as_depths() {
+            Some(depths) => depths.depths(queue).await,
+            None => unsupported("report queue depths"),
+        }
+    }
+
+    /// Removes every task of `queue` in `status` (or counts them, on a dry
+    /// run), on a store that removes tasks.
+    pub async fn purge(
+        &self,
+        queue: &str,
+        status: Status,
+        dry_run: bool,
+    ) -> Result<u64, EngineError> {
+        validate_queue_name(queue)?;
+        match self.store.as_removal() {
+            Some(removal) => removal.purge(queue, status, dry_run).await,
+            None => unsupported("purge"),
+        }
+    }
+
+    /// Removes one task, on a store that removes tasks.
+    pub async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
+        match self.store.as_removal() {
+            Some(removal) => removal.delete(id).await,
+            None => unsupported("delete tasks"),
+        }
+    }
+
+    /// Stores envelopes exactly as given (an import: DLQ entries moved from
+    /// another store or exported earlier), one result per envelope in
+    /// order; an id that already exists is refused with `INVALID_ARGUMENT`.
+    /// Idle workers are woken, as a PENDING import may be due.
+    pub async fn import(&self, envelopes: Vec<Envelope>) -> Vec<Result<Submitted, EngineError>> {
+        if envelopes.is_empty() {
+            return Vec::new();
+        }
+        let tasks = envelopes
+            .into_iter()
+            .map(|envelope| NewTask {
+                envelope,
+                idempotency_key: None,
+            })
+            .collect();
+        let stored = self.store.submit(tasks).await;
+        self.work_available.notify_waiters();
+        stored
     }
 
     /// Removes SUCCEEDED tasks older than each queue's retention, at most
     /// `limit` per queue; returns how many were removed.
     pub async fn prune(&self, limit: usize) -> Result<u64, EngineError> {
-        if !self.store.capabilities().prune {
+        let (Some(pruning), Some(task_counts)) = (self.store.as_pruning(), self.store.as_counts())
+        else {
             return Ok(0);
-        }
+        };
         let now = self.clock.now();
         let mut removed = 0;
-        for counts in self.store.counts().await? {
+        for counts in task_counts.counts().await? {
             if counts.succeeded == 0 {
                 continue;
             }
@@ -510,8 +672,7 @@ impl Engine {
             } else {
                 cutoff
             };
-            removed += self
-                .store
+            removed += pruning
                 .prune_succeeded(&counts.queue, cutoff, limit)
                 .await?;
         }

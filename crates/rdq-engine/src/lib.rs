@@ -3,7 +3,8 @@
 //! - [`policy`]: a queue's live policy and its defaults;
 //! - [`machine`]: every task transition as a pure function
 //!   `(envelope, event, policy, now) -> Result<envelope, error>`;
-//! - [`store`]: the storage SPI every store implements, with explicit capabilities;
+//! - [`store`]: the storage SPI: the work path every store implements, the
+//!   claim request, and extension traits for what a store can do beyond it;
 //! - [`lease_key`]: lease tokens keyed with the store's secret, so only the holder can present one;
 //! - [`batch`]: group commit for stores that write over a network;
 //! - [`Engine`]: the machine and policy bound to a store and a [`Clock`], the
@@ -32,6 +33,7 @@ pub use lease_key::{LeaseKey, TokenMismatch};
 pub use machine::{FailureKind, LeaseToken, RetryOverride, Settlement};
 pub use policy::{Backoff, QueuePolicy, VersionMismatch};
 pub use store::{
-    Capabilities, DeadGroup, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueCounts,
-    QueueDepths, RedriveRequest, Store, Submitted,
+    Capabilities, ClaimRequest, ConfigStore, DeadGroup, LeasedUpdate, ListOrder, ListQuery,
+    NewTask, Page, Pruning, QueueCounts, QueueDepths, QueueDepthsSource, Redrive, RedriveRequest,
+    Removal, Store, Submitted, TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
 };

@@ -37,7 +37,6 @@ async fn submit(engine: &Engine, queue: &str, n: usize) {
 
 async fn statuses(engine: &Engine, queue: &str) -> Vec<Status> {
     let page = engine
-        .store()
         .list(&rdq_engine::ListQuery {
             queue: queue.into(),
             ..Default::default()
@@ -87,7 +86,7 @@ async fn the_reaper_closes_only_lapsed_leases_as_lease_expired() {
     reaper.await.unwrap();
 
     for c in &early {
-        let env = engine.store().get(c.envelope.id).await.unwrap();
+        let env = engine.get(c.envelope.id).await.unwrap();
         assert_eq!(env.status, Status::Pending);
         assert_eq!(env.attempts[0].outcome, Some(Outcome::LeaseExpired));
         assert_eq!(
@@ -102,7 +101,7 @@ async fn the_reaper_closes_only_lapsed_leases_as_lease_expired() {
     }
     for c in &late {
         assert_eq!(
-            engine.store().get(c.envelope.id).await.unwrap().status,
+            engine.get(c.envelope.id).await.unwrap().status,
             Status::InFlight
         );
     }
@@ -142,7 +141,6 @@ async fn reapers_on_every_node_reap_each_lease_exactly_once() {
     }
     assert_eq!(total, 200, "every lapsed lease reaped once, none twice");
     let page = engine
-        .store()
         .list(&rdq_engine::ListQuery {
             queue: "r.many".into(),
             ..Default::default()
@@ -208,7 +206,7 @@ async fn the_pruner_removes_succeeded_tasks_past_retention_only() {
     assert_eq!(left.iter().filter(|s| **s == Status::InFlight).count(), 2);
     for c in &claimed[..2] {
         assert_eq!(
-            engine.store().get(c.envelope.id).await.unwrap_err().code(),
+            engine.get(c.envelope.id).await.unwrap_err().code(),
             "TASK_NOT_FOUND"
         );
     }

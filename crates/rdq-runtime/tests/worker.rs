@@ -38,7 +38,6 @@ async fn submit(engine: &Engine, queue: &str, n: usize) {
 
 async fn all(engine: &Engine, queue: &str) -> Vec<rdq_envelope::Envelope> {
     engine
-        .store()
         .list(&ListQuery {
             queue: queue.into(),
             limit: 1000,

@@ -260,7 +260,7 @@ async fn in_flight_requests_finish_at_shutdown_and_new_connections_are_refused()
         .expect("the server stops")
         .unwrap()
         .unwrap();
-    let counts = store.counts().await.unwrap();
+    let counts = store.as_counts().unwrap().counts().await.unwrap();
     assert_eq!(counts.len(), 1, "{counts:?}");
     assert!(
         TcpStream::connect(addr).await.is_err(),

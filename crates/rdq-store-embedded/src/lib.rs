@@ -34,8 +34,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rdq_engine::machine::LeaseToken;
 use rdq_engine::{
-    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig, QueueCounts,
-    RedriveRequest, Store, Submitted,
+    ClaimRequest, ConfigStore, EngineError, LeasedUpdate, ListQuery, NewTask, Page, Pruning,
+    QueueConfig, QueueCounts, Redrive, RedriveRequest, Removal, Store, Submitted, TaskCounts,
+    TaskListing, TaskLookup, WorkCapabilities,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
@@ -345,8 +346,11 @@ fn sync_dir(dir: &Path) {
 
 #[async_trait]
 impl Store for EmbeddedStore {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
+    fn capabilities(&self) -> WorkCapabilities {
+        WorkCapabilities {
+            idempotent_submit: true,
+            claim_max_in_flight: true,
+        }
     }
 
     async fn submit(&self, tasks: Vec<NewTask>) -> Vec<Result<Submitted, EngineError>> {
@@ -370,13 +374,16 @@ impl Store for EmbeddedStore {
         results
     }
 
-    async fn claim(
-        &self,
-        queue: &str,
-        max: usize,
-        lease_ms: u64,
-        now: Timestamp,
-    ) -> Result<Vec<Envelope>, EngineError> {
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Envelope>, EngineError> {
+        request.refuse_unsupported(self.capabilities())?;
+        let ClaimRequest {
+            ref queue,
+            max,
+            lease_ms,
+            now,
+            max_in_flight,
+            ..
+        } = *request;
         if max == 0 {
             return Ok(Vec::new());
         }
@@ -384,6 +391,7 @@ impl Store for EmbeddedStore {
             .write(|reply| Job::Claim {
                 queue: queue.to_owned(),
                 max,
+                max_in_flight,
                 lease_ms,
                 now,
                 reply,
@@ -467,16 +475,91 @@ impl Store for EmbeddedStore {
             .await
     }
 
+    async fn lease_secret(&self) -> Result<Option<[u8; 32]>, EngineError> {
+        Ok(Some(self.inner.lease_secret))
+    }
+
+    /// Ready while the writer thread runs and its last group committed;
+    /// after a failed group, ready again once a probe write commits.
+    async fn ready(&self) -> Result<(), EngineError> {
+        let writer = &self.inner.writer;
+        if !writer.is_alive() {
+            return Err(EngineError::Unavailable(
+                "the embedded store's writer thread has stopped".into(),
+            ));
+        }
+        if writer.health().last_failure().is_none() {
+            return Ok(());
+        }
+        self.write(|reply| Job::Probe { reply }).await?
+    }
+
+    fn as_lookup(&self) -> Option<&dyn TaskLookup> {
+        Some(self)
+    }
+
+    fn as_listing(&self) -> Option<&dyn TaskListing> {
+        Some(self)
+    }
+
+    fn as_counts(&self) -> Option<&dyn TaskCounts> {
+        Some(self)
+    }
+
+    fn as_redrive(&self) -> Option<&dyn Redrive> {
+        Some(self)
+    }
+
+    fn as_removal(&self) -> Option<&dyn Removal> {
+        Some(self)
+    }
+
+    fn as_pruning(&self) -> Option<&dyn Pruning> {
+        Some(self)
+    }
+
+    fn as_config_store(&self) -> Option<&dyn ConfigStore> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl TaskLookup for EmbeddedStore {
     async fn get(&self, id: TaskId) -> Result<Envelope, EngineError> {
         self.inner.readers.with(|conn| reader::get(conn, id))
     }
+}
 
+#[async_trait]
+impl TaskListing for EmbeddedStore {
     async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
         let query = query.clone();
         self.read_blocking(move |conn| reader::list(conn, &query))
             .await
     }
 
+    async fn oldest_pending(&self, queue: &str) -> Result<Option<TaskId>, EngineError> {
+        let queue = queue.to_owned();
+        self.read_blocking(move |conn| reader::oldest_pending(conn, &queue))
+            .await
+    }
+
+    async fn dead_groups(&self, queue: &str) -> Result<Vec<rdq_engine::DeadGroup>, EngineError> {
+        let queue = queue.to_owned();
+        self.read_blocking(move |conn| reader::dead_groups(conn, &queue))
+            .await
+    }
+}
+
+#[async_trait]
+impl TaskCounts for EmbeddedStore {
+    async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
+        self.read_blocking(reader::counts).await
+    }
+}
+
+#[async_trait]
+impl Redrive for EmbeddedStore {
     async fn redrive(
         &self,
         request: &RedriveRequest,
@@ -490,7 +573,10 @@ impl Store for EmbeddedStore {
         })
         .await?
     }
+}
 
+#[async_trait]
+impl Removal for EmbeddedStore {
     async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
         if status == Status::Pending && !dry_run {
             self.inner.pending.clear();
@@ -517,60 +603,10 @@ impl Store for EmbeddedStore {
         self.inner.pending.forget(id);
         self.write(|reply| Job::Delete { id, reply }).await?
     }
+}
 
-    async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
-        self.read_blocking(reader::counts).await
-    }
-
-    async fn oldest_pending(&self, queue: &str) -> Result<Option<TaskId>, EngineError> {
-        let queue = queue.to_owned();
-        self.read_blocking(move |conn| reader::oldest_pending(conn, &queue))
-            .await
-    }
-
-    async fn dead_groups(&self, queue: &str) -> Result<Vec<rdq_engine::DeadGroup>, EngineError> {
-        let queue = queue.to_owned();
-        self.read_blocking(move |conn| reader::dead_groups(conn, &queue))
-            .await
-    }
-
-    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
-        self.inner
-            .readers
-            .with(|conn| reader::get_config(conn, queue, &self.inner.configs))
-    }
-
-    async fn put_config(&self, queue: &str, policy: &QueueConfig) -> Result<(), EngineError> {
-        let policy = serde_json::to_string(policy).map_err(|e| {
-            EngineError::InvalidPolicy(format!("the policy does not serialise: {e}"))
-        })?;
-        self.write(|reply| Job::PutConfig {
-            queue: queue.to_owned(),
-            policy,
-            reply,
-        })
-        .await?
-    }
-
-    async fn lease_secret(&self) -> Result<Option<[u8; 32]>, EngineError> {
-        Ok(Some(self.inner.lease_secret))
-    }
-
-    /// Ready while the writer thread runs and its last group committed;
-    /// after a failed group, ready again once a probe write commits.
-    async fn ready(&self) -> Result<(), EngineError> {
-        let writer = &self.inner.writer;
-        if !writer.is_alive() {
-            return Err(EngineError::Unavailable(
-                "the embedded store's writer thread has stopped".into(),
-            ));
-        }
-        if writer.health().last_failure().is_none() {
-            return Ok(());
-        }
-        self.write(|reply| Job::Probe { reply }).await?
-    }
-
+#[async_trait]
+impl Pruning for EmbeddedStore {
     async fn prune_succeeded(
         &self,
         queue: &str,
@@ -584,6 +620,27 @@ impl Store for EmbeddedStore {
             queue: queue.to_owned(),
             before: finished_before,
             limit,
+            reply,
+        })
+        .await?
+    }
+}
+
+#[async_trait]
+impl ConfigStore for EmbeddedStore {
+    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
+        self.inner
+            .readers
+            .with(|conn| reader::get_config(conn, queue, &self.inner.configs))
+    }
+
+    async fn put_config(&self, queue: &str, policy: &QueueConfig) -> Result<(), EngineError> {
+        let policy = serde_json::to_string(policy).map_err(|e| {
+            EngineError::InvalidPolicy(format!("the policy does not serialise: {e}"))
+        })?;
+        self.write(|reply| Job::PutConfig {
+            queue: queue.to_owned(),
+            policy,
             reply,
         })
         .await?

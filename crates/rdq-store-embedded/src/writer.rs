@@ -48,6 +48,8 @@ pub(crate) enum Job {
     Claim {
         queue: String,
         max: usize,
+        /// The global concurrency limit, if the claim carries one.
+        max_in_flight: Option<u64>,
         lease_ms: u64,
         now: Timestamp,
         reply: Tx<Result<Vec<ClaimedRow>, EngineError>>,
@@ -362,6 +364,14 @@ impl Deltas {
             counts[slot(status)] = by;
             self.0.push((queue.to_owned(), counts));
         }
+    }
+
+    /// The change the current group made to `queue`'s count of `status`.
+    fn of(&self, queue: &str, status: Status) -> i64 {
+        self.0
+            .iter()
+            .find(|(q, _)| q == queue)
+            .map_or(0, |(_, counts)| counts[slot(status)])
     }
 
     fn moved(&mut self, queue: &str, from: Status, to: Status, n: i64) {
@@ -722,10 +732,11 @@ fn execute(ctx: &mut Ctx, job: Job) -> (Done, Option<Fatal>) {
         Job::Claim {
             queue,
             max,
+            max_in_flight,
             lease_ms,
             now,
             reply,
-        } => split(claim(ctx, &queue, max, lease_ms, now), |r| {
+        } => split(claim(ctx, &queue, max, max_in_flight, lease_ms, now), |r| {
             Done::Claim(reply, r)
         }),
         Job::Redrive {
@@ -991,10 +1002,27 @@ fn claim(
     ctx: &mut Ctx,
     queue: &str,
     max: usize,
+    max_in_flight: Option<u64>,
     lease_ms: u64,
     now: Timestamp,
 ) -> Result<Result<Vec<ClaimedRow>, EngineError>, Fatal> {
-    let max = max.min(MAX_CLAIM);
+    let mut max = max.min(MAX_CLAIM);
+    if let Some(limit) = max_in_flight {
+        // The writer is the only one changing tasks, so the stored count
+        // plus this group's changes is exact: no other claim can interleave.
+        let stored: i64 = ctx
+            .conn
+            .prepare_cached("SELECT in_flight FROM queue_counts WHERE queue = ?1")?
+            .query_row(params![queue], |row| row.get(0))
+            .optional()?
+            .unwrap_or(0);
+        let in_flight = u64::try_from(stored + ctx.deltas.of(queue, Status::InFlight)).unwrap_or(0);
+        let room = limit.saturating_sub(in_flight);
+        max = max.min(usize::try_from(room).unwrap_or(usize::MAX));
+        if max == 0 {
+            return Ok(Ok(Vec::new()));
+        }
+    }
     let now_ms = now.unix_ms();
     let mut rows: Vec<(i64, Option<TaskId>, Vec<u8>)> = Vec::new();
     let mut below: i64 = 256;
@@ -1259,6 +1287,7 @@ mod tests {
         w.send(Job::Claim {
             queue: "q".into(),
             max: 10,
+            max_in_flight: None,
             lease_ms: 1000,
             now: Timestamp::now(),
             reply,

@@ -4,9 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+use rdq_engine::store::admin::TaskCounts;
 use std::path::Path;
 
-use rdq_engine::{EngineError, Store};
+use rdq_engine::EngineError;
 use rdq_store_embedded::{APPLICATION_ID, DB_FILE_NAME, EmbeddedStore, SCHEMA_VERSION};
 
 fn refused(dir: &Path) -> String {

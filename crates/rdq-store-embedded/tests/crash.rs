@@ -16,6 +16,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+use rdq_engine::store::admin::{TaskCounts, TaskListing};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;

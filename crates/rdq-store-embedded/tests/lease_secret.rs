@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+use rdq_engine::store::admin::TaskLookup;
 use std::sync::Arc;
 
 use rdq_engine::{Engine, LeaseKey, ManualClock, Settlement, Store, SubmitRequest};

@@ -6,6 +6,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+use rdq_engine::ClaimRequest;
+use rdq_engine::store::admin::{
+    ConfigStore, Pruning, Redrive, Removal, TaskCounts, TaskListing, TaskLookup,
+};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -141,7 +145,10 @@ async fn claims_follow_priority_then_due_time_then_id_and_skip_tasks_not_due() {
     let later = submit_ok(&store, vec![task("q", 9, t(1_000))]).await;
     let other = submit_ok(&store, vec![task("other", 9, t(0))]).await;
 
-    let claimed = store.claim("q", 10, 30_000, t(100)).await.unwrap();
+    let claimed = store
+        .claim(&ClaimRequest::new("q", 10, 30_000, t(100)))
+        .await
+        .unwrap();
     let ids: Vec<TaskId> = claimed.iter().map(|e| e.id).collect();
     assert_eq!(ids, vec![c[0].id, b[0].id, a[0].id, d[0].id]);
     for env in &claimed {
@@ -151,16 +158,23 @@ async fn claims_follow_priority_then_due_time_then_id_and_skip_tasks_not_due() {
     }
     assert!(
         store
-            .claim("q", 10, 30_000, t(100))
+            .claim(&ClaimRequest::new("q", 10, 30_000, t(100)))
             .await
             .unwrap()
             .is_empty()
     );
-    let due = store.claim("q", 10, 30_000, t(1_000)).await.unwrap();
+    let due = store
+        .claim(&ClaimRequest::new("q", 10, 30_000, t(1_000)))
+        .await
+        .unwrap();
     assert_eq!(due.len(), 1);
     assert_eq!(due[0].id, later[0].id);
     assert_eq!(
-        store.claim("other", 1, 1, t(0)).await.unwrap()[0].id,
+        store
+            .claim(&ClaimRequest::new("other", 1, 1, t(0)))
+            .await
+            .unwrap()[0]
+            .id,
         other[0].id
     );
     store.verify().await.unwrap();
@@ -187,7 +201,7 @@ async fn concurrent_claimers_never_share_a_task() {
             let mut mine = Vec::new();
             loop {
                 let got = store
-                    .claim("race", 1 + w % 7, 60_000, t(100))
+                    .claim(&ClaimRequest::new("race", 1 + w % 7, 60_000, t(100)))
                     .await
                     .unwrap();
                 if got.is_empty() {
@@ -219,7 +233,10 @@ async fn settle_is_a_compare_and_swap_and_one_refusal_spares_the_batch() {
         ..QueuePolicy::default()
     };
     submit_ok(&store, (0..3).map(|_| task("q", 0, t(0))).collect()).await;
-    let claimed = store.claim("q", 3, 1_000, t(0)).await.unwrap();
+    let claimed = store
+        .claim(&ClaimRequest::new("q", 3, 1_000, t(0)))
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 3);
 
     // A stale token: the task's lease is attempt 1, not 7.
@@ -344,7 +361,10 @@ async fn dlq_listing_pages_by_id_with_error_type_globs_and_redrive_works() {
     let (_dir, store) = fresh();
     let policy = QueuePolicy::default();
     let envs = submit_ok(&store, (0..25).map(|_| task("jobs", 0, t(0))).collect()).await;
-    let claimed = store.claim("jobs", 25, 1_000, t(0)).await.unwrap();
+    let claimed = store
+        .claim(&ClaimRequest::new("jobs", 25, 1_000, t(0)))
+        .await
+        .unwrap();
     let mut dead = Vec::new();
     for (i, env) in claimed.iter().enumerate() {
         if i % 5 == 4 {
@@ -487,7 +507,14 @@ async fn dlq_listing_pages_by_id_with_error_type_globs_and_redrive_works() {
         (4, 16, 5)
     );
     // The redriven tasks are claimable again.
-    assert_eq!(store.claim("jobs", 10, 1_000, t(3)).await.unwrap().len(), 4);
+    assert_eq!(
+        store
+            .claim(&ClaimRequest::new("jobs", 10, 1_000, t(3)))
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
     store.verify().await.unwrap();
 }
 
@@ -496,7 +523,10 @@ async fn purge_delete_prune_and_counts_agree() {
     let (_dir, store) = fresh();
     let policy = QueuePolicy::default();
     submit_ok(&store, (0..10).map(|_| task("p", 0, t(0))).collect()).await;
-    let claimed = store.claim("p", 6, 1_000, t(0)).await.unwrap();
+    let claimed = store
+        .claim(&ClaimRequest::new("p", 6, 1_000, t(0)))
+        .await
+        .unwrap();
     for (i, env) in claimed.iter().enumerate() {
         settle(
             &store,
@@ -655,14 +685,25 @@ async fn a_group_that_cannot_commit_fails_whole_and_the_store_recovers() {
         assert_eq!(r.as_ref().unwrap_err().code(), "STORE_UNAVAILABLE");
     }
     assert_eq!(
-        store.claim("q", 1, 1, t(0)).await.unwrap_err().code(),
+        store
+            .claim(&ClaimRequest::new("q", 1, 1, t(0)))
+            .await
+            .unwrap_err()
+            .code(),
         "STORE_UNAVAILABLE"
     );
     other.execute_batch("ROLLBACK").unwrap();
     drop(other);
     submit_ok(&store, vec![task("q", 0, t(0))]).await;
     assert_eq!(store.counts().await.unwrap()[0].pending, 2);
-    assert_eq!(store.claim("q", 5, 1, t(0)).await.unwrap().len(), 2);
+    assert_eq!(
+        store
+            .claim(&ClaimRequest::new("q", 5, 1, t(0)))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
     store.verify().await.unwrap();
 }
 
@@ -728,8 +769,20 @@ async fn empty_calls_and_unknown_things_are_harmless() {
     let (_dir, store) = fresh();
     assert!(store.submit(Vec::new()).await.is_empty());
     assert!(store.settle(Vec::new()).await.is_empty());
-    assert!(store.claim("none", 0, 1, t(0)).await.unwrap().is_empty());
-    assert!(store.claim("none", 5, 1, t(0)).await.unwrap().is_empty());
+    assert!(
+        store
+            .claim(&ClaimRequest::new("none", 0, 1, t(0)))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .claim(&ClaimRequest::new("none", 5, 1, t(0)))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(store.expired_leases(t(0), 0).await.unwrap().is_empty());
     let id = TaskId::generate();
     assert_eq!(store.get(id).await, Err(EngineError::TaskNotFound(id)));
@@ -763,7 +816,10 @@ async fn a_temporary_store_is_removed_with_its_last_clone() {
 async fn a_claim_stores_only_columns_and_every_read_sees_the_claimed_envelope() {
     let (_dir, store) = fresh();
     let submitted = submit_ok(&store, vec![task("lazy", 0, t(0))]).await;
-    let claimed = store.claim("lazy", 1, 30_000, t(10)).await.unwrap();
+    let claimed = store
+        .claim(&ClaimRequest::new("lazy", 1, 30_000, t(10)))
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1);
     let expected = machine::claim(&submitted[0], 30_000, t(10)).unwrap().0;
     assert_eq!(claimed[0].encode(), expected.encode());
@@ -799,7 +855,10 @@ async fn a_claim_stores_only_columns_and_every_read_sees_the_claimed_envelope() 
         .await
         .unwrap();
     assert_eq!(failed.status, Status::Pending);
-    let again = store.claim("lazy", 1, 30_000, t(30)).await.unwrap();
+    let again = store
+        .claim(&ClaimRequest::new("lazy", 1, 30_000, t(30)))
+        .await
+        .unwrap();
     assert_eq!(
         again[0].encode(),
         machine::claim(&failed, 30_000, t(30)).unwrap().0.encode()
@@ -826,7 +885,11 @@ async fn a_version_1_store_is_upgraded_and_claims_count_on_from_its_tokens() {
         let store = EmbeddedStore::open(dir.path()).unwrap();
         submit_ok(&store, vec![task("old", 0, t(0))]).await;
         // Claimed and deferred twice: claim_count 2 while PENDING.
-        let mut env = store.claim("old", 1, 30_000, t(1)).await.unwrap().remove(0);
+        let mut env = store
+            .claim(&ClaimRequest::new("old", 1, 30_000, t(1)))
+            .await
+            .unwrap()
+            .remove(0);
         for n in 0..2 {
             env = settle(
                 &store,
@@ -838,7 +901,11 @@ async fn a_version_1_store_is_upgraded_and_claims_count_on_from_its_tokens() {
             .await
             .unwrap();
             if n == 0 {
-                env = store.claim("old", 1, 30_000, t(3)).await.unwrap().remove(0);
+                env = store
+                    .claim(&ClaimRequest::new("old", 1, 30_000, t(3)))
+                    .await
+                    .unwrap()
+                    .remove(0);
             }
         }
         assert_eq!(env.claim_count, 2);
@@ -862,7 +929,10 @@ async fn a_version_1_store_is_upgraded_and_claims_count_on_from_its_tokens() {
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
     assert_eq!(version, rdq_store_embedded::SCHEMA_VERSION);
-    let claimed = store.claim("old", 1, 30_000, t(10)).await.unwrap();
+    let claimed = store
+        .claim(&ClaimRequest::new("old", 1, 30_000, t(10)))
+        .await
+        .unwrap();
     assert_eq!(claimed[0].claim_count, 3);
     assert_eq!(
         claimed[0].encode(),
@@ -924,7 +994,10 @@ async fn a_success_writes_its_columns_only_and_reads_back_byte_for_byte() {
             .iter()
             .map(|e| e.id)
             .collect();
-        let claimed = store.claim("ok", 3, 30_000, t(10)).await.unwrap();
+        let claimed = store
+            .claim(&ClaimRequest::new("ok", 3, 30_000, t(10)))
+            .await
+            .unwrap();
         assert_eq!(claimed.len(), 3);
         let by_id = |id: TaskId| claimed.iter().find(|e| e.id == id).unwrap().clone();
 
@@ -991,7 +1064,11 @@ async fn a_success_writes_its_columns_only_and_reads_back_byte_for_byte() {
         .await
         .unwrap();
         assert_eq!(retried.status, Status::Pending);
-        let again = store.claim("ok", 1, 30_000, t(40)).await.unwrap().remove(0);
+        let again = store
+            .claim(&ClaimRequest::new("ok", 1, 30_000, t(40)))
+            .await
+            .unwrap()
+            .remove(0);
         assert_eq!(again.attempts.len(), 2);
         let succeeded = settle(&store, &again, machine::Settlement::Success, &policy, t(50))
             .await
@@ -1064,7 +1141,12 @@ async fn every_claimable_fixture_succeeds_and_reads_back_byte_for_byte() {
             }],
         )
         .await;
-        let Some(claimed) = store.claim(&env.queue, 1, 1_000, late).await.unwrap().pop() else {
+        let Some(claimed) = store
+            .claim(&ClaimRequest::new(&env.queue, 1, 1_000, late))
+            .await
+            .unwrap()
+            .pop()
+        else {
             continue;
         };
         let done = settle(
@@ -1098,7 +1180,10 @@ async fn a_success_row_that_cannot_replay_is_corrupt() {
         .iter()
         .map(|e| e.id)
         .collect();
-    let claimed = store.claim("bad", 2, 30_000, t(10)).await.unwrap();
+    let claimed = store
+        .claim(&ClaimRequest::new("bad", 2, 30_000, t(10)))
+        .await
+        .unwrap();
     for env in &claimed {
         settle(
             &store,
@@ -1145,7 +1230,10 @@ async fn the_lease_check_after_a_claim_matches_the_database_and_stale_entries_ar
         due.push(task("cache", 0, t(0)));
     }
     submit_ok(&store, due).await;
-    let claimed = store.claim("cache", 4, 1_000, t(10)).await.unwrap();
+    let claimed = store
+        .claim(&ClaimRequest::new("cache", 4, 1_000, t(10)))
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 4);
 
     // The shortcut answers exactly what a read of the row answers.
@@ -1214,7 +1302,10 @@ async fn the_lease_check_after_a_claim_matches_the_database_and_stale_entries_ar
         .pop()
         .unwrap()
         .unwrap();
-    let reclaimed = store.claim("cache", 4, 1_000, t(6_000)).await.unwrap();
+    let reclaimed = store
+        .claim(&ClaimRequest::new("cache", 4, 1_000, t(6_000)))
+        .await
+        .unwrap();
     let fresh_claim = reclaimed.iter().find(|e| e.id == stale.id).unwrap();
     let old = settle(
         &store,
@@ -1279,7 +1370,12 @@ async fn a_claim_of_a_kept_envelope_equals_a_claim_of_the_decoded_row() {
         .await;
         // A fixture whose counters are at their maximum is never handed out
         // (the claim answers, without it).
-        let Some(claimed) = kept.claim(&queue, 1, 1_000, t(10)).await.unwrap().pop() else {
+        let Some(claimed) = kept
+            .claim(&ClaimRequest::new(&queue, 1, 1_000, t(10)))
+            .await
+            .unwrap()
+            .pop()
+        else {
             assert!(
                 machine::claim(&decoded_fixture(&bytes), 1_000, t(10)).is_err(),
                 "{name}: a claimable fixture was not handed out"
@@ -1313,7 +1409,10 @@ async fn a_claim_of_a_kept_envelope_equals_a_claim_of_the_decoded_row() {
     );
     second.envelope.payload.clone_from(&other_payload.payload);
     submit_ok(&other, vec![second]).await;
-    let claimed = kept.claim("rewritten", 1, 1_000, t(10)).await.unwrap();
+    let claimed = kept
+        .claim(&ClaimRequest::new("rewritten", 1, 1_000, t(10)))
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].payload, other_payload.payload);
     assert_eq!(claimed[0], kept.get(id).await.unwrap());
@@ -1322,7 +1421,10 @@ async fn a_claim_of_a_kept_envelope_equals_a_claim_of_the_decoded_row() {
     // from the cache, equal to its row.
     let retried = task("retried", 0, t(0));
     submit_ok(&kept, vec![retried]).await;
-    let claimed = kept.claim("retried", 1, 1_000, t(10)).await.unwrap();
+    let claimed = kept
+        .claim(&ClaimRequest::new("retried", 1, 1_000, t(10)))
+        .await
+        .unwrap();
     let retry = machine::Settlement::Failure {
         error: ErrorInfo::new("app.Busy", "later"),
         kind: machine::FailureKind::Retryable,
@@ -1332,7 +1434,10 @@ async fn a_claim_of_a_kept_envelope_equals_a_claim_of_the_decoded_row() {
         .unwrap();
     assert_eq!(next.status, Status::Pending);
     let due = next.next_attempt_at.unwrap();
-    let again = kept.claim("retried", 1, 1_000, due).await.unwrap();
+    let again = kept
+        .claim(&ClaimRequest::new("retried", 1, 1_000, due))
+        .await
+        .unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0], kept.get(next.id).await.unwrap());
     // The failed attempt and the one just begun.
@@ -1345,7 +1450,10 @@ async fn a_claim_of_a_kept_envelope_equals_a_claim_of_the_decoded_row() {
     let task = task("plain", 0, t(0));
     let id = task.envelope.id;
     submit_ok(&plain, vec![task]).await;
-    let claimed = plain.claim("plain", 1, 1_000, t(10)).await.unwrap();
+    let claimed = plain
+        .claim(&ClaimRequest::new("plain", 1, 1_000, t(10)))
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0], plain.get(id).await.unwrap());
 }
@@ -1415,7 +1523,10 @@ async fn a_new_store_takes_the_page_size_asked_for_and_an_existing_one_keeps_its
     // Reopened asking for another size: the file keeps its pages and tasks.
     let reopened = EmbeddedStore::open_with(dir.path(), options).unwrap();
     assert_eq!(reopened.get(kept[0].id).await.unwrap(), kept[0]);
-    let claimed = reopened.claim("paged", 1, 1_000, t(10)).await.unwrap();
+    let claimed = reopened
+        .claim(&ClaimRequest::new("paged", 1, 1_000, t(10)))
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1);
     drop(reopened);
     assert_eq!(page_size(dir.path()), 16_384);

@@ -3,7 +3,8 @@
 //! [`MemoryStore`] is what tests, examples and the SDK's no-broker backend run
 //! on. It keeps no clock of its own (time always arrives as `now`), so with a
 //! [`rdq_engine::ManualClock`] every schedule, lease and backoff is virtual and
-//! deterministic. It offers every capability ([`Capabilities::ALL`]) and is
+//! deterministic. It implements every extension of the SPI and honours every
+//! part of a claim request, and is
 //! held to the same compliance suite as the durable stores. Nothing survives
 //! the process: it is for tests, not for data that matters.
 
@@ -15,8 +16,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use rdq_engine::{
-    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig, QueueCounts,
-    RedriveRequest, Store, Submitted,
+    ClaimRequest, ConfigStore, EngineError, LeasedUpdate, ListQuery, NewTask, Page, Pruning,
+    QueueConfig, QueueCounts, Redrive, RedriveRequest, Removal, Store, Submitted, TaskCounts,
+    TaskListing, TaskLookup, WorkCapabilities,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 
@@ -48,8 +50,11 @@ impl MemoryStore {
 
 #[async_trait]
 impl Store for MemoryStore {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
+    fn capabilities(&self) -> WorkCapabilities {
+        WorkCapabilities {
+            idempotent_submit: true,
+            claim_max_in_flight: true,
+        }
     }
 
     async fn submit(&self, tasks: Vec<NewTask>) -> Vec<Result<Submitted, EngineError>> {
@@ -57,14 +62,9 @@ impl Store for MemoryStore {
         tasks.into_iter().map(|task| state.submit(task)).collect()
     }
 
-    async fn claim(
-        &self,
-        queue: &str,
-        max: usize,
-        lease_ms: u64,
-        now: Timestamp,
-    ) -> Result<Vec<Envelope>, EngineError> {
-        Ok(self.state().claim(queue, max, lease_ms, now))
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Envelope>, EngineError> {
+        request.refuse_unsupported(self.capabilities())?;
+        Ok(self.state().claim(request))
     }
 
     async fn settle(&self, updates: Vec<LeasedUpdate>) -> Vec<Result<(), EngineError>> {
@@ -83,14 +83,58 @@ impl Store for MemoryStore {
         Ok(self.state().expired_leases(now, limit))
     }
 
+    fn as_lookup(&self) -> Option<&dyn TaskLookup> {
+        Some(self)
+    }
+
+    fn as_listing(&self) -> Option<&dyn TaskListing> {
+        Some(self)
+    }
+
+    fn as_counts(&self) -> Option<&dyn TaskCounts> {
+        Some(self)
+    }
+
+    fn as_redrive(&self) -> Option<&dyn Redrive> {
+        Some(self)
+    }
+
+    fn as_removal(&self) -> Option<&dyn Removal> {
+        Some(self)
+    }
+
+    fn as_pruning(&self) -> Option<&dyn Pruning> {
+        Some(self)
+    }
+
+    fn as_config_store(&self) -> Option<&dyn ConfigStore> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl TaskLookup for MemoryStore {
     async fn get(&self, id: TaskId) -> Result<Envelope, EngineError> {
         self.state().get(id)
     }
+}
 
+#[async_trait]
+impl TaskListing for MemoryStore {
     async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
         self.state().list(query)
     }
+}
 
+#[async_trait]
+impl TaskCounts for MemoryStore {
+    async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
+        Ok(self.state().counts())
+    }
+}
+
+#[async_trait]
+impl Redrive for MemoryStore {
     async fn redrive(
         &self,
         request: &RedriveRequest,
@@ -98,7 +142,10 @@ impl Store for MemoryStore {
     ) -> Result<Vec<TaskId>, EngineError> {
         self.state().redrive(request, now)
     }
+}
 
+#[async_trait]
+impl Removal for MemoryStore {
     async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
         Ok(self.state().purge(queue, status, dry_run))
     }
@@ -106,20 +153,10 @@ impl Store for MemoryStore {
     async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
         self.state().delete(id)
     }
+}
 
-    async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
-        Ok(self.state().counts())
-    }
-
-    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
-        Ok(self.state().get_config(queue))
-    }
-
-    async fn put_config(&self, queue: &str, policy: &QueueConfig) -> Result<(), EngineError> {
-        self.state().put_config(queue, policy);
-        Ok(())
-    }
-
+#[async_trait]
+impl Pruning for MemoryStore {
     async fn prune_succeeded(
         &self,
         queue: &str,
@@ -127,5 +164,17 @@ impl Store for MemoryStore {
         limit: usize,
     ) -> Result<u64, EngineError> {
         Ok(self.state().prune_succeeded(queue, finished_before, limit))
+    }
+}
+
+#[async_trait]
+impl ConfigStore for MemoryStore {
+    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
+        Ok(self.state().get_config(queue))
+    }
+
+    async fn put_config(&self, queue: &str, policy: &QueueConfig) -> Result<(), EngineError> {
+        self.state().put_config(queue, policy);
+        Ok(())
     }
 }

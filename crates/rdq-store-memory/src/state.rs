@@ -15,8 +15,8 @@ use rdq_engine::glob::Glob;
 use rdq_engine::machine::{self, LeaseToken};
 use rdq_engine::store::{MAX_PAGE, finished_at, latest_error_type};
 use rdq_engine::{
-    EngineError, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueConfig, QueueCounts,
-    RedriveRequest, Submitted,
+    ClaimRequest, EngineError, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueConfig,
+    QueueCounts, RedriveRequest, Submitted,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 
@@ -175,16 +175,16 @@ impl State {
         Ok(Submitted::Created(task.envelope))
     }
 
-    pub(crate) fn claim(
-        &mut self,
-        queue: &str,
-        max: usize,
-        lease_ms: u64,
-        now: Timestamp,
-    ) -> Vec<Envelope> {
-        let Some(index) = self.queues.get(queue) else {
+    /// Claims under every limit the request carries, in this one locked
+    /// step: the global concurrency limit counts the queue's IN_FLIGHT
+    /// tasks now.
+    pub(crate) fn claim(&mut self, request: &ClaimRequest) -> Vec<Envelope> {
+        let (lease_ms, now) = (request.lease_ms, request.now);
+        let Some(index) = self.queues.get(&request.queue) else {
             return Vec::new();
         };
+        let in_flight = index.by_status[status_slot(Status::InFlight)].len();
+        let max = request.room(u64::try_from(in_flight).unwrap_or(u64::MAX));
         let mut due_ids = Vec::new();
         'levels: for level in index.claimable.values() {
             for &(due_at, id) in level {

@@ -35,8 +35,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rdq_engine::{
-    Capabilities, EngineError, LeaseToken, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig,
-    QueueCounts, RedriveRequest, Store, Submitted,
+    ClaimRequest, ConfigStore, EngineError, LeaseToken, LeasedUpdate, ListQuery, NewTask, Page,
+    Pruning, QueueConfig, QueueCounts, Redrive, RedriveRequest, Removal, Store, Submitted,
+    TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::{Notify, OnceCell, oneshot};
@@ -380,8 +381,11 @@ fn batcher_gone() -> EngineError {
 
 #[async_trait]
 impl Store for PostgresStore {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
+    fn capabilities(&self) -> WorkCapabilities {
+        WorkCapabilities {
+            idempotent_submit: true,
+            claim_max_in_flight: true,
+        }
     }
 
     fn work_signal(&self) -> Option<Arc<Notify>> {
@@ -397,18 +401,13 @@ impl Store for PostgresStore {
         .await
     }
 
-    async fn claim(
-        &self,
-        queue: &str,
-        max: usize,
-        lease_ms: u64,
-        now: Timestamp,
-    ) -> Result<Vec<Envelope>, EngineError> {
-        if max == 0 {
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Envelope>, EngineError> {
+        request.refuse_unsupported(self.capabilities())?;
+        if request.max == 0 {
             return Ok(Vec::new());
         }
         self.started().await?;
-        writes::claim(self.shared(), queue, max, lease_ms, now).await
+        writes::claim(self.shared(), request).await
     }
 
     async fn settle(&self, updates: Vec<LeasedUpdate>) -> Vec<Result<(), EngineError>> {
@@ -432,78 +431,11 @@ impl Store for PostgresStore {
         reads::expired_leases(self.shared(), now, limit).await
     }
 
-    async fn get(&self, id: TaskId) -> Result<Envelope, EngineError> {
-        self.started().await?;
-        reads::get(self.shared(), id).await
-    }
-
     async fn leased(&self, leases: &[(TaskId, LeaseToken)]) -> Vec<Result<Envelope, EngineError>> {
         if let Err(e) = self.started().await {
             return vec![Err(e); leases.len()];
         }
         reads::leased(self.shared(), leases).await
-    }
-
-    async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
-        self.started().await?;
-        reads::list(self.shared(), query).await
-    }
-
-    async fn redrive(
-        &self,
-        request: &RedriveRequest,
-        now: Timestamp,
-    ) -> Result<Vec<TaskId>, EngineError> {
-        self.started().await?;
-        writes::redrive(self.shared(), request, now).await
-    }
-
-    async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
-        self.started().await?;
-        writes::purge(self.shared(), queue, status, dry_run).await
-    }
-
-    async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
-        self.started().await?;
-        writes::delete(self.shared(), id).await
-    }
-
-    async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
-        self.started().await?;
-        reads::counts(self.shared()).await
-    }
-
-    async fn oldest_pending(&self, queue: &str) -> Result<Option<TaskId>, EngineError> {
-        self.started().await?;
-        reads::oldest_pending(self.shared(), queue).await
-    }
-
-    async fn dead_groups(&self, queue: &str) -> Result<Vec<rdq_engine::DeadGroup>, EngineError> {
-        self.started().await?;
-        reads::dead_groups(self.shared(), queue).await
-    }
-
-    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
-        self.started().await?;
-        reads::get_config(self.shared(), queue).await
-    }
-
-    async fn put_config(&self, queue: &str, policy: &QueueConfig) -> Result<(), EngineError> {
-        self.started().await?;
-        writes::put_config(self.shared(), queue, policy).await
-    }
-
-    async fn prune_succeeded(
-        &self,
-        queue: &str,
-        finished_before: Timestamp,
-        limit: usize,
-    ) -> Result<u64, EngineError> {
-        if limit == 0 {
-            return Ok(0);
-        }
-        self.started().await?;
-        writes::prune(self.shared(), queue, finished_before, limit).await
     }
 
     async fn lease_secret(&self) -> Result<Option<[u8; 32]>, EngineError> {
@@ -526,5 +458,121 @@ impl Store for PostgresStore {
             conn.client.simple_query("SELECT 1").await?;
             Ok(())
         })
+    }
+
+    fn as_lookup(&self) -> Option<&dyn TaskLookup> {
+        Some(self)
+    }
+
+    fn as_listing(&self) -> Option<&dyn TaskListing> {
+        Some(self)
+    }
+
+    fn as_counts(&self) -> Option<&dyn TaskCounts> {
+        Some(self)
+    }
+
+    fn as_redrive(&self) -> Option<&dyn Redrive> {
+        Some(self)
+    }
+
+    fn as_removal(&self) -> Option<&dyn Removal> {
+        Some(self)
+    }
+
+    fn as_pruning(&self) -> Option<&dyn Pruning> {
+        Some(self)
+    }
+
+    fn as_config_store(&self) -> Option<&dyn ConfigStore> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl TaskLookup for PostgresStore {
+    async fn get(&self, id: TaskId) -> Result<Envelope, EngineError> {
+        self.started().await?;
+        reads::get(self.shared(), id).await
+    }
+}
+
+#[async_trait]
+impl TaskListing for PostgresStore {
+    async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
+        self.started().await?;
+        reads::list(self.shared(), query).await
+    }
+
+    async fn oldest_pending(&self, queue: &str) -> Result<Option<TaskId>, EngineError> {
+        self.started().await?;
+        reads::oldest_pending(self.shared(), queue).await
+    }
+
+    async fn dead_groups(&self, queue: &str) -> Result<Vec<rdq_engine::DeadGroup>, EngineError> {
+        self.started().await?;
+        reads::dead_groups(self.shared(), queue).await
+    }
+}
+
+#[async_trait]
+impl TaskCounts for PostgresStore {
+    async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
+        self.started().await?;
+        reads::counts(self.shared()).await
+    }
+}
+
+#[async_trait]
+impl Redrive for PostgresStore {
+    async fn redrive(
+        &self,
+        request: &RedriveRequest,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, EngineError> {
+        self.started().await?;
+        writes::redrive(self.shared(), request, now).await
+    }
+}
+
+#[async_trait]
+impl Removal for PostgresStore {
+    async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
+        self.started().await?;
+        writes::purge(self.shared(), queue, status, dry_run).await
+    }
+
+    async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
+        self.started().await?;
+        writes::delete(self.shared(), id).await
+    }
+}
+
+#[async_trait]
+impl Pruning for PostgresStore {
+    async fn prune_succeeded(
+        &self,
+        queue: &str,
+        finished_before: Timestamp,
+        limit: usize,
+    ) -> Result<u64, EngineError> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        self.started().await?;
+        writes::prune(self.shared(), queue, finished_before, limit).await
+    }
+}
+
+#[async_trait]
+impl ConfigStore for PostgresStore {
+    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
+        self.started().await?;
+        reads::get_config(self.shared(), queue).await
+    }
+
+    async fn put_config(&self, queue: &str, policy: &QueueConfig) -> Result<(), EngineError> {
+        self.started().await?;
+        writes::put_config(self.shared(), queue, policy).await
     }
 }

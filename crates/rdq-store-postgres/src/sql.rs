@@ -52,6 +52,11 @@ pub(crate) enum Q {
     Rewrite,
     /// Claims the next due PENDING tasks of a queue, skipping locked ones.
     Claim,
+    /// Serialises the limited claims of one queue until the transaction
+    /// ends (a transaction-scoped advisory lock on the schema and queue).
+    LockQueue,
+    /// The IN_FLIGHT tasks of a queue (from the lease index).
+    InFlight,
     /// IN_FLIGHT tasks whose lease ended.
     Expired,
     /// One task by id.
@@ -229,6 +234,12 @@ impl Sql {
                     SELECT queue, -count(*), count(*) FROM claimed GROUP BY queue
                  )
                  SELECT envelope FROM claimed"
+            ),
+            Q::LockQueue => format!(
+                "SELECT pg_advisory_xact_lock(hashtextextended('{s}.' || $1, 0))"
+            ),
+            Q::InFlight => format!(
+                "SELECT count(*) FROM {s}.tasks WHERE status = 1 AND queue = $1"
             ),
             Q::Expired => format!(
                 "SELECT {STORED} FROM {s}.tasks

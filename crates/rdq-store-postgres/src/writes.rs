@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use rdq_engine::glob::Glob;
 use rdq_engine::{
-    EngineError, LeasedUpdate, NewTask, QueueConfig, RedriveRequest, Submitted, machine,
+    ClaimRequest, EngineError, LeasedUpdate, NewTask, QueueConfig, RedriveRequest, Submitted,
+    machine,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
@@ -312,22 +313,47 @@ async fn rewrite(
 /// other), and marks them IN_FLIGHT under the lease. The engine's
 /// `machine::claim` then decides each envelope here, as it will again
 /// whenever the row is read (see `columns::stored_envelope`).
+///
+/// With a global concurrency limit the claim is one transaction that first
+/// takes the queue's advisory lock, so limited claims of one queue run one
+/// at a time on every node: it counts the queue's IN_FLIGHT tasks (all
+/// committed, since the lock was taken before the count's snapshot) and
+/// claims at most the room left. Settles and reaps only lower the count
+/// and take no lock; an unlimited queue pays nothing.
 pub(crate) async fn claim(
     shared: &Shared,
-    queue: &str,
-    max: usize,
-    lease_ms: u64,
-    now: Timestamp,
+    request: &ClaimRequest,
 ) -> Result<Vec<Envelope>, EngineError> {
-    let limit = i64::try_from(max.min(MAX_CLAIM)).unwrap_or(1);
-    let now_ms = now.unix_ms();
-    let until = now.plus_ms(lease_ms).unix_ms();
+    let queue = request.queue.as_str();
+    let max = i64::try_from(request.max.min(MAX_CLAIM)).unwrap_or(1);
+    let now_ms = request.now.unix_ms();
+    let until = request.now.plus_ms(request.lease_ms).unix_ms();
+    let limited = request.max_in_flight.is_some();
     retrying!(shared, Retry::Always, |conn, _applied| {
+        let mut limit = max;
+        if let Some(max_in_flight) = request.max_in_flight {
+            conn.client.batch_execute("BEGIN").await?;
+            let lock = conn.stmt(&shared.sql, Q::LockQueue).await?;
+            conn.client.execute(&lock, &[&queue]).await?;
+            let count = conn.stmt(&shared.sql, Q::InFlight).await?;
+            let in_flight: i64 = conn.client.query_one(&count, &[&queue]).await?.try_get(0)?;
+            let room = i64::try_from(max_in_flight)
+                .unwrap_or(i64::MAX)
+                .saturating_sub(in_flight);
+            limit = limit.min(room.max(0));
+            if limit == 0 {
+                conn.client.batch_execute("COMMIT").await?;
+                return Ok(Vec::new());
+            }
+        }
         let stmt = conn.stmt(&shared.sql, Q::Claim).await?;
         let rows = conn
             .client
             .query(&stmt, &[&queue, &now_ms, &limit, &until])
             .await?;
+        if limited {
+            conn.client.batch_execute("COMMIT").await?;
+        }
         let mut claimed = Vec::with_capacity(rows.len());
         for row in &rows {
             let env = Envelope::decode(row.try_get::<_, &[u8]>(0)?)

@@ -24,11 +24,12 @@
 
 mod common;
 
+use rdq_engine::store::admin::{TaskCounts, TaskLookup};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rdq_engine::{Backoff, Engine, QueuePolicy, Settlement, Store, SubmitRequest, SystemClock};
+use rdq_engine::{Backoff, Engine, QueuePolicy, Settlement, SubmitRequest, SystemClock};
 use rdq_envelope::{Status, TaskId};
 use rdq_runtime::{ReaperConfig, Task, Worker, WorkerConfig, run_reaper, shutdown_channel};
 use rdq_store_postgres::PostgresStore;

@@ -23,6 +23,7 @@
 
 mod common;
 
+use rdq_engine::store::admin::TaskCounts;
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -163,6 +164,8 @@ async fn all_tasks(store: &dyn Store, queue: &str) -> HashMap<TaskId, Envelope> 
     let mut cursor = None;
     loop {
         let page = store
+            .as_listing()
+            .expect("the PostgreSQL store lists")
             .list(&ListQuery {
                 queue: queue.into(),
                 cursor,

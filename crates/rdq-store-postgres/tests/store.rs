@@ -7,6 +7,7 @@
 
 mod common;
 
+use rdq_engine::store::admin::{ConfigStore, TaskCounts, TaskListing, TaskLookup};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -12,11 +12,12 @@
 //! `rdq-test-client`) only.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use rdq_engine::store::admin::TaskLookup;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use rdq_engine::{Engine, Settlement, Store, SubmitRequest, SystemClock};
+use rdq_engine::{Engine, Settlement, SubmitRequest, SystemClock};
 use rdq_envelope::Status;
 use rdq_store_postgres::PostgresStore;
 use rdq_tls::testing::TestPki;

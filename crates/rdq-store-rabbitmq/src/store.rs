@@ -10,8 +10,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rdq_engine::LeaseToken;
 use rdq_engine::{
-    Capabilities, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig, QueueDepths,
-    RedriveRequest, Store, Submitted,
+    ClaimRequest, ConfigStore, EngineError, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig,
+    QueueDepths, QueueDepthsSource, Redrive, RedriveRequest, Removal, Store, Submitted,
+    TaskListing, WorkCapabilities,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::{Notify, oneshot};
@@ -154,18 +155,10 @@ impl RabbitStore {
 
 #[async_trait]
 impl Store for RabbitStore {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            get_by_id: false,
-            list: true,
-            redrive: true,
-            purge: true,
-            counts: false,
-            queue_config: true,
+    fn capabilities(&self) -> WorkCapabilities {
+        WorkCapabilities {
             idempotent_submit: false,
-            prune: false,
-            depths: true,
-            config_local: true,
+            claim_max_in_flight: false,
         }
     }
 
@@ -230,13 +223,15 @@ impl Store for RabbitStore {
         futures::future::join_all(publishes).await
     }
 
-    async fn claim(
-        &self,
-        queue: &str,
-        max: usize,
-        lease_ms: u64,
-        now: Timestamp,
-    ) -> Result<Vec<Envelope>, EngineError> {
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Envelope>, EngineError> {
+        request.refuse_unsupported(self.capabilities())?;
+        let ClaimRequest {
+            ref queue,
+            max,
+            lease_ms,
+            now,
+            ..
+        } = *request;
         if max == 0 {
             return Ok(Vec::new());
         }
@@ -344,23 +339,6 @@ impl Store for RabbitStore {
             .collect()
     }
 
-    async fn queue_names(&self) -> Result<Vec<String>, EngineError> {
-        // The queues this process declared or holds a policy for: a broker
-        // has no registry of rdq queues to ask.
-        let core = self.core();
-        let mut names: Vec<String> = core.known_queues().iter().map(|q| q.name.clone()).collect();
-        names.extend(
-            core.configs
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .keys()
-                .cloned(),
-        );
-        names.sort();
-        names.dedup();
-        Ok(names)
-    }
-
     async fn expired_leases(
         &self,
         now: Timestamp,
@@ -414,24 +392,51 @@ impl Store for RabbitStore {
         Ok(out)
     }
 
+    fn as_listing(&self) -> Option<&dyn TaskListing> {
+        Some(self)
+    }
+
+    fn as_depths(&self) -> Option<&dyn QueueDepthsSource> {
+        Some(self)
+    }
+
+    fn as_redrive(&self) -> Option<&dyn Redrive> {
+        Some(self)
+    }
+
+    fn as_removal(&self) -> Option<&dyn Removal> {
+        Some(self)
+    }
+
+    fn as_config_store(&self) -> Option<&dyn ConfigStore> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl TaskListing for RabbitStore {
     async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
         crate::dlq::list(self.core(), query).await
     }
+}
 
-    async fn redrive(
-        &self,
-        request: &RedriveRequest,
-        now: Timestamp,
-    ) -> Result<Vec<TaskId>, EngineError> {
-        crate::dlq::redrive(self.core(), request, now).await
-    }
-
-    async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
-        crate::dlq::purge(self.core(), queue, status, dry_run).await
-    }
-
-    async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
-        crate::dlq::delete(self.core(), id).await
+#[async_trait]
+impl QueueDepthsSource for RabbitStore {
+    async fn queue_names(&self) -> Result<Vec<String>, EngineError> {
+        // The queues this process declared or holds a policy for: a broker
+        // has no registry of rdq queues to ask.
+        let core = self.core();
+        let mut names: Vec<String> = core.known_queues().iter().map(|q| q.name.clone()).collect();
+        names.extend(
+            core.configs
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .keys()
+                .cloned(),
+        );
+        names.sort();
+        names.dedup();
+        Ok(names)
     }
 
     async fn depths(&self, queue: &str) -> Result<Option<QueueDepths>, EngineError> {
@@ -448,7 +453,32 @@ impl Store for RabbitStore {
             dead: u64::from(dead),
         }))
     }
+}
 
+#[async_trait]
+impl Redrive for RabbitStore {
+    async fn redrive(
+        &self,
+        request: &RedriveRequest,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, EngineError> {
+        crate::dlq::redrive(self.core(), request, now).await
+    }
+}
+
+#[async_trait]
+impl Removal for RabbitStore {
+    async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
+        crate::dlq::purge(self.core(), queue, status, dry_run).await
+    }
+
+    async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
+        crate::dlq::delete(self.core(), id).await
+    }
+}
+
+#[async_trait]
+impl ConfigStore for RabbitStore {
     async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
         Ok(self
             .core()
@@ -462,5 +492,11 @@ impl Store for RabbitStore {
     async fn put_config(&self, queue: &str, config: &QueueConfig) -> Result<(), EngineError> {
         self.set_config(queue, config.clone());
         Ok(())
+    }
+
+    /// A broker holds messages, not settings: the configuration lives in
+    /// this process only.
+    fn process_local(&self) -> bool {
+        true
     }
 }

@@ -7,6 +7,7 @@
 
 mod common;
 
+use rdq_engine::store::admin::TaskListing;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -18,8 +19,7 @@ use queuey::prelude::{
     RetryPolicy, Worker, async_trait,
 };
 use rdq_engine::{
-    Backoff, Engine, FailureKind, ListQuery, QueuePolicy, Settlement, Store, SubmitRequest,
-    SystemClock,
+    Backoff, Engine, FailureKind, ListQuery, QueuePolicy, Settlement, SubmitRequest, SystemClock,
 };
 use rdq_envelope::{ErrorInfo, Status};
 use rdq_store_rabbitmq::RabbitStore;

@@ -7,6 +7,7 @@
 
 mod common;
 
+use rdq_engine::store::admin::{QueueDepthsSource, TaskListing};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use common::{Stores, amqp_url, unique};
 use lapin::options::BasicPublishOptions;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use rdq_engine::{
-    Backoff, Engine, FailureKind, QueuePolicy, Settlement, Store, SubmitRequest, SystemClock,
+    Backoff, Engine, FailureKind, QueuePolicy, Settlement, SubmitRequest, SystemClock,
 };
 use rdq_envelope::{ErrorInfo, Outcome, Status};
 use rdq_store_rabbitmq::RabbitStore;

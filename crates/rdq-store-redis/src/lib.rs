@@ -33,8 +33,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use rdq_engine::{
-    Capabilities, EngineError, LeaseToken, LeasedUpdate, ListQuery, NewTask, Page, QueueConfig,
-    QueueCounts, RedriveRequest, Store, Submitted,
+    ClaimRequest, ConfigStore, EngineError, LeaseToken, LeasedUpdate, ListQuery, NewTask, Page,
+    Pruning, QueueConfig, QueueCounts, Redrive, RedriveRequest, Removal, Store, Submitted,
+    TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::{Notify, OnceCell, oneshot};
@@ -262,8 +263,11 @@ fn batcher_gone() -> EngineError {
 
 #[async_trait]
 impl Store for RedisStore {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
+    fn capabilities(&self) -> WorkCapabilities {
+        WorkCapabilities {
+            idempotent_submit: true,
+            claim_max_in_flight: true,
+        }
     }
 
     fn work_signal(&self) -> Option<Arc<Notify>> {
@@ -283,17 +287,12 @@ impl Store for RedisStore {
         .await
     }
 
-    async fn claim(
-        &self,
-        queue: &str,
-        max: usize,
-        lease_ms: u64,
-        now: Timestamp,
-    ) -> Result<Vec<Envelope>, EngineError> {
-        if max == 0 {
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Envelope>, EngineError> {
+        request.refuse_unsupported(self.capabilities())?;
+        if request.max == 0 {
             return Ok(Vec::new());
         }
-        writes::claim(self.shared(), queue, max, lease_ms, now).await
+        writes::claim(self.shared(), request).await
     }
 
     async fn settle(&self, updates: Vec<LeasedUpdate>) -> Vec<Result<(), EngineError>> {
@@ -324,55 +323,6 @@ impl Store for RedisStore {
         reads::leased(self.shared(), leases).await
     }
 
-    async fn get(&self, id: TaskId) -> Result<Envelope, EngineError> {
-        reads::get(self.shared(), id).await
-    }
-
-    async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
-        reads::list(self.shared(), query).await
-    }
-
-    async fn redrive(
-        &self,
-        request: &RedriveRequest,
-        now: Timestamp,
-    ) -> Result<Vec<TaskId>, EngineError> {
-        admin::redrive(self.shared(), request, now).await
-    }
-
-    async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
-        admin::purge(self.shared(), queue, status, dry_run).await
-    }
-
-    async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
-        admin::delete(self.shared(), id).await
-    }
-
-    async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
-        reads::counts(self.shared()).await
-    }
-
-    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
-        self.started().await;
-        reads::get_config(self.shared(), queue).await
-    }
-
-    async fn put_config(&self, queue: &str, policy: &QueueConfig) -> Result<(), EngineError> {
-        admin::put_config(self.shared(), queue, policy).await
-    }
-
-    async fn prune_succeeded(
-        &self,
-        queue: &str,
-        finished_before: Timestamp,
-        limit: usize,
-    ) -> Result<u64, EngineError> {
-        if limit == 0 {
-            return Ok(0);
-        }
-        admin::prune(self.shared(), queue, finished_before, limit).await
-    }
-
     async fn lease_secret(&self) -> Result<Option<[u8; 32]>, EngineError> {
         let shared = self.shared();
         let secret = shared
@@ -384,6 +334,104 @@ impl Store for RedisStore {
 
     async fn ready(&self) -> Result<(), EngineError> {
         reads::ready(self.shared()).await
+    }
+
+    fn as_lookup(&self) -> Option<&dyn TaskLookup> {
+        Some(self)
+    }
+
+    fn as_listing(&self) -> Option<&dyn TaskListing> {
+        Some(self)
+    }
+
+    fn as_counts(&self) -> Option<&dyn TaskCounts> {
+        Some(self)
+    }
+
+    fn as_redrive(&self) -> Option<&dyn Redrive> {
+        Some(self)
+    }
+
+    fn as_removal(&self) -> Option<&dyn Removal> {
+        Some(self)
+    }
+
+    fn as_pruning(&self) -> Option<&dyn Pruning> {
+        Some(self)
+    }
+
+    fn as_config_store(&self) -> Option<&dyn ConfigStore> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl TaskLookup for RedisStore {
+    async fn get(&self, id: TaskId) -> Result<Envelope, EngineError> {
+        reads::get(self.shared(), id).await
+    }
+}
+
+#[async_trait]
+impl TaskListing for RedisStore {
+    async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
+        reads::list(self.shared(), query).await
+    }
+}
+
+#[async_trait]
+impl TaskCounts for RedisStore {
+    async fn counts(&self) -> Result<Vec<QueueCounts>, EngineError> {
+        reads::counts(self.shared()).await
+    }
+}
+
+#[async_trait]
+impl Redrive for RedisStore {
+    async fn redrive(
+        &self,
+        request: &RedriveRequest,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, EngineError> {
+        admin::redrive(self.shared(), request, now).await
+    }
+}
+
+#[async_trait]
+impl Removal for RedisStore {
+    async fn purge(&self, queue: &str, status: Status, dry_run: bool) -> Result<u64, EngineError> {
+        admin::purge(self.shared(), queue, status, dry_run).await
+    }
+
+    async fn delete(&self, id: TaskId) -> Result<(), EngineError> {
+        admin::delete(self.shared(), id).await
+    }
+}
+
+#[async_trait]
+impl Pruning for RedisStore {
+    async fn prune_succeeded(
+        &self,
+        queue: &str,
+        finished_before: Timestamp,
+        limit: usize,
+    ) -> Result<u64, EngineError> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        admin::prune(self.shared(), queue, finished_before, limit).await
+    }
+}
+
+#[async_trait]
+impl ConfigStore for RedisStore {
+    async fn get_config(&self, queue: &str) -> Result<Option<QueueConfig>, EngineError> {
+        self.started().await;
+        reads::get_config(self.shared(), queue).await
+    }
+
+    async fn put_config(&self, queue: &str, policy: &QueueConfig) -> Result<(), EngineError> {
+        admin::put_config(self.shared(), queue, policy).await
     }
 }
 

@@ -10,8 +10,8 @@
 use std::collections::HashMap;
 
 use futures::FutureExt;
-use rdq_engine::{EngineError, LeasedUpdate, NewTask, Submitted};
-use rdq_envelope::{Envelope, Timestamp};
+use rdq_engine::{ClaimRequest, EngineError, LeasedUpdate, NewTask, Submitted};
+use rdq_envelope::Envelope;
 use redis::Value;
 use tokio::sync::oneshot;
 
@@ -425,15 +425,16 @@ pub(crate) async fn swap_attempt(
 /// Claims up to `max` due tasks of `queue` (see `lua/claim.lua`).
 pub(crate) async fn claim(
     shared: &Shared,
-    queue: &str,
-    max: usize,
-    lease_ms: u64,
-    now: Timestamp,
+    request: &ClaimRequest,
 ) -> Result<Vec<Envelope>, EngineError> {
+    let queue = request.queue.as_str();
     let queue_keys = shared.keys.queue(queue);
-    let now_ms = now.unix_ms();
-    let until = now.plus_ms(lease_ms).unix_ms();
-    let max = max.min(MAX_CLAIM);
+    let now_ms = request.now.unix_ms();
+    let until = request.now.plus_ms(request.lease_ms).unix_ms();
+    let max = request.max.min(MAX_CLAIM);
+    let limit = request
+        .max_in_flight
+        .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
     let values: Vec<Vec<u8>> = retrying(shared.options.wait, Retry::Always, |_| {
         let queue_keys = &queue_keys;
         async move {
@@ -442,7 +443,13 @@ pub(crate) async fn claim(
                 &mut conn,
                 &shared.scripts.claim,
                 queue_keys,
-                [now_ms, until, max as i64, shared.options.promote as i64],
+                [
+                    now_ms,
+                    until,
+                    max as i64,
+                    shared.options.promote as i64,
+                    limit,
+                ],
             )
             .await
         }

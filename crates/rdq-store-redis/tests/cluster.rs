@@ -136,9 +136,9 @@ async fn a_workload_over_queues_on_every_shard_ends_each_task_once() {
 
     // Lookups by id and counts span the shards.
     for (id, queue) in submitted.iter().take(30) {
-        assert_eq!(&engine.store().get(*id).await.expect("get").queue, queue);
+        assert_eq!(&engine.get(*id).await.expect("get").queue, queue);
     }
-    let counts = engine.store().counts().await.expect("counts");
+    let counts = engine.counts().await.expect("counts");
     assert_eq!(counts.len(), QUEUES);
     assert!(counts.iter().all(|c| c.pending == TASKS_PER_QUEUE as u64));
 
@@ -188,7 +188,7 @@ async fn a_workload_over_queues_on_every_shard_ends_each_task_once() {
         submitted.keys().copied().collect(),
         "every task ended"
     );
-    for c in engine.store().counts().await.expect("counts") {
+    for c in engine.counts().await.expect("counts") {
         assert_eq!(
             (c.pending, c.in_flight, c.succeeded, c.dead),
             (0, 0, TASKS_PER_QUEUE as u64, 0),

@@ -7,6 +7,7 @@
 
 mod common;
 
+use rdq_engine::store::admin::{TaskCounts, TaskLookup};
 use rdq_engine::{EngineError, NewTask, Store, Submitted};
 use rdq_envelope::Envelope;
 

@@ -103,7 +103,7 @@ async fn acknowledged_submits_survive_kill_9_of_redis_with_appendfsync_always() 
     assert_eq!(unique.len(), acknowledged.len());
     let mut missing = Vec::new();
     for id in &acknowledged {
-        match engine.store().get(*id).await {
+        match engine.get(*id).await {
             Ok(env) => assert_eq!(env.status, Status::Pending),
             Err(e) => missing.push(format!("{id}: {e}")),
         }
@@ -115,7 +115,7 @@ async fn acknowledged_submits_survive_kill_9_of_redis_with_appendfsync_always() 
         acknowledged.len(),
         &missing[..missing.len().min(5)]
     );
-    let counts = engine.store().counts().await.expect("counts");
+    let counts = engine.counts().await.expect("counts");
     let queue = counts.iter().find(|c| c.queue == QUEUE).expect("the queue");
     assert_eq!(queue.pending, acknowledged.len() as u64, "and nothing else");
 
@@ -162,7 +162,7 @@ async fn a_submit_while_redis_is_down_fails_and_is_never_acknowledged() {
     );
 
     tokio::task::block_in_place(|| server.restart());
-    let back = engine.store().get(before.envelope().id).await.expect("get");
+    let back = engine.get(before.envelope().id).await.expect("get");
     assert_eq!(back.id, before.envelope().id);
     let claimed = engine
         .claim(QUEUE, 10, None)

@@ -6,11 +6,12 @@
 
 mod common;
 
+use rdq_engine::store::admin::{TaskCounts, TaskLookup};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdq_engine::{Engine, Settlement, Store, SubmitRequest, SystemClock};
+use rdq_engine::{Engine, Settlement, SubmitRequest, SystemClock};
 use rdq_envelope::Status;
 use rdq_store_redis::RedisStore;
 use rdq_tls::testing::TestPki;

@@ -193,7 +193,7 @@ impl TestBackend {
                 order: ListOrder::OldestFirst,
                 ..ListQuery::default()
             };
-            let Ok(page) = self.engine.store().list(&query).await else {
+            let Ok(page) = self.engine.list(&query).await else {
                 return all;
             };
             all.extend(page.items);
@@ -206,7 +206,7 @@ impl TestBackend {
 
     /// The task with this id.
     pub async fn task(&self, id: TaskId) -> Option<Envelope> {
-        self.engine.store().get(id).await.ok()
+        self.engine.get(id).await.ok()
     }
 
     /// Tasks waiting (due or not yet due).
@@ -279,7 +279,6 @@ impl TestBackend {
     /// Tasks of `queue` per status.
     pub async fn counts(&self, queue: &str) -> QueueCounts {
         self.engine
-            .store()
             .counts()
             .await
             .ok()

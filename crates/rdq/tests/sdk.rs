@@ -783,7 +783,7 @@ struct CountingStore {
 
 #[async_trait::async_trait]
 impl rdq_engine::Store for CountingStore {
-    fn capabilities(&self) -> rdq_engine::Capabilities {
+    fn capabilities(&self) -> rdq_engine::WorkCapabilities {
         self.inner.capabilities()
     }
 
@@ -798,12 +798,9 @@ impl rdq_engine::Store for CountingStore {
 
     async fn claim(
         &self,
-        queue: &str,
-        max: usize,
-        lease_ms: u64,
-        now: rdq::Timestamp,
+        request: &rdq_engine::ClaimRequest,
     ) -> Result<Vec<rdq::Envelope>, rdq_engine::EngineError> {
-        self.inner.claim(queue, max, lease_ms, now).await
+        self.inner.claim(request).await
     }
 
     async fn settle(
@@ -821,11 +818,8 @@ impl rdq_engine::Store for CountingStore {
         self.inner.expired_leases(now, limit).await
     }
 
-    async fn get_config(
-        &self,
-        queue: &str,
-    ) -> Result<Option<rdq_engine::QueueConfig>, rdq_engine::EngineError> {
-        self.inner.get_config(queue).await
+    fn as_config_store(&self) -> Option<&dyn rdq_engine::ConfigStore> {
+        self.inner.as_config_store()
     }
 }
 

@@ -2,13 +2,15 @@
 //! refusals every store gives for ids it does not hold.
 
 use rdq_engine::{
-    LeaseToken, LeasedUpdate, ListQuery, QueuePolicy, RedriveRequest, Settlement, Submitted,
+    ClaimRequest, LeaseToken, LeasedUpdate, ListQuery, QueuePolicy, RedriveRequest, Settlement,
+    Submitted,
 };
 use rdq_envelope::{Envelope, Status, TaskId};
 
 use crate::StoreFactory;
 use crate::harness::{
-    Harness, Need, assert_same_bytes, at, claimed_ids, code_of, permanent, task, test_policy,
+    Harness, Need, Spi as _, assert_same_bytes, at, claimed_ids, code_of, permanent, task,
+    test_policy,
 };
 
 /// A second submit with the same idempotency key to the same queue returns
@@ -251,7 +253,7 @@ pub async fn unknown_ids_are_reported(factory: StoreFactory) {
     assert_eq!(code_of(&settled[0]), "TASK_NOT_FOUND");
     assert!(
         h.store
-            .claim("admin.never-used", 10, 1_000, h.now())
+            .claim(&ClaimRequest::new("admin.never-used", 10, 1_000, h.now()))
             .await
             .expect("claim")
             .is_empty()

@@ -6,7 +6,7 @@ use rdq_engine::{EngineError, ListQuery, RedriveRequest};
 use rdq_envelope::{Status, TaskId};
 
 use crate::StoreFactory;
-use crate::harness::{Harness, task, test_policy};
+use crate::harness::{Harness, Spi as _, task, test_policy};
 
 fn unsupported<T>(r: &Result<T, EngineError>) -> bool {
     matches!(r, Err(EngineError::Unsupported(_)))

@@ -9,7 +9,7 @@ use tokio::task::JoinSet;
 
 use crate::StoreFactory;
 use crate::harness::{
-    Harness, Need, assert_same_ids, at, claimed_ids, ids_of, retryable, task, test_policy,
+    Harness, Need, Spi as _, assert_same_ids, at, claimed_ids, ids_of, retryable, task, test_policy,
 };
 
 /// Eight claimers taking small batches of 500 due tasks at once, settling as

@@ -8,7 +8,9 @@ use rdq_engine::{ListOrder, ListQuery, QueuePolicy, RedriveRequest, Settlement};
 use rdq_envelope::{Status, TaskId};
 
 use crate::StoreFactory;
-use crate::harness::{Harness, Need, assert_same_ids, code_of, kill, retryable, task, test_policy};
+use crate::harness::{
+    Harness, Need, Spi as _, assert_same_ids, code_of, kill, retryable, task, test_policy,
+};
 
 /// Paging a queue's DEAD tasks with a small page, newest first and oldest
 /// first, while another task keeps adding dead tasks: every task that was

@@ -6,18 +6,18 @@
 use std::path::Path;
 
 use rdq_engine::store::MAX_PAGE;
-use rdq_engine::{ListQuery, NewTask, Submitted};
+use rdq_engine::{Capabilities, ListQuery, NewTask, Submitted};
 use rdq_envelope::{AttemptRecord, Envelope, ErrorInfo, Outcome, Status};
 use serde_json::{Value, json};
 
-use crate::harness::{Need, assert_same_bytes, at, skipped, start};
+use crate::harness::{Need, Spi as _, assert_same_bytes, at, skipped, start};
 use crate::{FIXTURES_DIR, StoreFactory};
 
 /// Every valid fixture (and a few envelopes of the suite's own), submitted
 /// as is through `Store::submit` to a fresh store, comes back from `get` (and
 /// from `list`, where the store can list) with the same canonical bytes.
 pub async fn fixtures_round_trip(factory: StoreFactory) {
-    let caps = factory().await.capabilities();
+    let caps = Capabilities::of(factory().await.as_ref());
     if skipped("fixtures_round_trip", caps, &[Need::GetById]) {
         return;
     }

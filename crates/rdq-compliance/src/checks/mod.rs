@@ -4,6 +4,7 @@
 
 mod admin;
 mod capabilities;
+mod claim_request;
 mod claiming;
 mod dlq;
 mod fixtures;
@@ -14,6 +15,9 @@ pub use admin::{
     counts_purge_delete_and_prune, idempotent_submit_returns_the_original, unknown_ids_are_reported,
 };
 pub use capabilities::capabilities_tell_the_truth;
+pub use claim_request::{
+    claim_request_limits_hold_or_are_refused, max_in_flight_holds_under_concurrent_claimers,
+};
 pub use claiming::{
     claims_follow_priority_then_due_order, concurrent_claimers_never_share_a_task,
     not_yet_due_tasks_are_not_claimed, paused_queue_hands_out_nothing,

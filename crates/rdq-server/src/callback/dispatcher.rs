@@ -153,7 +153,7 @@ impl Dispatcher {
         if shutdown.is_triggered() {
             return;
         }
-        let queues = match self.engine.store().queue_names().await {
+        let queues = match self.engine.queue_names().await {
             Ok(q) => q,
             Err(e) => {
                 warn!(error = %e, "callback dispatch cannot list queues");

@@ -137,11 +137,13 @@ impl TestServer {
     /// fingerprint to compare before and after a refused request.
     pub async fn snapshot(&self) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
-        for c in self.store.counts().await.unwrap() {
+        for c in self.store.as_counts().unwrap().counts().await.unwrap() {
             let mut cursor = None;
             loop {
                 let page = self
                     .store
+                    .as_listing()
+                    .unwrap()
                     .list(&rdq_engine::ListQuery {
                         queue: c.queue.clone(),
                         cursor,

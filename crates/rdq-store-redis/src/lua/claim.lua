@@ -1,6 +1,8 @@
 -- Claims up to `max` due PENDING tasks, highest priority first, then
 -- earliest due, then oldest id. ARGV: now, lease until, max, how many
--- delayed tasks that have come due to move into the ready set first.
+-- delayed tasks that have come due to move into the ready set first, and
+-- the global concurrency limit (-1: none): with one, at most the room the
+-- queue's IN_FLIGHT tasks leave is claimed, decided in this atomic step.
 -- Marks each task IN_FLIGHT under a new claim count and lease (the stored
 -- envelope stays PENDING; rdq replays the claim on it) and answers the
 -- claimed tasks' stored values.
@@ -25,7 +27,16 @@ if #due > 0 then
   call_chunked('ZADD', READY, ready)
 end
 local out = {}
-local popped = redis.call('ZPOPMIN', READY, tonumber(ARGV[3]))
+local max = tonumber(ARGV[3])
+local limit = tonumber(ARGV[5])
+if limit >= 0 then
+  max = math.min(max, limit - redis.call('ZCARD', IDS['1']))
+  if max <= 0 then
+    flush()
+    return out
+  end
+end
+local popped = redis.call('ZPOPMIN', READY, max)
 prefetch(every(popped, 1, 2))
 for i = 1, #popped, 2 do
   local id = popped[i]

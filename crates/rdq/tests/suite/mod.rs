@@ -113,7 +113,6 @@ impl Harness {
 
     pub async fn tasks(&self, queue: &str) -> Vec<Envelope> {
         self.engine
-            .store()
             .list(&ListQuery {
                 queue: queue.into(),
                 limit: 1000,

@@ -1,0 +1,349 @@
+//! The storage SPI: the work path every store implements ([`Store`]), the
+//! claim request it answers ([`ClaimRequest`]), and the extension traits by
+//! which a store offers what it truly can beyond the work path ([`admin`]).
+//!
+//! Stores persist and schedule; they never see retry policy. The work path is
+//! small and hot (submit, claim, settle, extend and expire through
+//! compare-and-swap updates, readiness). Listing, counting, DLQ paging,
+//! redrive, removal, pruning, queue configuration and the dashboard's
+//! insights are extension traits ([`TaskLookup`], [`TaskListing`],
+//! [`TaskCounts`], [`QueueDepthsSource`], [`Redrive`], [`Removal`],
+//! [`Pruning`], [`ConfigStore`]), reached through [`Store`]'s `as_…`
+//! accessors: a broker implements the work path plus what it can, and the
+//! type system says so. Nothing above the engine calls a store: front ends
+//! go through [`crate::Engine`], which answers `UNSUPPORTED` for an
+//! extension a store does not offer.
+//!
+//! Rules every store follows (the compliance kit checks them):
+//! - a submit without an idempotency key whose id already exists is refused
+//!   with `INVALID_ARGUMENT`; `Submitted::Existing` carries the task's current state;
+//! - a claim decides every limit it carries in its atomic step, and a part
+//!   of a [`ClaimRequest`] the store does not honour is `UNSUPPORTED`;
+//! - updates in one `settle` batch apply in order, so a repeated update of the
+//!   same lease succeeds once and then gets `LEASE_LOST`;
+//! - `ListQuery::limit == 0` means the store's largest page ([`MAX_PAGE`]); an
+//!   invalid glob in a filter is `INVALID_ARGUMENT`;
+//! - redrive by `ids` skips ids that are not dead tasks of that queue and
+//!   ignores duplicates;
+//! - `counts` lists a queue while it has tasks or a stored policy.
+
+pub mod admin;
+mod claim;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
+use tokio::sync::Notify;
+
+use crate::error::EngineError;
+use crate::machine::LeaseToken;
+
+pub use admin::{
+    ConfigStore, DeadGroup, ListOrder, ListQuery, MAX_PAGE, Page, Pruning, QueueCounts,
+    QueueDepths, QueueDepthsSource, Redrive, RedriveRequest, Removal, TaskCounts, TaskListing,
+    TaskLookup, sort_groups,
+};
+pub use claim::ClaimRequest;
+
+/// What a store's work path honours, as the store declares it. The
+/// compliance kit checks each declaration: what is declared works, what is
+/// not is refused with `UNSUPPORTED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WorkCapabilities {
+    /// `submit` honours idempotency keys.
+    pub idempotent_submit: bool,
+    /// `claim` honours [`ClaimRequest::max_in_flight`]: a global concurrency
+    /// limit decided in the claim's atomic step, across every process on
+    /// the store.
+    pub claim_max_in_flight: bool,
+}
+
+/// Everything a store can do, as [`crate::Engine::capabilities`] reports it:
+/// the work path's declarations ([`WorkCapabilities`]) and which extension
+/// traits the store offers. What `GET /v1/capabilities` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    /// [`TaskLookup`]: `get` finds any task by id.
+    pub get_by_id: bool,
+    /// [`TaskListing`]: pages tasks of a queue by status (DLQ browsing).
+    pub list: bool,
+    /// [`Redrive`]: sends dead tasks back.
+    pub redrive: bool,
+    /// [`Removal`]: `purge` and `delete` remove tasks.
+    pub purge: bool,
+    /// [`TaskCounts`]: tasks per queue and status.
+    pub counts: bool,
+    /// [`ConfigStore`]: queue policy is held by the store (else it comes
+    /// from the process configuration).
+    pub queue_config: bool,
+    /// `submit` honours idempotency keys.
+    pub idempotent_submit: bool,
+    /// [`Pruning`]: old SUCCEEDED tasks are removed.
+    pub prune: bool,
+    /// [`QueueDepthsSource`]: how many messages wait in the broker queues
+    /// behind a queue: what a store that cannot count tasks per status offers.
+    pub depths: bool,
+    /// Queue configuration is kept by this process only
+    /// ([`ConfigStore::process_local`]): other processes on the same store
+    /// neither see nor share it, and it is lost at restart. A broker holds
+    /// messages, not settings.
+    pub config_local: bool,
+    /// `claim` honours a global concurrency limit ([`ClaimRequest::max_in_flight`]).
+    pub claim_max_in_flight: bool,
+}
+
+impl Capabilities {
+    /// What `store` offers: its work path's declarations and its extensions.
+    pub fn of(store: &dyn Store) -> Self {
+        let work = store.capabilities();
+        Self {
+            get_by_id: store.as_lookup().is_some(),
+            list: store.as_listing().is_some(),
+            redrive: store.as_redrive().is_some(),
+            purge: store.as_removal().is_some(),
+            counts: store.as_counts().is_some(),
+            queue_config: store.as_config_store().is_some(),
+            idempotent_submit: work.idempotent_submit,
+            prune: store.as_pruning().is_some(),
+            depths: store.as_depths().is_some(),
+            config_local: store
+                .as_config_store()
+                .is_some_and(ConfigStore::process_local),
+            claim_max_in_flight: work.claim_max_in_flight,
+        }
+    }
+
+    /// The capability names, each with whether this store has it: what
+    /// `GET /v1/capabilities` and the docs' tables show.
+    pub fn named(&self) -> [(&'static str, bool); 11] {
+        [
+            ("get_by_id", self.get_by_id),
+            ("list", self.list),
+            ("redrive", self.redrive),
+            ("purge", self.purge),
+            ("counts", self.counts),
+            ("depths", self.depths),
+            ("queue_config", self.queue_config),
+            ("config_local", self.config_local),
+            ("idempotent_submit", self.idempotent_submit),
+            ("prune", self.prune),
+            ("claim_max_in_flight", self.claim_max_in_flight),
+        ]
+    }
+}
+
+/// A task to store, already shaped by [`crate::machine::submit`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    /// The PENDING envelope.
+    pub envelope: Envelope,
+    /// With a key, a second submit to the same queue returns the first task.
+    pub idempotency_key: Option<String>,
+}
+
+/// What a submit did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Submitted {
+    /// A new task was stored.
+    Created(Envelope),
+    /// The idempotency key was seen before; this is the original task, unchanged.
+    Existing(Envelope),
+}
+
+impl Submitted {
+    /// The stored envelope, new or original.
+    pub fn envelope(&self) -> &Envelope {
+        match self {
+            Self::Created(e) | Self::Existing(e) => e,
+        }
+    }
+}
+
+/// A new state for an in-flight task, applied only while `expected` is still
+/// the task's current lease (compare-and-swap). Settles, lease extensions and
+/// lease expiries all go through this, which is what makes a stale worker's
+/// settle fail with `LEASE_LOST` and a lease be reaped exactly once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeasedUpdate {
+    /// The task's new state, decided by the engine.
+    pub envelope: Envelope,
+    /// The lease the caller believes is current.
+    pub expected: LeaseToken,
+}
+
+pub(crate) fn unsupported<T>(what: &str) -> Result<T, EngineError> {
+    Err(EngineError::Unsupported(format!(
+        "this store cannot {what}"
+    )))
+}
+
+/// A place tasks live: the work path every store implements. See the
+/// module documentation; what a store can do beyond the work path it offers
+/// through the extension traits in [`admin`], each reached through an
+/// `as_…` accessor here that answers `None` unless the store implements it.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// What this store's work path honours (idempotency keys, the parts of a
+    /// [`ClaimRequest`]). Everything else is said by which extensions it
+    /// offers; [`crate::Engine::capabilities`] puts both together.
+    fn capabilities(&self) -> WorkCapabilities;
+
+    /// Wake-ups for work made due by other processes (a database's
+    /// `LISTEN/NOTIFY`, say): an [`crate::Engine`] built on this store
+    /// signals its idle workers through this `Notify`, and the store calls
+    /// `notify_waiters` on it when another process commits claimable work.
+    /// `None` (the default): only this process's own writes wake workers,
+    /// and work from elsewhere waits for the workers' poll.
+    fn work_signal(&self) -> Option<Arc<Notify>> {
+        None
+    }
+
+    /// This process claims no more from `queue` (its worker is stopping):
+    /// hand back whatever the store holds ready for claims here, so that it
+    /// is neither stuck nor counted as a lapsed lease. Leases already handed
+    /// out stay valid and are settled as usual. A later claim resumes.
+    /// Stores that buffer nothing for claims (the default) do nothing.
+    async fn stop_claiming(&self, queue: &str) {
+        let _ = queue;
+    }
+
+    /// Stores new tasks, one result per task in order. Durable when it returns.
+    async fn submit(&self, tasks: Vec<NewTask>) -> Vec<Result<Submitted, EngineError>>;
+
+    /// Atomically takes up to `request.max` due PENDING tasks of
+    /// `request.queue`, highest priority first, then earliest due, then
+    /// oldest id, applying [`crate::machine::claim`] with `request.lease_ms`.
+    /// No task is handed to two claimers. Every limit the request carries is
+    /// decided in the same atomic step; a part of the request this store
+    /// does not honour ([`WorkCapabilities`]) is refused with `UNSUPPORTED`
+    /// before anything is claimed, never ignored ([`ClaimRequest::refuse_unsupported`]).
+    async fn claim(&self, request: &ClaimRequest) -> Result<Vec<Envelope>, EngineError>;
+
+    /// Applies compare-and-swap updates to in-flight tasks, one result per
+    /// update: `LEASE_LOST` when the lease is no longer `expected`,
+    /// `TASK_NOT_FOUND` when the task is gone. Durable when it returns.
+    async fn settle(&self, updates: Vec<LeasedUpdate>) -> Vec<Result<(), EngineError>>;
+
+    /// The in-flight envelope behind each `(id, token)` a worker presents,
+    /// one result per item in order: `LEASE_LOST` when the task is no longer
+    /// IN_FLIGHT under that claim, `TASK_NOT_FOUND` when it is gone. This is
+    /// how a settle or extension by id and token finds the state the engine
+    /// decides from, on every store: the default reads each task by id
+    /// ([`TaskLookup::get`]); a store that cannot look tasks up (a broker)
+    /// answers from the leases it holds.
+    async fn leased(&self, leases: &[(TaskId, LeaseToken)]) -> Vec<Result<Envelope, EngineError>> {
+        let mut out = Vec::with_capacity(leases.len());
+        for &(id, token) in leases {
+            let got = match self.as_lookup() {
+                Some(lookup) => lookup.get(id).await,
+                None => unsupported("look tasks up by id"),
+            };
+            out.push(under_lease(got, id, token));
+        }
+        out
+    }
+
+    /// Up to `limit` IN_FLIGHT tasks whose lease ended at or before `now`.
+    async fn expired_leases(
+        &self,
+        now: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Envelope>, EngineError>;
+
+    /// The secret lease tokens are keyed with ([`crate::lease_key`]), the
+    /// same for every process on this store and across restarts, so a token
+    /// handed out by one node settles on another. `None` (the default): the
+    /// store keeps none and each process uses a random one, which suits
+    /// stores whose leases die with the process anyway.
+    async fn lease_secret(&self) -> Result<Option<[u8; 32]>, EngineError> {
+        Ok(None)
+    }
+
+    /// Whether the store can serve and write now (what `/readyz` reports):
+    /// `STORE_UNAVAILABLE` or `CORRUPT_STORE` with why not. Cheap: a health
+    /// probe calls it every few seconds. The default says yes.
+    async fn ready(&self) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    /// Finding any task by id, if this store can.
+    fn as_lookup(&self) -> Option<&dyn TaskLookup> {
+        None
+    }
+
+    /// Paging a queue's tasks by status (DLQ browsing), if this store can.
+    fn as_listing(&self) -> Option<&dyn TaskListing> {
+        None
+    }
+
+    /// Counting tasks per queue and status, if this store can.
+    fn as_counts(&self) -> Option<&dyn TaskCounts> {
+        None
+    }
+
+    /// Broker queue depths, for a store that cannot count tasks per status.
+    fn as_depths(&self) -> Option<&dyn QueueDepthsSource> {
+        None
+    }
+
+    /// Sending dead tasks back, if this store can.
+    fn as_redrive(&self) -> Option<&dyn Redrive> {
+        None
+    }
+
+    /// Removing tasks (purge, delete), if this store can.
+    fn as_removal(&self) -> Option<&dyn Removal> {
+        None
+    }
+
+    /// Removing old SUCCEEDED tasks, if this store can.
+    fn as_pruning(&self) -> Option<&dyn Pruning> {
+        None
+    }
+
+    /// Holding queue configuration, if this store can (else it comes from
+    /// the process's configuration).
+    fn as_config_store(&self) -> Option<&dyn ConfigStore> {
+        None
+    }
+}
+
+/// When a finished task finished: its last attempt's end, else its creation.
+pub fn finished_at(env: &Envelope) -> Timestamp {
+    env.attempts
+        .last()
+        .and_then(|a| a.finished_at)
+        .unwrap_or(env.created_at)
+}
+
+/// The claim counter a store's claim-order column holds for `env`: its
+/// `claim_count`, or [`crate::machine::MAX_COUNT`] for a PENDING task that
+/// no claim could count on (a counter at its maximum), which keeps such a
+/// task out of every claim (`machine::claim_counters_have_room`).
+pub fn claim_order_count(env: &Envelope) -> u32 {
+    if env.status == Status::Pending && !crate::machine::claim_counters_have_room(env) {
+        crate::machine::MAX_COUNT
+    } else {
+        env.claim_count
+    }
+}
+
+/// The error type a DLQ filter matches: the latest recorded error's.
+pub fn latest_error_type(env: &Envelope) -> Option<&str> {
+    env.last_error().map(|e| e.error_type.as_str())
+}
+
+/// The task `get` answered, if it is still under `token`'s claim: what
+/// [`Store::leased`] answers for one lease.
+pub fn under_lease(
+    got: Result<Envelope, EngineError>,
+    id: TaskId,
+    token: LeaseToken,
+) -> Result<Envelope, EngineError> {
+    match got {
+        Ok(env) if LeaseToken::current(&env) == Some(token) => Ok(env),
+        Ok(_) => Err(EngineError::LeaseLost(id)),
+        Err(e) => Err(e),
+    }
+}
