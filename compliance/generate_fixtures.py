@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Generates /work/main/compliance/fixtures (valid/, invalid/, manifest.json).
+"""Generates compliance/fixtures (valid/, invalid/, manifest.json).
 
-Run: python3 gen.py /work/main/compliance/fixtures
-README.md is written by hand and not touched here.
+Run: python3 compliance/generate_fixtures.py [OUT_DIR]  (default: the
+fixtures folder beside this script). README.md is written by hand and not
+touched here.
 """
 import base64
 import copy
@@ -11,7 +12,11 @@ import os
 import shutil
 import sys
 
-OUT = sys.argv[1] if len(sys.argv) > 1 else "/work/main/compliance/fixtures"
+OUT = (
+    sys.argv[1]
+    if len(sys.argv) > 1
+    else os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+)
 MIB = 1024 * 1024
 
 TOP_ORDER = [
@@ -184,8 +189,8 @@ def main():
         os.makedirs(d)
 
     # ------------------------------------------------------------------ valid
-    add_valid("seed_concrete_envelope", "The concrete envelope of the wire-envelope spec, pretty-printed as there, with the elided traceparent and stack filled in.", SEED_TEXT.encode())
-    add_valid("seed_canonical", "The seed envelope in canonical form: compact, known fields in order. Re-encoding must reproduce these bytes exactly.", seed(), canonical=True)
+    add_valid("seed_concrete_envelope", "The example envelope of docs/envelope.md, pretty-printed as there, with the elided traceparent and stack filled in.", SEED_TEXT.encode())
+    add_valid("seed_canonical", "That example envelope in canonical form: compact, known fields in order. Re-encoding must reproduce these bytes exactly.", seed(), canonical=True)
 
     e = base_pending()
     add_valid("status_pending", "A fresh PENDING task: no attempts yet (empty array), due now, no lease.", e)

@@ -1,7 +1,8 @@
 //! Envelope decode/encode next to `serde_json::from_slice::<Value>` on the same bytes.
 //!
-//! Run: `cargo bench -p rdq-envelope --bench codec`. The target is that
-//! envelope decode stays within 2x of the untyped `Value` parse.
+//! Run: `cargo bench -p rdq-envelope --bench codec`. The target
+//! (docs/benchmarks.md) is that envelope decode stays within 2x of the untyped
+//! `Value` parse.
 
 #![allow(missing_docs)]
 

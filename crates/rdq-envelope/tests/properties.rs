@@ -664,7 +664,7 @@ proptest! {
         let value: Value = serde_json::from_slice(&c).unwrap();
         prop_assert_eq!(&value, &input);
 
-        // Compact, known fields in seed order, then unknown fields sorted.
+        // Compact, known fields in canonical order, then unknown fields sorted.
         // (A compact serialisation's length does not depend on key order.)
         prop_assert_eq!(c.len(), serde_json::to_vec(&value).unwrap().len());
         let keys = top_level_keys(&c);

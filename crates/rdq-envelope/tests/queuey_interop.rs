@@ -427,11 +427,10 @@ fn a_non_json_payload_is_refused_with_invalid_field() {
 }
 
 // ---------------------------------------------------------------------------
-// Seed 000.
+// The example envelope of `docs/envelope.md`.
 
-/// The example envelope of `docs/envelope.md`, with its `...` elisions filled in.
 /// The example envelope of `docs/envelope.md`, from the compliance fixtures.
-const SEED_000: &str =
+const EXAMPLE_ENVELOPE: &str =
     include_str!("../../../compliance/fixtures/valid/seed_concrete_envelope.json");
 
 /// Removes JSON whitespace outside strings, keeping key order.
@@ -456,8 +455,8 @@ fn minify(json: &str) -> String {
 }
 
 #[test]
-fn the_seed_000_envelope_decodes_and_encodes_canonically() {
-    let env = Envelope::decode(SEED_000.as_bytes()).unwrap();
+fn the_example_envelope_decodes_and_encodes_canonically() {
+    let env = Envelope::decode(EXAMPLE_ENVELOPE.as_bytes()).unwrap();
     assert_eq!(env.id.to_string(), "01J2ZK7Q8XW5H3N9G4T6B8RDQ0");
     assert_eq!(env.queue, "payments.charge");
     assert_eq!(env.handler_ref, "charge-payment");
@@ -482,7 +481,7 @@ fn the_seed_000_envelope_decodes_and_encodes_canonically() {
 
     let encoded = env.encode();
     // JSON-equal to the input ...
-    let input: Value = serde_json::from_str(SEED_000).unwrap();
+    let input: Value = serde_json::from_str(EXAMPLE_ENVELOPE).unwrap();
     let output: Value = serde_json::from_slice(&encoded).unwrap();
     assert_eq!(output, input);
     // ... and, since docs/envelope.md lists the fields in canonical order, exactly its
@@ -490,9 +489,9 @@ fn the_seed_000_envelope_decodes_and_encodes_canonically() {
     // the canonical form writes maps sorted).
     let tp = r#""traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01""#;
     let rdq = r#""rdq.source":"kafka://payments/3/42351","rdq.submitted_by":"checkout-service""#;
-    let seed = minify(SEED_000);
-    let expected = seed.replace(&format!("{tp},{rdq}"), &format!("{rdq},{tp}"));
-    assert_ne!(expected, seed);
+    let compact = minify(EXAMPLE_ENVELOPE);
+    let expected = compact.replace(&format!("{tp},{rdq}"), &format!("{rdq},{tp}"));
+    assert_ne!(expected, compact);
     assert_eq!(String::from_utf8(encoded.clone()).unwrap(), expected);
     // Canonical: re-decoding and re-encoding changes nothing.
     let again = Envelope::decode(&encoded).unwrap();
@@ -501,8 +500,8 @@ fn the_seed_000_envelope_decodes_and_encodes_canonically() {
 }
 
 #[test]
-fn the_seed_000_envelope_goes_to_queuey_and_back() {
-    let env = Envelope::decode(SEED_000.as_bytes()).unwrap();
+fn the_example_envelope_goes_to_queuey_and_back() {
+    let env = Envelope::decode(EXAMPLE_ENVELOPE.as_bytes()).unwrap();
     let q = QueueyEnvelope::from_rdq(&env).unwrap();
     let parsed = queuey_core::Envelope::from_bytes(&q.encode()).unwrap();
     assert_eq!(parsed.attempt, 3);

@@ -5,7 +5,7 @@
 //! model ([`Envelope`]), without building the generated message first: on a
 //! busy stream that message's strings, its payload and its timestamps,
 //! allocated once to be encoded and dropped, were about a tenth of the
-//! stream's CPU (docs/benchmarks.md, "twentieth session"). The bytes are
+//! stream's CPU (docs/benchmarks.md, "What was tried"). The bytes are
 //! the ones the generated message would encode to (`tests/work_wire.rs`
 //! holds the two to each other on every fixture); an envelope the direct
 //! mapping does not take (unknown members, [`crate::codec`]) goes the long

@@ -60,7 +60,7 @@ const OUTBOUND: usize = 256;
 /// is claimed for no further either) until one is acknowledged. Acks wait
 /// for the store's fsync: at 8, one slow fsync of a few tens of
 /// milliseconds used up a busy stream's allowance and its claims stopped
-/// until the disk answered (docs/benchmarks.md, "eighteenth session").
+/// until the disk answered (docs/benchmarks.md, "What was tried").
 pub const MAX_PENDING_ACKS: usize = 64;
 
 struct Hello {

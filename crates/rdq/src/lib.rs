@@ -36,8 +36,8 @@
 //! }
 //! ```
 //!
-//! What a handler returns becomes an outcome through the ladder of seed
-//! `002` ([`outcome`]): an [`OutcomeMapper`] on the queue, then the
+//! What a handler returns becomes an outcome through the classification
+//! ladder of docs/outcomes.md ([`outcome`]): an [`OutcomeMapper`] on the queue, then the
 //! [`permanent`] / [`retryable`] / [`defer`] wrappers, then [`Classifier`]s,
 //! then the queue's globs, then retryable. `docs/sdk.md` is the guide;
 //! `docs/queuey-migration.md` maps every queuey 1.1 feature to this crate.

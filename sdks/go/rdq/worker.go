@@ -48,7 +48,7 @@ type WorkerConfig struct {
 	// the handler returns, not when its outcome is sent.
 	SettleLinger time.Duration
 	// ClaimLinger is how long a claim may wait for more handler slots to
-	// free up, until half a claim's worth (ClaimBatch, at most Concurrency)
+	// free up, until a claim's worth (ClaimBatch, at most Concurrency)
 	// is free (default 1 ms; negative: claim for whatever is free at once).
 	// Without it, fast handlers free their slots one by one and each claim
 	// asks for a few tasks.
@@ -279,7 +279,7 @@ func (w *Worker) signalSlot() {
 	}
 }
 
-// gather waits, up to ClaimLinger, until half a claim's worth of handler
+// gather waits, up to ClaimLinger, until a claim's worth of handler
 // slots is free, so that claims stay large when handlers are quick.
 func (w *Worker) gather(ctx context.Context, linger *time.Timer) {
 	enough := int64(max(1, min(w.cfg.ClaimBatch, w.cfg.Concurrency)))

@@ -164,7 +164,7 @@ pub fn decide(
     )
 }
 
-/// Seed `002`'s default for a status code.
+/// The default outcome for a status code (docs/outcomes.md, "Callbacks").
 pub fn default_outcome(status: u16) -> MappedOutcome {
     match status {
         200..=299 => MappedOutcome::Success,

@@ -14,8 +14,8 @@
 //! ```
 //!
 //! `status_map` keys are a status code (`"404"`) or a class (`"4xx"`); an
-//! exact code wins over its class, and both over the default mapping of seed
-//! `002`. `body_rules` test the response body, parsed as JSON, with an
+//! exact code wins over its class, and both over the default mapping
+//! (docs/outcomes.md, "Callbacks"). `body_rules` test the response body, parsed as JSON, with an
 //! RFC 6901 JSON Pointer; the first rule that matches decides, ahead of
 //! `status_map`.
 
