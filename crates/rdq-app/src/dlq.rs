@@ -382,8 +382,7 @@ fn plan_import(entries: Vec<ImportEntry>, queue: &str, max_envelope_bytes: usize
             code: code.to_owned(),
             message,
         };
-        let env = match envelope.and_then(|env| env.check_size(max_envelope_bytes).map(|()| env))
-        {
+        let env = match envelope.and_then(|env| env.check_size(max_envelope_bytes).map(|()| env)) {
             Ok(env) => env,
             Err(e) => {
                 let message = match e.path() {

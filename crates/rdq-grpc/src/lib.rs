@@ -47,9 +47,8 @@ pub mod pb {
 }
 
 /// A boxed stream of messages, as the streaming methods return.
-pub type BoxStream<T> = std::pin::Pin<
-    Box<dyn futures::Stream<Item = Result<T, tonic::Status>> + Send + 'static>,
->;
+pub type BoxStream<T> =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<T, tonic::Status>> + Send + 'static>>;
 
 pub mod codec;
 pub mod messages;

@@ -139,7 +139,11 @@ fn check_hello(app: &App, caller: &Caller, h: pb::WorkHello) -> Result<Hello, Ap
 
 /// Reads the hello from `inbound` and starts the stream's driver for
 /// `caller`; the returned stream is what the worker receives.
-pub async fn start<S>(app: App, caller: &Caller, mut inbound: S) -> Result<BoxStream<WorkOut>, Status>
+pub async fn start<S>(
+    app: App,
+    caller: &Caller,
+    mut inbound: S,
+) -> Result<BoxStream<WorkOut>, Status>
 where
     S: Stream<Item = Result<pb::WorkRequest, Status>> + Send + Unpin + 'static,
 {

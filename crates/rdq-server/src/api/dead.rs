@@ -167,7 +167,13 @@ pub async fn import(
     let body = read_body(request, &()).await?;
     let result = state
         .app()
-        .dlq_import(&caller, &queue, import_entries(&body), query.dry_run, |_| {})
+        .dlq_import(
+            &caller,
+            &queue,
+            import_entries(&body),
+            query.dry_run,
+            |_| {},
+        )
         .await?;
     Ok(json_response(StatusCode::OK, &result))
 }

@@ -225,7 +225,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(cmd.payload, br#"{"n": 1.000000000000000000001}"#);
-        assert_eq!(cmd.payload_content_type.as_deref(), Some("application/json"));
+        assert_eq!(
+            cmd.payload_content_type.as_deref(),
+            Some("application/json")
+        );
     }
 
     #[test]
