@@ -7,7 +7,10 @@
 //! the server refuses to start open on a non-loopback address.
 //!
 //! The secret itself is never logged: [`Secret`]'s `Debug` prints a
-//! placeholder, and lookups compare in constant time.
+//! placeholder, and lookups compare in constant time. Every scope decision
+//! ([`Caller::require`] and its kin) is traced at TRACE level under this
+//! module's target, with the token's name, the scope, the queue and the
+//! verdict.
 
 use std::fmt;
 use std::sync::Arc;

@@ -552,3 +552,94 @@ fn work_allowed(worker: Worker<'_>, id: TaskId, queue: &str) -> Result<(), AppEr
     }
     caller.require(Scope::Work, queue)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(outcome: ReportedOutcome) -> Report {
+        Report {
+            outcome,
+            error: None,
+            defer_ms: None,
+        }
+    }
+
+    fn error(error_type: &str) -> Option<ReportedError> {
+        Some(ReportedError {
+            error_type: error_type.into(),
+            message: "550 no such user".into(),
+            detail: Some(serde_json::json!({"smtp": 550})),
+            stack: None,
+        })
+    }
+
+    #[test]
+    fn each_outcome_becomes_its_settlement() {
+        assert_eq!(
+            report(ReportedOutcome::Success).settlement().unwrap(),
+            Settlement::Success
+        );
+        assert_eq!(
+            report(ReportedOutcome::Release).settlement().unwrap(),
+            Settlement::Release
+        );
+        let defer = Report {
+            defer_ms: Some(500),
+            ..report(ReportedOutcome::Defer)
+        };
+        assert_eq!(
+            defer.settlement().unwrap(),
+            Settlement::Defer { delay_ms: 500 }
+        );
+        for (outcome, kind) in [
+            (ReportedOutcome::RetryableFailure, FailureKind::Retryable),
+            (ReportedOutcome::PermanentFailure, FailureKind::Permanent),
+            (ReportedOutcome::Failure, FailureKind::Unclassified),
+        ] {
+            let failed = Report {
+                error: error("smtp.Rejected"),
+                ..report(outcome)
+            };
+            let Settlement::Failure { error, kind: got } = failed.settlement().unwrap() else {
+                panic!("{outcome:?} is a failure");
+            };
+            assert_eq!(got, kind);
+            assert_eq!(error.error_type, "smtp.Rejected");
+            assert_eq!(error.detail, Some(serde_json::json!({"smtp": 550})));
+        }
+    }
+
+    #[test]
+    fn fields_that_do_not_go_with_the_outcome_are_refused_by_name() {
+        for (bad, field) in [
+            (report(ReportedOutcome::RetryableFailure), "error"),
+            (report(ReportedOutcome::Defer), "defer_ms"),
+            (
+                Report {
+                    defer_ms: Some(1),
+                    ..report(ReportedOutcome::Success)
+                },
+                "defer_ms",
+            ),
+            (
+                Report {
+                    error: error("x"),
+                    ..report(ReportedOutcome::Release)
+                },
+                "error",
+            ),
+            (
+                Report {
+                    error: error(""),
+                    ..report(ReportedOutcome::Failure)
+                },
+                "error.type",
+            ),
+        ] {
+            let e = bad.settlement().unwrap_err();
+            assert_eq!(e.code(), "INVALID_FIELD");
+            assert_eq!(e.extensions()["field"], field);
+        }
+    }
+}

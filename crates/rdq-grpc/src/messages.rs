@@ -206,3 +206,122 @@ pub fn import_entry(line: usize, entry: Option<pb::import_request::Entry>) -> Im
     };
     ImportEntry { line, envelope }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdq_engine::{FailureKind, Settlement};
+    use rdq_envelope::Timestamp;
+
+    #[test]
+    fn a_submit_keeps_its_payload_bytes_and_takes_metadata_it_lacks() {
+        let msg = pb::SubmitRequest {
+            queue: "q".into(),
+            handler_ref: "h".into(),
+            payload: vec![0, 159, 255],
+            priority: 7,
+            ..Default::default()
+        };
+        let mut md = MetadataMap::new();
+        md.insert("traceparent", "00-abc-def-01".parse().unwrap());
+        md.insert(IDEMPOTENCY_KEY_METADATA, "k-1".parse().unwrap());
+        let cmd = submit_command(msg.clone(), Some(&md)).unwrap();
+        assert_eq!(cmd.payload, vec![0, 159, 255]);
+        assert_eq!(cmd.payload_content_type, None);
+        assert_eq!(cmd.priority, 7);
+        assert_eq!(cmd.headers["traceparent"], "00-abc-def-01");
+        assert_eq!(cmd.idempotency_key.as_deref(), Some("k-1"));
+        // A batch item takes no metadata.
+        let item = submit_command(msg, None).unwrap();
+        assert!(item.headers.is_empty() && item.idempotency_key.is_none());
+    }
+
+    #[test]
+    fn a_priority_over_255_is_malformed() {
+        let msg = pb::SubmitRequest {
+            queue: "q".into(),
+            handler_ref: "h".into(),
+            priority: 256,
+            ..Default::default()
+        };
+        assert_eq!(
+            submit_command(msg, None).unwrap_err().code(),
+            "MALFORMED_REQUEST"
+        );
+    }
+
+    #[test]
+    fn a_settle_message_becomes_the_settlement_it_reports() {
+        let id = TaskId::from_u128(7).to_string();
+        let msg = pb::SettleRequest {
+            id: id.clone(),
+            lease_token: "token".into(),
+            outcome: pb::ReportedOutcome::ReportedPermanentFailure as i32,
+            error: Some(pb::ReportedError {
+                r#type: "smtp.Rejected".into(),
+                message: "550".into(),
+                detail_json: Some(r#"{"smtp":550}"#.into()),
+                stack: None,
+            }),
+            defer_ms: None,
+        };
+        let (ids, settles) = settles_of(vec![
+            msg,
+            pb::SettleRequest {
+                id: "not-an-id".into(),
+                ..Default::default()
+            },
+        ]);
+        assert_eq!(ids, vec![id, "not-an-id".to_owned()]);
+        let settle = settles[0].as_ref().unwrap();
+        assert_eq!(settle.lease_token, "token");
+        let Settlement::Failure { error, kind } = &settle.settlement else {
+            panic!("a failure: {:?}", settle.settlement);
+        };
+        assert_eq!(*kind, FailureKind::Permanent);
+        assert_eq!(error.detail, Some(serde_json::json!({"smtp": 550})));
+        assert_eq!(settles[1].as_ref().unwrap_err().code(), "INVALID_ARGUMENT");
+    }
+
+    #[test]
+    fn an_unknown_outcome_or_broken_detail_is_refused() {
+        let id = TaskId::from_u128(7).to_string();
+        let unknown = pb::SettleRequest {
+            id: id.clone(),
+            outcome: 99,
+            ..Default::default()
+        };
+        assert_eq!(settle_of(unknown).unwrap_err().code(), "INVALID_FIELD");
+        let broken = pb::SettleRequest {
+            id,
+            outcome: pb::ReportedOutcome::ReportedFailure as i32,
+            error: Some(pb::ReportedError {
+                r#type: "x".into(),
+                detail_json: Some("{".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(settle_of(broken).unwrap_err().code(), "MALFORMED_REQUEST");
+    }
+
+    #[test]
+    fn an_import_entry_is_decoded_from_json_or_from_the_message() {
+        let env = Envelope::new("q", "h", b"x", "text/plain", Timestamp::EPOCH);
+        let json = import_entry(
+            1,
+            Some(pb::import_request::Entry::EnvelopeJson(env.encode())),
+        );
+        let message = import_entry(
+            2,
+            Some(pb::import_request::Entry::Envelope(codec::to_proto(&env))),
+        );
+        assert_eq!(json.envelope.unwrap(), env);
+        assert_eq!((message.line, message.envelope.unwrap()), (2, env));
+        let missing = import_entry(3, None);
+        assert_eq!(
+            missing.envelope.unwrap_err().code(),
+            ErrorCode::MalformedEnvelope
+        );
+    }
+}

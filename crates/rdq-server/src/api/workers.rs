@@ -7,7 +7,8 @@
 //! batch, one result per item, written in one store call) reports the
 //! outcome; `POST /v1/tasks/{id}/lease` extends the lease. A settle or
 //! extension after the lease was lost is refused with 409 `LEASE_LOST` and
-//! changes nothing.
+//! changes nothing. A settle body becomes the application's
+//! [`rdq_app::work::Report`] here, and the report its settlement there.
 
 use axum::extract::State;
 use axum::http::StatusCode;
