@@ -7,7 +7,10 @@
 //! the server refuses to start open on a non-loopback address.
 //!
 //! The secret itself is never logged: [`Secret`]'s `Debug` prints a
-//! placeholder, and lookups compare in constant time.
+//! placeholder, and lookups compare in constant time. Every scope decision
+//! ([`Caller::require`] and its kin) is traced at TRACE level under this
+//! module's target, with the token's name, the scope, the queue and the
+//! verdict.
 
 use std::fmt;
 use std::sync::Arc;
@@ -135,6 +138,49 @@ impl Caller {
 
     /// Refuses with 403 `FORBIDDEN` unless the token has `scope`.
     pub fn require_scope(&self, scope: Scope) -> Result<(), AppError> {
+        self.decided(self.scope_allowed(scope), scope, None)
+    }
+
+    /// Refuses with 403 `FORBIDDEN` unless the token has `scope` on `queue`.
+    pub fn require(&self, scope: Scope, queue: &str) -> Result<(), AppError> {
+        let allowed = self.scope_allowed(scope).and_then(|()| {
+            if self.allows_queue(queue) {
+                Ok(())
+            } else {
+                Err(AppError::new(
+                    ErrorKind::Forbidden,
+                    FORBIDDEN,
+                    format!(
+                        "the token {:?} is not allowed on queue {queue:?}",
+                        self.who()
+                    ),
+                ))
+            }
+        });
+        self.decided(allowed, scope, Some(queue))
+    }
+
+    /// Refuses with 403 unless the token has any of `scopes` on `queue`.
+    pub fn require_any(&self, scopes: &[Scope], queue: &str) -> Result<(), AppError> {
+        match scopes.iter().find(|s| self.has_scope(**s)) {
+            Some(scope) => self.require(*scope, queue),
+            None => {
+                let refused = Err(AppError::new(
+                    ErrorKind::Forbidden,
+                    FORBIDDEN,
+                    format!(
+                        "the token {:?} has none of the scopes {:?}",
+                        self.who(),
+                        scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>()
+                    ),
+                ));
+                let first = scopes.first().copied().unwrap_or(Scope::Admin);
+                self.decided(refused, first, Some(queue))
+            }
+        }
+    }
+
+    fn scope_allowed(&self, scope: Scope) -> Result<(), AppError> {
         if self.has_scope(scope) {
             Ok(())
         } else {
@@ -150,37 +196,23 @@ impl Caller {
         }
     }
 
-    /// Refuses with 403 `FORBIDDEN` unless the token has `scope` on `queue`.
-    pub fn require(&self, scope: Scope, queue: &str) -> Result<(), AppError> {
-        self.require_scope(scope)?;
-        if self.allows_queue(queue) {
-            Ok(())
-        } else {
-            Err(AppError::new(
-                ErrorKind::Forbidden,
-                FORBIDDEN,
-                format!(
-                    "the token {:?} is not allowed on queue {queue:?}",
-                    self.who()
-                ),
-            ))
-        }
-    }
-
-    /// Refuses with 403 unless the token has any of `scopes` on `queue`.
-    pub fn require_any(&self, scopes: &[Scope], queue: &str) -> Result<(), AppError> {
-        match scopes.iter().find(|s| self.has_scope(**s)) {
-            Some(scope) => self.require(*scope, queue),
-            None => Err(AppError::new(
-                ErrorKind::Forbidden,
-                FORBIDDEN,
-                format!(
-                    "the token {:?} has none of the scopes {:?}",
-                    self.who(),
-                    scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>()
-                ),
-            )),
-        }
+    /// Every authorisation decision passes here, and is traced (target
+    /// `rdq_app::auth`, level TRACE): who, which scope, which queue, and
+    /// whether it was allowed.
+    fn decided(
+        &self,
+        result: Result<(), AppError>,
+        scope: Scope,
+        queue: Option<&str>,
+    ) -> Result<(), AppError> {
+        tracing::trace!(
+            caller = self.who(),
+            scope = scope.as_str(),
+            queue,
+            allowed = result.is_ok(),
+            "authorisation decided"
+        );
+        result
     }
 }
 

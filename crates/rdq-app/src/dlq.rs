@@ -3,18 +3,21 @@
 //! queue; redrive, import and purge are audited (dry runs too, marked as
 //! such).
 //!
-//! Import is all or nothing: every line is decoded and checked (a valid v1
+//! An import takes [`ImportEntry`] values, each an envelope its front end
+//! decoded (a line of a JSONL file over HTTP or from the CLI, a message of
+//! a gRPC stream) or why it could not, numbered as the front end counts
+//! them. Import is all or nothing: every entry is checked (a valid v1
 //! envelope, DEAD, of this queue, within the queue's size limit, an id seen
-//! neither earlier in the file nor in the store) before anything is written;
-//! one bad line and nothing is imported, and every bad line is reported by
-//! number. Imported envelopes are stored exactly as they were exported, so
-//! export → purge → import gives back the same bytes.
+//! neither earlier in the import nor in the store) before anything is
+//! written; one bad entry and nothing is imported, and every bad entry is
+//! reported by its number. Imported envelopes are stored exactly as they
+//! were exported, so export → purge → import gives back the same bytes.
 
 use std::collections::HashSet;
 
 use rdq_api::dlq::{ImportResult, LineError, PurgeResult, RedriveResult};
 use rdq_engine::{EngineError, ListOrder, ListQuery, Page, RedriveRequest};
-use rdq_envelope::{Envelope, Status, TaskId};
+use rdq_envelope::{Envelope, EnvelopeError, Status, TaskId};
 use serde_json::json;
 
 use crate::auth::{Caller, READ_SCOPES, Scope};
@@ -29,6 +32,16 @@ pub const EXPORT_PAGE: usize = 500;
 
 /// Bad lines listed in an `INVALID_IMPORT` error (the count is always given).
 pub const MAX_REPORTED_LINES: usize = 100;
+
+/// One entry of a DLQ import, as its front end read it.
+#[derive(Debug, Clone)]
+pub struct ImportEntry {
+    /// Its 1-based number (a line of a file, a message of a stream): bad
+    /// entries are reported by it.
+    pub line: usize,
+    /// The envelope, or why the front end could not decode one.
+    pub envelope: Result<Envelope, EnvelopeError>,
+}
 
 /// Which dead tasks a redrive takes; every field optional.
 #[derive(Debug, Clone, Default)]
@@ -190,21 +203,21 @@ impl App {
         })
     }
 
-    /// Imports a JSONL file of DEAD envelopes into `queue`'s DLQ, all or
-    /// nothing (see the module documentation), calling `progress` with the
-    /// number stored so far; audited.
+    /// Imports DEAD envelopes into `queue`'s DLQ, all or nothing (see the
+    /// module documentation), calling `progress` with the number stored so
+    /// far; audited.
     pub async fn dlq_import(
         &self,
         caller: &Caller,
         queue: &str,
-        jsonl: &[u8],
+        entries: Vec<ImportEntry>,
         dry_run: bool,
         progress: impl FnMut(u64),
     ) -> Result<ImportResult, AppError> {
         caller.require(Scope::Admin, queue)?;
         rdq_envelope::validate_queue_name(queue)?;
         let policy = self.engine.policy(queue).await?;
-        let mut plan = plan_import(jsonl, queue, policy.max_envelope_bytes);
+        let mut plan = plan_import(entries, queue, policy.max_envelope_bytes);
         self.check_existing(&mut plan).await?;
         if !plan.errors.is_empty() {
             return Err(invalid_import(&plan.errors));
@@ -346,24 +359,19 @@ struct ImportPlan {
     errors: Vec<LineError>,
 }
 
-/// Decodes and checks every line of `jsonl` for an import into `queue`'s DLQ.
-/// Blank lines are skipped; each envelope must be canonical-decodable, DEAD,
-/// of `queue`, at most `max_envelope_bytes`, with an id not repeated in the file.
-fn plan_import(jsonl: &[u8], queue: &str, max_envelope_bytes: usize) -> ImportPlan {
+/// Checks every entry of an import into `queue`'s DLQ: each envelope must
+/// have decoded, be at most `max_envelope_bytes`, DEAD, of `queue`, with an
+/// id not repeated in the import.
+fn plan_import(entries: Vec<ImportEntry>, queue: &str, max_envelope_bytes: usize) -> ImportPlan {
     let mut plan = ImportPlan::default();
     let mut seen: HashSet<TaskId> = HashSet::new();
-    for (i, raw) in jsonl.split(|&b| b == b'\n').enumerate() {
-        let line = i + 1;
-        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-        if raw.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
+    for ImportEntry { line, envelope } in entries {
         let bad = |code: &str, message: String| LineError {
             line,
             code: code.to_owned(),
             message,
         };
-        let env = match Envelope::decode_with_limit(raw, max_envelope_bytes) {
+        let env = match envelope.and_then(|env| env.check_size(max_envelope_bytes).map(|()| env)) {
             Ok(env) => env,
             Err(e) => {
                 let message = match e.path() {
@@ -393,12 +401,13 @@ fn plan_import(jsonl: &[u8], queue: &str, max_envelope_bytes: usize) -> ImportPl
         } else if !seen.insert(env.id) {
             plan.errors.push(bad(
                 TASK_EXISTS,
-                format!("id {} appears earlier in the file", env.id),
+                format!("id {} appears earlier in the import", env.id),
             ));
         } else {
             plan.envelopes.push((line, env));
         }
     }
+    plan.errors.sort_by_key(|e| e.line);
     plan
 }
 
@@ -425,22 +434,30 @@ mod tests {
         env
     }
 
+    fn entry(line: usize, env: Envelope) -> ImportEntry {
+        ImportEntry {
+            line,
+            envelope: Ok(env),
+        }
+    }
+
     #[test]
-    fn every_bad_line_is_reported_by_number() {
+    fn every_bad_entry_is_reported_by_number() {
         let good = dead("q");
-        let mut text = Vec::new();
-        text.extend(good.encode());
-        text.extend(b"\n\nnot json\n");
-        text.extend(dead("other").encode());
-        text.push(b'\n');
         let mut pending = dead("q");
         pending.status = Status::Pending;
         pending.next_attempt_at = Some(Timestamp::EPOCH);
-        text.extend(pending.encode());
-        text.push(b'\n');
-        text.extend(good.encode());
-        text.extend(b"\r\n");
-        let plan = plan_import(&text, "q", 1 << 20);
+        let entries = vec![
+            entry(1, good.clone()),
+            ImportEntry {
+                line: 3,
+                envelope: Envelope::decode(b"not json"),
+            },
+            entry(4, dead("other")),
+            entry(5, pending),
+            entry(6, good),
+        ];
+        let plan = plan_import(entries, "q", 1 << 20);
         assert_eq!(plan.envelopes.len(), 1);
         assert_eq!(plan.envelopes[0].0, 1);
         let lines: Vec<(usize, &str)> = plan
@@ -463,7 +480,7 @@ mod tests {
     fn an_envelope_over_the_queue_limit_is_refused() {
         let mut big = dead("q");
         big.set_payload_bytes(&[7u8; 4096]);
-        let plan = plan_import(&big.encode(), "q", 1024);
+        let plan = plan_import(vec![entry(1, big)], "q", 1024);
         assert_eq!(plan.errors[0].code, "PAYLOAD_TOO_LARGE");
     }
 }

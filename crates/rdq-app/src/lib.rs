@@ -6,7 +6,8 @@
 //! What lives here and nowhere else:
 //! - **authorisation**: every use case takes the [`Caller`] and checks its
 //!   scope on the queue ([`auth`]); a queue-scoped caller cannot tell a task
-//!   of another queue from a missing one;
+//!   of another queue from a missing one; a long-lived worker stream holds
+//!   a [`work::WorkGrant`], decided once when it opens;
 //! - **the capability fallbacks**: counts where the store has them, broker
 //!   depths where it has those ([`queues`]); a dead task found by lookup or
 //!   by paging the DLQ; a settle by id and lease token on every store
@@ -18,8 +19,14 @@
 //! - **errors** with rdq's stable codes and a transport-neutral kind
 //!   ([`AppError`]).
 //!
-//! The request and response types are `rdq-api`'s, shared with the Rust
-//! client, so the server and its clients agree on every field.
+//! The use cases take domain values, never a front end's wire types: a
+//! [`submit::SubmitCommand`] with the payload as bytes, a
+//! [`work::Report`] that becomes the engine's settlement, DLQ
+//! [`dlq::ImportEntry`]s, task ids and queue names. Each adapter turns its
+//! own requests into these (HTTP JSON and JSONL in `rdq-server`, protobuf
+//! messages in `rdq-grpc`). A few answers (a queue row, the result of a
+//! redrive, import or purge) are `rdq-api`'s response types, which the
+//! HTTP API and its Rust client share as they are.
 
 #![forbid(unsafe_code)]
 

@@ -1,18 +1,18 @@
-//! Submitting: the client subset of the envelope (`docs/envelope.md`) plus
-//! scheduling options, translated into an engine [`SubmitRequest`], and the
-//! submit use cases (one task, or a batch in one store call).
+//! Submitting: a [`SubmitCommand`] (the client subset of the envelope,
+//! payload as bytes, plus scheduling options) checked and translated into
+//! an engine [`SubmitRequest`], and the submit use cases (one task, or a
+//! batch in one store call).
 //!
-//! The payload comes either as base64 (`payload`, opaque bytes) or as inline
-//! JSON (`payload_json`, stored byte for byte as sent, content type
-//! `application/json` unless given). Everything the envelope layer checks
-//! (names, reserved headers, size) is checked again by the engine before
-//! anything is stored; this module refuses what only a request can get wrong.
+//! Each front end builds the command from its own wire: the HTTP API
+//! decodes its base64 or inline-JSON payload (`rdq-server`), gRPC takes the
+//! message's bytes as they are (`rdq-grpc`). Everything the envelope layer
+//! checks (names, reserved headers, size) is checked again by the engine
+//! before anything is stored; this module refuses what only a command can
+//! get wrong.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use base64::Engine as _;
-use rdq_api::tasks::SubmitBody;
 use rdq_engine::{SubmitRequest, Submitted};
 use rdq_telemetry::messaging::TRACEPARENT_HEADER;
 use rdq_telemetry::{SendOperation, SubmitOutcome};
@@ -31,39 +31,56 @@ pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 /// Longest `payload_content_type` or `handler_version`, in characters.
 pub const MAX_SHORT_FIELD_LEN: usize = 255;
 
+/// The content type of a payload whose command names none.
+pub const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
+
+/// One task to submit, as a front end hands it over.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubmitCommand {
+    /// Target queue.
+    pub queue: String,
+    /// Handler name.
+    pub handler_ref: String,
+    /// Optional handler version, 1 to [`MAX_SHORT_FIELD_LEN`] characters.
+    pub handler_version: Option<String>,
+    /// The payload's bytes, stored as they are.
+    pub payload: Vec<u8>,
+    /// MIME type of the payload, 1 to [`MAX_SHORT_FIELD_LEN`] characters;
+    /// [`DEFAULT_CONTENT_TYPE`] when `None`.
+    pub payload_content_type: Option<String>,
+    /// User headers (the `rdq.` prefix is reserved).
+    pub headers: BTreeMap<String, String>,
+    /// Due this long after now.
+    pub delay_ms: u64,
+    /// Claim priority (higher first).
+    pub priority: u8,
+    /// Makes a repeated submit to the same queue return the original task;
+    /// 1 to [`MAX_IDEMPOTENCY_KEY_LEN`] characters.
+    pub idempotency_key: Option<String>,
+}
+
 /// Whether `text` is 1 to `max` characters long.
 fn short_enough(text: &str, max: usize) -> bool {
     // Each character is at least one byte: most texts are decided by `len`.
     !text.is_empty() && (text.len() <= max || text.chars().count() <= max)
 }
 
-/// The engine request for `body`, submitted by `submitted_by` (a token
+/// The engine request for `command`, submitted by `submitted_by` (a token
 /// name; `None` on an open server, which sets no `rdq.submitted_by`).
 pub fn submit_request(
-    body: SubmitBody,
+    command: SubmitCommand,
     submitted_by: Option<&str>,
 ) -> Result<SubmitRequest, AppError> {
-    let (payload, default_type) = match (body.payload, body.payload_json) {
-        (Some(_), Some(_)) => {
-            return Err(AppError::invalid_field(
-                "payload",
-                "give either payload (base64) or payload_json, not both",
-            ));
-        }
-        (Some(b64), None) => (decode_base64(&b64)?, "application/octet-stream"),
-        (None, Some(raw)) => (raw.get().as_bytes().to_vec(), "application/json"),
-        (None, None) => (Vec::new(), "application/octet-stream"),
-    };
-    let payload_content_type = body
+    let payload_content_type = command
         .payload_content_type
-        .unwrap_or_else(|| default_type.to_owned());
+        .unwrap_or_else(|| DEFAULT_CONTENT_TYPE.to_owned());
     if !short_enough(&payload_content_type, MAX_SHORT_FIELD_LEN) {
         return Err(AppError::invalid_field(
             "payload_content_type",
             format!("must be 1 to {MAX_SHORT_FIELD_LEN} characters"),
         ));
     }
-    if let Some(v) = &body.handler_version
+    if let Some(v) = &command.handler_version
         && !short_enough(v, MAX_SHORT_FIELD_LEN)
     {
         return Err(AppError::invalid_field(
@@ -71,7 +88,7 @@ pub fn submit_request(
             format!("must be 1 to {MAX_SHORT_FIELD_LEN} characters"),
         ));
     }
-    if let Some(k) = &body.idempotency_key
+    if let Some(k) = &command.idempotency_key
         && !short_enough(k, MAX_IDEMPOTENCY_KEY_LEN)
     {
         return Err(AppError::invalid_field(
@@ -84,25 +101,29 @@ pub fn submit_request(
         system_headers.insert(SUBMITTED_BY_HEADER.to_owned(), name.to_owned());
     }
     Ok(SubmitRequest {
-        queue: body.queue,
-        handler_ref: body.handler_ref,
-        handler_version: body.handler_version,
-        payload,
+        queue: command.queue,
+        handler_ref: command.handler_ref,
+        handler_version: command.handler_version,
+        payload: command.payload,
         payload_content_type,
-        headers: body.headers,
+        headers: command.headers,
         system_headers,
-        delay_ms: body.delay_ms,
-        priority: body.priority,
-        idempotency_key: body.idempotency_key,
+        delay_ms: command.delay_ms,
+        priority: command.priority,
+        idempotency_key: command.idempotency_key,
     })
 }
 
 impl App {
     /// Submits one task as `caller`: `Submitted::Created`, or
     /// `Submitted::Existing` when the queue has seen its idempotency key.
-    pub async fn submit(&self, caller: &Caller, body: SubmitBody) -> Result<Submitted, AppError> {
-        caller.require(Scope::Submit, &body.queue)?;
-        let request = submit_request(body, caller.name())?;
+    pub async fn submit(
+        &self,
+        caller: &Caller,
+        command: SubmitCommand,
+    ) -> Result<Submitted, AppError> {
+        caller.require(Scope::Submit, &command.queue)?;
+        let request = submit_request(command, caller.name())?;
         let queue = request.queue.clone();
         let traced = self.trace_start(&request);
         let submitted = self.engine.submit(request).await.map_err(AppError::from);
@@ -121,21 +142,22 @@ impl App {
     }
 
     /// Submits many tasks in one store call where the store can; one result
-    /// per body, in order. Items are independent: a refused one does not
-    /// stop the others.
+    /// per item, in order (an item a front end could not read is an `Err`
+    /// in its slot). Items are independent: a refused one does not stop the
+    /// others.
     pub async fn submit_many(
         &self,
         caller: &Caller,
-        bodies: Vec<Result<SubmitBody, AppError>>,
+        commands: Vec<Result<SubmitCommand, AppError>>,
     ) -> Vec<Result<Submitted, AppError>> {
         let mut results: Vec<Option<Result<Submitted, AppError>>> =
-            Vec::with_capacity(bodies.len());
+            Vec::with_capacity(commands.len());
         let mut requests = Vec::new();
         let mut slots = Vec::new();
-        for body in bodies {
-            let request = body.and_then(|body| {
-                caller.require(Scope::Submit, &body.queue)?;
-                submit_request(body, caller.name())
+        for command in commands {
+            let request = command.and_then(|command| {
+                caller.require(Scope::Submit, &command.queue)?;
+                submit_request(command, caller.name())
             });
             match request {
                 Ok(r) => {
@@ -204,96 +226,89 @@ impl App {
     }
 }
 
-fn decode_base64(text: &str) -> Result<Vec<u8>, AppError> {
-    let engine = base64::engine::general_purpose::GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        base64::engine::GeneralPurposeConfig::new()
-            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
-    );
-    engine
-        .decode(text)
-        .map_err(|e| AppError::invalid_field("payload", format!("is not standard base64: {e}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn body(json: &str) -> SubmitBody {
-        serde_json::from_str(json).unwrap()
-    }
-
-    trait IntoRequest {
-        fn into_request(self, by: Option<&str>) -> Result<SubmitRequest, AppError>;
-    }
-
-    impl IntoRequest for SubmitBody {
-        fn into_request(self, by: Option<&str>) -> Result<SubmitRequest, AppError> {
-            submit_request(self, by)
+    fn command() -> SubmitCommand {
+        SubmitCommand {
+            queue: "q".into(),
+            handler_ref: "h".into(),
+            payload: b"hi".to_vec(),
+            ..SubmitCommand::default()
         }
     }
 
     #[test]
-    fn payload_json_is_kept_byte_for_byte_with_a_json_content_type() {
-        let req = body(
-            r#"{"queue":"q","handler_ref":"h","payload_json":{"n": 1.000000000000000000001}}"#,
-        )
-        .into_request(Some("svc"))
-        .unwrap();
-        assert_eq!(req.payload, br#"{"n": 1.000000000000000000001}"#);
-        assert_eq!(req.payload_content_type, "application/json");
+    fn a_command_keeps_its_payload_and_names_its_submitter() {
+        let req = submit_request(command(), Some("svc")).unwrap();
+        assert_eq!(req.payload, b"hi");
+        assert_eq!(req.payload_content_type, DEFAULT_CONTENT_TYPE);
         assert_eq!(req.system_headers[SUBMITTED_BY_HEADER], "svc");
+        let open = submit_request(command(), None).unwrap();
+        assert!(open.system_headers.is_empty());
     }
 
     #[test]
-    fn base64_payloads_decode_with_or_without_padding() {
-        for b64 in ["aGk=", "aGk"] {
-            let req = body(&format!(
-                r#"{{"queue":"q","handler_ref":"h","payload":"{b64}"}}"#
-            ))
-            .into_request(None)
-            .unwrap();
-            assert_eq!(req.payload, b"hi");
-            assert_eq!(req.payload_content_type, "application/octet-stream");
-            assert!(req.system_headers.is_empty());
-        }
+    fn a_named_content_type_is_kept() {
+        let req = submit_request(
+            SubmitCommand {
+                payload_content_type: Some("text/plain".into()),
+                ..command()
+            },
+            None,
+        )
+        .unwrap();
+        assert_eq!(req.payload_content_type, "text/plain");
     }
 
     #[test]
-    fn conflicting_or_broken_fields_are_invalid() {
-        for (json, field) in [
+    fn empty_or_overlong_short_fields_are_invalid() {
+        let long = "x".repeat(MAX_SHORT_FIELD_LEN + 1);
+        for (cmd, field) in [
             (
-                r#"{"queue":"q","handler_ref":"h","payload":"aGk=","payload_json":1}"#,
-                "payload",
-            ),
-            (
-                r#"{"queue":"q","handler_ref":"h","payload":"!!"}"#,
-                "payload",
-            ),
-            (
-                r#"{"queue":"q","handler_ref":"h","idempotency_key":""}"#,
+                SubmitCommand {
+                    idempotency_key: Some(String::new()),
+                    ..command()
+                },
                 "idempotency_key",
             ),
             (
-                r#"{"queue":"q","handler_ref":"h","payload_content_type":""}"#,
+                SubmitCommand {
+                    idempotency_key: Some(long.clone()),
+                    ..command()
+                },
+                "idempotency_key",
+            ),
+            (
+                SubmitCommand {
+                    payload_content_type: Some(String::new()),
+                    ..command()
+                },
                 "payload_content_type",
             ),
+            (
+                SubmitCommand {
+                    handler_version: Some(long.clone()),
+                    ..command()
+                },
+                "handler_version",
+            ),
         ] {
-            let err = body(json).into_request(None).unwrap_err();
-            assert_eq!(err.code(), "INVALID_FIELD", "{json}");
+            let err = submit_request(cmd, None).unwrap_err();
+            assert_eq!(err.code(), "INVALID_FIELD", "{field}");
             assert!(err.detail().starts_with(field), "{}", err.detail());
         }
     }
 
     #[test]
-    fn unknown_fields_and_wrong_types_do_not_parse() {
-        for json in [
-            r#"{"queue":"q","handler_ref":"h","delay":5}"#,
-            r#"{"queue":"q","handler_ref":"h","priority":300}"#,
-            r#"{"queue":1,"handler_ref":"h"}"#,
-            r#"{"handler_ref":"h"}"#,
-        ] {
-            assert!(serde_json::from_str::<SubmitBody>(json).is_err(), "{json}");
-        }
+    fn lengths_count_characters_not_bytes() {
+        // 255 two-byte characters: 510 bytes, 255 characters.
+        let key = "é".repeat(MAX_IDEMPOTENCY_KEY_LEN);
+        let cmd = SubmitCommand {
+            idempotency_key: Some(key),
+            ..command()
+        };
+        assert!(submit_request(cmd, None).is_ok());
     }
 }

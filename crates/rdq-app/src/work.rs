@@ -8,12 +8,20 @@
 //! a settle or extension after the lease was lost (lapsed and reaped,
 //! reclaimed, redriven, already settled) is refused with `LEASE_LOST` and
 //! changes nothing.
+//!
+//! A request-per-call front end (HTTP, gRPC's unary methods) authorises
+//! every call as its [`Caller`]. A long-lived worker connection (gRPC's
+//! `Work` stream) asks once, when it opens, for a [`WorkGrant`]: the
+//! caller's `work` scope on its queues, decided then; its claims, and the
+//! settles and extensions of tasks of those queues, are not authorised
+//! again. What a worker reports is a [`Report`], which each front end
+//! builds from its own wire and which becomes the engine's [`Settlement`].
 
-use rdq_api::work::{ReportedError, ReportedOutcome, SettleBody};
 use rdq_engine::{
     Claimed, EngineError, FailureKind, LeaseToken, SettleRequest, Settlement, TokenMismatch,
 };
 use rdq_envelope::{Envelope, ErrorInfo, Outcome, TaskId, validate_queue_name};
+use serde_json::Value;
 
 use rdq_telemetry::Attempt;
 use rdq_telemetry::messaging::TRACEPARENT_HEADER;
@@ -51,57 +59,136 @@ pub struct Leased {
     pub lease_token: String,
 }
 
-/// The settlement a reported outcome stands for, checking which fields
-/// go with which outcome.
-pub fn settlement(body: &SettleBody) -> Result<Settlement, AppError> {
-    let needs_error = matches!(
-        body.outcome,
-        ReportedOutcome::RetryableFailure
-            | ReportedOutcome::PermanentFailure
-            | ReportedOutcome::Failure
-    );
-    if body.defer_ms.is_some() && body.outcome != ReportedOutcome::Defer {
-        return Err(AppError::invalid_field(
-            "defer_ms",
-            "is only allowed with outcome DEFER",
-        ));
-    }
-    if body.error.is_some() && !needs_error {
-        return Err(AppError::invalid_field(
-            "error",
-            "is only allowed with a failure outcome",
-        ));
-    }
-    let failure = |kind: FailureKind, error: Option<&ReportedError>| {
-        let error = error.ok_or_else(|| {
-            AppError::invalid_field("error", "is required with a failure outcome")
-        })?;
-        if error.error_type.is_empty() {
-            return Err(AppError::invalid_field("error.type", "must not be empty"));
-        }
-        let mut info = ErrorInfo::new(error.error_type.clone(), &error.message);
-        if let Some(stack) = &error.stack {
-            info = info.with_stack(stack);
-        }
-        if let Some(detail) = &error.detail {
-            info = info.with_detail(detail.clone());
-        }
-        Ok(Settlement::Failure { error: info, kind })
-    };
-    match body.outcome {
-        ReportedOutcome::Success => Ok(Settlement::Success),
-        ReportedOutcome::RetryableFailure => failure(FailureKind::Retryable, body.error.as_ref()),
-        ReportedOutcome::PermanentFailure => failure(FailureKind::Permanent, body.error.as_ref()),
-        ReportedOutcome::Failure => failure(FailureKind::Unclassified, body.error.as_ref()),
-        ReportedOutcome::Defer => match body.defer_ms {
-            Some(delay_ms) => Ok(Settlement::Defer { delay_ms }),
-            None => Err(AppError::invalid_field(
+/// What a worker says became of an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportedOutcome {
+    /// The task succeeded.
+    Success,
+    /// Retry with backoff (until `max_attempts`).
+    RetryableFailure,
+    /// Dead-letter now.
+    PermanentFailure,
+    /// A failure the worker did not classify: the queue's globs decide.
+    Failure,
+    /// Put back for `defer_ms` without spending an attempt.
+    Defer,
+    /// Hand back unrun: due now, no attempt spent.
+    Release,
+}
+
+/// The error of a failed attempt, as a worker reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportedError {
+    /// Language-native type name; classification globs match on it.
+    pub error_type: String,
+    /// What went wrong (cut at 4 KiB when stored).
+    pub message: String,
+    /// Optional structured JSON.
+    pub detail: Option<Value>,
+    /// Optional stack (cut at 64 KiB when stored).
+    pub stack: Option<String>,
+}
+
+/// A worker's report of one attempt: the outcome and the fields that go
+/// with it, not yet checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// What happened.
+    pub outcome: ReportedOutcome,
+    /// Required with the failure outcomes, refused with the others.
+    pub error: Option<ReportedError>,
+    /// Required with `Defer`, refused with the others.
+    pub defer_ms: Option<u64>,
+}
+
+impl Report {
+    /// The settlement this report stands for, checking which fields go
+    /// with which outcome (`INVALID_FIELD` naming the field otherwise).
+    pub fn settlement(self) -> Result<Settlement, AppError> {
+        let Report {
+            outcome,
+            error,
+            defer_ms,
+        } = self;
+        let needs_error = matches!(
+            outcome,
+            ReportedOutcome::RetryableFailure
+                | ReportedOutcome::PermanentFailure
+                | ReportedOutcome::Failure
+        );
+        if defer_ms.is_some() && outcome != ReportedOutcome::Defer {
+            return Err(AppError::invalid_field(
                 "defer_ms",
-                "is required with outcome DEFER",
-            )),
-        },
-        ReportedOutcome::Release => Ok(Settlement::Release),
+                "is only allowed with outcome DEFER",
+            ));
+        }
+        if error.is_some() && !needs_error {
+            return Err(AppError::invalid_field(
+                "error",
+                "is only allowed with a failure outcome",
+            ));
+        }
+        let failure = |kind: FailureKind| {
+            let error = error.ok_or_else(|| {
+                AppError::invalid_field("error", "is required with a failure outcome")
+            })?;
+            if error.error_type.is_empty() {
+                return Err(AppError::invalid_field("error.type", "must not be empty"));
+            }
+            let mut info = ErrorInfo::new(error.error_type, &error.message);
+            if let Some(stack) = &error.stack {
+                info = info.with_stack(stack);
+            }
+            if let Some(detail) = error.detail {
+                info = info.with_detail(detail);
+            }
+            Ok(Settlement::Failure { error: info, kind })
+        };
+        match outcome {
+            ReportedOutcome::Success => Ok(Settlement::Success),
+            ReportedOutcome::RetryableFailure => failure(FailureKind::Retryable),
+            ReportedOutcome::PermanentFailure => failure(FailureKind::Permanent),
+            ReportedOutcome::Failure => failure(FailureKind::Unclassified),
+            ReportedOutcome::Defer => match defer_ms {
+                Some(delay_ms) => Ok(Settlement::Defer { delay_ms }),
+                None => Err(AppError::invalid_field(
+                    "defer_ms",
+                    "is required with outcome DEFER",
+                )),
+            },
+            ReportedOutcome::Release => Ok(Settlement::Release),
+        }
     }
+}
+
+/// A caller's `work` scope on some queues, decided once: what a long-lived
+/// worker connection holds so that its claims, and its settles and
+/// extensions of those queues' tasks, are not authorised one by one.
+/// Only [`App::grant_work`] makes one.
+#[derive(Debug, Clone)]
+pub struct WorkGrant {
+    caller: Caller,
+    queues: Vec<String>,
+}
+
+impl WorkGrant {
+    /// The granted queues, in the order they were asked for.
+    pub fn queues(&self) -> &[String] {
+        &self.queues
+    }
+
+    /// The caller it was granted to (who settles a task of another queue).
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+}
+
+/// Who is doing a settle or an extension: a caller checked on every
+/// task, or a grant whose queues were decided when it was made.
+#[derive(Clone, Copy)]
+enum Worker<'a> {
+    Caller(&'a Caller),
+    Granted(&'a WorkGrant),
 }
 
 /// What an attempt span needs from the task as claimed, taken before the
@@ -205,6 +292,49 @@ impl App {
     ) -> Result<Vec<Leased>, AppError> {
         caller.require(Scope::Work, queue)?;
         validate_queue_name(queue)?;
+        self.claim_from(queue, max, lease_ms).await
+    }
+
+    /// Decides once whether `caller` may work `queues` (`work` on each, a
+    /// valid name each): the grant a long-lived worker connection claims,
+    /// settles and extends under.
+    pub fn grant_work(&self, caller: &Caller, queues: Vec<String>) -> Result<WorkGrant, AppError> {
+        for queue in &queues {
+            validate_queue_name(queue)?;
+            caller.require(Scope::Work, queue)?;
+        }
+        Ok(WorkGrant {
+            caller: caller.clone(),
+            queues,
+        })
+    }
+
+    /// [`App::claim`] from the granted queue at `queue` (an index into
+    /// [`WorkGrant::queues`]), authorised by the grant.
+    pub async fn claim_granted(
+        &self,
+        grant: &WorkGrant,
+        queue: usize,
+        max: usize,
+        lease_ms: Option<u64>,
+    ) -> Result<Vec<Leased>, AppError> {
+        let Some(queue) = grant.queues.get(queue) else {
+            return Err(AppError::invalid_argument(format!(
+                "the grant has {} queue(s), not {}",
+                grant.queues.len(),
+                queue + 1
+            )));
+        };
+        self.claim_from(queue, max, lease_ms).await
+    }
+
+    /// A claim whose caller and queue name were checked.
+    async fn claim_from(
+        &self,
+        queue: &str,
+        max: usize,
+        lease_ms: Option<u64>,
+    ) -> Result<Vec<Leased>, AppError> {
         if max > MAX_CLAIM {
             return Err(AppError::invalid_field(
                 "max",
@@ -246,6 +376,24 @@ impl App {
         caller: &Caller,
         items: Vec<Result<Settle, AppError>>,
     ) -> Vec<Result<Envelope, AppError>> {
+        self.settle_as(Worker::Caller(caller), items).await
+    }
+
+    /// [`App::settle_many`] under a grant: a task of a granted queue is
+    /// not authorised again; one of another queue is, as the grant's caller.
+    pub async fn settle_many_granted(
+        &self,
+        grant: &WorkGrant,
+        items: Vec<Result<Settle, AppError>>,
+    ) -> Vec<Result<Envelope, AppError>> {
+        self.settle_as(Worker::Granted(grant), items).await
+    }
+
+    async fn settle_as(
+        &self,
+        worker: Worker<'_>,
+        items: Vec<Result<Settle, AppError>>,
+    ) -> Vec<Result<Envelope, AppError>> {
         let mut results: Vec<Option<Result<Envelope, AppError>>> = Vec::with_capacity(items.len());
         let mut pending: Vec<(usize, TaskId, LeaseToken, Settlement)> = Vec::new();
         for item in items {
@@ -266,7 +414,7 @@ impl App {
         let mut slots = Vec::with_capacity(pending.len());
         for ((slot, id, token, settlement), found) in pending.into_iter().zip(found) {
             let checked = found.map_err(AppError::from).and_then(|envelope| {
-                self.work_allowed(caller, id, &envelope.queue)?;
+                work_allowed(worker, id, &envelope.queue)?;
                 Ok(envelope)
             });
             match checked {
@@ -321,6 +469,29 @@ impl App {
         lease_token: &str,
         extend_ms: u64,
     ) -> Result<Envelope, AppError> {
+        self.extend_as(Worker::Caller(caller), id, lease_token, extend_ms)
+            .await
+    }
+
+    /// [`App::extend_lease`] under a grant (see [`App::settle_many_granted`]).
+    pub async fn extend_lease_granted(
+        &self,
+        grant: &WorkGrant,
+        id: TaskId,
+        lease_token: &str,
+        extend_ms: u64,
+    ) -> Result<Envelope, AppError> {
+        self.extend_as(Worker::Granted(grant), id, lease_token, extend_ms)
+            .await
+    }
+
+    async fn extend_as(
+        &self,
+        worker: Worker<'_>,
+        id: TaskId,
+        lease_token: &str,
+        extend_ms: u64,
+    ) -> Result<Envelope, AppError> {
         if extend_ms == 0 {
             return Err(AppError::invalid_field("extend_ms", "must be at least 1"));
         }
@@ -331,7 +502,7 @@ impl App {
             .await
             .pop()
             .unwrap_or(Err(EngineError::TaskNotFound(id)))?;
-        self.work_allowed(caller, id, &envelope.queue)?;
+        work_allowed(worker, id, &envelope.queue)?;
         Ok(self
             .engine
             .extend_lease(&envelope, token, extend_ms)
@@ -354,15 +525,6 @@ impl App {
             })
     }
 
-    /// `work` on the task's queue; a caller limited to other queues sees
-    /// `TASK_NOT_FOUND`, as for a task that does not exist.
-    fn work_allowed(&self, caller: &Caller, id: TaskId, queue: &str) -> Result<(), AppError> {
-        if !caller.allows_queue(queue) {
-            return Err(EngineError::TaskNotFound(id).into());
-        }
-        caller.require(Scope::Work, queue)
-    }
-
     /// Counts a settle: by its kind for a deferral or release, else by the
     /// outcome the engine recorded.
     fn count_outcome(&self, fixed: Option<OutcomeLabel>, settled: &Envelope) {
@@ -373,5 +535,111 @@ impl App {
                 _ => OutcomeLabel::RetryableFailure,
             });
         self.metrics.outcome(&settled.queue, label);
+    }
+}
+
+/// `work` on the task's queue: granted already for a granted queue; else
+/// the caller's, where a caller limited to other queues sees
+/// `TASK_NOT_FOUND`, as for a task that does not exist.
+fn work_allowed(worker: Worker<'_>, id: TaskId, queue: &str) -> Result<(), AppError> {
+    let caller = match worker {
+        Worker::Granted(grant) if grant.queues.iter().any(|q| q == queue) => return Ok(()),
+        Worker::Granted(grant) => &grant.caller,
+        Worker::Caller(caller) => caller,
+    };
+    if !caller.allows_queue(queue) {
+        return Err(EngineError::TaskNotFound(id).into());
+    }
+    caller.require(Scope::Work, queue)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(outcome: ReportedOutcome) -> Report {
+        Report {
+            outcome,
+            error: None,
+            defer_ms: None,
+        }
+    }
+
+    fn error(error_type: &str) -> Option<ReportedError> {
+        Some(ReportedError {
+            error_type: error_type.into(),
+            message: "550 no such user".into(),
+            detail: Some(serde_json::json!({"smtp": 550})),
+            stack: None,
+        })
+    }
+
+    #[test]
+    fn each_outcome_becomes_its_settlement() {
+        assert_eq!(
+            report(ReportedOutcome::Success).settlement().unwrap(),
+            Settlement::Success
+        );
+        assert_eq!(
+            report(ReportedOutcome::Release).settlement().unwrap(),
+            Settlement::Release
+        );
+        let defer = Report {
+            defer_ms: Some(500),
+            ..report(ReportedOutcome::Defer)
+        };
+        assert_eq!(
+            defer.settlement().unwrap(),
+            Settlement::Defer { delay_ms: 500 }
+        );
+        for (outcome, kind) in [
+            (ReportedOutcome::RetryableFailure, FailureKind::Retryable),
+            (ReportedOutcome::PermanentFailure, FailureKind::Permanent),
+            (ReportedOutcome::Failure, FailureKind::Unclassified),
+        ] {
+            let failed = Report {
+                error: error("smtp.Rejected"),
+                ..report(outcome)
+            };
+            let Settlement::Failure { error, kind: got } = failed.settlement().unwrap() else {
+                panic!("{outcome:?} is a failure");
+            };
+            assert_eq!(got, kind);
+            assert_eq!(error.error_type, "smtp.Rejected");
+            assert_eq!(error.detail, Some(serde_json::json!({"smtp": 550})));
+        }
+    }
+
+    #[test]
+    fn fields_that_do_not_go_with_the_outcome_are_refused_by_name() {
+        for (bad, field) in [
+            (report(ReportedOutcome::RetryableFailure), "error"),
+            (report(ReportedOutcome::Defer), "defer_ms"),
+            (
+                Report {
+                    defer_ms: Some(1),
+                    ..report(ReportedOutcome::Success)
+                },
+                "defer_ms",
+            ),
+            (
+                Report {
+                    error: error("x"),
+                    ..report(ReportedOutcome::Release)
+                },
+                "error",
+            ),
+            (
+                Report {
+                    error: error(""),
+                    ..report(ReportedOutcome::Failure)
+                },
+                "error.type",
+            ),
+        ] {
+            let e = bad.settlement().unwrap_err();
+            assert_eq!(e.code(), "INVALID_FIELD");
+            assert_eq!(e.extensions()["field"], field);
+        }
     }
 }

@@ -221,7 +221,8 @@ impl Local {
 #[async_trait(?Send)]
 impl Operations for Local {
     async fn submit(&self, body: Value) -> Result<(bool, Envelope), CliError> {
-        match self.app.submit(&self.caller, submit_body(body)?).await? {
+        let command = rdq_server::api::tasks::submit_command(submit_body(body)?)?;
+        match self.app.submit(&self.caller, command).await? {
             Submitted::Created(e) => Ok((true, e)),
             Submitted::Existing(e) => Ok((false, e)),
         }
@@ -345,7 +346,13 @@ impl Operations for Local {
     ) -> Result<u64, ImportRefusal> {
         match self
             .app
-            .dlq_import(&self.caller, queue, &jsonl, dry_run, progress)
+            .dlq_import(
+                &self.caller,
+                queue,
+                rdq_server::api::dead::import_entries(&jsonl),
+                dry_run,
+                progress,
+            )
             .await
         {
             Ok(r) => {

@@ -7,13 +7,21 @@
 //!   the arbiter and validates);
 //! - [`status`]: an [`rdq_app::AppError`] as a gRPC status carrying rdq's
 //!   stable code;
+//! - [`messages`]: request messages as the application layer's commands
+//!   (a submit's payload bytes, a settle's report, import entries), and
+//!   answers as messages;
+//! - [`wire`]: the `Work` stream's messages towards the worker, a leased
+//!   task written straight from the model;
+//! - [`work`]: the bidirectional `Workers/Work` stream with credits,
+//!   authorised once when it opens;
 //! - [`service`]: `rdq.v1.Tasks`, `Queues`, `Dlq` and `Workers`' unary and
 //!   DLQ streaming methods;
-//! - [`work`]: the bidirectional `Workers/Work` stream with credits;
 //! - [`router`]: every service, the standard health service and server
 //!   reflection as one axum [`axum::Router`], which `rdq serve` merges into
 //!   its HTTP router (requests are told apart by `content-type:
 //!   application/grpc`).
+//!
+//! Each module uses only those listed before it (`router` the last).
 //!
 //! The generated code in `src/generated/` is committed (no `protoc` needed
 //! to build); `tests/generated.rs` holds it to the `.proto` files.
@@ -38,7 +46,12 @@ pub mod pb {
     pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("generated/descriptor.bin");
 }
 
+/// A boxed stream of messages, as the streaming methods return.
+pub type BoxStream<T> =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<T, tonic::Status>> + Send + 'static>>;
+
 pub mod codec;
+pub mod messages;
 pub mod router;
 pub mod service;
 pub mod status;

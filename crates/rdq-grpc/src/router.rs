@@ -12,7 +12,8 @@ use tower::ServiceExt as _;
 
 use crate::pb;
 use crate::service::GrpcApi;
-use crate::wire::{WORK_PATH, WorkCodec, WorkMethod};
+use crate::wire::WorkCodec;
+use crate::work::{WORK_PATH, WorkMethod};
 
 /// Service name the health service reports for the whole server.
 pub const HEALTH_SERVICE: &str = "";
@@ -38,7 +39,7 @@ pub fn grpc_router(api: GrpcApi) -> Router {
     });
     // The Work method writes its tasks itself (`wire`); the generated
     // server answers the `Workers` service's other methods.
-    let work = WorkMethod(api.clone());
+    let work = WorkMethod(api.app().clone());
     let work = tower::service_fn(move |request: Request| {
         let work = work.clone();
         async move {

@@ -1,36 +1,32 @@
-//! `rdq.v1.Tasks`, `Queues`, `Dlq` and `Workers`: each method translates
-//! its message into the application layer's use case and the answer back,
-//! like the HTTP handlers do (`docs/grpc.md`). Nothing here decides.
+//! `rdq.v1.Tasks`, `Queues`, `Dlq` and `Workers`: each method turns its
+//! message into the application layer's command ([`crate::messages`]),
+//! calls the use case, and turns the answer back, like the HTTP handlers
+//! do (`docs/grpc.md`). The `Work` method hands its stream to
+//! [`crate::work`]. Nothing here decides.
 
-use std::collections::BTreeMap;
-use std::pin::Pin;
-
-use base64::Engine as _;
-use futures::{Stream, StreamExt as _};
-use rdq_api::tasks::SubmitBody;
-use rdq_api::work::{ReportedError, ReportedOutcome, SettleBody};
+use futures::StreamExt as _;
+use prost::Message as _;
 use rdq_app::dlq::RedriveFilter;
-use rdq_app::work::{MAX_SETTLE_BATCH, Settle, settlement};
+use rdq_app::work::MAX_SETTLE_BATCH;
 use rdq_app::{App, AppError, Caller};
 use rdq_engine::Submitted;
-use rdq_envelope::{Envelope, TaskId};
-use serde_json::Value;
+use rdq_envelope::TaskId;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::codec;
-use crate::pb;
+use crate::messages::{
+    envelope, import_entry, leased, parse_id, settle_of, settle_results, settles_of,
+    submit_command, task_response,
+};
 use crate::status::{problem, to_status};
 use crate::wire::WorkOut;
-
-/// Metadata a client may send instead of a submit's `idempotency_key`.
-pub const IDEMPOTENCY_KEY_METADATA: &str = "idempotency-key";
+use crate::{BoxStream, codec, pb};
 
 /// Most entries of one DLQ import stream (as many lines as an HTTP import
 /// of `max_import_bytes` could hold is not knowable here; this bounds memory).
 pub const MAX_IMPORT_ENTRIES: usize = 1_000_000;
 
-/// Most bytes of one DLQ import stream, summed over its envelopes.
+/// Most bytes of one DLQ import stream, summed over its messages.
 pub const MAX_IMPORT_BYTES: usize = 1024 * 1024 * 1024;
 
 /// The services over one application. Cheap to clone.
@@ -50,179 +46,15 @@ impl GrpcApi {
         &self.app
     }
 
-    /// A `Work` stream for `request`, after its caller is authenticated.
-    pub async fn work_stream(
-        &self,
-        request: Request<Streaming<pb::WorkRequest>>,
-    ) -> Result<BoxStream<WorkOut>, Status> {
-        let caller = self.caller(request.metadata())?;
-        crate::work::start(self.app.clone(), caller, request.into_inner()).await
-    }
-
     /// The caller behind a request's `authorization` metadata.
     pub fn caller(&self, metadata: &MetadataMap) -> Result<Caller, Status> {
-        self.app
-            .authenticate(metadata.get("authorization").map(|v| v.as_bytes()))
-            .map_err(|e| to_status(&e))
+        crate::messages::caller(&self.app, metadata)
     }
 }
 
 /// An application error as a status.
 fn st(e: AppError) -> Status {
     to_status(&e)
-}
-
-/// A task id, refused with `INVALID_ARGUMENT` as over HTTP.
-pub fn parse_id(text: &str) -> Result<TaskId, AppError> {
-    TaskId::parse(text).ok_or_else(|| {
-        AppError::invalid_argument(format!("{text:?} is not a task id (a 26-character ULID)"))
-    })
-}
-
-/// A message's envelope field.
-pub fn envelope(env: &Envelope) -> Option<pb::Envelope> {
-    Some(codec::to_proto(env))
-}
-
-fn task_response(env: &Envelope) -> pb::TaskResponse {
-    pb::TaskResponse {
-        envelope: envelope(env),
-    }
-}
-
-/// The HTTP submit body a message stands for.
-pub fn submit_body(
-    msg: pb::SubmitRequest,
-    metadata: Option<&MetadataMap>,
-) -> Result<SubmitBody, AppError> {
-    let priority = u8::try_from(msg.priority)
-        .map_err(|_| AppError::malformed(format!("priority: {} is over 255", msg.priority)))?;
-    let mut headers: BTreeMap<String, String> = msg.headers.into_iter().collect();
-    let mut idempotency_key = msg.idempotency_key;
-    if let Some(md) = metadata {
-        if !headers.contains_key("traceparent")
-            && let Some(tp) = md.get("traceparent").and_then(|v| v.to_str().ok())
-        {
-            headers.insert("traceparent".to_owned(), tp.to_owned());
-        }
-        if idempotency_key.is_none()
-            && let Some(k) = md
-                .get(IDEMPOTENCY_KEY_METADATA)
-                .and_then(|v| v.to_str().ok())
-        {
-            idempotency_key = Some(k.to_owned());
-        }
-    }
-    Ok(SubmitBody {
-        queue: msg.queue,
-        handler_ref: msg.handler_ref,
-        handler_version: msg.handler_version,
-        payload: (!msg.payload.is_empty())
-            .then(|| base64::engine::general_purpose::STANDARD.encode(&msg.payload)),
-        payload_json: None,
-        payload_content_type: msg.payload_content_type,
-        headers,
-        delay_ms: msg.delay_ms,
-        priority,
-        idempotency_key,
-    })
-}
-
-/// The settle a message stands for.
-pub fn settle_of(msg: pb::SettleRequest) -> Result<Settle, AppError> {
-    let id = parse_id(&msg.id)?;
-    let outcome = match pb::ReportedOutcome::try_from(msg.outcome) {
-        Ok(pb::ReportedOutcome::ReportedSuccess) => ReportedOutcome::Success,
-        Ok(pb::ReportedOutcome::ReportedRetryableFailure) => ReportedOutcome::RetryableFailure,
-        Ok(pb::ReportedOutcome::ReportedPermanentFailure) => ReportedOutcome::PermanentFailure,
-        Ok(pb::ReportedOutcome::ReportedFailure) => ReportedOutcome::Failure,
-        Ok(pb::ReportedOutcome::ReportedDefer) => ReportedOutcome::Defer,
-        Ok(pb::ReportedOutcome::ReportedRelease) => ReportedOutcome::Release,
-        _ => {
-            return Err(AppError::invalid_field(
-                "outcome",
-                "is not a reported outcome",
-            ));
-        }
-    };
-    let error = match msg.error {
-        None => None,
-        Some(e) => Some(ReportedError {
-            error_type: e.r#type,
-            message: e.message,
-            detail: match e.detail_json {
-                None => None,
-                Some(text) => Some(rdq_envelope::parse_strict(text.as_bytes()).map_err(|err| {
-                    AppError::malformed(format!("error.detail_json: {}", err.message()))
-                })?),
-            },
-            stack: e.stack,
-        }),
-    };
-    let body = SettleBody {
-        id: None,
-        lease_token: msg.lease_token,
-        outcome,
-        error,
-        defer_ms: msg.defer_ms,
-    };
-    Ok(Settle {
-        id,
-        settlement: settlement(&body)?,
-        lease_token: body.lease_token,
-    })
-}
-
-/// One item's result of a batch settle.
-pub fn settle_item(id: String, result: Result<Envelope, AppError>) -> pb::SettleItemResult {
-    settle_result(id, result, true)
-}
-
-/// The result of one settle or extension, with the new envelope or (for a
-/// Work stream's bare acks) without it.
-pub fn settle_result(
-    id: String,
-    result: Result<Envelope, AppError>,
-    with_envelope: bool,
-) -> pb::SettleItemResult {
-    match result {
-        Ok(env) => pb::SettleItemResult {
-            id,
-            envelope: if with_envelope { envelope(&env) } else { None },
-            problem: None,
-        },
-        Err(e) => pb::SettleItemResult {
-            id,
-            envelope: None,
-            problem: Some(problem(&e)),
-        },
-    }
-}
-
-/// Settles `items` as `caller`, one result per item in order.
-pub async fn settle_items(
-    app: &App,
-    caller: &Caller,
-    items: Vec<pb::SettleRequest>,
-    with_envelopes: bool,
-) -> Vec<pb::SettleItemResult> {
-    let ids: Vec<String> = items.iter().map(|s| s.id.clone()).collect();
-    let settles = items.into_iter().map(settle_of).collect();
-    let settled = app.settle_many(caller, settles).await;
-    ids.into_iter()
-        .zip(settled)
-        .map(|(id, r)| settle_result(id, r, with_envelopes))
-        .collect()
-}
-
-/// The leased-task message of a claim.
-pub fn leased(l: rdq_app::work::Leased) -> pb::LeasedTask {
-    let envelope = codec::into_proto(l.envelope);
-    pb::LeasedTask {
-        id: envelope.id.clone(),
-        lease_token: l.lease_token,
-        envelope: Some(envelope),
-    }
 }
 
 #[tonic::async_trait]
@@ -233,8 +65,8 @@ impl pb::tasks_server::Tasks for GrpcApi {
     ) -> Result<Response<pb::SubmitResponse>, Status> {
         let caller = self.caller(request.metadata())?;
         let (metadata, _, msg) = request.into_parts();
-        let body = submit_body(msg, Some(&metadata)).map_err(st)?;
-        let (env, created) = match self.app.submit(&caller, body).await.map_err(st)? {
+        let command = submit_command(msg, Some(&metadata)).map_err(st)?;
+        let (env, created) = match self.app.submit(&caller, command).await.map_err(st)? {
             Submitted::Created(env) => (env, true),
             Submitted::Existing(env) => (env, false),
         };
@@ -262,7 +94,7 @@ impl pb::tasks_server::Tasks for GrpcApi {
             .get("traceparent")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let bodies = msg
+        let commands = msg
             .tasks
             .into_iter()
             .map(|mut t| {
@@ -271,12 +103,12 @@ impl pb::tasks_server::Tasks for GrpcApi {
                         .entry("traceparent".to_owned())
                         .or_insert_with(|| tp.clone());
                 }
-                submit_body(t, None)
+                submit_command(t, None)
             })
             .collect();
         let results = self
             .app
-            .submit_many(&caller, bodies)
+            .submit_many(&caller, commands)
             .await
             .into_iter()
             .map(|r| match r {
@@ -414,9 +246,6 @@ impl pb::queues_server::Queues for GrpcApi {
     }
 }
 
-/// A boxed stream of messages, as the streaming methods return.
-pub type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
-
 #[tonic::async_trait]
 impl pb::dlq_server::Dlq for GrpcApi {
     async fn list(
@@ -552,14 +381,11 @@ impl pb::dlq_server::Dlq for GrpcApi {
         let mut inbound = request.into_inner();
         let mut queue: Option<String> = None;
         let mut dry_run = false;
-        let mut jsonl = Vec::new();
-        // Entries that do not map onto JSON at all: (position, error).
-        let mut unmappable: Vec<rdq_api::dlq::LineError> = Vec::new();
-        let mut position = 0usize;
-        while let Some(msg) = futures::StreamExt::next(&mut inbound).await {
+        let mut entries = Vec::new();
+        let mut bytes = 0usize;
+        while let Some(msg) = inbound.next().await {
             let msg = msg?;
-            position += 1;
-            if position > MAX_IMPORT_ENTRIES || jsonl.len() > MAX_IMPORT_BYTES {
+            if entries.len() >= MAX_IMPORT_ENTRIES || bytes > MAX_IMPORT_BYTES {
                 return Err(st(AppError::new(
                     rdq_app::ErrorKind::TooLarge,
                     "PAYLOAD_TOO_LARGE",
@@ -568,85 +394,22 @@ impl pb::dlq_server::Dlq for GrpcApi {
                     ),
                 )));
             }
+            bytes += msg.encoded_len();
             if queue.is_none() {
                 // Refused before the rest of the stream is read; the use
                 // case checks again.
                 caller
                     .require(rdq_app::Scope::Admin, &msg.queue)
                     .map_err(st)?;
-                queue = Some(msg.queue.clone());
+                queue = Some(msg.queue);
                 dry_run = msg.dry_run;
             }
-            if position > 1 {
-                jsonl.push(b'\n');
-            }
-            match msg.entry {
-                Some(pb::import_request::Entry::EnvelopeJson(bytes)) => {
-                    if bytes.contains(&b'\n') {
-                        unmappable.push(rdq_api::dlq::LineError {
-                            line: position,
-                            code: "MALFORMED_ENVELOPE".to_owned(),
-                            message: "envelope_json holds a line break: one envelope per entry"
-                                .to_owned(),
-                        });
-                    } else {
-                        jsonl.extend_from_slice(&bytes);
-                    }
-                }
-                Some(pb::import_request::Entry::Envelope(env)) => match codec::to_json(&env) {
-                    Ok(bytes) => jsonl.extend_from_slice(&bytes),
-                    Err(e) => unmappable.push(rdq_api::dlq::LineError {
-                        line: position,
-                        code: e.code().as_str().to_owned(),
-                        message: match e.path() {
-                            Some(p) => format!("{p}: {}", e.message()),
-                            None => e.message().to_owned(),
-                        },
-                    }),
-                },
-                None => unmappable.push(rdq_api::dlq::LineError {
-                    line: position,
-                    code: "MALFORMED_ENVELOPE".to_owned(),
-                    message: "the entry has no envelope".to_owned(),
-                }),
-            }
+            entries.push(import_entry(entries.len() + 1, msg.entry));
         }
         let queue = queue.unwrap_or_default();
-        if !unmappable.is_empty() {
-            // Check the rest without storing, then report every bad entry.
-            let others = match self
-                .app
-                .dlq_import(&caller, &queue, &jsonl, true, |_| {})
-                .await
-            {
-                Ok(_) => Vec::new(),
-                Err(e) if e.code() == rdq_app::error::INVALID_IMPORT => e
-                    .extensions()
-                    .get("errors")
-                    .cloned()
-                    .and_then(|v| serde_json::from_value::<Vec<rdq_api::dlq::LineError>>(v).ok())
-                    .unwrap_or_default(),
-                Err(e) => return Err(st(e)),
-            };
-            let mut all = unmappable;
-            all.extend(others);
-            all.sort_by_key(|e| e.line);
-            let shown: Vec<_> = all.iter().take(rdq_app::dlq::MAX_REPORTED_LINES).collect();
-            return Err(st(AppError::new(
-                rdq_app::ErrorKind::Invalid,
-                rdq_app::error::INVALID_IMPORT,
-                format!(
-                    "{} entr(ies) cannot be imported (first: entry {}); nothing was imported",
-                    all.len(),
-                    all.first().map_or(0, |e| e.line)
-                ),
-            )
-            .with("error_count", Value::from(all.len()))
-            .with("errors", serde_json::to_value(shown).unwrap_or(Value::Null))));
-        }
         let result = self
             .app
-            .dlq_import(&caller, &queue, &jsonl, dry_run, |_| {})
+            .dlq_import(&caller, &queue, entries, dry_run, |_| {})
             .await
             .map_err(st)?;
         Ok(Response::new(pb::ImportResponse {
@@ -716,8 +479,11 @@ impl pb::workers_server::Workers for GrpcApi {
                 format!("at most {MAX_SETTLE_BATCH} items"),
             )));
         }
-        let results = settle_items(&self.app, &caller, msg.settles, true).await;
-        Ok(Response::new(pb::SettleBatchResponse { results }))
+        let (ids, settles) = settles_of(msg.settles);
+        let settled = self.app.settle_many(&caller, settles).await;
+        Ok(Response::new(pb::SettleBatchResponse {
+            results: settle_results(ids, settled, true),
+        }))
     }
 
     async fn extend_lease(
@@ -741,11 +507,13 @@ impl pb::workers_server::Workers for GrpcApi {
         &self,
         request: Request<Streaming<pb::WorkRequest>>,
     ) -> Result<Response<Self::WorkStream>, Status> {
-        // `grpc_router` routes this method to `wire::WorkMethod` with
+        // `grpc_router` routes this method to `work::WorkMethod` with
         // `wire::WorkCodec`, which write the same messages without
         // building them; this is the way of whoever mounts the generated
         // server alone.
-        let stream = self.work_stream(request).await?;
+        let stream = crate::work::open(self.app.clone(), request)
+            .await?
+            .into_inner();
         Ok(Response::new(Box::pin(
             stream.map(|m| m.map(WorkOut::into_message)),
         )))

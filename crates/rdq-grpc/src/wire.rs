@@ -22,8 +22,8 @@ use tonic::Status;
 use tonic::codec::{Codec, EncodeBuf, Encoder};
 
 use crate::codec::has_unknown_members;
+use crate::messages::leased;
 use crate::pb;
-use crate::service::{BoxStream, GrpcApi, leased};
 
 /// One message of a `Work` stream towards the worker.
 pub enum WorkOut {
@@ -274,24 +274,4 @@ pub fn task_bytes(task: Leased) -> Vec<u8> {
     // Writing into a `Vec` cannot fail.
     let _ = encode_task(task, &mut Scratch::default(), &mut out);
     out
-}
-
-/// The path of the `Work` method, which [`crate::router`] serves with
-/// [`WorkCodec`] ahead of the generated `Workers` server.
-pub const WORK_PATH: &str = "/rdq.v1.Workers/Work";
-
-/// The `Work` method over `api`, as the generated server would call it.
-#[derive(Clone)]
-pub struct WorkMethod(pub GrpcApi);
-
-impl tonic::server::StreamingService<pb::WorkRequest> for WorkMethod {
-    type Response = WorkOut;
-    type ResponseStream = BoxStream<WorkOut>;
-    type Future =
-        futures::future::BoxFuture<'static, Result<tonic::Response<Self::ResponseStream>, Status>>;
-
-    fn call(&mut self, request: tonic::Request<tonic::Streaming<pb::WorkRequest>>) -> Self::Future {
-        let api = self.0.clone();
-        Box::pin(async move { api.work_stream(request).await.map(tonic::Response::new) })
-    }
 }

@@ -1,8 +1,12 @@
 //! The `Workers/Work` stream: a pull worker on one bidirectional stream.
 //!
 //! The worker's first message is a `WorkHello` (queues, credits, optional
-//! lease). The server then claims through the application layer
-//! ([`rdq_app::App::claim`], the same use case as `POST …/claim`) as long
+//! lease). The stream is authorised then, once: the caller behind its
+//! `authorization` metadata (which a stream cannot change later) gets a
+//! [`WorkGrant`] for the hello's queues ([`App::grant_work`]), and every
+//! claim, and every settle or extension of a task of those queues, goes
+//! under that grant without being authorised again. The server then claims
+//! ([`App::claim_granted`], the use case behind `POST …/claim`) as long
 //! as the worker holds fewer tasks than its credits (once it holds any,
 //! when at least a quarter of them are free), taking the queues in
 //! turn, and waits for new work (the engine's wake-up, or a short poll for
@@ -24,22 +28,23 @@
 //! message, credits over the limit) ends the stream with a status carrying
 //! the stable code, and changes nothing.
 
-use foldhash::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
-use rdq_app::work::MAX_CLAIM;
-use rdq_app::{App, AppError, Caller, Scope};
-use rdq_envelope::{TaskId, validate_queue_name};
-use tokio::sync::mpsc;
+use foldhash::HashSet;
+use futures::{Stream, StreamExt as _};
+use rdq_app::work::{MAX_CLAIM, MAX_SETTLE_BATCH, WorkGrant};
+use rdq_app::{App, AppError, Caller};
+use rdq_envelope::TaskId;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
-use crate::pb;
+use crate::messages::{caller, parse_id, settle_result, settle_results, settles_of};
 use crate::pb::work_request::Kind;
-use crate::service::{BoxStream, parse_id, settle_items, settle_result};
 use crate::status::to_status;
 use crate::wire::WorkOut;
+use crate::{BoxStream, pb};
 
 /// Most credits a stream may hold.
 pub const MAX_CREDITS: u32 = 10_000;
@@ -63,24 +68,55 @@ const OUTBOUND: usize = 256;
 /// until the disk answered (docs/benchmarks.md, "What was tried").
 pub const MAX_PENDING_ACKS: usize = 64;
 
+/// The path of the `Work` method, which [`crate::router`] serves with
+/// [`crate::wire::WorkCodec`] ahead of the generated `Workers` server.
+pub const WORK_PATH: &str = "/rdq.v1.Workers/Work";
+
+/// The `Work` method over an application, as the generated server would
+/// call it.
+#[derive(Clone)]
+pub struct WorkMethod(pub App);
+
+impl tonic::server::StreamingService<pb::WorkRequest> for WorkMethod {
+    type Response = WorkOut;
+    type ResponseStream = BoxStream<WorkOut>;
+    type Future =
+        futures::future::BoxFuture<'static, Result<tonic::Response<Self::ResponseStream>, Status>>;
+
+    fn call(&mut self, request: tonic::Request<Streaming<pb::WorkRequest>>) -> Self::Future {
+        Box::pin(open(self.0.clone(), request))
+    }
+}
+
+/// Opens a `Work` stream: authenticates its caller, reads and checks the
+/// hello, and starts the stream's driver; the answer is what the worker
+/// receives.
+pub async fn open(
+    app: App,
+    request: tonic::Request<Streaming<pb::WorkRequest>>,
+) -> Result<tonic::Response<BoxStream<WorkOut>>, Status> {
+    let caller = caller(&app, request.metadata())?;
+    start(app, &caller, request.into_inner())
+        .await
+        .map(tonic::Response::new)
+}
+
+/// What a hello asks for, checked.
 struct Hello {
-    queues: Vec<String>,
+    grant: Arc<WorkGrant>,
     credits: u32,
     lease_ms: Option<u64>,
     bare_acks: bool,
 }
 
-fn check_hello(caller: &Caller, h: pb::WorkHello) -> Result<Hello, AppError> {
+fn check_hello(app: &App, caller: &Caller, h: pb::WorkHello) -> Result<Hello, AppError> {
     if h.queues.is_empty() || h.queues.len() > MAX_QUEUES {
         return Err(AppError::invalid_field(
             "hello.queues",
             format!("must name 1 to {MAX_QUEUES} queues"),
         ));
     }
-    for q in &h.queues {
-        validate_queue_name(q)?;
-        caller.require(Scope::Work, q)?;
-    }
+    let grant = app.grant_work(caller, h.queues)?;
     if h.credits == 0 || h.credits > MAX_CREDITS {
         return Err(AppError::invalid_field(
             "hello.credits",
@@ -94,21 +130,24 @@ fn check_hello(caller: &Caller, h: pb::WorkHello) -> Result<Hello, AppError> {
         ));
     }
     Ok(Hello {
-        queues: h.queues,
+        grant: Arc::new(grant),
         credits: h.credits,
         lease_ms: h.lease_ms,
         bare_acks: h.bare_acks,
     })
 }
 
-/// Reads the hello and starts the stream's driver; the returned stream is
-/// what the worker receives.
-pub async fn start(
+/// Reads the hello from `inbound` and starts the stream's driver for
+/// `caller`; the returned stream is what the worker receives.
+pub async fn start<S>(
     app: App,
-    caller: Caller,
-    mut inbound: Streaming<pb::WorkRequest>,
-) -> Result<BoxStream<WorkOut>, Status> {
-    let hello = match inbound.message().await? {
+    caller: &Caller,
+    mut inbound: S,
+) -> Result<BoxStream<WorkOut>, Status>
+where
+    S: Stream<Item = Result<pb::WorkRequest, Status>> + Send + Unpin + 'static,
+{
+    let hello = match inbound.next().await.transpose()? {
         Some(pb::WorkRequest {
             kind: Some(Kind::Hello(h)),
         }) => h,
@@ -123,9 +162,9 @@ pub async fn start(
             )));
         }
     };
-    let hello = check_hello(&caller, hello).map_err(|e| to_status(&e))?;
+    let hello = check_hello(&app, caller, hello).map_err(|e| to_status(&e))?;
     let (tx, rx) = mpsc::channel(OUTBOUND);
-    tokio::spawn(drive(app, caller, hello, inbound, tx));
+    tokio::spawn(drive(app, hello, inbound, tx));
     Ok(Box::pin(
         ReceiverStream::new(rx).flat_map(futures::stream::iter),
     ))
@@ -143,33 +182,28 @@ enum Next {
 
 struct Driver {
     app: App,
-    caller: Caller,
     hello: Hello,
     tx: Out,
     held: HashSet<TaskId>,
     credits: u32,
     next_queue: usize,
-    pending: std::sync::Arc<tokio::sync::Semaphore>,
+    pending: Arc<Semaphore>,
 }
 
-async fn drive(
-    app: App,
-    caller: Caller,
-    hello: Hello,
-    mut inbound: Streaming<pb::WorkRequest>,
-    tx: Out,
-) {
-    let notify = std::sync::Arc::clone(app.engine().work_available());
+async fn drive<S>(app: App, hello: Hello, mut inbound: S, tx: Out)
+where
+    S: Stream<Item = Result<pb::WorkRequest, Status>> + Unpin,
+{
+    let notify = Arc::clone(app.engine().work_available());
     let credits = hello.credits;
     let mut d = Driver {
         app,
-        caller,
         hello,
         tx,
         held: HashSet::default(),
         credits,
         next_queue: 0,
-        pending: std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_ACKS)),
+        pending: Arc::new(Semaphore::new(MAX_PENDING_ACKS)),
     };
     let mut starved = false;
     loop {
@@ -181,7 +215,7 @@ async fn drive(
                 Err(()) => return,
             }
             // Look at the worker's messages between claims without waiting.
-            match futures::FutureExt::now_or_never(inbound.message()) {
+            match futures::FutureExt::now_or_never(inbound.next()) {
                 None => continue,
                 Some(msg) => match d.on_message(msg).await {
                     Next::Go => continue,
@@ -192,7 +226,7 @@ async fn drive(
         let wake = notify.notified();
         let waiting = free > 0 && free >= d.refill_at();
         tokio::select! {
-            msg = inbound.message() => {
+            msg = inbound.next() => {
                 if let Next::Stop = d.on_message(msg).await {
                     return;
                 }
@@ -220,14 +254,14 @@ impl Driver {
     /// One claim of up to `free` tasks, trying each queue in turn until one
     /// has due tasks; how many were handed out. `Err` ends the stream.
     async fn claim_round(&mut self, free: usize) -> Result<usize, ()> {
-        let n = self.hello.queues.len();
+        let n = self.hello.grant.queues().len();
         for _ in 0..n {
-            let queue = &self.hello.queues[self.next_queue % n];
+            let queue = self.next_queue % n;
             self.next_queue = (self.next_queue + 1) % n;
             let claimed = match self
                 .app
-                .claim(
-                    &self.caller,
+                .claim_granted(
+                    &self.hello.grant,
                     queue,
                     free.min(MAX_CLAIM),
                     self.hello.lease_ms,
@@ -264,16 +298,16 @@ impl Driver {
         Next::Stop
     }
 
-    async fn on_message(&mut self, msg: Result<Option<pb::WorkRequest>, Status>) -> Next {
+    async fn on_message(&mut self, msg: Option<Result<pb::WorkRequest, Status>>) -> Next {
         let kind = match msg {
             // Ended or broken: stop handing out tasks; nothing is released.
-            Ok(None) | Err(_) => return Next::Stop,
-            Ok(Some(pb::WorkRequest { kind: None })) => {
+            None | Some(Err(_)) => return Next::Stop,
+            Some(Ok(pb::WorkRequest { kind: None })) => {
                 return self
                     .fail(AppError::malformed("a Work message must have a kind"))
                     .await;
             }
-            Ok(Some(pb::WorkRequest { kind: Some(k) })) => k,
+            Some(Ok(pb::WorkRequest { kind: Some(k) })) => k,
         };
         match kind {
             Kind::Hello(_) => {
@@ -296,11 +330,11 @@ impl Driver {
                 Next::Go
             }
             Kind::Settle(s) => {
-                if s.settles.is_empty() || s.settles.len() > rdq_app::work::MAX_SETTLE_BATCH {
+                if s.settles.is_empty() || s.settles.len() > MAX_SETTLE_BATCH {
                     return self
                         .fail(AppError::invalid_field(
                             "settle.settles",
-                            format!("must hold 1 to {} settles", rdq_app::work::MAX_SETTLE_BATCH),
+                            format!("must hold 1 to {MAX_SETTLE_BATCH} settles"),
                         ))
                         .await;
                 }
@@ -309,10 +343,12 @@ impl Driver {
                         self.held.remove(&id);
                     }
                 }
-                let (app, caller) = (self.app.clone(), self.caller.clone());
+                let (app, grant) = (self.app.clone(), Arc::clone(&self.hello.grant));
                 let with_envelopes = !self.hello.bare_acks;
                 self.acknowledge(s.seq, async move {
-                    settle_items(&app, &caller, s.settles, with_envelopes).await
+                    let (ids, settles) = settles_of(s.settles);
+                    let settled = app.settle_many_granted(&grant, settles).await;
+                    settle_results(ids, settled, with_envelopes)
                 })
                 .await
             }
@@ -322,12 +358,12 @@ impl Driver {
                         .fail(AppError::invalid_field("extend.extend", "is required"))
                         .await;
                 };
-                let (app, caller) = (self.app.clone(), self.caller.clone());
+                let (app, grant) = (self.app.clone(), Arc::clone(&self.hello.grant));
                 let with_envelope = !self.hello.bare_acks;
                 self.acknowledge(x.seq, async move {
                     let result = match parse_id(&ext.id) {
                         Ok(id) => {
-                            app.extend_lease(&caller, id, &ext.lease_token, ext.extend_ms)
+                            app.extend_lease_granted(&grant, id, &ext.lease_token, ext.extend_ms)
                                 .await
                         }
                         Err(e) => Err(e),
@@ -347,7 +383,7 @@ impl Driver {
     where
         F: Future<Output = Vec<pb::SettleItemResult>> + Send + 'static,
     {
-        let Ok(permit) = std::sync::Arc::clone(&self.pending).acquire_owned().await else {
+        let Ok(permit) = Arc::clone(&self.pending).acquire_owned().await else {
             return Next::Stop;
         };
         let tx = self.tx.clone();

@@ -1,6 +1,6 @@
 //! The `Work` stream writes each leased task straight from the model
 //! (`wire`); its bytes must decode to exactly the message the generated
-//! code would send (`service::leased`), on every valid fixture of
+//! code would send (`messages::leased`), on every valid fixture of
 //! `compliance/fixtures` as stored and as claimed, and on envelopes with
 //! headers, attempts, errors and unknown members. Where the message has at
 //! most one header (so no map order is involved) the bytes are prost's

@@ -1,6 +1,8 @@
 //! `/v1/queues/{queue}/dead`: the DLQ — page it, show one task, redrive,
 //! export, import, purge. Thin adapters over the application layer
-//! (`rdq_app::dlq`), which checks the `admin` scope and audits.
+//! (`rdq_app::dlq`), which checks the `admin` scope and audits. Export
+//! writes JSONL here; an import's JSONL body is read here into
+//! [`ImportEntry`] values, one per line ([`import_entries`]).
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -9,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use rdq_api::DEFAULT_PAGE;
 use rdq_api::dlq::{DlqPage, DryRunQuery, ExportQuery, PageQuery, RedriveBody};
 use rdq_app::Caller;
-use rdq_app::dlq::RedriveFilter;
-use rdq_envelope::TaskId;
+use rdq_app::dlq::{ImportEntry, RedriveFilter};
+use rdq_envelope::{Envelope, TaskId};
 
 use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
 use crate::problem::ApiError;
@@ -165,9 +167,31 @@ pub async fn import(
     let body = read_body(request, &()).await?;
     let result = state
         .app()
-        .dlq_import(&caller, &queue, &body, query.dry_run, |_| {})
+        .dlq_import(
+            &caller,
+            &queue,
+            import_entries(&body),
+            query.dry_run,
+            |_| {},
+        )
         .await?;
     Ok(json_response(StatusCode::OK, &result))
+}
+
+/// The entries of a JSONL import: one envelope per line, numbered from 1;
+/// blank lines are skipped (but counted), a trailing `\r` is ignored.
+pub fn import_entries(jsonl: &[u8]) -> Vec<ImportEntry> {
+    jsonl
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .filter_map(|(i, raw)| {
+            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            (!raw.iter().all(u8::is_ascii_whitespace)).then(|| ImportEntry {
+                line: i + 1,
+                envelope: Envelope::decode(raw),
+            })
+        })
+        .collect()
 }
 
 /// `DELETE /v1/queues/{queue}/dead`: removes every dead task of the queue.
@@ -182,4 +206,26 @@ pub async fn purge(
         .dlq_purge(&caller, &queue, query.dry_run)
         .await?;
     Ok(json_response(StatusCode::OK, &result))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdq_envelope::Timestamp;
+
+    #[test]
+    fn jsonl_lines_are_numbered_as_in_the_file() {
+        let env = Envelope::new("q", "h", b"x", "text/plain", Timestamp::EPOCH);
+        let mut text = env.encode();
+        text.extend(b"\n\n  \nnot json\r\n");
+        text.extend(env.encode());
+        text.extend(b"\r\n");
+        let entries = import_entries(&text);
+        let lines: Vec<(usize, bool)> = entries
+            .iter()
+            .map(|e| (e.line, e.envelope.is_ok()))
+            .collect();
+        assert_eq!(lines, vec![(1, true), (4, false), (5, true)]);
+        assert_eq!(entries[2].envelope.as_ref().unwrap(), &env);
+    }
 }

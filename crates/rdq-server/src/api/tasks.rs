@@ -1,11 +1,15 @@
 //! `/v1/tasks`: submit a task (or a batch), read it, delete it. Thin
-//! adapters over the application layer (`rdq_app`).
+//! adapters over the application layer (`rdq_app`): a submit body becomes
+//! an [`rdq_app::submit::SubmitCommand`] here ([`submit_command`]), its
+//! payload decoded from base64 or kept byte for byte as inline JSON.
 
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
+use base64::Engine as _;
 use rdq_api::IDEMPOTENCY_KEY_HEADER;
 use rdq_api::tasks::{SubmitBatchBody, SubmitBatchResponse, SubmitBody, SubmitItemResult};
+use rdq_app::submit::SubmitCommand;
 use rdq_app::{AppError, Caller};
 use rdq_engine::Submitted;
 
@@ -54,6 +58,50 @@ fn from_headers(body: &mut SubmitBody, headers: &HeaderMap, key: Option<String>)
     }
 }
 
+/// The command a submit body stands for. The payload comes either as
+/// base64 (`payload`, opaque bytes, padding optional) or as inline JSON
+/// (`payload_json`, stored byte for byte as sent, content type
+/// `application/json` unless given), never both.
+pub fn submit_command(body: SubmitBody) -> Result<SubmitCommand, AppError> {
+    let (payload, json) = match (body.payload, body.payload_json) {
+        (Some(_), Some(_)) => {
+            return Err(AppError::invalid_field(
+                "payload",
+                "give either payload (base64) or payload_json, not both",
+            ));
+        }
+        (Some(b64), None) => (decode_base64(&b64)?, false),
+        (None, Some(raw)) => (raw.get().as_bytes().to_vec(), true),
+        (None, None) => (Vec::new(), false),
+    };
+    let payload_content_type = match body.payload_content_type {
+        None if json => Some("application/json".to_owned()),
+        named => named,
+    };
+    Ok(SubmitCommand {
+        queue: body.queue,
+        handler_ref: body.handler_ref,
+        handler_version: body.handler_version,
+        payload,
+        payload_content_type,
+        headers: body.headers,
+        delay_ms: body.delay_ms,
+        priority: body.priority,
+        idempotency_key: body.idempotency_key,
+    })
+}
+
+fn decode_base64(text: &str) -> Result<Vec<u8>, AppError> {
+    let engine = base64::engine::general_purpose::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    engine
+        .decode(text)
+        .map_err(|e| AppError::invalid_field("payload", format!("is not standard base64: {e}")))
+}
+
 /// `POST /v1/tasks`: 201 with the new envelope, or 200 with the original
 /// when the idempotency key was seen before on this queue.
 pub async fn submit(
@@ -64,7 +112,7 @@ pub async fn submit(
 ) -> Result<Response, ApiError> {
     let key = idempotency_header(&headers)?;
     from_headers(&mut body, &headers, key);
-    let submitted = state.app().submit(&caller, body).await?;
+    let submitted = state.app().submit(&caller, submit_command(body)?).await?;
     let (status, env) = match &submitted {
         Submitted::Created(env) => (StatusCode::CREATED, env),
         Submitted::Existing(env) => (StatusCode::OK, env),
@@ -102,7 +150,7 @@ pub async fn submit_batch(
             })?;
             // An idempotency key header would make every item one task.
             from_headers(&mut body, &headers, None);
-            Ok(body)
+            submit_command(body)
         })
         .collect();
     let results = state
@@ -160,4 +208,62 @@ pub async fn delete(
     let id = parse_task_id(&id)?;
     state.app().delete_task(&caller, id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(json: &str) -> Result<SubmitCommand, AppError> {
+        submit_command(serde_json::from_str(json).unwrap())
+    }
+
+    #[test]
+    fn payload_json_is_kept_byte_for_byte_with_a_json_content_type() {
+        let cmd = command(
+            r#"{"queue":"q","handler_ref":"h","payload_json":{"n": 1.000000000000000000001}}"#,
+        )
+        .unwrap();
+        assert_eq!(cmd.payload, br#"{"n": 1.000000000000000000001}"#);
+        assert_eq!(
+            cmd.payload_content_type.as_deref(),
+            Some("application/json")
+        );
+    }
+
+    #[test]
+    fn base64_payloads_decode_with_or_without_padding() {
+        for b64 in ["aGk=", "aGk"] {
+            let cmd = command(&format!(
+                r#"{{"queue":"q","handler_ref":"h","payload":"{b64}"}}"#
+            ))
+            .unwrap();
+            assert_eq!(cmd.payload, b"hi");
+            assert_eq!(cmd.payload_content_type, None);
+        }
+    }
+
+    #[test]
+    fn conflicting_or_broken_payloads_are_invalid() {
+        for json in [
+            r#"{"queue":"q","handler_ref":"h","payload":"aGk=","payload_json":1}"#,
+            r#"{"queue":"q","handler_ref":"h","payload":"!!"}"#,
+        ] {
+            let err = command(json).unwrap_err();
+            assert_eq!(err.code(), "INVALID_FIELD", "{json}");
+            assert!(err.detail().starts_with("payload"), "{}", err.detail());
+        }
+    }
+
+    #[test]
+    fn unknown_fields_and_wrong_types_do_not_parse() {
+        for json in [
+            r#"{"queue":"q","handler_ref":"h","delay":5}"#,
+            r#"{"queue":"q","handler_ref":"h","priority":300}"#,
+            r#"{"queue":1,"handler_ref":"h"}"#,
+            r#"{"handler_ref":"h"}"#,
+        ] {
+            assert!(serde_json::from_str::<SubmitBody>(json).is_err(), "{json}");
+        }
+    }
 }

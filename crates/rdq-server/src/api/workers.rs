@@ -7,16 +7,17 @@
 //! batch, one result per item, written in one store call) reports the
 //! outcome; `POST /v1/tasks/{id}/lease` extends the lease. A settle or
 //! extension after the lease was lost is refused with 409 `LEASE_LOST` and
-//! changes nothing.
+//! changes nothing. A settle body becomes the application's
+//! [`rdq_app::work::Report`] here, and the report its settlement there.
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use rdq_api::work::{
-    ClaimBody, ClaimResponse, ClaimedTask, ExtendBody, SettleBatchBody, SettleBatchResponse,
-    SettleBody, SettleItemResult,
+    ClaimBody, ClaimResponse, ClaimedTask, ExtendBody, ReportedError, ReportedOutcome,
+    SettleBatchBody, SettleBatchResponse, SettleBody, SettleItemResult,
 };
-use rdq_app::work::{MAX_SETTLE_BATCH, Settle, settlement};
+use rdq_app::work::{self, MAX_SETTLE_BATCH, Report, Settle};
 use rdq_app::{AppError, Caller};
 use rdq_envelope::TaskId;
 use serde_json::Value;
@@ -47,10 +48,35 @@ pub async fn claim(
     Ok(json_response(StatusCode::OK, &ClaimResponse { tasks }))
 }
 
+/// The settle a body stands for, for task `id`.
 fn settle_of(id: TaskId, body: SettleBody) -> Result<Settle, AppError> {
+    let report = Report {
+        outcome: match body.outcome {
+            ReportedOutcome::Success => work::ReportedOutcome::Success,
+            ReportedOutcome::RetryableFailure => work::ReportedOutcome::RetryableFailure,
+            ReportedOutcome::PermanentFailure => work::ReportedOutcome::PermanentFailure,
+            ReportedOutcome::Failure => work::ReportedOutcome::Failure,
+            ReportedOutcome::Defer => work::ReportedOutcome::Defer,
+            ReportedOutcome::Release => work::ReportedOutcome::Release,
+        },
+        error: body.error.map(
+            |ReportedError {
+                 error_type,
+                 message,
+                 detail,
+                 stack,
+             }| work::ReportedError {
+                error_type,
+                message,
+                detail,
+                stack,
+            },
+        ),
+        defer_ms: body.defer_ms,
+    };
     Ok(Settle {
         id,
-        settlement: settlement(&body)?,
+        settlement: report.settlement()?,
         lease_token: body.lease_token,
     })
 }
