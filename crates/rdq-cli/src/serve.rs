@@ -52,11 +52,17 @@ pub struct ServeArgs {
     /// (docs/observability.md).
     #[arg(long, env = "RDQ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// Export OpenTelemetry traces over OTLP/HTTP to this collector, e.g.
-    /// `http://127.0.0.1:4318` (spans go to `/v1/traces`). Overrides
+    /// Export OpenTelemetry traces over OTLP to this collector, e.g.
+    /// `http://127.0.0.1:4318` (HTTP: spans go to `/v1/traces`) or
+    /// `http://127.0.0.1:4317` with `--otlp-protocol grpc`. Overrides
     /// `[telemetry] otlp_endpoint` and the `OTEL_EXPORTER_OTLP_*` variables.
     #[arg(long, env = "RDQ_OTLP_ENDPOINT", value_name = "URL")]
     otlp_endpoint: Option<String>,
+    /// How traces travel: `grpc`, `http/protobuf` or `http/json` (sent as
+    /// protobuf). Overrides `[telemetry] otlp_protocol` and
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL` [default: `http/protobuf`].
+    #[arg(long, env = "RDQ_OTLP_PROTOCOL", value_name = "PROTOCOL")]
+    otlp_protocol: Option<String>,
 }
 
 /// How log lines are written.
@@ -117,6 +123,9 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
     }
     if let Some(endpoint) = args.otlp_endpoint {
         config.telemetry.otlp_endpoint = Some(endpoint);
+    }
+    if let Some(protocol) = args.otlp_protocol {
+        config.telemetry.otlp_protocol = Some(protocol);
     }
     // Refuse a bad configuration before touching the store.
     config

@@ -1,6 +1,8 @@
 //! Traces and logs of the real `rdq serve` (docs/observability.md): an OTLP
-//! receiver runs inside the test, the binary exports to it with
-//! `--otlp-endpoint`, and the spans of a task that fails once and then
+//! receiver (the collector's gRPC `TraceService` and OTLP/HTTP with
+//! protobuf bodies, `collector`) runs inside the test, the binary exports
+//! to it over HTTP or gRPC as `--otlp-endpoint`, `--otlp-protocol` and the
+//! `OTEL_*` variables say, and the spans of a task that fails once and then
 //! succeeds are checked (trace ids, parents, links, outcomes); a callback's
 //! `traceparent` header (or a gRPC callback's metadata) is its exported
 //! CLIENT span; a lapsed lease ends its attempt's span as `LEASE_EXPIRED`;
@@ -9,6 +11,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+#[path = "../../rdq-telemetry/tests/collector/mod.rs"]
+mod collector;
 mod common;
 
 use std::path::Path;
@@ -16,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
+use collector::{Collector, Transport, attr, of_kind, str_attr};
 use common::{Api, FAST_CONFIG, RDQ, Receiver};
 use serde_json::{Value, json};
 
@@ -26,100 +30,6 @@ const PARENT_SPAN: &str = "00f067aa0ba902b7";
 
 fn traceparent() -> String {
     format!("00-{TRACE_ID}-{PARENT_SPAN}-01")
-}
-
-/// An OTLP/HTTP receiver: every `POST /v1/traces` body, parsed.
-struct Collector {
-    endpoint: String,
-    bodies: Arc<Mutex<Vec<Value>>>,
-    content_types: Arc<Mutex<Vec<String>>>,
-}
-
-impl Collector {
-    async fn start() -> Self {
-        let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let content_types: Arc<Mutex<Vec<String>>> = Arc::default();
-        let (b, c) = (Arc::clone(&bodies), Arc::clone(&content_types));
-        let app = axum::Router::new().route(
-            "/v1/traces",
-            axum::routing::post(move |headers: axum::http::HeaderMap, body: Bytes| {
-                let (b, c) = (Arc::clone(&b), Arc::clone(&c));
-                async move {
-                    c.lock().unwrap().push(
-                        headers
-                            .get("content-type")
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or("")
-                            .to_owned(),
-                    );
-                    b.lock()
-                        .unwrap()
-                        .push(serde_json::from_slice(&body).unwrap());
-                    ([("content-type", "application/json")], "{}")
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Self {
-            endpoint: format!("http://{addr}"),
-            bodies,
-            content_types,
-        }
-    }
-
-    /// Every exported span, with the resource's `service.name` beside it.
-    fn spans(&self) -> Vec<(String, Value)> {
-        let mut out = Vec::new();
-        for body in self.bodies.lock().unwrap().iter() {
-            for rs in body["resourceSpans"].as_array().unwrap() {
-                let service = attr(&rs["resource"], "service.name")
-                    .map(|v| v["stringValue"].as_str().unwrap().to_owned())
-                    .unwrap_or_default();
-                for ss in rs["scopeSpans"].as_array().unwrap() {
-                    for span in ss["spans"].as_array().unwrap() {
-                        out.push((service.clone(), span.clone()));
-                    }
-                }
-            }
-        }
-        out
-    }
-}
-
-impl Collector {
-    /// The exported spans of task `id`.
-    fn spans_of(&self, id: &str) -> Vec<Value> {
-        self.spans()
-            .into_iter()
-            .map(|(_, s)| s)
-            .filter(|s| str_attr(s, "messaging.message.id") == Some(id))
-            .collect()
-    }
-}
-
-/// The span of `kind` (OTLP's number: 3 CLIENT, 4 PRODUCER, 5 CONSUMER).
-fn of_kind(spans: &[Value], kind: i64) -> &Value {
-    spans
-        .iter()
-        .find(|s| s["kind"] == kind)
-        .unwrap_or_else(|| panic!("no span of kind {kind} in {spans:?}"))
-}
-
-/// The value of attribute `key` of a span or resource.
-fn attr<'a>(holder: &'a Value, key: &str) -> Option<&'a Value> {
-    holder["attributes"]
-        .as_array()?
-        .iter()
-        .find(|a| a["key"] == key)
-        .map(|a| &a["value"])
-}
-
-fn str_attr<'a>(span: &'a Value, key: &str) -> Option<&'a str> {
-    attr(span, key).and_then(|v| v["stringValue"].as_str())
 }
 
 /// The real `rdq serve` with extra arguments and environment; stderr kept.
@@ -154,6 +64,13 @@ impl Rdq {
             "OTEL_TRACES_SAMPLER",
             "OTEL_TRACES_SAMPLER_ARG",
             "OTEL_EXPORTER_OTLP_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "OTEL_TRACES_EXPORTER",
+            "OTEL_BSP_SCHEDULE_DELAY",
+            "RDQ_OTLP_PROTOCOL",
         ] {
             cmd.env_remove(var);
         }
@@ -246,7 +163,11 @@ async fn a_task_that_fails_once_then_succeeds_is_one_trace_of_linked_spans() {
         dir.path(),
         FAST_CONFIG,
         &["--otlp-endpoint", &collector.endpoint],
-        &[("OTEL_SERVICE_NAME", "rdq-under-test")],
+        &[
+            ("OTEL_SERVICE_NAME", "rdq-under-test"),
+            ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=k1"),
+        ],
     );
     let api = Api::new(&server.base);
     api.configure(
@@ -278,14 +199,21 @@ async fn a_task_that_fails_once_then_succeeds_is_one_trace_of_linked_spans() {
     assert_eq!(body["status"], "SUCCEEDED");
     server.terminate();
 
-    assert!(
-        collector
-            .content_types
-            .lock()
-            .unwrap()
-            .iter()
-            .all(|c| c == "application/json")
-    );
+    // OTLP/HTTP with protobuf bodies is the default; the SDK reads the
+    // headers and resource variables.
+    let received = collector.received();
+    assert!(!received.is_empty());
+    for r in &received {
+        assert_eq!(r.transport, Transport::Http);
+        assert_eq!(r.content_type, "application/x-protobuf");
+        assert_eq!(r.api_key.as_deref(), Some("k1"));
+        let resource = &r.body["resourceSpans"][0]["resource"];
+        assert_eq!(str_attr(resource, "deployment.environment"), Some("test"));
+        assert_eq!(
+            str_attr(resource, "telemetry.sdk.name"),
+            Some("opentelemetry")
+        );
+    }
     let spans: Vec<(String, Value)> = collector
         .spans()
         .into_iter()
@@ -390,7 +318,7 @@ async fn without_an_endpoint_nothing_is_exported_and_the_traceparent_passes_unch
     let got = receiver.for_task(&id);
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].headers["traceparent"], traceparent().as_str());
-    assert!(collector.bodies.lock().unwrap().is_empty());
+    assert!(collector.received().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -402,8 +330,11 @@ async fn a_callback_sends_its_client_span_as_traceparent() {
         dir.path(),
         FAST_CONFIG,
         &[],
-        // The standard variable works as well as the flag.
-        &[("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str())],
+        // The standard variables work as well as the flags: OTLP/gRPC here.
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ],
     );
     let api = Api::new(&server.base);
     api.configure(
@@ -415,6 +346,12 @@ async fn a_callback_sends_its_client_span_as_traceparent() {
     assert_eq!(api.settled(&id).await["status"], "SUCCEEDED");
     server.terminate();
 
+    assert!(
+        collector
+            .received()
+            .iter()
+            .all(|r| r.transport == Transport::Grpc)
+    );
     let got = receiver.for_task(&id);
     assert_eq!(got.len(), 1);
     let sent = got[0].headers["traceparent"].to_str().unwrap().to_owned();
@@ -492,7 +429,12 @@ async fn a_grpc_callback_sends_its_client_span_as_metadata() {
     let mut server = Rdq::start(
         dir.path(),
         FAST_CONFIG,
-        &["--otlp-endpoint", &collector.endpoint],
+        &[
+            "--otlp-endpoint",
+            &collector.endpoint,
+            "--otlp-protocol",
+            "grpc",
+        ],
         &[],
     );
     let api = Api::new(&server.base);
@@ -507,6 +449,12 @@ async fn a_grpc_callback_sends_its_client_span_as_metadata() {
     assert_eq!(api.settled(&missing).await["status"], "DEAD");
     server.terminate();
 
+    assert!(
+        collector
+            .received()
+            .iter()
+            .all(|r| r.transport == Transport::Grpc)
+    );
     let sent: std::collections::HashMap<String, String> = receiver
         .traceparents
         .lock()

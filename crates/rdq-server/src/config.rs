@@ -404,6 +404,16 @@ mod tests {
         config.validate().unwrap();
         let bad = ServerConfig::from_toml("[telemetry]\notlp_endpoint = \"ftp://x\"").unwrap();
         assert_eq!(bad.validate().unwrap_err().code(), "INVALID_CONFIG");
+        let grpc = ServerConfig::from_toml(
+            "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4317\"\notlp_protocol = \"grpc\"",
+        )
+        .unwrap();
+        assert_eq!(grpc.telemetry.otlp_protocol.as_deref(), Some("grpc"));
+        let bad = ServerConfig::from_toml(
+            "[telemetry]\notlp_endpoint = \"http://x:4317\"\notlp_protocol = \"thrift\"",
+        )
+        .unwrap();
+        assert_eq!(bad.validate().unwrap_err().code(), "INVALID_CONFIG");
         let err = ServerConfig::from_toml("[telemetry]\nendpoint = \"http://x\"").unwrap_err();
         assert!(err.to_string().contains("endpoint"), "{err}");
     }

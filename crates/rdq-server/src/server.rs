@@ -130,7 +130,7 @@ impl Server {
         // Tracing (docs/observability.md): off unless an endpoint is configured.
         let tracer = match config.telemetry_config()? {
             Some(t) => {
-                info!(url = %t.traces_url, service = %t.service_name, "OpenTelemetry trace export on");
+                info!(endpoint = %t.endpoint, protocol = %t.protocol, "OpenTelemetry trace export on");
                 Some(
                     rdq_telemetry::Tracer::start(t)
                         .map_err(|e| ConfigError::Invalid(e.to_string()))?,

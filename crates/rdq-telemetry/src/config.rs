@@ -1,17 +1,22 @@
-//! Where spans go and which are kept: the `[telemetry]` section of the
-//! server's configuration file, `--otlp-endpoint`, and the standard
-//! `OTEL_*` environment variables (`docs/observability.md` lists them).
+//! Whether traces are exported, where to and which are kept: the
+//! `[telemetry]` section of the server's configuration file,
+//! `--otlp-endpoint`/`--otlp-protocol`, and the standard `OTEL_*`
+//! environment variables (`docs/observability.md` lists them).
+//!
+//! rdq reads here what decides that tracing is on and how its spans are
+//! formed: the endpoint, the protocol, the service name and the sampler.
+//! The exporter's and the batch processor's own variables (headers,
+//! timeouts, compression, `OTEL_BSP_*`) are read by the OpenTelemetry SDK
+//! itself, as every SDK reads them.
 //!
 //! Precedence, highest first: rdq's own setting (`--otlp-endpoint`,
 //! `RDQ_OTLP_ENDPOINT`, `[telemetry]`), then the `OTEL_*` variables, which
-//! are often set for every process of a deployment at once. `OTEL_SDK_DISABLED=true`
-//! switches tracing off whatever else is set.
+//! are often set for every process of a deployment at once.
+//! `OTEL_SDK_DISABLED=true` switches tracing off whatever else is set.
 
-use std::time::Duration;
+use std::fmt;
 
 use serde::Deserialize;
-
-use crate::context::{SpanContext, TraceId};
 
 /// Why a telemetry configuration was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,12 +38,49 @@ impl TelemetryError {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelemetrySettings {
-    /// The OTLP/HTTP collector's base URL, e.g. `http://127.0.0.1:4318`;
-    /// spans are POSTed to `{endpoint}/v1/traces`. Unset: tracing is off
-    /// unless an `OTEL_EXPORTER_OTLP_*ENDPOINT` variable is set.
+    /// The collector's base URL, e.g. `http://127.0.0.1:4318` (HTTP: spans
+    /// are POSTed to `{endpoint}/v1/traces`) or `http://127.0.0.1:4317`
+    /// (gRPC). Unset: tracing is off unless an `OTEL_EXPORTER_OTLP_*ENDPOINT`
+    /// variable is set.
     pub otlp_endpoint: Option<String>,
-    /// The `service.name` resource attribute [default: `rdq`].
+    /// `grpc`, `http/protobuf` or `http/json` [default:
+    /// `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, `OTEL_EXPORTER_OTLP_PROTOCOL`,
+    /// then `http/protobuf`].
+    pub otlp_protocol: Option<String>,
+    /// The `service.name` resource attribute [default: `OTEL_SERVICE_NAME`,
+    /// then `service.name` in `OTEL_RESOURCE_ATTRIBUTES`, then `rdq`].
     pub service_name: Option<String>,
+}
+
+/// How spans travel to the collector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// OTLP/gRPC (`grpc`), usually port 4317.
+    Grpc,
+    /// OTLP/HTTP with protobuf bodies (`http/protobuf`), usually port 4318.
+    /// `http/json` is sent this way too: every OTLP/HTTP receiver takes both.
+    HttpProtobuf,
+}
+
+impl Protocol {
+    fn parse(value: &str, name: &str) -> Result<Self, TelemetryError> {
+        match value.trim() {
+            "grpc" => Ok(Self::Grpc),
+            "http/protobuf" | "http/json" => Ok(Self::HttpProtobuf),
+            other => Err(TelemetryError::Invalid(format!(
+                "{name} {other:?}: rdq exports over grpc or http/protobuf (http/json is sent as http/protobuf)"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Grpc => "grpc",
+            Self::HttpProtobuf => "http/protobuf",
+        })
+    }
 }
 
 /// Which traces are recorded (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`).
@@ -68,24 +110,23 @@ pub enum RootSampler {
 }
 
 impl Sampler {
-    /// Whether a span of `trace` under `parent` (the submitter's context, if
-    /// any) is recorded.
-    pub fn sampled(&self, parent: Option<&SpanContext>, trace: TraceId) -> bool {
+    /// The SDK's sampler for this choice.
+    pub fn to_sdk(self) -> opentelemetry_sdk::trace::Sampler {
+        use opentelemetry_sdk::trace::Sampler as S;
         match self {
-            Self::AlwaysOn => true,
-            Self::AlwaysOff => false,
-            Self::TraceIdRatio(r) => ratio(*r, trace),
-            Self::ParentBased(root) => match parent {
-                Some(p) => p.is_sampled(),
-                None => match root {
-                    RootSampler::AlwaysOn => true,
-                    RootSampler::AlwaysOff => false,
-                    RootSampler::TraceIdRatio(r) => ratio(*r, trace),
-                },
-            },
+            Self::AlwaysOn => S::AlwaysOn,
+            Self::AlwaysOff => S::AlwaysOff,
+            Self::TraceIdRatio(r) => S::TraceIdRatioBased(r),
+            Self::ParentBased(root) => S::ParentBased(Box::new(match root {
+                RootSampler::AlwaysOn => S::AlwaysOn,
+                RootSampler::AlwaysOff => S::AlwaysOff,
+                RootSampler::TraceIdRatio(r) => S::TraceIdRatioBased(r),
+            })),
         }
     }
 
+    /// Parses the SDK's sampler names; unlike the SDK, which falls back to
+    /// its default, a name or argument rdq cannot use is refused.
     fn parse(name: &str, arg: Option<&str>) -> Result<Self, TelemetryError> {
         let ratio_arg = || -> Result<f64, TelemetryError> {
             match arg {
@@ -116,48 +157,25 @@ impl Sampler {
     }
 }
 
-/// The trace-id-ratio decision: the trace id's last 8 bytes (its random
-/// part under W3C Trace Context level 2) against the ratio of `u64::MAX`.
-fn ratio(r: f64, trace: TraceId) -> bool {
-    if r >= 1.0 {
-        return true;
-    }
-    if r <= 0.0 {
-        return false;
-    }
-    let mut low = [0u8; 8];
-    low.copy_from_slice(&trace.0[8..]);
-    let x = u64::from_be_bytes(low) >> 11; // 53 bits: exact in an f64
-    (x as f64) < r * (1u64 << 53) as f64
-}
-
 /// A resolved configuration: tracing is on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TelemetryConfig {
-    /// The full URL spans are POSTed to (`…/v1/traces`).
-    pub traces_url: String,
-    /// `service.name`.
-    pub service_name: String,
-    /// Extra resource attributes (`OTEL_RESOURCE_ATTRIBUTES`).
-    pub resource: Vec<(String, String)>,
-    /// Extra request headers (`OTEL_EXPORTER_OTLP_HEADERS`).
-    pub headers: Vec<(String, String)>,
+    /// Where spans go: the full `…/v1/traces` URL over HTTP, the
+    /// collector's address over gRPC.
+    pub endpoint: String,
+    /// How.
+    pub protocol: Protocol,
+    /// `service.name` when rdq's setting or `OTEL_SERVICE_NAME` names it;
+    /// otherwise `service.name` in `OTEL_RESOURCE_ATTRIBUTES`, then `rdq`.
+    pub service_name: Option<String>,
     /// Which traces are recorded.
     pub sampler: Sampler,
-    /// Most finished spans waiting for export; more are dropped and counted.
-    pub max_queue: usize,
-    /// Most spans in one export request.
-    pub max_batch: usize,
-    /// Longest a span waits before its batch is sent.
-    pub schedule_delay: Duration,
-    /// One export request's timeout.
-    pub export_timeout: Duration,
 }
 
 impl TelemetryConfig {
     /// Resolves the settings, reading the environment through `env`:
-    /// `Ok(None)` when tracing is off (no endpoint anywhere, or
-    /// `OTEL_SDK_DISABLED=true`).
+    /// `Ok(None)` when tracing is off (no endpoint anywhere,
+    /// `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`).
     pub fn resolve(
         settings: &TelemetrySettings,
         env: &dyn Fn(&str) -> Option<String>,
@@ -169,149 +187,67 @@ impl TelemetryConfig {
         if var("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none") {
             return Ok(None);
         }
-        let protocol = var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-            .or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"));
-        if let Some(p) = &protocol
-            && !matches!(p.trim(), "http/json" | "http/protobuf")
-        {
-            return Err(TelemetryError::Invalid(format!(
-                "OTEL_EXPORTER_OTLP_PROTOCOL {p:?}: rdq exports OTLP over HTTP (JSON), which every collector's HTTP receiver (port 4318) accepts; use http/json"
-            )));
-        }
-        let traces_url = if let Some(base) = settings.otlp_endpoint.as_deref() {
-            traces_url(base.trim())
+        let protocol = match settings.otlp_protocol.as_deref() {
+            Some(p) => Protocol::parse(p, "otlp_protocol")?,
+            None => match (
+                var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"),
+                var("OTEL_EXPORTER_OTLP_PROTOCOL"),
+            ) {
+                (Some(p), _) => Protocol::parse(&p, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")?,
+                (None, Some(p)) => Protocol::parse(&p, "OTEL_EXPORTER_OTLP_PROTOCOL")?,
+                (None, None) => Protocol::HttpProtobuf,
+            },
+        };
+        let endpoint = if let Some(base) = settings.otlp_endpoint.as_deref() {
+            signal_endpoint(base.trim(), protocol)
         } else if let Some(url) = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
             // The signal-specific variable is the full URL, used as given.
             url.trim().to_owned()
         } else if let Some(base) = var("OTEL_EXPORTER_OTLP_ENDPOINT") {
-            traces_url(base.trim())
+            signal_endpoint(base.trim(), protocol)
         } else {
             return Ok(None);
         };
-        check_url(&traces_url)?;
-        let resource = var("OTEL_RESOURCE_ATTRIBUTES")
-            .map(|v| key_values(&v, "OTEL_RESOURCE_ATTRIBUTES"))
-            .transpose()?
-            .unwrap_or_default();
+        check_url(&endpoint)?;
         let service_name = settings
             .service_name
             .clone()
-            .or_else(|| var("OTEL_SERVICE_NAME"))
-            .or_else(|| {
-                resource
-                    .iter()
-                    .find(|(k, _)| k == "service.name")
-                    .map(|(_, v)| v.clone())
-            })
-            .unwrap_or_else(|| "rdq".to_owned());
-        let mut headers = Vec::new();
-        for name in [
-            "OTEL_EXPORTER_OTLP_HEADERS",
-            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-        ] {
-            if let Some(v) = var(name) {
-                for (k, v) in key_values(&v, name)? {
-                    headers.retain(|(h, _): &(String, String)| !h.eq_ignore_ascii_case(&k));
-                    headers.push((k, v));
-                }
-            }
-        }
+            .or_else(|| var("OTEL_SERVICE_NAME"));
         let sampler = match var("OTEL_TRACES_SAMPLER") {
             Some(name) => Sampler::parse(&name, var("OTEL_TRACES_SAMPLER_ARG").as_deref())?,
             None => Sampler::ParentBased(RootSampler::AlwaysOn),
         };
-        let number = |name: &str, default: u64, min: u64| -> Result<u64, TelemetryError> {
-            match var(name) {
-                None => Ok(default),
-                Some(v) => match v.trim().parse::<u64>() {
-                    Ok(n) if n >= min => Ok(n),
-                    _ => Err(TelemetryError::Invalid(format!(
-                        "{name} {v:?}: must be a whole number of at least {min}"
-                    ))),
-                },
-            }
-        };
-        let max_queue = number("OTEL_BSP_MAX_QUEUE_SIZE", 2048, 1)?;
-        let max_batch = number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, 1)?.min(max_queue);
-        let schedule_delay = number("OTEL_BSP_SCHEDULE_DELAY", 5000, 1)?;
-        let timeout = match var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") {
-            Some(_) => number("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", 10_000, 1)?,
-            None => number("OTEL_EXPORTER_OTLP_TIMEOUT", 10_000, 1)?,
-        };
         Ok(Some(Self {
-            traces_url,
+            endpoint,
+            protocol,
             service_name,
-            resource,
-            headers,
             sampler,
-            max_queue: usize::try_from(max_queue).unwrap_or(usize::MAX),
-            max_batch: usize::try_from(max_batch).unwrap_or(usize::MAX),
-            schedule_delay: Duration::from_millis(schedule_delay),
-            export_timeout: Duration::from_millis(timeout),
         }))
     }
 }
 
-/// `{base}/v1/traces`, unless `base` already ends there.
-fn traces_url(base: &str) -> String {
+/// A base URL made the traces endpoint: `{base}/v1/traces` over HTTP
+/// (unless `base` already ends there), `base` itself over gRPC, where the
+/// service's path is fixed.
+fn signal_endpoint(base: &str, protocol: Protocol) -> String {
     let base = base.trim_end_matches('/');
-    if base.ends_with("/v1/traces") {
-        base.to_owned()
-    } else {
-        format!("{base}/v1/traces")
+    match protocol {
+        Protocol::Grpc => base.to_owned(),
+        Protocol::HttpProtobuf if base.ends_with("/v1/traces") => base.to_owned(),
+        Protocol::HttpProtobuf => format!("{base}/v1/traces"),
     }
 }
 
-fn check_url(url: &str) -> Result<(), TelemetryError> {
-    match reqwest::Url::parse(url) {
+fn check_url(endpoint: &str) -> Result<(), TelemetryError> {
+    match url::Url::parse(endpoint) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
         Ok(_) => Err(TelemetryError::Invalid(format!(
-            "OTLP endpoint {url:?}: must be an http:// or https:// URL"
+            "OTLP endpoint {endpoint:?}: must be an http:// or https:// URL"
         ))),
         Err(e) => Err(TelemetryError::Invalid(format!(
-            "OTLP endpoint {url:?}: {e}"
+            "OTLP endpoint {endpoint:?}: {e}"
         ))),
     }
-}
-
-/// `k=v,k2=v2` with percent-encoded values, as the `OTEL_*` variables write lists.
-fn key_values(text: &str, name: &str) -> Result<Vec<(String, String)>, TelemetryError> {
-    let mut out = Vec::new();
-    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let Some((k, v)) = item.split_once('=') else {
-            return Err(TelemetryError::Invalid(format!(
-                "{name}: {item:?} is not key=value"
-            )));
-        };
-        let k = k.trim();
-        if k.is_empty() {
-            return Err(TelemetryError::Invalid(format!("{name}: an empty key")));
-        }
-        out.push((k.to_owned(), percent_decode(v.trim())));
-    }
-    Ok(out)
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let (Some(h), Some(l)) = (
-                (bytes[i + 1] as char).to_digit(16),
-                (bytes[i + 2] as char).to_digit(16),
-            )
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -333,25 +269,28 @@ mod tests {
     fn with_endpoint(e: &str) -> TelemetrySettings {
         TelemetrySettings {
             otlp_endpoint: Some(e.into()),
-            service_name: None,
+            ..TelemetrySettings::default()
         }
     }
 
     #[test]
     fn tracing_is_off_unless_an_endpoint_is_configured() {
         assert_eq!(resolve(&TelemetrySettings::default(), &[]), Ok(None));
-        assert_eq!(
-            resolve(
-                &with_endpoint("http://127.0.0.1:4318"),
-                &[("OTEL_SDK_DISABLED", "true")]
-            ),
-            Ok(None)
-        );
+        for off in [
+            ("OTEL_SDK_DISABLED", "true"),
+            ("OTEL_TRACES_EXPORTER", "none"),
+        ] {
+            assert_eq!(
+                resolve(&with_endpoint("http://127.0.0.1:4318"), &[off]),
+                Ok(None)
+            );
+        }
         let c = resolve(&with_endpoint("http://127.0.0.1:4318/"), &[])
             .unwrap()
             .unwrap();
-        assert_eq!(c.traces_url, "http://127.0.0.1:4318/v1/traces");
-        assert_eq!(c.service_name, "rdq");
+        assert_eq!(c.endpoint, "http://127.0.0.1:4318/v1/traces");
+        assert_eq!(c.protocol, Protocol::HttpProtobuf);
+        assert_eq!(c.service_name, None);
         assert_eq!(c.sampler, Sampler::ParentBased(RootSampler::AlwaysOn));
     }
 
@@ -361,34 +300,29 @@ mod tests {
         let c = resolve(&none, &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")])
             .unwrap()
             .unwrap();
-        assert_eq!(c.traces_url, "http://c:4318/v1/traces");
+        assert_eq!(c.endpoint, "http://c:4318/v1/traces");
         let c = resolve(
             &none,
             &[
                 ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
                 ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://t:9999/custom"),
                 ("OTEL_SERVICE_NAME", "queue-a"),
-                (
-                    "OTEL_RESOURCE_ATTRIBUTES",
-                    "deployment.environment=prod,x=a%20b",
-                ),
-                ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=one"),
-                ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "API-KEY=two"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
                 ("OTEL_TRACES_SAMPLER", "traceidratio"),
                 ("OTEL_TRACES_SAMPLER_ARG", "0.25"),
             ],
         )
         .unwrap()
         .unwrap();
-        assert_eq!(c.traces_url, "http://t:9999/custom");
-        assert_eq!(c.service_name, "queue-a");
-        assert_eq!(c.resource[1], ("x".to_owned(), "a b".to_owned()));
-        assert_eq!(c.headers, vec![("API-KEY".to_owned(), "two".to_owned())]);
+        assert_eq!(c.endpoint, "http://t:9999/custom");
+        assert_eq!(c.protocol, Protocol::HttpProtobuf);
+        assert_eq!(c.service_name.as_deref(), Some("queue-a"));
         assert_eq!(c.sampler, Sampler::TraceIdRatio(0.25));
         // rdq's own setting wins over the ambient variables.
         let c = resolve(
             &TelemetrySettings {
                 otlp_endpoint: Some("http://mine:4318".into()),
+                otlp_protocol: None,
                 service_name: Some("mine".into()),
             },
             &[
@@ -398,8 +332,53 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        assert_eq!(c.traces_url, "http://mine:4318/v1/traces");
-        assert_eq!(c.service_name, "mine");
+        assert_eq!(c.endpoint, "http://mine:4318/v1/traces");
+        assert_eq!(c.service_name.as_deref(), Some("mine"));
+    }
+
+    #[test]
+    fn grpc_takes_the_endpoint_as_the_collectors_address() {
+        let none = TelemetrySettings::default();
+        let c = resolve(
+            &none,
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317/"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ],
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (c.endpoint.as_str(), c.protocol),
+            ("http://c:4317", Protocol::Grpc)
+        );
+        // The signal's protocol variable wins over the general one, and
+        // rdq's setting over both.
+        let c = resolve(
+            &none,
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"),
+            ],
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.protocol, Protocol::HttpProtobuf);
+        let c = resolve(
+            &TelemetrySettings {
+                otlp_endpoint: Some("http://mine:4317".into()),
+                otlp_protocol: Some("grpc".into()),
+                service_name: None,
+            },
+            &[("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")],
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (c.endpoint.as_str(), c.protocol),
+            ("http://mine:4317", Protocol::Grpc)
+        );
     }
 
     #[test]
@@ -417,40 +396,30 @@ mod tests {
                 ],
                 "OTEL_TRACES_SAMPLER_ARG",
             ),
-            (vec![("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")], "PROTOCOL"),
             (
-                vec![("OTEL_BSP_MAX_QUEUE_SIZE", "0")],
-                "OTEL_BSP_MAX_QUEUE_SIZE",
+                vec![("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift")],
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
             ),
-            (vec![("OTEL_EXPORTER_OTLP_HEADERS", "novalue")], "HEADERS"),
+            (
+                vec![("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "udp")],
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            ),
         ] {
             let err = resolve(&e, &vars).unwrap_err();
             assert!(err.to_string().contains(needle), "{err}");
             assert_eq!(err.code(), "INVALID_CONFIG");
         }
+        let err = resolve(
+            &TelemetrySettings {
+                otlp_protocol: Some("grpcs".into()),
+                ..with_endpoint("http://c:4317")
+            },
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("otlp_protocol"), "{err}");
         let err = resolve(&with_endpoint("ftp://c"), &[]).unwrap_err();
         assert!(err.to_string().contains("http"), "{err}");
         assert!(resolve(&with_endpoint("not a url"), &[]).is_err());
-    }
-
-    #[test]
-    fn samplers_decide_by_parent_and_trace_id() {
-        let parent = |flags| SpanContext {
-            trace_id: TraceId([7; 16]),
-            span_id: crate::context::SpanId([1; 8]),
-            flags,
-        };
-        let pb = Sampler::ParentBased(RootSampler::AlwaysOff);
-        assert!(pb.sampled(Some(&parent(1)), TraceId([7; 16])));
-        assert!(!pb.sampled(Some(&parent(0)), TraceId([7; 16])));
-        assert!(!pb.sampled(None, TraceId([7; 16])));
-        let half = Sampler::TraceIdRatio(0.5);
-        let mut low = [0u8; 16];
-        low[8] = 0x10;
-        let mut high = [0u8; 16];
-        high[8] = 0xf0;
-        assert!(half.sampled(None, TraceId(low)));
-        assert!(!half.sampled(None, TraceId(high)));
-        assert!(!Sampler::AlwaysOff.sampled(Some(&parent(1)), TraceId(low)));
     }
 }

@@ -1,127 +1,68 @@
-//! W3C Trace Context: trace and span ids, the `traceparent` header
-//! (`00-{trace-id}-{span-id}-{flags}`, lower-case hex), and the ids rdq
-//! derives from a task id so that every span of a task can be named without
-//! keeping any state between submit, claim and settle (`docs/observability.md`).
+//! W3C Trace Context as rdq uses it: the `traceparent` header read and
+//! written by the SDK's `TraceContextPropagator`, and the ids rdq derives
+//! from a task id so that every span of a task can be named without keeping
+//! any state between submit, claim and settle (`docs/observability.md`).
 
-use std::fmt;
-
+use opentelemetry::Context;
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceId};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
 use rdq_envelope::TaskId;
 use sha2::{Digest, Sha256};
 
-/// A 16-byte trace id; never all zeros.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TraceId(pub [u8; 16]);
+/// The header (in an envelope, an HTTP request or gRPC metadata) carrying
+/// the W3C trace context.
+pub const TRACEPARENT_HEADER: &str = "traceparent";
 
-/// An 8-byte span id; never all zeros.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SpanId(pub [u8; 8]);
+/// The submitter's context in a `traceparent` value, if it is valid.
+///
+/// The fields must have their exact widths (2, 32, 16 and 2 hex digits), as
+/// W3C Trace Context says; the propagator alone would also take shorter ones.
+pub fn parse_traceparent(value: &str) -> Option<SpanContext> {
+    let value = value.trim();
+    let mut fields = value.split('-');
+    let widths = [2, 32, 16, 2];
+    if !widths
+        .iter()
+        .all(|w| fields.next().is_some_and(|f| f.len() == *w))
+    {
+        return None;
+    }
+    let cx = TraceContextPropagator::new().extract(&One(value));
+    let span = cx.span();
+    let sc = span.span_context();
+    sc.is_valid().then(|| sc.clone())
+}
 
-impl TraceId {
-    /// A random trace id.
-    pub fn random() -> Self {
-        let mut b = [0u8; 16];
-        fill_random(&mut b);
-        Self(b)
+/// The `traceparent` value (version `00`) of `context`.
+pub fn traceparent(context: &SpanContext) -> String {
+    let mut slot = Slot(None);
+    let cx = Context::new().with_remote_span_context(context.clone());
+    TraceContextPropagator::new().inject_context(&cx, &mut slot);
+    slot.0.unwrap_or_default()
+}
+
+/// One `traceparent` value, as the propagator reads headers.
+struct One<'a>(&'a str);
+
+impl Extractor for One<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        (key == TRACEPARENT_HEADER).then_some(self.0)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        vec![TRACEPARENT_HEADER]
     }
 }
 
-impl SpanId {
-    /// A random span id.
-    pub fn random() -> Self {
-        let mut b = [0u8; 8];
-        fill_random(&mut b);
-        Self(b)
-    }
-}
+/// Where the propagator writes `traceparent` (its empty `tracestate` is not kept).
+struct Slot(Option<String>);
 
-impl fmt::Display for TraceId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&hex(&self.0))
-    }
-}
-
-impl fmt::Display for SpanId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&hex(&self.0))
-    }
-}
-
-/// The `sampled` bit of the trace flags.
-pub const FLAG_SAMPLED: u8 = 0x01;
-
-/// A span's identity as it crosses a process boundary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SpanContext {
-    /// The trace.
-    pub trace_id: TraceId,
-    /// The span.
-    pub span_id: SpanId,
-    /// Trace flags (bit 0: sampled).
-    pub flags: u8,
-}
-
-/// Why a `traceparent` value was not accepted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum TraceparentError {
-    /// Not `version-traceid-spanid-flags` with the right lengths.
-    #[error("traceparent is not version-traceid-spanid-flags")]
-    Shape,
-    /// A field is not lower-case hex.
-    #[error("traceparent has a field that is not lower-case hex")]
-    Hex,
-    /// Version `ff`, or version `00` with trailing data.
-    #[error("traceparent has an invalid version")]
-    Version,
-    /// An all-zero trace id or span id.
-    #[error("traceparent has an all-zero trace id or span id")]
-    Zero,
-}
-
-impl SpanContext {
-    /// True when the sampled flag is set.
-    pub fn is_sampled(&self) -> bool {
-        self.flags & FLAG_SAMPLED != 0
-    }
-
-    /// Parses a W3C `traceparent` value. Versions above `00` are read by
-    /// their first four fields, as the recommendation asks of a parser.
-    pub fn parse_traceparent(value: &str) -> Result<Self, TraceparentError> {
-        let value = value.trim();
-        let mut parts = value.split('-');
-        let (Some(version), Some(trace), Some(span), Some(flags)) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(TraceparentError::Shape);
-        };
-        if version.len() != 2 || trace.len() != 32 || span.len() != 16 || flags.len() != 2 {
-            return Err(TraceparentError::Shape);
+impl Injector for Slot {
+    fn set(&mut self, key: &str, value: String) {
+        if key == TRACEPARENT_HEADER {
+            self.0 = Some(value);
         }
-        let version = unhex::<1>(version)?[0];
-        if version == 0xff || (version == 0 && parts.next().is_some()) {
-            return Err(TraceparentError::Version);
-        }
-        let trace_id = unhex::<16>(trace)?;
-        let span_id = unhex::<8>(span)?;
-        let flags = unhex::<1>(flags)?[0];
-        if trace_id == [0; 16] || span_id == [0; 8] {
-            return Err(TraceparentError::Zero);
-        }
-        Ok(Self {
-            trace_id: TraceId(trace_id),
-            span_id: SpanId(span_id),
-            flags,
-        })
-    }
-
-    /// The `traceparent` value (version `00`).
-    pub fn traceparent(&self) -> String {
-        format!(
-            "00-{}-{}-{:02x}",
-            self.trace_id,
-            self.span_id,
-            self.flags & FLAG_SAMPLED
-        )
     }
 }
 
@@ -167,7 +108,7 @@ pub(crate) fn derived_trace(task: TaskId) -> TraceId {
     if b == [0; 16] {
         b[15] = 1;
     }
-    TraceId(b)
+    TraceId::from_bytes(b)
 }
 
 /// A span id derived from the task id.
@@ -178,50 +119,7 @@ pub(crate) fn derived_span(task: TaskId, what: Derived) -> SpanId {
     if b == [0; 8] {
         b[7] = 1;
     }
-    SpanId(b)
-}
-
-fn fill_random(buf: &mut [u8]) {
-    if getrandom::fill(buf).is_err() || buf.iter().all(|b| *b == 0) {
-        // No OS randomness (should not happen): fall back to a fresh task
-        // id's bits, which are unique within the process.
-        let bits = TaskId::generate().to_bytes();
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = bits[i % bits.len()] ^ (i as u8).wrapping_mul(31);
-        }
-        if buf.iter().all(|b| *b == 0)
-            && let Some(last) = buf.last_mut()
-        {
-            *last = 1;
-        }
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    s
-}
-
-fn unhex<const N: usize>(text: &str) -> Result<[u8; N], TraceparentError> {
-    let bytes = text.as_bytes();
-    if bytes.len() != N * 2 {
-        return Err(TraceparentError::Shape);
-    }
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Ok(c - b'0'),
-        b'a'..=b'f' => Ok(c - b'a' + 10),
-        _ => Err(TraceparentError::Hex),
-    };
-    let mut out = [0u8; N];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = (digit(bytes[2 * i])? << 4) | digit(bytes[2 * i + 1])?;
-    }
-    Ok(out)
+    SpanId::from_bytes(b)
 }
 
 #[cfg(test)]
@@ -231,58 +129,41 @@ mod tests {
     #[test]
     fn a_traceparent_round_trips() {
         let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-        let ctx = SpanContext::parse_traceparent(tp).unwrap();
+        let ctx = parse_traceparent(tp).unwrap();
         assert!(ctx.is_sampled());
-        assert_eq!(ctx.trace_id.to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
-        assert_eq!(ctx.span_id.to_string(), "00f067aa0ba902b7");
-        assert_eq!(ctx.traceparent(), tp);
-        let unsampled = SpanContext::parse_traceparent(
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
-        )
-        .unwrap();
+        assert_eq!(
+            ctx.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert_eq!(ctx.span_id().to_string(), "00f067aa0ba902b7");
+        assert_eq!(traceparent(&ctx), tp);
+        let unsampled =
+            parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").unwrap();
         assert!(!unsampled.is_sampled());
+        assert!(traceparent(&unsampled).ends_with("-00"));
     }
 
     #[test]
     fn a_later_version_is_read_by_its_first_fields() {
-        let ctx = SpanContext::parse_traceparent(
-            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
-        )
-        .unwrap();
-        assert_eq!(ctx.span_id.to_string(), "00f067aa0ba902b7");
+        let ctx =
+            parse_traceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra")
+                .unwrap();
+        assert_eq!(ctx.span_id().to_string(), "00f067aa0ba902b7");
     }
 
     #[test]
     fn broken_traceparents_are_refused() {
-        for (bad, why) in [
-            ("", TraceparentError::Shape),
-            ("00-abc-def-01", TraceparentError::Shape),
-            (
-                "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
-                TraceparentError::Hex,
-            ),
-            (
-                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-                TraceparentError::Zero,
-            ),
-            (
-                "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
-                TraceparentError::Zero,
-            ),
-            (
-                "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-                TraceparentError::Version,
-            ),
-            (
-                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
-                TraceparentError::Version,
-            ),
-            (
-                "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
-                TraceparentError::Hex,
-            ),
+        for bad in [
+            "",
+            "00-abc-def-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
+            "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
         ] {
-            assert_eq!(SpanContext::parse_traceparent(bad), Err(why), "{bad:?}");
+            assert_eq!(parse_traceparent(bad), None, "{bad:?}");
         }
     }
 
@@ -307,6 +188,5 @@ mod tests {
             derived_span(a, Derived::Attempt(2)),
             derived_span(a, Derived::Attempt(2))
         );
-        assert_ne!(SpanId::random(), SpanId::random());
     }
 }

@@ -1,50 +1,57 @@
-//! The tracer and its exporter: finished spans go into a bounded queue
-//! (`try_send`, never waiting: a full queue drops the span and counts it),
-//! and one background task sends them in batches as OTLP/HTTP JSON
-//! (`POST {endpoint}/v1/traces`, `content-type: application/json`).
+//! The tracer: the OpenTelemetry SDK's batch span processor in front of
+//! its OTLP exporter (gRPC through tonic, or HTTP with protobuf bodies).
 //!
-//! A failed export is logged at most once per [`WARN_INTERVAL`] (with the
-//! number of batches and spans lost since the last warning), so a collector
-//! outage does not flood the log; the spans of a failed batch are dropped,
-//! not retried: tracing is best effort, the request path never waits on it.
+//! Recording a span hands it to the processor's bounded queue and never
+//! waits: when the queue is full (`OTEL_BSP_MAX_QUEUE_SIZE`) the span is
+//! dropped. The processor's own thread sends batches. A failed export is
+//! counted and logged at most once per [`WARN_INTERVAL`] (with the number of
+//! batches and spans lost since the last warning), so a collector outage
+//! does not flood the log; tracing is best effort, the request path never
+//! waits on it.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use opentelemetry::InstrumentationScope;
+use opentelemetry::trace::{SpanContext, SpanId, TraceId};
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::resource::{
+    EnvResourceDetector, ResourceDetector, TelemetryResourceDetector,
+};
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, IdGenerator, RandomIdGenerator, SamplingDecision,
+    ShouldSample, SpanData, SpanExporter, SpanProcessor,
+};
 use tracing::{debug, warn};
 
-use crate::config::{Sampler, TelemetryConfig};
-use crate::span::{AttrValue, SpanData, export_request};
+use crate::config::{Protocol, TelemetryConfig, TelemetryError};
 
-/// Shortest pause between two warnings about failed exports or dropped spans.
+/// Shortest pause between two warnings about failed exports.
 pub const WARN_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Records finished spans for export. Cheap to clone; every clone feeds the
-/// same queue.
+/// same processor.
 #[derive(Clone)]
 pub struct Tracer {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    queue: mpsc::Sender<Message>,
-    sampler: Sampler,
+    processor: BatchSpanProcessor,
+    sampler: opentelemetry_sdk::trace::Sampler,
+    ids: RandomIdGenerator,
+    scope: InstrumentationScope,
     counters: Arc<Counters>,
 }
 
 /// What the exporter has done so far.
 #[derive(Debug, Default)]
 struct Counters {
-    dropped: AtomicU64,
     exported: AtomicU64,
     failed: AtomicU64,
-}
-
-enum Message {
-    Span(Box<SpanData>),
-    Flush(oneshot::Sender<()>),
 }
 
 impl std::fmt::Debug for Tracer {
@@ -56,89 +63,92 @@ impl std::fmt::Debug for Tracer {
 }
 
 impl Tracer {
-    /// Starts the exporter task on the current Tokio runtime. Call it inside
-    /// the runtime. Fails only when the HTTP client cannot be built.
-    pub fn start(config: TelemetryConfig) -> Result<Self, crate::TelemetryError> {
-        let mut headers = reqwest::header::HeaderMap::new();
-        for (k, v) in &config.headers {
-            let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
-                crate::TelemetryError::Invalid(format!("OTLP header name {k:?} is not valid"))
-            })?;
-            let value = reqwest::header::HeaderValue::from_str(v).map_err(|_| {
-                crate::TelemetryError::Invalid(format!("OTLP header {k:?} has an invalid value"))
-            })?;
-            headers.insert(name, value);
-        }
-        let client = reqwest::Client::builder()
-            .timeout(config.export_timeout)
-            .default_headers(headers)
-            .no_proxy()
-            .user_agent(concat!("rdq-telemetry/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| {
-                crate::TelemetryError::Invalid(format!("cannot build the OTLP client: {e}"))
-            })?;
-        let (tx, rx) = mpsc::channel(config.max_queue.max(1));
-        let counters = Arc::new(Counters::default());
-        let mut resource: Vec<(String, AttrValue)> = vec![
-            (
-                "service.name".into(),
-                AttrValue::Str(config.service_name.clone()),
-            ),
-            ("telemetry.sdk.name".into(), "rdq-telemetry".into()),
-            ("telemetry.sdk.language".into(), "rust".into()),
-            (
-                "telemetry.sdk.version".into(),
-                env!("CARGO_PKG_VERSION").into(),
-            ),
-        ];
-        for (k, v) in &config.resource {
-            if k != "service.name" {
-                resource.push((k.clone(), AttrValue::Str(v.clone())));
-            }
-        }
-        let exporter = Exporter {
-            client,
-            url: config.traces_url.clone(),
-            max_batch: config.max_batch.max(1),
-            delay: config.schedule_delay,
-            counters: Arc::clone(&counters),
+    /// Builds the exporter and starts the processor's thread. Call it inside
+    /// the Tokio runtime: the gRPC exporter's connection lives there.
+    /// Fails when the exporter cannot be built from the configuration.
+    pub fn start(config: TelemetryConfig) -> Result<Self, TelemetryError> {
+        let built = match config.protocol {
+            Protocol::Grpc => opentelemetry_otlp::SpanExporter::builder()
+                .with_tonic()
+                .with_protocol(opentelemetry_otlp::Protocol::Grpc)
+                .with_endpoint(config.endpoint.clone())
+                .build(),
+            Protocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .with_endpoint(config.endpoint.clone())
+                .build(),
         };
-        tokio::spawn(exporter.run(rx, resource));
-        debug!(url = %config.traces_url, "OTLP trace export on");
-        Ok(Self {
+        let exporter = built.map_err(|e| {
+            TelemetryError::Invalid(format!(
+                "cannot build the OTLP exporter for {}: {e}",
+                config.endpoint
+            ))
+        })?;
+        Ok(Self::with_exporter(exporter, &config))
+    }
+
+    fn with_exporter<E: SpanExporter + 'static>(exporter: E, config: &TelemetryConfig) -> Self {
+        let counters = Arc::new(Counters::default());
+        let counting = Counting {
+            inner: exporter,
+            counters: Arc::clone(&counters),
+            warnings: Mutex::new(Warnings::default()),
+        };
+        // OTEL_BSP_* are read here, by the SDK.
+        let mut processor = BatchSpanProcessor::builder(counting)
+            .with_batch_config(BatchConfigBuilder::default().build())
+            .build();
+        processor.set_resource(&resource(config.service_name.as_deref()));
+        debug!(endpoint = %config.endpoint, protocol = %config.protocol, "OTLP trace export on");
+        Self {
             inner: Arc::new(Inner {
-                queue: tx,
-                sampler: config.sampler,
+                processor,
+                sampler: config.sampler.to_sdk(),
+                ids: RandomIdGenerator::default(),
+                scope: InstrumentationScope::builder("rdq")
+                    .with_version(env!("CARGO_PKG_VERSION"))
+                    .build(),
                 counters,
             }),
-        })
+        }
     }
 
-    /// The sampler, for the decisions made when a span's context is formed.
-    pub fn sampler(&self) -> &Sampler {
-        &self.inner.sampler
+    /// Whether a span of `trace_id` under `parent` (if any) is kept, as the
+    /// configured sampler decides.
+    pub(crate) fn sampled(&self, parent: Option<&SpanContext>, trace_id: TraceId) -> bool {
+        use opentelemetry::trace::TraceContextExt as _;
+        let parent =
+            parent.map(|p| opentelemetry::Context::new().with_remote_span_context(p.clone()));
+        let result = self.inner.sampler.should_sample(
+            parent.as_ref(),
+            trace_id,
+            "",
+            &opentelemetry::trace::SpanKind::Internal,
+            &[],
+            &[],
+        );
+        result.decision == SamplingDecision::RecordAndSample
     }
 
-    /// Queues a finished span for export without waiting; an unsampled
-    /// span is ignored, and one that finds the queue full is dropped and counted.
+    pub(crate) fn random_trace_id(&self) -> TraceId {
+        self.inner.ids.new_trace_id()
+    }
+
+    pub(crate) fn random_span_id(&self) -> SpanId {
+        self.inner.ids.new_span_id()
+    }
+
+    pub(crate) fn scope(&self) -> InstrumentationScope {
+        self.inner.scope.clone()
+    }
+
+    /// Hands a finished span to the processor without waiting; an unsampled
+    /// span is ignored, and one that finds the queue full is dropped.
     pub fn record(&self, span: SpanData) {
-        if !span.context.is_sampled() {
-            return;
+        if span.span_context.is_sampled() {
+            self.inner.processor.on_end(span);
         }
-        if self
-            .inner
-            .queue
-            .try_send(Message::Span(Box::new(span)))
-            .is_err()
-        {
-            self.inner.counters.dropped.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Spans dropped because the queue was full (or the exporter gone).
-    pub fn dropped(&self) -> u64 {
-        self.inner.counters.dropped.load(Ordering::Relaxed)
     }
 
     /// Spans the collector accepted.
@@ -152,154 +162,99 @@ impl Tracer {
     }
 
     /// Sends everything queued so far and waits (up to `within`) for it to
-    /// be exported: called once at shutdown.
+    /// be exported: called once at shutdown. The processor's flush blocks,
+    /// so it runs on a blocking thread and the runtime (where the gRPC
+    /// exporter's connection lives) keeps running.
     pub async fn flush(&self, within: Duration) {
-        let (tx, rx) = oneshot::channel();
-        let sent = tokio::time::timeout(within, self.inner.queue.send(Message::Flush(tx))).await;
-        if matches!(sent, Ok(Ok(()))) {
-            let _ = tokio::time::timeout(within, rx).await;
+        let inner = Arc::clone(&self.inner);
+        let flushing = tokio::task::spawn_blocking(move || inner.processor.force_flush());
+        match tokio::time::timeout(within, flushing).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => debug!(error = %e, "trace flush did not complete"),
+            Ok(Err(e)) => debug!(error = %e, "trace flush did not complete"),
+            Err(_) => debug!("trace flush timed out"),
         }
     }
 }
 
-struct Exporter {
-    client: reqwest::Client,
-    url: String,
-    max_batch: usize,
-    delay: Duration,
+/// The resource of every span: `service.name` (rdq's setting or
+/// `OTEL_SERVICE_NAME`; else `service.name` in `OTEL_RESOURCE_ATTRIBUTES`;
+/// else `rdq`), `OTEL_RESOURCE_ATTRIBUTES`, and the SDK's `telemetry.sdk.*`.
+fn resource(service_name: Option<&str>) -> Resource {
+    let from_env = EnvResourceDetector::new().detect();
+    let name = match service_name {
+        Some(name) => name.to_owned(),
+        None => from_env
+            .get(&opentelemetry::Key::from_static_str("service.name"))
+            .map_or_else(|| "rdq".to_owned(), |v| v.to_string()),
+    };
+    Resource::builder_empty()
+        .with_detectors(&[
+            Box::new(EnvResourceDetector::new()),
+            Box::new(TelemetryResourceDetector),
+        ])
+        .with_service_name(name)
+        .build()
+}
+
+/// The OTLP exporter, counting what it sends and warning (rate-limited)
+/// about what it loses.
+#[derive(Debug)]
+struct Counting<E> {
+    inner: E,
     counters: Arc<Counters>,
+    warnings: Mutex<Warnings>,
 }
 
 /// When the exporter last warned, and what was lost since.
+#[derive(Debug, Default)]
 struct Warnings {
     last: Option<Instant>,
     failed_batches: u64,
     failed_spans: u64,
-    dropped_seen: u64,
 }
 
-impl Exporter {
-    async fn run(self, mut rx: mpsc::Receiver<Message>, resource: Vec<(String, AttrValue)>) {
-        let mut batch: Vec<SpanData> = Vec::with_capacity(self.max_batch);
-        let mut warnings = Warnings {
-            last: None,
-            failed_batches: 0,
-            failed_spans: 0,
-            dropped_seen: 0,
-        };
-        let mut deadline: Option<tokio::time::Instant> = None;
-        loop {
-            let message = match deadline {
-                Some(at) => match tokio::time::timeout_at(at, rx.recv()).await {
-                    Ok(m) => m,
-                    Err(_) => {
-                        self.send(&resource, &mut batch, &mut warnings).await;
-                        deadline = None;
-                        continue;
-                    }
-                },
-                None => rx.recv().await,
-            };
-            match message {
-                Some(Message::Span(span)) => {
-                    batch.push(*span);
-                    if batch.len() >= self.max_batch {
-                        self.send(&resource, &mut batch, &mut warnings).await;
-                        deadline = None;
-                    } else if deadline.is_none() {
-                        deadline = Some(tokio::time::Instant::now() + self.delay);
+impl<E: SpanExporter> SpanExporter for Counting<E> {
+    fn export(&self, batch: Vec<SpanData>) -> impl Future<Output = OTelSdkResult> + Send {
+        let n = batch.len() as u64;
+        let exporting = self.inner.export(batch);
+        async move {
+            let result = exporting.await;
+            match &result {
+                Ok(()) => {
+                    self.counters.exported.fetch_add(n, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    self.counters.failed.fetch_add(n, Ordering::Relaxed);
+                    let mut w = self.warnings.lock().unwrap_or_else(PoisonError::into_inner);
+                    w.failed_batches += 1;
+                    w.failed_spans += n;
+                    if w.last.is_none_or(|t| t.elapsed() >= WARN_INTERVAL) {
+                        warn!(
+                            error = %e,
+                            failed_batches = w.failed_batches,
+                            failed_spans = w.failed_spans,
+                            "OTLP trace export failed; the spans are dropped (this warning repeats at most once a minute)"
+                        );
+                        w.last = Some(Instant::now());
+                        w.failed_batches = 0;
+                        w.failed_spans = 0;
                     }
                 }
-                Some(Message::Flush(done)) => {
-                    self.send(&resource, &mut batch, &mut warnings).await;
-                    deadline = None;
-                    let _ = done.send(());
-                }
-                None => {
-                    self.send(&resource, &mut batch, &mut warnings).await;
-                    return;
-                }
             }
+            result
         }
     }
 
-    async fn send(
-        &self,
-        resource: &[(String, AttrValue)],
-        batch: &mut Vec<SpanData>,
-        warnings: &mut Warnings,
-    ) {
-        if batch.is_empty() {
-            self.warn_dropped(warnings);
-            return;
-        }
-        let spans = std::mem::take(batch);
-        let body = export_request(resource, &spans);
-        let n = spans.len() as u64;
-        let result = self
-            .client
-            .post(&self.url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_string())
-            .send()
-            .await;
-        let failure = match result {
-            Ok(r) if r.status().is_success() => None,
-            Ok(r) => Some(format!("the collector answered {}", r.status())),
-            Err(e) => Some(describe(&e)),
-        };
-        match failure {
-            None => {
-                self.counters.exported.fetch_add(n, Ordering::Relaxed);
-            }
-            Some(why) => {
-                self.counters.failed.fetch_add(n, Ordering::Relaxed);
-                warnings.failed_batches += 1;
-                warnings.failed_spans += n;
-                if warnings.last.is_none_or(|t| t.elapsed() >= WARN_INTERVAL) {
-                    warn!(
-                        url = %self.url,
-                        error = %why,
-                        failed_batches = warnings.failed_batches,
-                        failed_spans = warnings.failed_spans,
-                        "OTLP trace export failed; the spans are dropped (this warning repeats at most once a minute)"
-                    );
-                    warnings.last = Some(Instant::now());
-                    warnings.failed_batches = 0;
-                    warnings.failed_spans = 0;
-                }
-            }
-        }
-        self.warn_dropped(warnings);
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
     }
 
-    fn warn_dropped(&self, warnings: &mut Warnings) {
-        let dropped = self.counters.dropped.load(Ordering::Relaxed);
-        if dropped > warnings.dropped_seen
-            && warnings.last.is_none_or(|t| t.elapsed() >= WARN_INTERVAL)
-        {
-            warn!(
-                dropped_spans = dropped - warnings.dropped_seen,
-                "the span export queue was full; spans were dropped (OTEL_BSP_MAX_QUEUE_SIZE)"
-            );
-            warnings.dropped_seen = dropped;
-            warnings.last = Some(Instant::now());
-        }
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
     }
-}
 
-/// The innermost cause of an export failure, without the URL's query.
-fn describe(e: &reqwest::Error) -> String {
-    use std::error::Error as _;
-    let mut last = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        last = s.to_string();
-        source = s.source();
-    }
-    if e.is_timeout() {
-        format!("timed out: {last}")
-    } else {
-        last
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
     }
 }

@@ -21,20 +21,30 @@
 //! derived from its task id, so any process can name them later. The
 //! sampling decision is a function of the same inputs, hence the same for
 //! every span of a task.
+//!
+//! Each span is built once its operation is over, from the task's own
+//! timestamps, as the SDK's `SpanData`, and handed to the SDK's batch
+//! processor: the ids must be the derived ones, which the SDK's span
+//! builder does not take, and an attempt's span ends in a different request
+//! (often a different process) from the one that claimed it.
 
-use std::time::SystemTime;
+use std::borrow::Cow;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{
+    Link, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+};
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 use rdq_envelope::{Envelope, TaskId};
 
-use crate::context::{Derived, SpanContext, SpanId, TraceId, derived_span, derived_trace};
+use crate::context::{Derived, derived_span, derived_trace, parse_traceparent};
 use crate::export::Tracer;
-use crate::span::{Attribute, Link, SpanData, SpanKind, Status, ms_to_nanos, unix_nanos};
+
+pub use crate::context::TRACEPARENT_HEADER;
 
 /// `messaging.system`.
 pub const MESSAGING_SYSTEM: &str = "rdq";
-
-/// The envelope header carrying the submitter's W3C trace context.
-pub const TRACEPARENT_HEADER: &str = "traceparent";
 
 /// Which producer operation a submit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,56 +99,106 @@ pub struct Attempt<'a> {
 
 /// The submitter's context in a `traceparent` value, if it is valid.
 pub fn parent_of(traceparent: Option<&str>) -> Option<SpanContext> {
-    traceparent.and_then(|tp| SpanContext::parse_traceparent(tp).ok())
+    traceparent.and_then(parse_traceparent)
 }
 
-fn common(queue: &str, operation: &'static str, op_type: &'static str) -> Vec<Attribute> {
+fn common(queue: &str, operation: &'static str, op_type: &'static str) -> Vec<KeyValue> {
     vec![
-        ("messaging.system", MESSAGING_SYSTEM.into()),
-        ("messaging.operation.type", op_type.into()),
-        ("messaging.operation.name", operation.into()),
-        ("messaging.destination.name", queue.into()),
+        KeyValue::new("messaging.system", MESSAGING_SYSTEM),
+        KeyValue::new("messaging.operation.type", op_type),
+        KeyValue::new("messaging.operation.name", operation),
+        KeyValue::new("messaging.destination.name", queue.to_owned()),
     ]
 }
 
 fn link(context: SpanContext, kind: &'static str) -> Link {
-    Link {
-        context,
-        attributes: vec![("rdq.link", kind.into())],
-    }
+    Link::new(context, vec![KeyValue::new("rdq.link", kind)], 0)
+}
+
+fn context(trace_id: TraceId, span_id: SpanId, sampled: bool) -> SpanContext {
+    let flags = if sampled {
+        TraceFlags::SAMPLED
+    } else {
+        TraceFlags::default()
+    };
+    SpanContext::new(trace_id, span_id, flags, false, TraceState::default())
+}
+
+/// The time of a Unix-milliseconds timestamp (the epoch before it).
+fn from_unix_ms(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// What a finished span is made of, besides the tracer's scope.
+struct Finished {
+    context: SpanContext,
+    /// The parent span, and whether it lives in another process.
+    parent: Option<(SpanId, bool)>,
+    name: Cow<'static, str>,
+    kind: SpanKind,
+    start: SystemTime,
+    attributes: Vec<KeyValue>,
+    links: Vec<Link>,
+    status: Status,
 }
 
 impl Tracer {
+    /// Records `span`, ending now.
+    fn finish(&self, span: Finished) {
+        let end = SystemTime::now().max(span.start);
+        let (parent_span_id, parent_span_is_remote) =
+            span.parent.unwrap_or((SpanId::INVALID, false));
+        let mut links = SpanLinks::default();
+        links.links = span.links;
+        self.record(SpanData {
+            span_context: span.context,
+            parent_span_id,
+            parent_span_is_remote,
+            span_kind: span.kind,
+            name: span.name,
+            start_time: span.start,
+            end_time: end,
+            attributes: span.attributes,
+            dropped_attributes_count: 0,
+            events: SpanEvents::default(),
+            links,
+            status: span.status,
+            instrumentation_scope: self.scope(),
+        });
+    }
+
     /// A fresh context in `parent`'s trace (or a new trace), sampled as the
     /// sampler says.
     fn fresh(&self, parent: Option<&SpanContext>) -> SpanContext {
-        let trace_id = parent.map_or_else(TraceId::random, |p| p.trace_id);
-        SpanContext {
+        let trace_id = parent.map_or_else(|| self.random_trace_id(), SpanContext::trace_id);
+        context(
             trace_id,
-            span_id: SpanId::random(),
-            flags: u8::from(self.sampler().sampled(parent, trace_id)),
-        }
+            self.random_span_id(),
+            self.sampled(parent, trace_id),
+        )
     }
 
     /// The creation context of task `id` submitted under `traceparent`:
     /// the context of its submit span, parent of every attempt.
     pub fn creation_context(&self, id: TaskId, traceparent: Option<&str>) -> SpanContext {
         let parent = parent_of(traceparent);
-        let trace_id = parent.map_or_else(|| derived_trace(id), |p| p.trace_id);
-        SpanContext {
+        let trace_id = parent
+            .as_ref()
+            .map_or_else(|| derived_trace(id), SpanContext::trace_id);
+        context(
             trace_id,
-            span_id: derived_span(id, Derived::Create),
-            flags: u8::from(self.sampler().sampled(parent.as_ref(), trace_id)),
-        }
+            derived_span(id, Derived::Create),
+            self.sampled(parent.as_ref(), trace_id),
+        )
     }
 
     /// The context of attempt `attempt_no` of `envelope`'s task.
     pub fn attempt_context(&self, envelope: &Envelope, attempt_no: u32) -> SpanContext {
         let creation = self.creation_context(envelope.id, traceparent(envelope));
-        SpanContext {
-            span_id: derived_span(envelope.id, Derived::Attempt(attempt_no)),
-            ..creation
-        }
+        with_span(
+            &creation,
+            derived_span(envelope.id, Derived::Attempt(attempt_no)),
+        )
     }
 
     /// Records a submit's PRODUCER span, started at `started` and ending now.
@@ -158,13 +218,13 @@ impl Tracer {
         let mut status = Status::Unset;
         let context = match outcome {
             SubmitOutcome::Created(env) => {
-                attributes.push(("messaging.message.id", env.id.to_string().into()));
-                attributes.push(("rdq.handler_ref", env.handler_ref.as_str().into()));
+                attributes.push(KeyValue::new("messaging.message.id", env.id.to_string()));
+                attributes.push(KeyValue::new("rdq.handler_ref", env.handler_ref.clone()));
                 self.creation_context(env.id, traceparent)
             }
             SubmitOutcome::Existing(env) => {
-                attributes.push(("messaging.message.id", env.id.to_string().into()));
-                attributes.push(("rdq.idempotent_replay", true.into()));
+                attributes.push(KeyValue::new("messaging.message.id", env.id.to_string()));
+                attributes.push(KeyValue::new("rdq.idempotent_replay", true));
                 links.push(link(
                     self.creation_context(env.id, self::traceparent(env)),
                     "creation",
@@ -172,18 +232,17 @@ impl Tracer {
                 self.fresh(parent.as_ref())
             }
             SubmitOutcome::Refused(code) => {
-                attributes.push(("error.type", code.into()));
-                status = Status::Error(code.to_owned());
+                attributes.push(KeyValue::new("error.type", code.to_owned()));
+                status = Status::error(code.to_owned());
                 self.fresh(parent.as_ref())
             }
         };
-        self.record(SpanData {
+        self.finish(Finished {
             context,
-            parent: parent.map(|p| p.span_id),
-            name: format!("{op} {queue}"),
+            parent: parent.map(|p| (p.span_id(), true)),
+            name: format!("{op} {queue}").into(),
             kind: SpanKind::Producer,
-            start_ns: unix_nanos(started),
-            end_ns: unix_nanos(SystemTime::now()),
+            start: started,
             attributes,
             links,
             status,
@@ -194,38 +253,37 @@ impl Tracer {
     pub fn record_attempt(&self, attempt: &Attempt<'_>) {
         let id = attempt.task;
         let creation = self.creation_context(id, attempt.traceparent);
-        let context = SpanContext {
-            span_id: derived_span(id, Derived::Attempt(attempt.attempt_no)),
-            ..creation
-        };
+        let context = with_span(
+            &creation,
+            derived_span(id, Derived::Attempt(attempt.attempt_no)),
+        );
         let mut attributes = common(attempt.queue, "process", "process");
-        attributes.push(("messaging.message.id", id.to_string().into()));
-        attributes.push(("rdq.handler_ref", attempt.handler_ref.into()));
-        attributes.push(("rdq.attempt", attempt.attempt_no.into()));
-        attributes.push(("rdq.outcome", attempt.outcome.into()));
+        attributes.push(KeyValue::new("messaging.message.id", id.to_string()));
+        attributes.push(KeyValue::new(
+            "rdq.handler_ref",
+            attempt.handler_ref.to_owned(),
+        ));
+        attributes.push(KeyValue::new("rdq.attempt", i64::from(attempt.attempt_no)));
+        attributes.push(KeyValue::new("rdq.outcome", attempt.outcome.to_owned()));
         let mut status = Status::Unset;
         if let Some(error_type) = attempt.error_type {
-            attributes.push(("error.type", error_type.into()));
-            status = Status::Error(format!("{}: {error_type}", attempt.outcome));
+            attributes.push(KeyValue::new("error.type", error_type.to_owned()));
+            status = Status::error(format!("{}: {error_type}", attempt.outcome));
         }
-        let mut links = vec![link(creation, "creation")];
+        let mut links = vec![link(creation.clone(), "creation")];
         if attempt.attempt_no > 1 {
-            attributes.push(("rdq.retry", true.into()));
+            attributes.push(KeyValue::new("rdq.retry", true));
             links.push(link(
-                SpanContext {
-                    span_id: derived_span(id, Derived::Attempt(1)),
-                    ..creation
-                },
+                with_span(&creation, derived_span(id, Derived::Attempt(1))),
                 "first_attempt",
             ));
         }
-        self.record(SpanData {
+        self.finish(Finished {
             context,
-            parent: Some(creation.span_id),
-            name: format!("process {}", attempt.queue),
+            parent: Some((creation.span_id(), false)),
+            name: format!("process {}", attempt.queue).into(),
             kind: SpanKind::Consumer,
-            start_ns: ms_to_nanos(attempt.started_ms),
-            end_ns: unix_nanos(SystemTime::now()),
+            start: from_unix_ms(attempt.started_ms),
             attributes,
             links,
             status,
@@ -237,20 +295,32 @@ impl Tracer {
     pub fn start_dispatch(&self, envelope: &Envelope, attempt_no: u32) -> Dispatch {
         let attempt = self.attempt_context(envelope, attempt_no);
         Dispatch {
-            context: SpanContext {
-                span_id: derived_span(envelope.id, Derived::Dispatch(attempt_no)),
-                ..attempt
-            },
-            parent: attempt.span_id,
+            trace_id: attempt.trace_id(),
+            span_id: derived_span(envelope.id, Derived::Dispatch(attempt_no)),
+            flags: attempt.trace_flags(),
+            parent: attempt.span_id(),
             started: SystemTime::now(),
         }
     }
 }
 
+/// `context` with another span id (same trace, same flags).
+fn with_span(context: &SpanContext, span_id: SpanId) -> SpanContext {
+    SpanContext::new(
+        context.trace_id(),
+        span_id,
+        context.trace_flags(),
+        false,
+        TraceState::default(),
+    )
+}
+
 /// A callback request in progress (see [`Tracer::start_dispatch`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Dispatch {
-    context: SpanContext,
+    trace_id: TraceId,
+    span_id: SpanId,
+    flags: TraceFlags,
     parent: SpanId,
     started: SystemTime,
 }
@@ -289,58 +359,63 @@ pub struct DispatchResult<'a> {
 impl Dispatch {
     /// The `traceparent` value the target receives.
     pub fn traceparent(&self) -> String {
-        self.context.traceparent()
+        crate::context::traceparent(&self.context())
     }
 
     /// This request's context.
     pub fn context(&self) -> SpanContext {
-        self.context
+        SpanContext::new(
+            self.trace_id,
+            self.span_id,
+            self.flags,
+            false,
+            TraceState::default(),
+        )
     }
 
     /// Records the CLIENT span, ending now.
     pub fn finish(self, tracer: &Tracer, envelope: &Envelope, result: &DispatchResult<'_>) {
-        let (name, status_key, mut attributes): (&str, &str, Vec<Attribute>) = match result.protocol
-        {
-            CallProtocol::Http => (
-                "POST",
-                "http.response.status_code",
-                vec![("http.request.method", "POST".into())],
-            ),
-            CallProtocol::Grpc => (
-                "rdq.v1.Handler/Handle",
-                "rpc.grpc.status_code",
-                vec![
-                    ("rpc.system", "grpc".into()),
-                    ("rpc.service", "rdq.v1.Handler".into()),
-                    ("rpc.method", "Handle".into()),
-                ],
-            ),
-        };
+        let (name, status_key, mut attributes): (&'static str, &'static str, Vec<KeyValue>) =
+            match result.protocol {
+                CallProtocol::Http => (
+                    "POST",
+                    "http.response.status_code",
+                    vec![KeyValue::new("http.request.method", "POST")],
+                ),
+                CallProtocol::Grpc => (
+                    "rdq.v1.Handler/Handle",
+                    "rpc.grpc.status_code",
+                    vec![
+                        KeyValue::new("rpc.system", "grpc"),
+                        KeyValue::new("rpc.service", "rdq.v1.Handler"),
+                        KeyValue::new("rpc.method", "Handle"),
+                    ],
+                ),
+            };
         attributes.extend([
-            ("server.address", result.host.into()),
-            ("url.full", result.url.into()),
-            ("messaging.system", MESSAGING_SYSTEM.into()),
-            ("messaging.destination.name", envelope.queue.as_str().into()),
-            ("messaging.message.id", envelope.id.to_string().into()),
+            KeyValue::new("server.address", result.host.to_owned()),
+            KeyValue::new("url.full", result.url.to_owned()),
+            KeyValue::new("messaging.system", MESSAGING_SYSTEM),
+            KeyValue::new("messaging.destination.name", envelope.queue.clone()),
+            KeyValue::new("messaging.message.id", envelope.id.to_string()),
         ]);
         if let Some(port) = result.port {
-            attributes.push(("server.port", i64::from(port).into()));
+            attributes.push(KeyValue::new("server.port", i64::from(port)));
         }
         if let Some(code) = result.status_code {
-            attributes.push((status_key, i64::from(code).into()));
+            attributes.push(KeyValue::new(status_key, i64::from(code)));
         }
         let mut status = Status::Unset;
         if let Some(error_type) = result.error_type {
-            attributes.push(("error.type", error_type.into()));
-            status = Status::Error(error_type.to_owned());
+            attributes.push(KeyValue::new("error.type", error_type.to_owned()));
+            status = Status::error(error_type.to_owned());
         }
-        tracer.record(SpanData {
-            context: self.context,
-            parent: Some(self.parent),
-            name: name.into(),
+        tracer.finish(Finished {
+            context: self.context(),
+            parent: Some((self.parent, false)),
+            name: Cow::Borrowed(name),
             kind: SpanKind::Client,
-            start_ns: unix_nanos(self.started),
-            end_ns: unix_nanos(SystemTime::now()),
+            start: self.started,
             attributes,
             links: Vec::new(),
             status,

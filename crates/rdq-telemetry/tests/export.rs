@@ -1,135 +1,183 @@
-//! The exporter against a real OTLP/HTTP receiver on loopback: batches
-//! arrive as OTLP JSON, a full queue drops and counts instead of waiting,
-//! unsampled spans are not sent, and a failing collector is counted.
+//! The tracer against a real OTLP receiver on loopback (`collector`): spans
+//! arrive over OTLP/HTTP (protobuf) and over OTLP/gRPC with their names,
+//! kinds, attributes, parents and links; recording never waits, even with
+//! no collector; a refusing collector is counted; unsampled traces are not
+//! sent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+mod collector;
 
-use axum::body::Bytes;
-use axum::http::StatusCode;
-use rdq_envelope::TaskId;
+use std::time::{Duration, Instant, SystemTime};
+
+use collector::{Collector, Transport, attr, of_kind, str_attr};
+use rdq_envelope::{Envelope, TaskId, Timestamp};
 use rdq_telemetry::config::{RootSampler, Sampler};
-use rdq_telemetry::span::{SpanData, SpanKind, Status};
-use rdq_telemetry::{
-    SendOperation, SpanContext, SpanId, SubmitOutcome, TelemetryConfig, TraceId, Tracer,
-};
-use serde_json::Value;
+use rdq_telemetry::{Attempt, Protocol, SendOperation, SubmitOutcome, TelemetryConfig, Tracer};
 
-struct Collector {
-    url: String,
-    bodies: Arc<Mutex<Vec<Value>>>,
-}
+const SUBMITTER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
-async fn collector(status: StatusCode) -> Collector {
-    let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let b = Arc::clone(&bodies);
-    let app = axum::Router::new().route(
-        "/v1/traces",
-        axum::routing::post(move |body: Bytes| {
-            let b = Arc::clone(&b);
-            async move {
-                b.lock()
-                    .unwrap()
-                    .push(serde_json::from_slice(&body).unwrap());
-                (status, "{}")
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Collector {
-        url: format!("http://{addr}/v1/traces"),
-        bodies,
-    }
-}
-
-fn config(url: &str, max_queue: usize) -> TelemetryConfig {
+fn config(endpoint: &str, protocol: Protocol) -> TelemetryConfig {
+    let endpoint = match protocol {
+        Protocol::Grpc => endpoint.to_owned(),
+        Protocol::HttpProtobuf => format!("{endpoint}/v1/traces"),
+    };
     TelemetryConfig {
-        traces_url: url.to_owned(),
-        service_name: "export-test".into(),
-        resource: vec![("deployment.environment".into(), "test".into())],
-        headers: vec![("x-api-key".into(), "k".into())],
+        endpoint,
+        protocol,
+        service_name: Some("export-test".into()),
         sampler: Sampler::ParentBased(RootSampler::AlwaysOn),
-        max_queue,
-        max_batch: 512,
-        schedule_delay: Duration::from_secs(3600),
-        export_timeout: Duration::from_secs(10),
     }
 }
 
-fn span(flags: u8) -> SpanData {
-    SpanData {
-        context: SpanContext {
-            trace_id: TraceId::random(),
-            span_id: SpanId::random(),
-            flags,
-        },
-        parent: None,
-        name: "x".into(),
-        kind: SpanKind::Internal,
-        start_ns: 1,
-        end_ns: 2,
-        attributes: Vec::new(),
-        links: Vec::new(),
-        status: Status::Unset,
+fn envelope(traceparent: Option<&str>) -> Envelope {
+    let mut env = Envelope::new("q", "h", b"", "application/octet-stream", Timestamp::now());
+    env.id = TaskId::generate();
+    if let Some(tp) = traceparent {
+        env.headers.insert("traceparent".into(), tp.into());
+    }
+    env
+}
+
+/// A submit under the submitter's context, a failed first attempt and a
+/// successful retry.
+fn record_a_task(tracer: &Tracer, env: &Envelope) {
+    tracer.record_submit(
+        "q",
+        SendOperation::Send,
+        SystemTime::now(),
+        Some(SUBMITTER),
+        SubmitOutcome::Created(env),
+    );
+    for (n, outcome, error_type) in [
+        (1, "RETRYABLE_FAILURE", Some("smtp.Timeout")),
+        (2, "SUCCESS", None),
+    ] {
+        tracer.record_attempt(&Attempt {
+            task: env.id,
+            queue: "q",
+            handler_ref: "h",
+            traceparent: Some(SUBMITTER),
+            attempt_no: n,
+            started_ms: Timestamp::now().unix_ms() - 5,
+            outcome,
+            error_type,
+        });
     }
 }
 
-fn spans_in(bodies: &[Value]) -> Vec<Value> {
-    bodies
-        .iter()
-        .flat_map(|b| {
-            b["resourceSpans"][0]["scopeSpans"][0]["spans"]
-                .as_array()
-                .unwrap()
-                .clone()
-        })
-        .collect()
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn a_full_queue_drops_and_counts_without_waiting() {
-    let c = collector(StatusCode::OK).await;
-    let tracer = Tracer::start(config(&c.url, 4)).unwrap();
-    // The exporter task cannot run until this task yields: exactly four fit.
-    for _ in 0..100 {
-        tracer.record(span(1));
-    }
-    tracer.record(span(0)); // unsampled: ignored, not dropped
-    assert_eq!(tracer.dropped(), 96);
+async fn spans_arrive_over(protocol: Protocol, transport: Transport) {
+    let c = Collector::start().await;
+    let tracer = Tracer::start(config(&c.endpoint, protocol)).unwrap();
+    let env = envelope(Some(SUBMITTER));
+    record_a_task(&tracer, &env);
     tracer.flush(Duration::from_secs(10)).await;
-    assert_eq!(tracer.exported(), 4);
-    let bodies = c.bodies.lock().unwrap().clone();
-    assert_eq!(spans_in(&bodies).len(), 4);
-    let resource = &bodies[0]["resourceSpans"][0]["resource"]["attributes"];
-    let keys: Vec<&str> = resource
+    assert_eq!(tracer.exported(), 3);
+    let received = c.received();
+    assert!(!received.is_empty());
+    for r in &received {
+        assert_eq!(r.transport, transport);
+        if transport == Transport::Http {
+            assert_eq!(r.content_type, "application/x-protobuf");
+        }
+        let scope = &r.body["resourceSpans"][0]["scopeSpans"][0]["scope"];
+        assert_eq!(scope["name"], "rdq");
+    }
+    let spans = c.spans();
+    assert!(spans.iter().all(|(svc, _)| svc == "export-test"));
+    let spans = c.spans_of(&env.id.to_string());
+    assert_eq!(spans.len(), 3, "{spans:#?}");
+
+    let submit = of_kind(&spans, 4);
+    assert_eq!(submit["name"], "send q");
+    assert_eq!(submit["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(submit["parentSpanId"], "00f067aa0ba902b7");
+    assert_eq!(submit["flags"].as_u64().unwrap() & 0x1, 1, "sampled");
+    assert_eq!(str_attr(submit, "messaging.system"), Some("rdq"));
+    assert_eq!(str_attr(submit, "messaging.operation.type"), Some("send"));
+    assert_eq!(str_attr(submit, "messaging.operation.name"), Some("send"));
+    assert_eq!(str_attr(submit, "messaging.destination.name"), Some("q"));
+    assert_eq!(str_attr(submit, "rdq.handler_ref"), Some("h"));
+    let creation = tracer.creation_context(env.id, Some(SUBMITTER));
+    assert_eq!(submit["spanId"], creation.span_id().to_string());
+
+    let mut attempts: Vec<&serde_json::Value> = spans.iter().filter(|s| s["kind"] == 5).collect();
+    attempts.sort_by_key(|s| {
+        attr(s, "rdq.attempt").unwrap()["intValue"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    });
+    let (first, retry) = (attempts[0], attempts[1]);
+    for (span, n) in [(first, 1), (retry, 2)] {
+        assert_eq!(span["name"], "process q");
+        assert_eq!(span["traceId"], submit["traceId"]);
+        assert_eq!(span["parentSpanId"], submit["spanId"]);
+        assert_eq!(
+            span["spanId"],
+            tracer.attempt_context(&env, n).span_id().to_string()
+        );
+        assert_eq!(str_attr(span, "messaging.operation.type"), Some("process"));
+        let start: u128 = span["startTimeUnixNano"].as_str().unwrap().parse().unwrap();
+        let end: u128 = span["endTimeUnixNano"].as_str().unwrap().parse().unwrap();
+        assert!(start > 0 && end >= start + 1_000_000, "{start} {end}");
+        assert!(span["links"].as_array().unwrap().iter().any(|l| {
+            l["spanId"] == submit["spanId"] && str_attr(l, "rdq.link") == Some("creation")
+        }));
+    }
+    assert_eq!(str_attr(first, "error.type"), Some("smtp.Timeout"));
+    assert_eq!(first["status"]["code"], 2);
+    assert_eq!(
+        first["status"]["message"],
+        "RETRYABLE_FAILURE: smtp.Timeout"
+    );
+    assert_eq!(retry["status"]["code"], 0);
+    assert_eq!(attr(retry, "rdq.retry").unwrap()["boolValue"], true);
+    let to_first = retry["links"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|a| a["key"].as_str().unwrap())
-        .collect();
-    assert!(keys.contains(&"service.name") && keys.contains(&"deployment.environment"));
-    assert_eq!(resource[0]["value"]["stringValue"], "export-test");
+        .find(|l| str_attr(l, "rdq.link") == Some("first_attempt"))
+        .unwrap();
+    assert_eq!(to_first["spanId"], first["spanId"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_collector_is_counted_and_later_spans_still_go_out() {
-    let c = collector(StatusCode::INTERNAL_SERVER_ERROR).await;
-    let tracer = Tracer::start(config(&c.url, 64)).unwrap();
-    tracer.record(span(1));
-    tracer.record(span(1));
+async fn spans_arrive_over_http_protobuf() {
+    spans_arrive_over(Protocol::HttpProtobuf, Transport::Http).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_arrive_over_grpc() {
+    spans_arrive_over(Protocol::Grpc, Transport::Grpc).await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_grpc_export_completes_on_a_single_threaded_runtime() {
+    // The flush blocks a thread of its own, not the runtime the gRPC
+    // connection lives on.
+    let c = Collector::start().await;
+    let tracer = Tracer::start(config(&c.endpoint, Protocol::Grpc)).unwrap();
+    record_a_task(&tracer, &envelope(Some(SUBMITTER)));
     tracer.flush(Duration::from_secs(10)).await;
-    assert_eq!(tracer.failed(), 2);
-    assert_eq!(tracer.exported(), 0);
-    tracer.record(span(1));
-    tracer.flush(Duration::from_secs(10)).await;
-    assert_eq!(tracer.failed(), 3);
-    assert_eq!(c.bodies.lock().unwrap().len(), 2, "one request per flush");
+    assert_eq!(tracer.exported(), 3);
+    assert_eq!(c.spans().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusing_collector_is_counted_and_later_spans_still_go_out() {
+    for protocol in [Protocol::HttpProtobuf, Protocol::Grpc] {
+        let c = Collector::refusing().await;
+        let tracer = Tracer::start(config(&c.endpoint, protocol)).unwrap();
+        record_a_task(&tracer, &envelope(None));
+        tracer.flush(Duration::from_secs(10)).await;
+        assert_eq!(tracer.failed(), 3, "{protocol}");
+        assert_eq!(tracer.exported(), 0);
+        record_a_task(&tracer, &envelope(None));
+        tracer.flush(Duration::from_secs(10)).await;
+        assert_eq!(tracer.failed(), 6, "{protocol}");
+        assert_eq!(c.received().len(), 2, "one request per flush ({protocol})");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,44 +186,103 @@ async fn an_unreachable_collector_never_blocks_recording() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let tracer = Tracer::start(config(&format!("http://127.0.0.1:{port}/v1/traces"), 8)).unwrap();
-    for _ in 0..8 {
-        tracer.record(span(1));
+    let tracer = Tracer::start(config(
+        &format!("http://127.0.0.1:{port}"),
+        Protocol::HttpProtobuf,
+    ))
+    .unwrap();
+    let env = envelope(None);
+    let began = Instant::now();
+    // Far more than the queue holds (2048): the rest are dropped, not waited for.
+    for _ in 0..10_000 {
+        record_a_task(&tracer, &env);
     }
-    tracer.flush(Duration::from_secs(10)).await;
-    assert_eq!(tracer.failed(), 8);
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+    tracer.flush(Duration::from_secs(20)).await;
+    assert!(tracer.failed() > 0);
+    assert_eq!(tracer.exported(), 0);
 }
 
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submit_without_trace_context_starts_the_trace_its_attempts_join() {
-    let c = collector(StatusCode::OK).await;
-    let tracer = Tracer::start(config(&c.url, 64)).unwrap();
-    let mut env = rdq_envelope::Envelope::new(
-        "q",
-        "h",
-        b"",
-        "application/octet-stream",
-        rdq_envelope::Timestamp::now(),
-    );
-    env.id = TaskId::generate();
+    let c = Collector::start().await;
+    let tracer = Tracer::start(config(&c.endpoint, Protocol::HttpProtobuf)).unwrap();
+    let env = envelope(None);
     tracer.record_submit(
         "q",
-        SendOperation::Send,
-        std::time::SystemTime::now(),
+        SendOperation::Create,
+        SystemTime::now(),
         None,
         SubmitOutcome::Created(&env),
     );
     let creation = tracer.creation_context(env.id, None);
     let attempt = tracer.attempt_context(&env, 1);
-    assert_eq!(attempt.trace_id, creation.trace_id);
-    assert_ne!(attempt.span_id, creation.span_id);
+    assert_eq!(attempt.trace_id(), creation.trace_id());
+    assert_ne!(attempt.span_id(), creation.span_id());
+    // Another process names the same ids.
+    let other = Tracer::start(config(&c.endpoint, Protocol::HttpProtobuf)).unwrap();
+    assert_eq!(other.creation_context(env.id, None), creation);
     tracer.flush(Duration::from_secs(10)).await;
-    let spans = spans_in(&c.bodies.lock().unwrap());
+    let spans = c.spans_of(&env.id.to_string());
     assert_eq!(spans.len(), 1);
-    assert_eq!(spans[0]["traceId"], creation.trace_id.to_string());
-    assert_eq!(spans[0]["spanId"], creation.span_id.to_string());
+    assert_eq!(spans[0]["name"], "create q");
+    assert_eq!(
+        str_attr(&spans[0], "messaging.operation.type"),
+        Some("create")
+    );
+    assert_eq!(spans[0]["traceId"], creation.trace_id().to_string());
+    assert_eq!(spans[0]["spanId"], creation.span_id().to_string());
     assert!(spans[0].get("parentSpanId").is_none());
-    // An unsampled submitter: nothing of the task is recorded.
-    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
-    assert!(!tracer.creation_context(env.id, Some(tp)).is_sampled());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsampled_submitter_keeps_the_whole_task_out_of_the_export() {
+    let c = Collector::start().await;
+    let tracer = Tracer::start(config(&c.endpoint, Protocol::HttpProtobuf)).unwrap();
+    let unsampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+    let env = envelope(Some(unsampled));
+    assert!(
+        !tracer
+            .creation_context(env.id, Some(unsampled))
+            .is_sampled()
+    );
+    tracer.record_submit(
+        "q",
+        SendOperation::Send,
+        SystemTime::now(),
+        Some(unsampled),
+        SubmitOutcome::Created(&env),
+    );
+    tracer.record_attempt(&Attempt {
+        task: env.id,
+        queue: "q",
+        handler_ref: "h",
+        traceparent: Some(unsampled),
+        attempt_no: 1,
+        started_ms: Timestamp::now().unix_ms(),
+        outcome: "SUCCESS",
+        error_type: None,
+    });
+    let dispatch = tracer.start_dispatch(&env, 1);
+    assert!(
+        dispatch.traceparent().ends_with("-00"),
+        "{}",
+        dispatch.traceparent()
+    );
+    // A sampled task beside it still goes out.
+    let sampled = envelope(None);
+    tracer.record_submit(
+        "q",
+        SendOperation::Send,
+        SystemTime::now(),
+        None,
+        SubmitOutcome::Created(&sampled),
+    );
+    tracer.flush(Duration::from_secs(10)).await;
+    assert!(c.spans_of(&env.id.to_string()).is_empty());
+    assert_eq!(c.spans_of(&sampled.id.to_string()).len(), 1);
 }
