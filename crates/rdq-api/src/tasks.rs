@@ -10,10 +10,7 @@ use crate::RawEnvelope;
 use crate::schema::{Envelope, HandlerRef, QueueName};
 
 /// The body of `POST /v1/tasks`: the client subset of the envelope plus
-/// scheduling options.
-///
-/// Its schema (`SubmitRequest`) also says that `payload` and
-/// `payload_json` exclude each other, which the server checks in code.
+/// scheduling options. `payload` and `payload_json` exclude each other.
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = SubmitRequest)]

@@ -7,7 +7,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rdq_app::Scope;
 use serde::Serialize;
-use utoipa::ToSchema;
+use utoipa::{OpenApi, ToSchema};
 
 use super::openapi::Problem503;
 use super::{AppState, json_response, openapi};
@@ -88,5 +88,5 @@ pub async fn metrics(State(state): State<AppState>, parts: Parts) -> Result<Resp
 )]
 /// `GET /openapi.json`: the API's OpenAPI 3 document.
 pub async fn openapi() -> Response {
-    json_response(StatusCode::OK, &openapi::document())
+    json_response(StatusCode::OK, &openapi::ApiDoc::openapi())
 }

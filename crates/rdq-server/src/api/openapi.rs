@@ -29,10 +29,10 @@ use serde_json::{Value, json};
 use utoipa::openapi::extensions::Extensions;
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::schema::{Object, Type};
+use utoipa::openapi::schema::{KnownFormat, Object, SchemaFormat, Type};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::openapi::{Content, Ref, RefOr, Required, Response, ResponseBuilder, Schema};
-use utoipa::{IntoParams, Modify, OpenApi, ToResponse, ToSchema};
+use utoipa::{IntoParams, Modify, Number, OpenApi, ToResponse, ToSchema};
 
 use super::{dead, health, insights, queues, tasks, workers};
 
@@ -51,20 +51,20 @@ use super::{dead, health, insights, queues, tasks, workers};
         tasks::submit_batch,
         tasks::get,
         tasks::delete,
+        workers::claim,
         workers::settle,
-        workers::extend_lease,
         workers::settle_batch,
+        workers::extend_lease,
         queues::list,
         queues::capabilities,
         queues::get_config,
         queues::put_config,
-        workers::claim,
         dead::list,
-        dead::purge,
+        dead::get,
         dead::redrive,
         dead::export,
-        dead::get,
         dead::import,
+        dead::purge,
         insights::whoami,
         insights::overview,
         insights::breakdown,
@@ -74,6 +74,8 @@ use super::{dead, health, insights, queues, tasks, workers};
         health::metrics,
         health::openapi,
     ),
+    // What utoipa does not collect by itself: the schemas that only
+    // responses, parameters and hand-written schemas refer to.
     components(
         schemas(rdq_api::Problem, SettleBatchItem, QueueNameItem, TaskId, QueueName, Glob),
         responses(
@@ -81,13 +83,19 @@ use super::{dead, health, insights, queues, tasks, workers};
             Problem501, Problem503, UriTooLong
         )
     ),
-    modifiers(&SharedResponses, &BearerAuth, &ExclusivePayloads, &OptionalImportBody)
+    modifiers(
+        &SharedResponses,
+        &BearerAuth,
+        &ExclusivePayloads,
+        &OptionalImportBody,
+        &Unsigned64
+    )
 )]
 pub struct ApiDoc;
 
-/// The whole document, as served.
-pub fn document() -> Value {
-    serde_json::to_value(ApiDoc::openapi()).unwrap_or(Value::Null)
+/// The whole document as a JSON value, as `/openapi.json` serves it.
+pub fn document() -> Result<Value, serde_json::Error> {
+    serde_json::to_value(ApiDoc::openapi())
 }
 
 /// The `{id}` path parameter.
@@ -236,6 +244,10 @@ impl Modify for SharedResponses {
                 &mut item.put,
                 &mut item.post,
                 &mut item.delete,
+                &mut item.options,
+                &mut item.head,
+                &mut item.patch,
+                &mut item.trace,
             ]
             .into_iter()
             .flatten()
@@ -320,5 +332,41 @@ impl Modify for OptionalImportBody {
         {
             body.required = Some(Required::False);
         }
+    }
+}
+
+/// utoipa writes a `u64` as `format: int64`, whose range is half of it,
+/// and generators read the format as a bound: `lease_ms` of 2^63 would be
+/// called invalid though the server takes it. A property that is an
+/// unsigned 64-bit integer (`int64` with a `minimum` of 0 or more) says
+/// `uint64`.
+struct Unsigned64;
+
+impl Modify for Unsigned64 {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let Some(components) = openapi.components.as_mut() else {
+            return;
+        };
+        for schema in components.schemas.values_mut() {
+            let RefOr::T(Schema::Object(object)) = schema else {
+                continue;
+            };
+            for property in object.properties.values_mut() {
+                if let RefOr::T(Schema::Object(field)) = property
+                    && field.format == Some(SchemaFormat::KnownFormat(KnownFormat::Int64))
+                    && field.minimum.as_ref().is_some_and(is_non_negative)
+                {
+                    field.format = Some(SchemaFormat::Custom("uint64".to_owned()));
+                }
+            }
+        }
+    }
+}
+
+fn is_non_negative(n: &Number) -> bool {
+    match n {
+        Number::Int(i) => *i >= 0,
+        Number::UInt(_) => true,
+        Number::Float(f) => *f >= 0.0,
     }
 }
