@@ -1,12 +1,15 @@
 //! `/v1/queues/{queue}/dead`: the dead-letter queue.
 
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::RawEnvelope;
+use crate::schema::{Envelope, Glob, QueueName, TaskId};
 
 /// Query of `GET …/dead`.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct PageQuery {
     /// Page size, 1–1000 (default 50).
     #[serde(
@@ -14,36 +17,48 @@ pub struct PageQuery {
         deserialize_with = "crate::int::query_option_usize",
         skip_serializing_if = "Option::is_none"
     )]
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
     /// `next_cursor` of the previous page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(value_type = Option<TaskId>)]
     pub cursor: Option<String>,
     /// Glob on the latest error's type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(value_type = Option<Glob>)]
     pub error_type: Option<String>,
 }
 
 /// A page of dead tasks.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = DeadPage)]
 pub struct DlqPage {
     /// The envelopes, newest first.
+    #[schema(value_type = Vec<Envelope>)]
     pub items: Vec<RawEnvelope>,
     /// Pass as `cursor` for the next page; `null` on the last.
+    #[schema(value_type = Option<TaskId>, required = true)]
     pub next_cursor: Option<String>,
 }
 
 /// Body of `POST …/dead/redrive`; every field optional.
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+///
+/// `{}` redrives every dead task of the queue.
+#[derive(Debug, Default, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = RedriveRequest)]
 pub struct RedriveBody {
     /// Only these tasks.
     #[serde(default)]
+    #[schema(value_type = Option<Vec<TaskId>>)]
     pub ids: Option<Vec<String>>,
     /// Only tasks whose latest error type matches this glob.
     #[serde(default)]
+    #[schema(value_type = Option<Glob>)]
     pub error_type: Option<String>,
     /// At most this many.
     #[serde(default, deserialize_with = "crate::int::option_usize")]
+    #[schema(maximum = 18_446_744_073_709_551_615_u64)]
     pub limit: Option<usize>,
     /// Report, change nothing.
     #[serde(default)]
@@ -51,30 +66,36 @@ pub struct RedriveBody {
 }
 
 /// The answer of a redrive.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = RedriveResponse)]
 pub struct RedriveResult {
     /// The queue.
+    #[schema(value_type = QueueName)]
     pub queue: String,
     /// True when nothing was changed.
     pub dry_run: bool,
     /// How many were (or would be) redriven.
     pub count: usize,
     /// Which.
+    #[schema(value_type = Vec<TaskId>)]
     pub ids: Vec<String>,
 }
 
 /// Query of `GET …/dead/export`.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ExportQuery {
     /// Only tasks whose latest error type matches this glob.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(value_type = Option<Glob>)]
     pub error_type: Option<String>,
 }
 
 /// Query of `POST …/dead/import` and `DELETE …/dead`.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct DryRunQuery {
     /// Check or count, change nothing.
     #[serde(default)]
@@ -82,9 +103,11 @@ pub struct DryRunQuery {
 }
 
 /// A line of an import that cannot be imported.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = ImportLineError)]
 pub struct LineError {
     /// 1-based line number in the file.
+    #[schema(minimum = 1)]
     pub line: usize,
     /// Stable code (`MALFORMED_ENVELOPE`, `INVALID_FIELD`, `TASK_EXISTS`, …).
     pub code: String,
@@ -93,9 +116,11 @@ pub struct LineError {
 }
 
 /// The answer of an import.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = ImportResponse)]
 pub struct ImportResult {
     /// The queue.
+    #[schema(value_type = QueueName)]
     pub queue: String,
     /// True when nothing was stored.
     pub dry_run: bool,
@@ -106,9 +131,11 @@ pub struct ImportResult {
 }
 
 /// The answer of a purge.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = PurgeResponse)]
 pub struct PurgeResult {
     /// The queue.
+    #[schema(value_type = QueueName)]
     pub queue: String,
     /// True when nothing was removed.
     pub dry_run: bool,

@@ -7,6 +7,11 @@
 //! responses travel as raw JSON ([`RawEnvelope`]) so they stay byte for
 //! byte their canonical encoding (`docs/envelope.md`); the client decodes
 //! them with `rdq_envelope::Envelope::decode`.
+//!
+//! The types derive `utoipa::ToSchema` (bodies) and `utoipa::IntoParams`
+//! (query strings): the server's OpenAPI document is generated from them,
+//! with the field rules (`pattern`, bounds) as `#[schema]` attributes.
+//! [`schema`] holds the few schemas written by hand, and says why.
 
 #![forbid(unsafe_code)]
 
@@ -14,6 +19,7 @@ pub mod dlq;
 pub mod int;
 pub mod problem;
 pub mod queues;
+pub mod schema;
 pub mod tasks;
 pub mod work;
 

@@ -4,38 +4,53 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use utoipa::ToSchema;
 
 use crate::RawEnvelope;
+use crate::schema::{Envelope, HandlerRef, QueueName};
 
 /// The body of `POST /v1/tasks`: the client subset of the envelope plus
-/// scheduling options.
-#[derive(Debug, Default, Serialize, Deserialize)]
+/// scheduling options. `payload` and `payload_json` exclude each other.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = SubmitRequest)]
 pub struct SubmitBody {
-    /// Target queue, `[a-z0-9._-]{1,240}`.
+    /// Target queue.
+    #[schema(value_type = QueueName)]
     pub queue: String,
-    /// Handler name, `[a-z0-9._-]{1,240}`.
+    /// Handler name.
+    #[schema(value_type = HandlerRef)]
     pub handler_ref: String,
-    /// Optional handler version.
+    /// Handler version; 1 to 255 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 255)]
     pub handler_version: Option<String>,
-    /// The payload as standard base64 (padding optional).
+    /// Opaque bytes as standard base64 (padding optional); not with
+    /// `payload_json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Standard base64, padding optional, no stray trailing bits.
+    #[schema(
+        pattern = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw](?:==)?|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=?)?$",
+        content_encoding = "base64"
+    )]
     pub payload: Option<String>,
-    /// The payload as JSON, stored exactly as sent (`null` included: a
-    /// JSON `null` payload, not an absent one).
+    /// Inline JSON payload, stored exactly as sent (`null` is a JSON null
+    /// payload, not an absent one); not with `payload`.
     #[serde(
         default,
         deserialize_with = "present_raw",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(value_type = serde_json::Value)]
     pub payload_json: Option<Box<RawValue>>,
-    /// MIME type; defaults to `application/json` with `payload_json`,
-    /// `application/octet-stream` otherwise.
+    /// MIME type; default `application/json` with `payload_json`,
+    /// `application/octet-stream` otherwise; 1 to 255 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 255)]
     pub payload_content_type: Option<String>,
-    /// User headers (the `rdq.` prefix is reserved).
+    /// User headers (the `rdq.` prefix is reserved, in any case).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(schema_with = crate::schema::user_headers)]
     pub headers: BTreeMap<String, String>,
     /// Due this long after now.
     #[serde(
@@ -43,6 +58,7 @@ pub struct SubmitBody {
         deserialize_with = "crate::int::u64",
         skip_serializing_if = "is_zero"
     )]
+    #[schema(maximum = 18_446_744_073_709_551_615_u64)]
     pub delay_ms: u64,
     /// Claim priority, 0–255 (higher first).
     #[serde(
@@ -50,9 +66,12 @@ pub struct SubmitBody {
         deserialize_with = "crate::int::u8",
         skip_serializing_if = "is_zero_u8"
     )]
+    #[schema(maximum = 255)]
     pub priority: u8,
-    /// Makes a repeated submit to the same queue return the original task.
+    /// A repeated key on the same queue returns the original task; 1 to
+    /// 255 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 255)]
     pub idempotency_key: Option<String>,
 }
 
@@ -72,20 +91,23 @@ fn is_zero_u8(n: &u8) -> bool {
 
 /// The body of `POST /v1/tasks/batch`: up to 1000 submits, stored in one
 /// store call where the store can.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = SubmitBatchRequest)]
 pub struct SubmitBatchBody {
     /// The submits, each as `POST /v1/tasks` takes it.
+    #[schema(schema_with = crate::schema::submit_items)]
     pub tasks: Vec<serde_json::Value>,
 }
 
 /// One result of a batch submit, in request order.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SubmitItemResult {
     /// 201 created, 200 an idempotent repeat, else the error's status.
     pub status: u16,
     /// The stored envelope (created or original).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Envelope)]
     pub envelope: Option<RawEnvelope>,
     /// The stable error code, when the item was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -96,7 +118,7 @@ pub struct SubmitItemResult {
 }
 
 /// The answer of `POST /v1/tasks/batch`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SubmitBatchResponse {
     /// One result per submitted item, in order.
     pub results: Vec<SubmitItemResult>,

@@ -2,15 +2,19 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use crate::RawEnvelope;
+use crate::schema::{Envelope, LeaseToken, TaskId};
 
 /// Body of `POST /v1/queues/{queue}/claim`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = ClaimRequest)]
 pub struct ClaimBody {
     /// Most tasks to take, 0–1000.
     #[serde(deserialize_with = "crate::int::usize")]
+    #[schema(maximum = 1000)]
     pub max: usize,
     /// Lease for these claims; the queue's `lease_ms` when absent.
     #[serde(
@@ -18,29 +22,33 @@ pub struct ClaimBody {
         deserialize_with = "crate::int::option_u64",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schema(minimum = 1, maximum = 18_446_744_073_709_551_615_u64)]
     pub lease_ms: Option<u64>,
 }
 
 /// One claimed task.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ClaimedTask {
     /// The task id.
+    #[schema(value_type = TaskId)]
     pub id: String,
     /// Present this when settling or extending; opaque.
+    #[schema(value_type = LeaseToken)]
     pub lease_token: String,
     /// The task as claimed: IN_FLIGHT, its open attempt last.
+    #[schema(value_type = Envelope)]
     pub envelope: RawEnvelope,
 }
 
 /// The answer of a claim.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ClaimResponse {
     /// The claimed tasks, highest priority first.
     pub tasks: Vec<ClaimedTask>,
 }
 
 /// What a worker reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ReportedOutcome {
     /// The task succeeded.
@@ -59,16 +67,17 @@ pub enum ReportedOutcome {
 }
 
 /// The error of a failed attempt, as a worker reports it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReportedError {
     /// Language-native type name; classification globs match on it.
     #[serde(rename = "type")]
+    #[schema(min_length = 1)]
     pub error_type: String,
     /// What went wrong (cut at 4 KiB).
     #[serde(default)]
     pub message: String,
-    /// Optional structured JSON.
+    /// Optional structured JSON; `null` is absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Value>,
     /// Optional stack (cut at 64 KiB).
@@ -77,7 +86,8 @@ pub struct ReportedError {
 }
 
 /// Body of `POST /v1/tasks/{id}/settle`; one item of `POST /v1/settle`
-/// also names the task `id`.
+/// also names the task `id`. Its schema is written by hand
+/// ([`crate::schema`]): one shape per group of outcomes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SettleBody {
@@ -101,11 +111,13 @@ pub struct SettleBody {
 }
 
 /// Body of `POST /v1/settle`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = SettleBatchRequest)]
 pub struct SettleBatchBody {
     /// The settles, each naming its task `id`. Kept as JSON so a malformed
     /// item is answered in its slot instead of failing the batch.
+    #[schema(schema_with = crate::schema::settle_items)]
     pub settles: Vec<Value>,
     /// `false`: answer each item without its envelope, for a worker that
     /// reads only the statuses (default `true`; `null` is absent).
@@ -114,14 +126,15 @@ pub struct SettleBatchBody {
 }
 
 /// One result of a batch settle, in request order.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SettleItemResult {
-    /// The task id as given.
+    /// The task id as given (empty when the item had none).
     pub id: String,
     /// 200, or the error's status (409 `LEASE_LOST`, 400, …).
     pub status: u16,
     /// The task's new state, on success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Envelope)]
     pub envelope: Option<RawEnvelope>,
     /// The stable error code, on failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -132,19 +145,22 @@ pub struct SettleItemResult {
 }
 
 /// The answer of `POST /v1/settle`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SettleBatchResponse {
     /// One result per item, in order.
     pub results: Vec<SettleItemResult>,
 }
 
 /// Body of `POST /v1/tasks/{id}/lease`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = LeaseRequest)]
 pub struct ExtendBody {
     /// The token from the claim.
+    #[schema(value_type = LeaseToken)]
     pub lease_token: String,
     /// The lease then ends this long from now.
     #[serde(deserialize_with = "crate::int::u64")]
+    #[schema(minimum = 1, maximum = 18_446_744_073_709_551_615_u64)]
     pub extend_ms: u64,
 }

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 const ADMIN: &str = "contract-admin-token-0001";
 
 fn doc() -> Value {
-    rdq_server::api::openapi::document()
+    rdq_server::api::openapi::document().unwrap()
 }
 
 /// Follows `$ref`s inside the document.

@@ -9,15 +9,29 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rdq_api::DEFAULT_PAGE;
-use rdq_api::dlq::{DlqPage, DryRunQuery, ExportQuery, PageQuery, RedriveBody};
+use rdq_api::dlq::{
+    DlqPage, DryRunQuery, ExportQuery, ImportResult, PageQuery, PurgeResult, RedriveBody,
+    RedriveResult,
+};
 use rdq_app::Caller;
 use rdq_app::dlq::{ImportEntry, RedriveFilter};
 use rdq_envelope::{Envelope, TaskId};
 
+use super::openapi::{Problem400, Problem404, Problem409, QueuePath, TaskPath};
 use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
 use crate::problem::ApiError;
 use crate::request::{JsonBody, PathArgs, QueryArgs, read_body};
 
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}/dead", operation_id = "listDead", tag = "dlq",
+    summary = "A page of the queue's dead tasks, newest first (any scope on the queue)",
+    params(QueuePath, PageQuery),
+    responses(
+        (status = 200, description = "The page", body = DlqPage),
+        (status = 400, response = Problem400),
+        (status = 404, response = Problem404),
+    ),
+)]
 /// `GET /v1/queues/{queue}/dead?limit=&cursor=&error_type=`: newest first,
 /// with a cursor that stays stable while tasks come and go.
 pub async fn list(
@@ -46,6 +60,17 @@ pub async fn list(
     ))
 }
 
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/dead/redrive", operation_id = "redriveDead", tag = "dlq",
+    summary = "Send dead tasks back to PENDING (admin; audited)",
+    params(QueuePath),
+    request_body = RedriveBody,
+    responses(
+        (status = 200, description = "How many and which", body = RedriveResult),
+        (status = 404, response = Problem404),
+        (status = 409, response = Problem409),
+    ),
+)]
 /// `POST /v1/queues/{queue}/dead/redrive`: how many and which.
 pub async fn redrive(
     State(state): State<AppState>,
@@ -83,6 +108,16 @@ pub async fn redrive(
     Ok(json_response(StatusCode::OK, &result))
 }
 
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}/dead/{id}", operation_id = "getDead", tag = "dlq",
+    summary = "One dead task of the queue with its attempt history; works on stores that cannot look a task up by id (a broker) by paging the DLQ (any scope on the queue)",
+    params(QueuePath, TaskPath),
+    responses(
+        (status = 200, description = "The dead task", body = rdq_api::schema::Envelope),
+        (status = 400, response = Problem400),
+        (status = 404, response = Problem404),
+    ),
+)]
 /// `GET /v1/queues/{queue}/dead/{id}`: one dead task with its history. Unlike
 /// `GET /v1/tasks/{id}` it works on stores that cannot find a task by id
 /// (a broker), by paging the queue's DLQ.
@@ -96,6 +131,16 @@ pub async fn get(
     Ok(envelope_response(StatusCode::OK, &env))
 }
 
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}/dead/export", operation_id = "exportDead", tag = "dlq",
+    summary = "The queue's dead tasks as JSONL of canonical envelopes, oldest first, streamed (any scope on the queue)",
+    params(QueuePath, ExportQuery),
+    responses(
+        (status = 200, description = "One envelope per line", body = String, content_type = "application/x-ndjson"),
+        (status = 400, response = Problem400),
+        (status = 404, response = Problem404),
+    ),
+)]
 /// `GET /v1/queues/{queue}/dead/export`: JSONL of canonical envelopes,
 /// oldest first, streamed page by page.
 pub async fn export(
@@ -151,6 +196,17 @@ pub async fn export(
     Ok(response)
 }
 
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/dead/import", operation_id = "importDead", tag = "dlq",
+    summary = "Import JSONL of DEAD envelopes of this queue; all or nothing (admin; audited). The body is read whatever its Content-Type; its limit is max_import_bytes",
+    params(QueuePath, DryRunQuery),
+    request_body(content = String, content_type = "application/x-ndjson",
+        description = "One canonical envelope per line (what exportDead writes); a bad line is 400 INVALID_IMPORT listing the bad lines; an empty body imports nothing"),
+    responses(
+        (status = 200, description = "How many were imported", body = ImportResult),
+        (status = 409, response = Problem409),
+    ),
+)]
 /// `POST /v1/queues/{queue}/dead/import`: JSONL of DEAD envelopes of this
 /// queue. All or nothing: one bad line and nothing is imported; the answer
 /// lists the bad lines by number.
@@ -194,6 +250,16 @@ pub fn import_entries(jsonl: &[u8]) -> Vec<ImportEntry> {
         .collect()
 }
 
+#[utoipa::path(
+    delete, path = "/v1/queues/{queue}/dead", operation_id = "purgeDead", tag = "dlq",
+    summary = "Remove every dead task of the queue (admin; audited)",
+    params(QueuePath, DryRunQuery),
+    responses(
+        (status = 200, description = "How many were (or would be) removed", body = PurgeResult),
+        (status = 400, response = Problem400),
+        (status = 404, response = Problem404),
+    ),
+)]
 /// `DELETE /v1/queues/{queue}/dead`: removes every dead task of the queue.
 pub async fn purge(
     State(state): State<AppState>,

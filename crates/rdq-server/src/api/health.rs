@@ -6,25 +6,68 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rdq_app::Scope;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::{OpenApi, ToSchema};
 
+use super::openapi::Problem503;
 use super::{AppState, json_response, openapi};
 use crate::problem::ApiError;
 
-/// `GET /healthz`: the process is up.
-pub async fn healthz() -> Response {
-    json_response(StatusCode::OK, &json!({"status": "ok"}))
+/// The answer of `/healthz` and `/readyz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Status {
+    status: Health,
 }
 
+/// What `/healthz` and `/readyz` say when they answer `200`.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum Health {
+    /// The process is up.
+    Ok,
+    /// The process can serve.
+    Ready,
+}
+
+#[utoipa::path(
+    get, path = "/healthz", operation_id = "healthz", tag = "operations", summary = "Liveness",
+    security(),
+    responses((status = 200, description = "Up", body = Status)),
+)]
+/// `GET /healthz`: the process is up.
+pub async fn healthz() -> Response {
+    json_response(StatusCode::OK, &Status { status: Health::Ok })
+}
+
+#[utoipa::path(
+    get, path = "/readyz", operation_id = "readyz", tag = "operations",
+    summary = "Readiness: the store answers and can write, and the server is not shutting down",
+    security(),
+    responses(
+        (status = 200, description = "Ready", body = Status),
+        (status = 503, response = Problem503),
+    ),
+)]
 /// `GET /readyz`: the server is not shutting down and the store can serve
 /// and write (a check every store answers).
 pub async fn readyz(State(state): State<AppState>) -> Response {
     match state.app().ready().await {
-        Ok(()) => json_response(StatusCode::OK, &json!({"status": "ready"})),
+        Ok(()) => json_response(
+            StatusCode::OK,
+            &Status {
+                status: Health::Ready,
+            },
+        ),
         Err(e) => ApiError::from(e).into_response(),
     }
 }
 
+#[utoipa::path(
+    get, path = "/metrics", operation_id = "metrics", tag = "operations",
+    summary = "Prometheus text exposition (needs an admin token when public_metrics = false)",
+    security((), ("bearerAuth" = [])),
+    responses((status = 200, description = "Metrics", body = String, content_type = "text/plain")),
+)]
 /// `GET /metrics`: the Prometheus text exposition.
 pub async fn metrics(State(state): State<AppState>, parts: Parts) -> Result<Response, ApiError> {
     if !state.public_metrics() {
@@ -38,7 +81,12 @@ pub async fn metrics(State(state): State<AppState>, parts: Parts) -> Result<Resp
     Ok(response)
 }
 
+#[utoipa::path(
+    get, path = "/openapi.json", operation_id = "openapi", tag = "operations", summary = "This document",
+    security(),
+    responses((status = 200, description = "OpenAPI 3.1", body = Object, content_type = "application/json")),
+)]
 /// `GET /openapi.json`: the API's OpenAPI 3 document.
 pub async fn openapi() -> Response {
-    json_response(StatusCode::OK, &openapi::document())
+    json_response(StatusCode::OK, &openapi::ApiDoc::openapi())
 }

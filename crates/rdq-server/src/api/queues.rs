@@ -15,8 +15,10 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use rdq_api::queues::{CapabilityList, QueueList, QueueListQuery};
+use rdq_api::schema::{QueuePolicy, QueuePolicyPatch};
 use rdq_app::Caller;
 
+use super::openapi::{ConfigScope, Problem400, Problem404, QueuePath};
 use super::{AppState, json_response};
 use crate::problem::ApiError;
 use crate::request::{JsonDocument, PathArgs, QueryArgs};
@@ -24,6 +26,16 @@ use crate::request::{JsonDocument, PathArgs, QueryArgs};
 /// Response header saying a policy lives in this process only.
 pub const CONFIG_SCOPE_HEADER: &str = "rdq-config-scope";
 
+#[utoipa::path(
+    get, path = "/v1/queues", operation_id = "listQueues", tag = "queues",
+    summary = "Every queue the caller may see, with counts per status",
+    params(QueueListQuery),
+    responses(
+        (status = 200, description = "The queues", body = QueueList),
+        (status = 400, response = Problem400),
+        (status = 404, response = Problem404),
+    ),
+)]
 /// `GET /v1/queues?names=a,b`: the queues the caller may see, with counts
 /// per status where the store counts tasks, depths where it reports those.
 pub async fn list(
@@ -45,6 +57,11 @@ pub async fn list(
     Ok(json_response(StatusCode::OK, &QueueList { queues }))
 }
 
+#[utoipa::path(
+    get, path = "/v1/capabilities", operation_id = "getCapabilities", tag = "queues",
+    summary = "What the store behind the server can do, by capability",
+    responses((status = 200, description = "The capabilities", body = CapabilityList)),
+)]
 /// `GET /v1/capabilities`: each capability of the store behind the server.
 pub async fn capabilities(State(state): State<AppState>, _caller: Caller) -> Response {
     let capabilities: BTreeMap<String, bool> = state
@@ -65,6 +82,17 @@ fn with_scope(state: &AppState, mut response: Response) -> Response {
     response
 }
 
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}/config", operation_id = "getQueueConfig", tag = "queues",
+    summary = "The queue's live policy, defaults filled in (any scope on the queue; without admin, callback header values and URL secrets read as …)",
+    params(QueuePath),
+    responses(
+        (status = 200, description = "The policy", body = QueuePolicy,
+            headers(("rdq-config-scope" = inline(ConfigScope), description = "`process` on a store whose queue configuration lives in this server process (RabbitMQ); absent otherwise"))),
+        (status = 400, response = Problem400),
+        (status = 404, response = Problem404),
+    ),
+)]
 /// `GET /v1/queues/{queue}/config`: the live policy, defaults filled in.
 pub async fn get_config(
     State(state): State<AppState>,
@@ -75,6 +103,17 @@ pub async fn get_config(
     Ok(with_scope(&state, json_response(StatusCode::OK, &policy)))
 }
 
+#[utoipa::path(
+    put, path = "/v1/queues/{queue}/config", operation_id = "putQueueConfig", tag = "queues",
+    summary = "Change the queue's policy: the fields given replace the current ones (admin; audited)",
+    params(QueuePath),
+    request_body = QueuePolicyPatch,
+    responses(
+        (status = 200, description = "The new policy", body = QueuePolicy,
+            headers(("rdq-config-scope" = inline(ConfigScope), description = "`process` on a store whose queue configuration lives in this server process (RabbitMQ); absent otherwise")),
+            links(("GetQueueConfig" = (operation_id = "getQueueConfig", parameters(("queue" = "$request.path.queue")))))),
+    ),
+)]
 /// `PUT /v1/queues/{queue}/config`: applies a partial policy document.
 pub async fn put_config(
     State(state): State<AppState>,

@@ -8,11 +8,13 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use base64::Engine as _;
 use rdq_api::IDEMPOTENCY_KEY_HEADER;
+use rdq_api::schema::Envelope;
 use rdq_api::tasks::{SubmitBatchBody, SubmitBatchResponse, SubmitBody, SubmitItemResult};
 use rdq_app::submit::SubmitCommand;
 use rdq_app::{AppError, Caller};
 use rdq_engine::Submitted;
 
+use super::openapi::{BatchHeaders, Problem400, Problem404, SubmitHeaders, TaskPath};
 use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
 use crate::problem::{ApiError, item_error};
 use crate::request::{JsonBody, PathArgs};
@@ -102,6 +104,22 @@ fn decode_base64(text: &str) -> Result<Vec<u8>, AppError> {
         .map_err(|e| AppError::invalid_field("payload", format!("is not standard base64: {e}")))
 }
 
+#[utoipa::path(
+    post, path = "/v1/tasks", operation_id = "submitTask", tag = "tasks",
+    summary = "Submit a task",
+    params(SubmitHeaders),
+    request_body = SubmitBody,
+    responses(
+        (status = 201, description = "The new task", body = Envelope,
+            headers(("Location" = String, description = "/v1/tasks/{id} of the new task")),
+            links(
+                ("GetTask" = (operation_id = "getTask", parameters(("id" = "$response.body#/id")))),
+                ("DeleteTask" = (operation_id = "deleteTask", parameters(("id" = "$response.body#/id")))),
+                ("ClaimTasks" = (operation_id = "claimTasks", parameters(("queue" = "$response.body#/queue")))),
+            )),
+        (status = 200, description = "The original task (repeated idempotency key)", body = Envelope),
+    ),
+)]
 /// `POST /v1/tasks`: 201 with the new envelope, or 200 with the original
 /// when the idempotency key was seen before on this queue.
 pub async fn submit(
@@ -124,6 +142,13 @@ pub async fn submit(
     Ok(response)
 }
 
+#[utoipa::path(
+    post, path = "/v1/tasks/batch", operation_id = "submitTasks", tag = "tasks",
+    summary = "Submit up to 1000 tasks in one store call; one result per item, in order",
+    params(BatchHeaders),
+    request_body = SubmitBatchBody,
+    responses((status = 200, description = "One result per item", body = SubmitBatchResponse)),
+)]
 /// `POST /v1/tasks/batch`: up to 1000 submits in one store call; one result
 /// per item, in order (`status` 201, 200 for an idempotent repeat, or the
 /// item's error). Items are independent; a `traceparent` header applies to
@@ -188,6 +213,16 @@ pub async fn submit_batch(
     ))
 }
 
+#[utoipa::path(
+    get, path = "/v1/tasks/{id}", operation_id = "getTask", tag = "tasks",
+    summary = "Read a task: the full envelope with its attempt history",
+    params(TaskPath),
+    responses(
+        (status = 200, description = "The task", body = Envelope),
+        (status = 400, response = Problem400),
+        (status = 404, response = Problem404),
+    ),
+)]
 /// `GET /v1/tasks/{id}`: the full envelope.
 pub async fn get(
     State(state): State<AppState>,
@@ -199,6 +234,16 @@ pub async fn get(
     Ok(envelope_response(StatusCode::OK, &env))
 }
 
+#[utoipa::path(
+    delete, path = "/v1/tasks/{id}", operation_id = "deleteTask", tag = "tasks",
+    summary = "Delete a task, whatever its status (admin; audited)",
+    params(TaskPath),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, response = Problem400),
+        (status = 404, response = Problem404),
+    ),
+)]
 /// `DELETE /v1/tasks/{id}`: removes the task, whatever its status (admin).
 pub async fn delete(
     State(state): State<AppState>,

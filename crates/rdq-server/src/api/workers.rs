@@ -22,10 +22,24 @@ use rdq_app::{AppError, Caller};
 use rdq_envelope::TaskId;
 use serde_json::Value;
 
+use super::openapi::{Problem404, Problem409, QueuePath, TaskPath};
 use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
 use crate::problem::{ApiError, item_error};
 use crate::request::{JsonBody, PathArgs};
 
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/claim", operation_id = "claimTasks", tag = "workers",
+    summary = "Claim up to max due tasks under a lease",
+    params(QueuePath),
+    request_body = ClaimBody,
+    responses((status = 200, description = "The claimed tasks (possibly none)", body = ClaimResponse,
+        links(
+            ("SettleTask" = (operation_id = "settleTask", parameters(("id" = "$response.body#/tasks/0/id")),
+                request_body = json!({"lease_token": "$response.body#/tasks/0/lease_token", "outcome": "SUCCESS"}))),
+            ("ExtendLease" = (operation_id = "extendLease", parameters(("id" = "$response.body#/tasks/0/id")),
+                request_body = json!({"lease_token": "$response.body#/tasks/0/lease_token", "extend_ms": 60000}))),
+        ))),
+)]
 /// `POST /v1/queues/{queue}/claim`: up to `max` due tasks, highest priority first.
 pub async fn claim(
     State(state): State<AppState>,
@@ -81,6 +95,17 @@ fn settle_of(id: TaskId, body: SettleBody) -> Result<Settle, AppError> {
     })
 }
 
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/settle", operation_id = "settleTask", tag = "workers",
+    summary = "Report the outcome of a claimed task",
+    params(TaskPath),
+    request_body = SettleBody,
+    responses(
+        (status = 200, description = "The task after the settle", body = rdq_api::schema::Envelope),
+        (status = 404, response = Problem404),
+        (status = 409, response = Problem409),
+    ),
+)]
 /// `POST /v1/tasks/{id}/settle`: the updated envelope, or 409 `LEASE_LOST`.
 pub async fn settle(
     State(state): State<AppState>,
@@ -99,6 +124,12 @@ pub async fn settle(
     Ok(envelope_response(StatusCode::OK, &settled))
 }
 
+#[utoipa::path(
+    post, path = "/v1/settle", operation_id = "settleBatch", tag = "workers",
+    summary = "Settle up to 1000 claimed tasks in one store call; one result per item, in order",
+    request_body = SettleBatchBody,
+    responses((status = 200, description = "One result per item", body = SettleBatchResponse)),
+)]
 /// `POST /v1/settle`: many settles, one result per item in order:
 /// `{"id", "status": 200, "envelope"}` (no envelope with `"envelopes":
 /// false`) or `{"id", "status", "code", "detail"}`.
@@ -168,6 +199,17 @@ pub async fn settle_batch(
     ))
 }
 
+#[utoipa::path(
+    post, path = "/v1/tasks/{id}/lease", operation_id = "extendLease", tag = "workers",
+    summary = "Extend a claim's lease",
+    params(TaskPath),
+    request_body = ExtendBody,
+    responses(
+        (status = 200, description = "The task with its new lease_expires_at", body = rdq_api::schema::Envelope),
+        (status = 404, response = Problem404),
+        (status = 409, response = Problem409),
+    ),
+)]
 /// `POST /v1/tasks/{id}/lease`: the envelope with its new `lease_expires_at`.
 pub async fn extend_lease(
     State(state): State<AppState>,
