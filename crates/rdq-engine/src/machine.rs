@@ -14,13 +14,11 @@
 //! that could not be claimed again is not redriven (it stays in the DLQ), and
 //! stores do not pick PENDING tasks whose `claim_count` is at the maximum.
 
+use rdq_envelope::error_types;
 use rdq_envelope::{AttemptRecord, Envelope, ErrorInfo, Outcome, Status, Timestamp};
 
 use crate::error::EngineError;
 use crate::policy::{Backoff, Classification, QueuePolicy};
-
-/// Error type recorded when a lease lapses.
-pub const LEASE_EXPIRED_ERROR_TYPE: &str = rdq_envelope::error_types::LEASE_EXPIRED;
 
 /// Header remembering a task's own priority while a deferral has raised it.
 pub const BASE_PRIORITY_HEADER: &str = "rdq.base_priority";
@@ -413,7 +411,7 @@ pub fn expire_lease(
     let mut next = env.clone();
     next.mark_written();
     let error = ErrorInfo::new(
-        LEASE_EXPIRED_ERROR_TYPE,
+        error_types::LEASE_EXPIRED,
         &format!("lease expired at {deadline} before the worker reported an outcome"),
     );
     if next.open_attempt().is_none() {

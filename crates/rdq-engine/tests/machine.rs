@@ -5,8 +5,9 @@
 use proptest::prelude::*;
 use proptest::sample::Index;
 use rdq_engine::glob::Glob;
-use rdq_engine::machine::{self, LEASE_EXPIRED_ERROR_TYPE};
+use rdq_engine::machine;
 use rdq_engine::{Backoff, EngineError, FailureKind, LeaseToken, QueuePolicy, Settlement};
+use rdq_envelope::error_types;
 use rdq_envelope::{
     Envelope, ErrorInfo, MAX_MESSAGE_BYTES, MAX_STACK_BYTES, Outcome, Status, TRUNCATION_MARKER,
     TaskId, Timestamp,
@@ -286,7 +287,7 @@ fn lease_expiry_records_rdq_lease_expired_with_the_deadline_and_no_stack() {
     assert_eq!(last.outcome, Some(Outcome::LeaseExpired));
     assert_eq!(last.finished_at, Some(at(30_500)));
     let error = last.error.as_ref().expect("an error");
-    assert_eq!(error.error_type, LEASE_EXPIRED_ERROR_TYPE);
+    assert_eq!(error.error_type, error_types::LEASE_EXPIRED);
     assert_eq!(error.error_type, "rdq.LeaseExpired");
     assert!(
         error.message.contains(&deadline.to_string()),
@@ -1599,7 +1600,7 @@ impl Run {
                     let e = a.error.as_ref();
                     prop_assert!(e.is_some(), "LEASE_EXPIRED records an error");
                     let e = e.unwrap();
-                    prop_assert_eq!(e.error_type.as_str(), LEASE_EXPIRED_ERROR_TYPE);
+                    prop_assert_eq!(e.error_type.as_str(), error_types::LEASE_EXPIRED);
                     prop_assert_eq!(e.stack.as_ref(), None);
                 }
                 None => unreachable!(),

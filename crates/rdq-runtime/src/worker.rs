@@ -17,15 +17,13 @@ use std::collections::VecDeque;
 use rdq_engine::{
     Claimed, Engine, EngineError, FailureKind, LeaseToken, SettleRequest, Settlement,
 };
+use rdq_envelope::error_types;
 use rdq_envelope::{Envelope, ErrorInfo, Timestamp};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
 use crate::shutdown::Shutdown;
-
-/// Error type recorded when a handler panics (a retryable failure).
-pub const PANIC_ERROR_TYPE: &str = rdq_envelope::error_types::PANIC;
 
 /// A claimed task as a handler sees it, with a handle on its lease.
 pub struct Task {
@@ -341,7 +339,7 @@ async fn run_one(
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "the handler panicked".to_owned());
                 Settlement::Failure {
-                    error: ErrorInfo::new(PANIC_ERROR_TYPE, &message),
+                    error: ErrorInfo::new(error_types::PANIC, &message),
                     kind: FailureKind::Retryable,
                 }
             }

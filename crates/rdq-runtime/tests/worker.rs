@@ -9,10 +9,8 @@ use std::time::Duration;
 use rdq_engine::{
     Backoff, Engine, FailureKind, ListQuery, QueuePolicy, Settlement, SubmitRequest, SystemClock,
 };
-use rdq_envelope::{ErrorInfo, Outcome, Status};
-use rdq_runtime::{
-    PANIC_ERROR_TYPE, ReaperConfig, Task, Worker, WorkerConfig, run_reaper, shutdown_channel,
-};
+use rdq_envelope::{ErrorInfo, Outcome, Status, error_types};
+use rdq_runtime::{ReaperConfig, Task, Worker, WorkerConfig, run_reaper, shutdown_channel};
 use rdq_store_memory::MemoryStore;
 
 async fn engine_with(queue: &str, policy: QueuePolicy) -> Engine {
@@ -127,7 +125,7 @@ async fn a_panicking_handler_is_a_retryable_failure_not_a_dead_worker() {
         let first = &env.attempts[0];
         assert_eq!(first.outcome, Some(Outcome::RetryableFailure));
         let error = first.error.as_ref().unwrap();
-        assert_eq!(error.error_type, PANIC_ERROR_TYPE);
+        assert_eq!(error.error_type, error_types::PANIC);
         assert_eq!(error.message, "boom");
     }
 }

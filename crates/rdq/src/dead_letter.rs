@@ -16,12 +16,8 @@
 use std::future::Future;
 
 use futures::future::BoxFuture;
-use rdq_engine::machine::LEASE_EXPIRED_ERROR_TYPE;
+use rdq_envelope::error_types;
 use rdq_envelope::{Envelope, ErrorInfo, Outcome, Status};
-
-use crate::dispatch::{
-    NO_HANDLER_ERROR_TYPE, UNDECODABLE_PAYLOAD_ERROR_TYPE, VERSION_MISMATCH_ERROR_TYPE,
-};
 
 /// Why a task went to the DLQ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,11 +53,11 @@ impl DeadLetterCause {
             .and_then(|a| a.error.as_ref())
             .map(|e| e.error_type.as_str());
         Some(match (error_type, last.and_then(|a| a.outcome)) {
-            (Some(NO_HANDLER_ERROR_TYPE), _) => Self::NoHandler,
-            (Some(UNDECODABLE_PAYLOAD_ERROR_TYPE), _) => Self::UndecodablePayload,
-            (Some(VERSION_MISMATCH_ERROR_TYPE), _) => Self::HandlerVersionMismatch,
+            (Some(error_types::NO_HANDLER), _) => Self::NoHandler,
+            (Some(error_types::UNDECODABLE_PAYLOAD), _) => Self::UndecodablePayload,
+            (Some(error_types::HANDLER_VERSION_MISMATCH), _) => Self::HandlerVersionMismatch,
             (_, Some(Outcome::PermanentFailure)) => Self::PermanentFailure,
-            (_, Some(Outcome::LeaseExpired)) | (Some(LEASE_EXPIRED_ERROR_TYPE), _) => {
+            (_, Some(Outcome::LeaseExpired)) | (Some(error_types::LEASE_EXPIRED), _) => {
                 Self::LeaseExpired
             }
             _ => Self::AttemptsExhausted,

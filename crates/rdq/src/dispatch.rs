@@ -15,8 +15,9 @@ use std::time::Duration;
 use futures::FutureExt;
 use rdq_engine::machine;
 use rdq_engine::{Engine, FailureKind, QueuePolicy, Settlement, VersionMismatch};
+use rdq_envelope::error_types;
 use rdq_envelope::{Envelope, ErrorInfo, Status};
-use rdq_runtime::{PANIC_ERROR_TYPE, Task};
+use rdq_runtime::Task;
 use tokio::sync::watch;
 use tracing::{Instrument, debug, error, info, warn};
 
@@ -24,13 +25,6 @@ use crate::dead_letter::{DeadLetter, DeadLetterCause, ErasedHook};
 use crate::handler::{ErasedJob, Run, RunSetup, aborted};
 use crate::outcome::{Classifier, Decision, OutcomeMapper, decide};
 use crate::retry::{RetryPolicy, millis};
-
-/// Error type of a task whose `handler_ref` has no handler on its queue.
-pub const NO_HANDLER_ERROR_TYPE: &str = rdq_envelope::error_types::NO_HANDLER;
-/// Error type of a task whose payload does not decode into its job type.
-pub const UNDECODABLE_PAYLOAD_ERROR_TYPE: &str = rdq_envelope::error_types::UNDECODABLE_PAYLOAD;
-/// Error type of a task dead-lettered for its `handler_version`.
-pub const VERSION_MISMATCH_ERROR_TYPE: &str = rdq_envelope::error_types::HANDLER_VERSION_MISMATCH;
 
 /// One registered job type, as dispatch needs it.
 pub(crate) struct Entry {
@@ -188,7 +182,7 @@ impl Dispatcher {
         else {
             warn!("no handler registered; dead-lettering");
             return Some(Verdict::permanent(
-                NO_HANDLER_ERROR_TYPE,
+                error_types::NO_HANDLER,
                 &format!(
                     "no handler for job {:?} on queue {:?} in this worker",
                     env.handler_ref, env.queue
@@ -227,7 +221,7 @@ impl Dispatcher {
                         have, "handler version differs; dead-lettering (policy: dead)"
                     );
                     return Some(Verdict::permanent(
-                        VERSION_MISMATCH_ERROR_TYPE,
+                        error_types::HANDLER_VERSION_MISMATCH,
                         &format!(
                             "task wants handler version {wanted:?}; this worker's {} is {have:?}",
                             entry.job
@@ -249,7 +243,7 @@ impl Dispatcher {
             Run::Undecodable(why) => {
                 error!(error = %why, "payload does not decode into the job type; dead-lettering");
                 Verdict::permanent(
-                    UNDECODABLE_PAYLOAD_ERROR_TYPE,
+                    error_types::UNDECODABLE_PAYLOAD,
                     &format!("payload of job {:?} does not decode: {why}", entry.job),
                     DeadLetterCause::UndecodablePayload,
                     policy.max_attempts,
@@ -260,7 +254,7 @@ impl Dispatcher {
                 self.counters.panicked.fetch_add(1, Ordering::Relaxed);
                 Verdict {
                     settlement: failure(
-                        ErrorInfo::new(PANIC_ERROR_TYPE, &message),
+                        ErrorInfo::new(error_types::PANIC, &message),
                         FailureKind::Retryable,
                         retry.as_ref(),
                         policy,

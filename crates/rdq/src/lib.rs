@@ -64,21 +64,18 @@ mod worker;
 
 pub use context::JobContext;
 pub use dead_letter::{DeadLetter, DeadLetterCause, DeadLetterHook};
-pub use dispatch::{
-    NO_HANDLER_ERROR_TYPE, UNDECODABLE_PAYLOAD_ERROR_TYPE, VERSION_MISMATCH_ERROR_TYPE,
-};
 pub use error::Error;
 pub use handler::{FnHandler, JobHandler};
 pub use job::{Job, QueueSet};
 pub use job_error::{Forced, JobError, defer, permanent, retryable};
 pub use outcome::{Classifier, Outcome, OutcomeMapper, Returned};
 pub use producer::{Batch, EnqueueOptions, Enqueued, Producer};
-pub use rdq_engine::machine::LEASE_EXPIRED_ERROR_TYPE;
 pub use rdq_engine::policy::Classification;
 pub use rdq_engine::{Backoff, Engine, QueuePolicy, VersionMismatch};
+pub use rdq_envelope::error_types;
 pub use rdq_envelope::{Envelope, ErrorInfo, TaskId, Timestamp};
 pub use rdq_macros::{Job, Queues};
-pub use rdq_runtime::{PANIC_ERROR_TYPE, PrunerConfig, ReaperConfig};
+pub use rdq_runtime::{PrunerConfig, ReaperConfig};
 pub use retry::RetryPolicy;
 #[cfg(feature = "embedded")]
 pub use stores::open_embedded;

@@ -22,14 +22,11 @@ use std::time::Duration;
 
 use rdq_engine::FailureKind;
 use rdq_engine::policy::Classification;
-use rdq_envelope::ErrorInfo;
+use rdq_envelope::{ErrorInfo, error_types};
 use serde_json::Value;
 
 use crate::context::JobContext;
 use crate::job_error::{Forced, JobError};
-
-/// Error type recorded when an outcome mapper panics (a retryable failure).
-pub const MAPPER_PANIC_ERROR_TYPE: &str = rdq_envelope::error_types::OUTCOME_MAPPER_PANIC;
 
 /// The canonical outcome an [`OutcomeMapper`] decides.
 #[derive(Debug, Clone, PartialEq)]
@@ -283,7 +280,10 @@ pub(crate) fn decide(
             Err(_) => {
                 tracing::error!(queue = %ctx.queue, "outcome mapper panicked; retrying the task");
                 return Decision::Failure {
-                    error: ErrorInfo::new(MAPPER_PANIC_ERROR_TYPE, "the outcome mapper panicked"),
+                    error: ErrorInfo::new(
+                        error_types::OUTCOME_MAPPER_PANIC,
+                        "the outcome mapper panicked",
+                    ),
                     kind: FailureKind::Retryable,
                 };
             }

@@ -4,11 +4,12 @@
 
 use std::collections::HashSet;
 
-use rdq_engine::machine::{self, LEASE_EXPIRED_ERROR_TYPE};
+use rdq_engine::machine;
 use rdq_engine::{
     Backoff, Claimed, FailureKind, LeaseToken, LeasedUpdate, QueuePolicy, RedriveRequest,
     SettleRequest, Settlement,
 };
+use rdq_envelope::error_types;
 use rdq_envelope::{Envelope, Outcome, Status, TaskId};
 use tokio::task::JoinSet;
 
@@ -88,7 +89,7 @@ pub async fn expired_leases_are_reaped_exactly_once(factory: StoreFactory) {
             assert_eq!(last.outcome, Some(Outcome::LeaseExpired));
             assert_eq!(
                 last.error.as_ref().map(|e| e.error_type.as_str()),
-                Some(LEASE_EXPIRED_ERROR_TYPE)
+                Some(error_types::LEASE_EXPIRED)
             );
             let expected = if round < max_attempts {
                 Status::Pending

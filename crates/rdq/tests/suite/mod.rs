@@ -361,7 +361,7 @@ pub async fn a_task_without_a_handler_is_dead_lettered_not_looped(h: Harness) {
     assert_eq!(last.outcome, Some(AttemptOutcome::PermanentFailure));
     assert_eq!(
         last.error.as_ref().unwrap().error_type,
-        rdq::NO_HANDLER_ERROR_TYPE
+        rdq::error_types::NO_HANDLER
     );
     assert!(last.error.as_ref().unwrap().message.contains("ghost"));
     assert_eq!(dead.lock().unwrap()[0].cause, DeadLetterCause::NoHandler);
@@ -383,7 +383,7 @@ pub async fn an_undecodable_payload_is_dead_lettered_not_looped(h: Harness) {
     let env = h.task(WORK, id).await;
     assert_eq!(env.attempt_count, 1, "never loops");
     let error = env.last_error().unwrap();
-    assert_eq!(error.error_type, rdq::UNDECODABLE_PAYLOAD_ERROR_TYPE);
+    assert_eq!(error.error_type, rdq::error_types::UNDECODABLE_PAYLOAD);
     assert!(error.message.contains("invalid type"), "{}", error.message);
     assert_eq!(
         dead.lock().unwrap()[0].cause,
@@ -561,7 +561,7 @@ pub async fn a_panicking_handler_is_a_retryable_failure(h: Harness) {
     assert_eq!(first.outcome, Some(AttemptOutcome::RetryableFailure));
     assert_eq!(
         first.error.as_ref().unwrap().error_type,
-        rdq::PANIC_ERROR_TYPE
+        rdq::error_types::PANIC
     );
     assert_eq!(first.error.as_ref().unwrap().message, "boom");
 }
@@ -616,7 +616,7 @@ pub async fn handler_version_mismatch_follows_the_queue_policy(h: Harness) {
     assert_eq!(dead.status, Status::Dead);
     assert_eq!(
         dead.last_error().unwrap().error_type,
-        rdq::VERSION_MISMATCH_ERROR_TYPE
+        rdq::error_types::HANDLER_VERSION_MISMATCH
     );
     assert_eq!(h.task(WORK, stamped).await.status, Status::Succeeded);
 
@@ -692,7 +692,7 @@ pub async fn an_overrun_lease_is_recorded_and_reported_as_lease_expired(h: Harne
     );
     assert_eq!(
         env.last_error().unwrap().error_type,
-        rdq::LEASE_EXPIRED_ERROR_TYPE
+        rdq::error_types::LEASE_EXPIRED
     );
     let dead = dead.lock().unwrap();
     assert_eq!(dead.len(), 1);
