@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use rdq_envelope::ErrorCode;
+use rdq_envelope::{EnvelopeError, ErrorCode};
 use serde::de::DeserializeOwned;
 
 use crate::problem::ApiError;
@@ -81,17 +81,17 @@ pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes,
     Bytes::from_request(req, state).await.map_err(|rejection| {
         if let Some(stalled) = crate::listener::BodyStalled::find(&rejection) {
             // The listener's body-read timeout (`docs/server.md`, "The listener").
-            ApiError::new(
+            ApiError::http_only(
                 StatusCode::REQUEST_TIMEOUT,
                 crate::listener::REQUEST_TIMEOUT,
                 stalled.to_string(),
             )
         } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                ErrorCode::PayloadTooLarge.as_str(),
+            EnvelopeError::new(
+                ErrorCode::PayloadTooLarge,
                 "the request body is larger than the server accepts (max_request_bytes)",
             )
+            .into()
         } else {
             ApiError::malformed(format!("the request body could not be read: {rejection}"))
         }
@@ -135,11 +135,7 @@ where
             .await
             .map(|Path(v)| PathArgs(v))
             .map_err(|e| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "INVALID_ARGUMENT",
-                    format!("the path is not valid: {}", e.body_text()),
-                )
+                ApiError::invalid_argument(format!("the path is not valid: {}", e.body_text()))
             })
     }
 }

@@ -149,7 +149,7 @@ impl RouteTable {
     /// The router, with the body limit and problem+json fallbacks.
     pub fn into_router(self, state: AppState, max_request_bytes: usize) -> Router {
         self.router
-            .merge(crate::ui::router())
+            .merge(crate::ui::router::<AppState>())
             .fallback(route_not_found)
             .method_not_allowed_fallback(method_not_allowed)
             .layer(DefaultBodyLimit::max(max_request_bytes))
@@ -201,7 +201,7 @@ pub fn route_table(max_import_bytes: usize) -> RouteTable {
 }
 
 async fn route_not_found() -> ApiError {
-    ApiError::new(
+    ApiError::http_only(
         StatusCode::NOT_FOUND,
         ROUTE_NOT_FOUND,
         "no route has this path; see /openapi.json",
@@ -209,7 +209,7 @@ async fn route_not_found() -> ApiError {
 }
 
 async fn method_not_allowed() -> ApiError {
-    ApiError::new(
+    ApiError::http_only(
         StatusCode::METHOD_NOT_ALLOWED,
         METHOD_NOT_ALLOWED,
         "the route exists but not with this method; see /openapi.json",
@@ -219,11 +219,7 @@ async fn method_not_allowed() -> ApiError {
 /// Parses a task id from a path or body, refusing with 400 `INVALID_ARGUMENT`.
 pub fn parse_task_id(text: &str) -> Result<TaskId, ApiError> {
     TaskId::parse(text).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "INVALID_ARGUMENT",
-            format!("{text:?} is not a task id (a 26-character ULID)"),
-        )
+        ApiError::invalid_argument(format!("{text:?} is not a task id (a 26-character ULID)"))
     })
 }
 
