@@ -1,5 +1,7 @@
 //! The dispatcher: one [`Worker`] per queue that has a callback target, whose
-//! handler POSTs the task to the target and maps the answer to an outcome.
+//! handler sends the task to the target (an HTTP POST, or a gRPC call
+//! through [`super::grpc`]) and maps the answer to an outcome
+//! ([`super::mapping`]).
 //!
 //! Building on the runtime's worker loop means callbacks get exactly what
 //! in-process handlers get: claims and settles in batches, bounded

@@ -175,7 +175,7 @@ pub fn decide(
     )
 }
 
-/// Seed `002`'s default for a status code.
+/// The default outcome of an HTTP status code (`docs/outcomes.md`).
 pub fn default_outcome(status: u16) -> MappedOutcome {
     match status {
         200..=299 => MappedOutcome::Success,
@@ -296,7 +296,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_table_of_seed_002() {
+    fn the_default_table_of_http_statuses() {
         let t = target(json!({}));
         for status in [200, 201, 204, 299] {
             assert_eq!(run(&t, &answered(status, "", None)), Settlement::Success);
@@ -426,5 +426,53 @@ mod tests {
             SystemTime::UNIX_EPOCH,
         );
         assert!(matches!(spent, Settlement::Failure { .. }));
+    }
+
+    #[test]
+    fn a_grpc_status_maps_by_status_map_then_the_default_and_records_the_code() {
+        let mut policy = QueueConfig::default().with_section(
+            "callback",
+            json!({"url": "grpc://127.0.0.1:9", "timeout_ms": 500,
+                   "status_map": {"NOT_FOUND": "SUCCESS", "14": "PERMANENT_FAILURE"}}),
+        );
+        policy.policy.max_attempts = 3;
+        let t = CallbackTarget::from_config(&policy, &CallbackSettings::default())
+            .unwrap()
+            .unwrap();
+        let grpc = |r: Result<(), Status>| decide_grpc(&t, &r, 8);
+        assert_eq!(grpc(Ok(())), Settlement::Success);
+        assert_eq!(grpc(Err(Status::not_found("gone"))), Settlement::Success);
+        assert_eq!(
+            kind_and_type(&grpc(Err(Status::unavailable("down")))),
+            (FailureKind::Permanent, "grpc.Unavailable".to_owned())
+        );
+        assert_eq!(
+            kind_and_type(&grpc(Err(Status::aborted("")))),
+            (FailureKind::Retryable, "grpc.Aborted".to_owned())
+        );
+        let failed = grpc(Err(Status::with_details(
+            Code::InvalidArgument,
+            "a message longer than eight bytes",
+            vec![1, 2].into(),
+        )));
+        let Settlement::Failure { error, kind } = failed else {
+            panic!("{failed:?}")
+        };
+        assert_eq!(kind, FailureKind::Permanent);
+        assert_eq!(error.error_type, "grpc.InvalidArgument");
+        let detail = error.detail.unwrap();
+        assert_eq!(detail["code"], "INVALID_ARGUMENT");
+        assert_eq!(detail["code_number"], 3);
+        assert_eq!(detail["details_base64"], "AQI=");
+        let kept = detail["message"].as_str().unwrap();
+        assert!(
+            kept.len() < "a message longer than eight bytes".len(),
+            "{kept}"
+        );
+        assert!(
+            error
+                .message
+                .starts_with("rdq.v1.Handler/Handle at grpc://127.0.0.1:9")
+        );
     }
 }

@@ -14,10 +14,11 @@
 //! ```
 //!
 //! `status_map` keys are a status code (`"404"`) or a class (`"4xx"`); an
-//! exact code wins over its class, and both over the default mapping of seed
-//! `002`. `body_rules` test the response body, parsed as JSON, with an
-//! RFC 6901 JSON Pointer; the first rule that matches decides, ahead of
-//! `status_map`.
+//! exact code wins over its class, and both over the default mapping of
+//! `docs/outcomes.md`. `body_rules` test the response body, parsed as JSON,
+//! with an RFC 6901 JSON Pointer; the first rule that matches decides, ahead
+//! of `status_map`. A gRPC target (`grpc://`, `grpcs://`) takes gRPC status
+//! codes as `status_map` keys (`"NOT_FOUND"`, `"5"`) and no body rules.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
