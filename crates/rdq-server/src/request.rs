@@ -1,6 +1,7 @@
-//! Reading request bodies and query strings into typed values, with every
-//! refusal as a problem document (`MALFORMED_REQUEST`, or 413
-//! `PAYLOAD_TOO_LARGE` past the body limit) instead of axum's plain text.
+//! Reading request bodies, query strings, path parameters and task ids into
+//! typed values, with every refusal as a problem document
+//! (`MALFORMED_REQUEST`, `INVALID_ARGUMENT`, or 413 `PAYLOAD_TOO_LARGE` past
+//! the body limit) instead of axum's plain text.
 //!
 //! JSON bodies are accepted whatever their `Content-Type` says: clients that
 //! forget the header are common and the body is parsed strictly anyway.
@@ -9,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use rdq_envelope::{EnvelopeError, ErrorCode};
+use rdq_envelope::{EnvelopeError, ErrorCode, TaskId};
 use serde::de::DeserializeOwned;
 
 use crate::problem::ApiError;
@@ -138,4 +139,11 @@ where
                 ApiError::invalid_argument(format!("the path is not valid: {}", e.body_text()))
             })
     }
+}
+
+/// Parses a task id from a path or body, refusing with 400 `INVALID_ARGUMENT`.
+pub fn parse_task_id(text: &str) -> Result<TaskId, ApiError> {
+    TaskId::parse(text).ok_or_else(|| {
+        ApiError::invalid_argument(format!("{text:?} is not a task id (a 26-character ULID)"))
+    })
 }

@@ -12,9 +12,10 @@ use rdq_app::Caller;
 use rdq_app::dlq::RedriveFilter;
 use rdq_envelope::TaskId;
 
-use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
+use super::response::{envelope_response, json_response, raw_envelope};
+use super::state::AppState;
 use crate::problem::ApiError;
-use crate::request::{JsonBody, PathArgs, QueryArgs, read_body};
+use crate::request::{JsonBody, PathArgs, QueryArgs, parse_task_id, read_body};
 
 /// `GET /v1/queues/{queue}/dead?limit=&cursor=&error_type=`: newest first,
 /// with a cursor that stays stable while tasks come and go.

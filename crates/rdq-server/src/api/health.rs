@@ -8,7 +8,9 @@ use axum::response::{IntoResponse, Response};
 use rdq_app::Scope;
 use serde_json::json;
 
-use super::{AppState, json_response, openapi};
+use super::openapi;
+use super::response::json_response;
+use super::state::AppState;
 use crate::problem::ApiError;
 
 /// `GET /healthz`: the process is up.

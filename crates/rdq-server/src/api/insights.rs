@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{AppState, json_response, raw_envelope};
+use super::response::{json_response, raw_envelope};
+use super::state::AppState;
 use crate::problem::ApiError;
 use crate::request::{PathArgs, QueryArgs};
 

@@ -17,7 +17,8 @@ use axum::response::Response;
 use rdq_api::queues::{CapabilityList, QueueList, QueueListQuery};
 use rdq_app::Caller;
 
-use super::{AppState, json_response};
+use super::response::json_response;
+use super::state::AppState;
 use crate::problem::ApiError;
 use crate::request::{JsonDocument, PathArgs, QueryArgs};
 

@@ -21,9 +21,10 @@ use rdq_app::{AppError, Caller};
 use rdq_envelope::TaskId;
 use serde_json::Value;
 
-use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
+use super::response::{envelope_response, json_response, raw_envelope};
+use super::state::AppState;
 use crate::problem::{ApiError, item_error};
-use crate::request::{JsonBody, PathArgs};
+use crate::request::{JsonBody, PathArgs, parse_task_id};
 
 /// `POST /v1/queues/{queue}/claim`: up to `max` due tasks, highest priority first.
 pub async fn claim(
