@@ -1,6 +1,7 @@
 //! [`AppError`]: every refusal of a use case, with rdq's stable code and a
 //! transport-neutral [`ErrorKind`] that each front end maps to its own
-//! status (HTTP in `rdq-server`, gRPC codes, CLI exit codes).
+//! status (gRPC codes in `rdq-grpc`, CLI exit codes); the HTTP status of a
+//! kind is [`ErrorKind::http_status`], the one place that says it.
 //!
 //! Engine and envelope errors keep their codes; the codes only the
 //! application layer knows (`QUEUE_NOT_FOUND`, `FORBIDDEN`, …) are declared
@@ -51,6 +52,25 @@ pub enum ErrorKind {
     Unavailable,
     /// A fault of rdq's (500, `INTERNAL`).
     Internal,
+}
+
+impl ErrorKind {
+    /// The HTTP status of this kind of refusal: the one mapping from a kind
+    /// to an HTTP status, which the HTTP API answers with and gRPC's
+    /// `rdq.v1.Problem` reports as `http_status`.
+    pub const fn http_status(self) -> u16 {
+        match self {
+            Self::Invalid => 400,
+            Self::Unauthenticated => 401,
+            Self::Forbidden => 403,
+            Self::NotFound => 404,
+            Self::Conflict => 409,
+            Self::TooLarge => 413,
+            Self::Unsupported => 501,
+            Self::Unavailable => 503,
+            Self::Internal => 500,
+        }
+    }
 }
 
 /// One refusal: kind, stable code, explanation and optional extension

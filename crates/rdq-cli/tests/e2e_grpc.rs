@@ -169,6 +169,10 @@ async fn every_service_answers_on_the_http_address() {
     ] {
         assert!(names.contains(&name.to_owned()), "{names:?}");
     }
+    assert!(
+        !names.iter().any(|n| n == "rdq.v1.Handler"),
+        "a callback target's service is not served: {names:?}"
+    );
 
     // HTTP still answers on the same address.
     let http = Api::new(&server.base);

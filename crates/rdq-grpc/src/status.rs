@@ -62,27 +62,13 @@ pub fn grpc_code(e: &AppError) -> Code {
     }
 }
 
-/// The HTTP status the same error gets over HTTP (`docs/http-api.md`).
-pub fn http_status(e: &AppError) -> u32 {
-    match e.kind() {
-        ErrorKind::Invalid => 400,
-        ErrorKind::Unauthenticated => 401,
-        ErrorKind::Forbidden => 403,
-        ErrorKind::NotFound => 404,
-        ErrorKind::Conflict => 409,
-        ErrorKind::TooLarge => 413,
-        ErrorKind::Unsupported => 501,
-        ErrorKind::Unavailable => 503,
-        _ => 500,
-    }
-}
-
-/// The `rdq.v1.Problem` of an error.
+/// The `rdq.v1.Problem` of an error; its `http_status` is the status the
+/// same error gets over HTTP ([`ErrorKind::http_status`]).
 pub fn problem(e: &AppError) -> pb::Problem {
     pb::Problem {
         code: e.code().to_owned(),
         detail: e.detail().to_owned(),
-        http_status: http_status(e),
+        http_status: e.kind().http_status().into(),
         extensions_json: if e.extensions().is_empty() {
             String::new()
         } else {

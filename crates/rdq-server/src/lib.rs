@@ -7,11 +7,15 @@
 //!   errors as `application/problem+json` with rdq's stable codes;
 //! - the pull-worker API: claim with a lease, settle (one or a batch),
 //!   extend the lease, fenced by lease tokens;
+//! - the gRPC API of `rdq-grpc` on the same address;
 //! - callback dispatch ([`callback`]): tasks of queues with a callback target
-//!   are POSTed to it and the answer is mapped onto the canonical outcome;
+//!   are POSTed to it (or, for a `grpc://` target, sent as a gRPC call) and
+//!   the answer is mapped onto the canonical outcome;
 //! - bearer-token auth with scopes, an audit log, Prometheus metrics,
 //!   health, readiness and an OpenAPI document;
-//! - the lease reaper and retention pruner, and graceful shutdown ([`server`]).
+//! - the runtime's lease reaper and retention pruner, and graceful shutdown
+//!   ([`server`]);
+//! - the dashboard's files under `/ui` ([`ui`]);
 //! - the listener ([`listener`]): HTTP/1.1 and HTTP/2 on one port, optional
 //!   HTTPS with client certificates, timeouts for slow and idle clients and a
 //!   connection limit.

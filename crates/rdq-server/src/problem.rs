@@ -4,12 +4,13 @@
 //!
 //! Every refusal of the HTTP API is an [`ApiError`]: an application-layer
 //! [`AppError`] (whose codes are declared once, in `rdq_app::error`) with
-//! the HTTP status its kind maps to, or one of the two codes only HTTP has
-//! (`ROUTE_NOT_FOUND`, `METHOD_NOT_ALLOWED`).
+//! the HTTP status of its kind ([`rdq_app::ErrorKind::http_status`], the only
+//! mapping from a kind to a status), or one of the codes only HTTP has
+//! (`ROUTE_NOT_FOUND`, `METHOD_NOT_ALLOWED`, `REQUEST_TIMEOUT`).
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rdq_app::{AppError, ErrorKind};
+use rdq_app::AppError;
 use rdq_engine::EngineError;
 use rdq_envelope::EnvelopeError;
 use serde_json::{Map, Value, json};
@@ -35,8 +36,12 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    /// A problem with this status, stable code and explanation.
-    pub fn new(status: StatusCode, code: impl Into<String>, detail: impl Into<String>) -> Self {
+    /// A problem with a code only HTTP has (no [`rdq_app::ErrorKind`]), with its status.
+    pub(crate) fn http_only(
+        status: StatusCode,
+        code: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
         Self {
             status,
             code: code.into(),
@@ -47,31 +52,22 @@ impl ApiError {
 
     /// 400 `MALFORMED_REQUEST`.
     pub fn malformed(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, MALFORMED_REQUEST, detail)
+        AppError::malformed(detail).into()
     }
 
     /// 400 `INVALID_FIELD` about the field at `path`.
     pub fn invalid_field(path: &str, detail: impl Into<String>) -> Self {
-        Self::new(
-            StatusCode::BAD_REQUEST,
-            rdq_envelope::ErrorCode::InvalidField.as_str(),
-            format!("{path}: {}", detail.into()),
-        )
-        .with("field", json!(path))
+        AppError::invalid_field(path, detail).into()
     }
 
-    /// 404 `QUEUE_NOT_FOUND`.
-    pub fn queue_not_found(queue: &str) -> Self {
-        Self::new(
-            StatusCode::NOT_FOUND,
-            QUEUE_NOT_FOUND,
-            format!("no queue {queue:?}: it has no tasks and no stored policy"),
-        )
+    /// 400 `INVALID_ARGUMENT`.
+    pub fn invalid_argument(detail: impl Into<String>) -> Self {
+        AppError::invalid_argument(detail).into()
     }
 
     /// 500 `INTERNAL`.
     pub fn internal(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, INTERNAL, detail)
+        AppError::internal(detail).into()
     }
 
     /// Adds an extension member to the problem document.
@@ -122,25 +118,10 @@ fn title(code: &str, status: StatusCode) -> String {
     }
 }
 
-/// The HTTP status of an application error's kind.
-pub fn status_of(kind: ErrorKind) -> StatusCode {
-    match kind {
-        ErrorKind::Invalid => StatusCode::BAD_REQUEST,
-        ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
-        ErrorKind::Forbidden => StatusCode::FORBIDDEN,
-        ErrorKind::NotFound => StatusCode::NOT_FOUND,
-        ErrorKind::Conflict => StatusCode::CONFLICT,
-        ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        ErrorKind::Unsupported => StatusCode::NOT_IMPLEMENTED,
-        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
 /// The status, code and detail of a refused item of a batch answer.
 pub fn item_error(e: &AppError) -> (u16, Option<String>, Option<String>) {
     (
-        status_of(e.kind()).as_u16(),
+        e.kind().http_status(),
         Some(e.code().to_owned()),
         Some(e.detail().to_owned()),
     )
@@ -148,7 +129,9 @@ pub fn item_error(e: &AppError) -> (u16, Option<String>, Option<String>) {
 
 impl From<AppError> for ApiError {
     fn from(e: AppError) -> Self {
-        let mut err = Self::new(status_of(e.kind()), e.code(), e.detail());
+        let status = StatusCode::from_u16(e.kind().http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut err = Self::http_only(status, e.code(), e.detail());
         err.extensions = e.extensions().clone();
         err
     }

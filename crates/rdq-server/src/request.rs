@@ -1,6 +1,7 @@
-//! Reading request bodies and query strings into typed values, with every
-//! refusal as a problem document (`MALFORMED_REQUEST`, or 413
-//! `PAYLOAD_TOO_LARGE` past the body limit) instead of axum's plain text.
+//! Reading request bodies, query strings, path parameters and task ids into
+//! typed values, with every refusal as a problem document
+//! (`MALFORMED_REQUEST`, `INVALID_ARGUMENT`, or 413 `PAYLOAD_TOO_LARGE` past
+//! the body limit) instead of axum's plain text.
 //!
 //! JSON bodies are accepted whatever their `Content-Type` says: clients that
 //! forget the header are common and the body is parsed strictly anyway.
@@ -9,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use rdq_envelope::ErrorCode;
+use rdq_envelope::{EnvelopeError, ErrorCode, TaskId};
 use serde::de::DeserializeOwned;
 
 use crate::problem::ApiError;
@@ -81,17 +82,17 @@ pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes,
     Bytes::from_request(req, state).await.map_err(|rejection| {
         if let Some(stalled) = crate::listener::BodyStalled::find(&rejection) {
             // The listener's body-read timeout (`docs/server.md`, "The listener").
-            ApiError::new(
+            ApiError::http_only(
                 StatusCode::REQUEST_TIMEOUT,
                 crate::listener::REQUEST_TIMEOUT,
                 stalled.to_string(),
             )
         } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                ErrorCode::PayloadTooLarge.as_str(),
+            EnvelopeError::new(
+                ErrorCode::PayloadTooLarge,
                 "the request body is larger than the server accepts (max_request_bytes)",
             )
+            .into()
         } else {
             ApiError::malformed(format!("the request body could not be read: {rejection}"))
         }
@@ -135,11 +136,14 @@ where
             .await
             .map(|Path(v)| PathArgs(v))
             .map_err(|e| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "INVALID_ARGUMENT",
-                    format!("the path is not valid: {}", e.body_text()),
-                )
+                ApiError::invalid_argument(format!("the path is not valid: {}", e.body_text()))
             })
     }
+}
+
+/// Parses a task id from a path or body, refusing with 400 `INVALID_ARGUMENT`.
+pub fn parse_task_id(text: &str) -> Result<TaskId, ApiError> {
+    TaskId::parse(text).ok_or_else(|| {
+        ApiError::invalid_argument(format!("{text:?} is not a task id (a 26-character ULID)"))
+    })
 }

@@ -1,6 +1,7 @@
 //! The composition root: binds the listener, assembles the engine, auth,
-//! audit, metrics and dispatcher, runs the HTTP server beside the background
-//! services, and shuts everything down in order.
+//! audit, metrics and dispatcher, runs the HTTP and gRPC server beside the
+//! background services (the runtime's lease reaper and retention pruner,
+//! and the callback dispatcher), and shuts everything down in order.
 //!
 //! Shutdown is one trigger ([`rdq_runtime::shutdown_channel`]) watched by
 //! every part. When it fires: `/readyz` turns 503, the listener stops
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use axum::Router;
 use rdq_engine::{Engine, Store, SystemClock};
-use rdq_runtime::{PrunerConfig, Shutdown, run_pruner, shutdown_channel};
+use rdq_runtime::{PrunerConfig, ReaperConfig, run_pruner, run_reaper_with, shutdown_channel};
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
@@ -229,13 +230,24 @@ impl Server {
     ) -> Result<(), ServerError> {
         let (trigger, stop) = shutdown_channel();
         let m = &self.config.maintenance;
-        let reaper = tokio::spawn(reap_leases(
+        // The runtime's reaper; each lease it closes is counted in the
+        // metrics and, with tracing on, ends its attempt's span.
+        let (metrics, tracer) = (Arc::clone(&self.metrics), self.tracer());
+        let reaper = tokio::spawn(run_reaper_with(
             self.engine.clone(),
-            Arc::clone(&self.metrics),
-            self.tracer(),
-            Duration::from_millis(m.reaper_interval_ms),
-            m.reaper_batch.max(1),
+            ReaperConfig {
+                interval: Duration::from_millis(m.reaper_interval_ms),
+                batch: m.reaper_batch.max(1),
+            },
             stop.clone(),
+            move |reaped| {
+                for env in reaped {
+                    metrics.outcome(&env.queue, OutcomeLabel::LeaseExpired);
+                    if let Some(t) = &tracer {
+                        trace_expiry(t, env);
+                    }
+                }
+            },
         ));
         let pruner = tokio::spawn(run_pruner(
             self.engine.clone(),
@@ -382,44 +394,6 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
             if tokio::signal::ctrl_c().await.is_err() {
                 std::future::pending::<()>().await;
             }
-        }
-    }
-}
-
-/// The lease reaper, counting each expiry in the metrics and, with tracing
-/// on, ending each lapsed attempt's span as `LEASE_EXPIRED`. (The
-/// runtime's `run_reaper` is the same loop without either.)
-async fn reap_leases(
-    engine: Engine,
-    metrics: Arc<Metrics>,
-    tracer: Option<rdq_telemetry::Tracer>,
-    interval: Duration,
-    batch: usize,
-    mut shutdown: Shutdown,
-) {
-    loop {
-        let reaped = match engine.reap_expired(batch).await {
-            Ok(reaped) => {
-                for env in &reaped {
-                    metrics.outcome(&env.queue, OutcomeLabel::LeaseExpired);
-                    if let Some(t) = &tracer {
-                        trace_expiry(t, env);
-                    }
-                }
-                reaped.len()
-            }
-            Err(e) => {
-                warn!(error = %e, "lease reaper pass failed");
-                0
-            }
-        };
-        if reaped < batch {
-            tokio::select! {
-                () = shutdown.wait() => return,
-                () = tokio::time::sleep(interval) => {}
-            }
-        } else if shutdown.is_triggered() {
-            return;
         }
     }
 }

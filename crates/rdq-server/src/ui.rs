@@ -15,7 +15,6 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::api::AppState;
 use crate::request::PathArgs;
 
 /// The policy on every `/ui` response.
@@ -56,7 +55,8 @@ const ASSETS: [Asset; 4] = [
 ];
 
 /// The dashboard's routes: `/ui` and `/ui/` (the page) and `/ui/{file}`.
-pub fn router() -> Router<AppState> {
+/// They read no state, so they merge into a router of any state.
+pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route("/ui", get(index))
         .route("/ui/", get(index))

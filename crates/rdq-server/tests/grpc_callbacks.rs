@@ -1,13 +1,16 @@
 //! gRPC callback targets against a real tonic receiver started by the test
 //! (`docs/grpc.md`, "gRPC callbacks"): every row of the default status
 //! mapping, `status_map` overrides, a deadline overrun, an unreachable
-//! endpoint, the metadata a call carries, and targets refused at config time.
+//! endpoint, a receiver that drops the connection, the metadata a call
+//! carries, one shared connection for concurrent calls, and targets refused
+//! at config time.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod common;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -56,7 +59,7 @@ impl pb::handler_server::Handler for Receiver {
             return Ok(Response::new(pb::HandleResponse {}));
         }
         let name = what.trim_matches('"');
-        let code = rdq_server::callback::grpc::parse_code(name).unwrap();
+        let code = rdq_server::callback::grpc_status::parse_code(name).unwrap();
         if code == 0 {
             return Ok(Response::new(pb::HandleResponse {}));
         }
@@ -113,7 +116,7 @@ async fn every_status_code_maps_by_the_default_table() {
         .await;
     assert_eq!(r.status, 200, "{}", r.text);
     let mut ids = Vec::new();
-    for (_, name, _) in rdq_server::callback::grpc::CODES {
+    for (_, name, _) in rdq_server::callback::grpc_status::CODES {
         let mut body = json!({"queue": "grpc-default", "handler_ref": "h", "payload_json": name});
         if name == "OK" {
             body["headers"] =
@@ -125,7 +128,7 @@ async fn every_status_code_maps_by_the_default_table() {
     }
     for (name, id) in &ids {
         let env = settled(&server, id).await;
-        let camel = rdq_server::callback::grpc::CODES
+        let camel = rdq_server::callback::grpc_status::CODES
             .iter()
             .find(|c| c.1 == *name)
             .unwrap()
@@ -268,5 +271,89 @@ async fn bad_grpc_targets_are_refused_when_configured() {
     }
     let r = server.get("/v1/queues/grpc-bad/config").await;
     assert_eq!(r.status, 404, "a refused config stores nothing: {}", r.text);
+    server.stop().await;
+}
+
+/// A TCP relay to `to` that counts the connections it accepts.
+async fn counting_relay(to: std::net::SocketAddr) -> (String, Arc<AtomicUsize>) {
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut outbound = tokio::net::TcpStream::connect(to).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            });
+        }
+    });
+    (format!("grpc://{addr}"), accepted)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_share_one_connection() {
+    let (url, _receiver) = start_receiver().await;
+    let receiver_addr = url.trim_start_matches("grpc://").parse().unwrap();
+    let (relayed, accepted) = counting_relay(receiver_addr).await;
+    let server = TestServer::start().await;
+    let r = server
+        .put(
+            "/v1/queues/grpc-shared/config",
+            json!({"max_attempts": 1, "callback": {"url": relayed, "concurrency": 8}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let mut ids = Vec::new();
+    for _ in 0..24 {
+        let r = server
+            .post(
+                "/v1/tasks",
+                json!({"queue": "grpc-shared", "handler_ref": "h", "payload_json": "OK"}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        ids.push(r.body["id"].as_str().unwrap().to_owned());
+    }
+    for id in &ids {
+        assert_eq!(settled(&server, id).await["status"], "SUCCEEDED");
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one HTTP/2 connection");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_drops_the_connection_is_unavailable_and_retryable() {
+    // Accepts every connection and closes it at once, before any answer.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            drop(socket);
+        }
+    });
+    let server = TestServer::start().await;
+    let r = server
+        .put(
+            "/v1/queues/grpc-dropped/config",
+            json!({"max_attempts": 1, "callback": {"url": format!("grpc://{addr}"), "timeout_ms": 2000}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = server
+        .post(
+            "/v1/tasks",
+            json!({"queue": "grpc-dropped", "handler_ref": "h", "payload_json": "OK"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let env = settled(&server, r.body["id"].as_str().unwrap()).await;
+    let (got, error_type) = outcome(&env);
+    assert_eq!(
+        (got.as_str(), error_type.as_str()),
+        ("RETRYABLE_FAILURE", "grpc.Unavailable"),
+        "{env}"
+    );
     server.stop().await;
 }

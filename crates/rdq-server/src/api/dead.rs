@@ -17,10 +17,11 @@ use rdq_app::Caller;
 use rdq_app::dlq::{ImportEntry, RedriveFilter};
 use rdq_envelope::{Envelope, TaskId};
 
-use super::openapi::{Problem400, Problem404, Problem409, QueuePath, TaskPath};
-use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
+use super::components::{Problem400, Problem404, Problem409, QueuePath, TaskPath};
+use super::response::{envelope_response, json_response, raw_envelope};
+use super::state::AppState;
 use crate::problem::ApiError;
-use crate::request::{JsonBody, PathArgs, QueryArgs, read_body};
+use crate::request::{JsonBody, PathArgs, QueryArgs, parse_task_id, read_body};
 
 #[utoipa::path(
     get, path = "/v1/queues/{queue}/dead", operation_id = "listDead", tag = "dlq",

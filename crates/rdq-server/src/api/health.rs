@@ -7,10 +7,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rdq_app::Scope;
 use serde::Serialize;
-use utoipa::{OpenApi, ToSchema};
+use utoipa::ToSchema;
 
-use super::openapi::Problem503;
-use super::{AppState, json_response, openapi};
+use super::components::Problem503;
+use super::response::json_response;
+use super::state::AppState;
 use crate::problem::ApiError;
 
 /// The answer of `/healthz` and `/readyz`.
@@ -79,14 +80,4 @@ pub async fn metrics(State(state): State<AppState>, parts: Parts) -> Result<Resp
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
     Ok(response)
-}
-
-#[utoipa::path(
-    get, path = "/openapi.json", operation_id = "openapi", tag = "operations", summary = "This document",
-    security(),
-    responses((status = 200, description = "OpenAPI 3.1", body = Object, content_type = "application/json")),
-)]
-/// `GET /openapi.json`: the API's OpenAPI 3 document.
-pub async fn openapi() -> Response {
-    json_response(StatusCode::OK, &openapi::ApiDoc::openapi())
 }

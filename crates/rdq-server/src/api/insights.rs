@@ -16,8 +16,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
-use super::openapi::{Problem400, Problem404, QueuePath};
-use super::{AppState, json_response, raw_envelope};
+use super::components::{Problem400, Problem404, QueuePath};
+use super::response::{json_response, raw_envelope};
+use super::state::AppState;
 use crate::problem::ApiError;
 use crate::request::{PathArgs, QueryArgs};
 

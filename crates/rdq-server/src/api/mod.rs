@@ -1,108 +1,35 @@
-//! The HTTP API: the route table, the shared state handlers see, and the
-//! helpers that turn envelopes into responses.
+//! The HTTP API's route table: every route, the dashboard's, and the
+//! problem+json fallbacks for an unknown route or method.
 //!
 //! One file per resource: [`tasks`] (submit, read, delete), [`queues`]
 //! (counts, live policy), [`dead`] (the DLQ), [`workers`] (the pull-worker
-//! API) and [`health`] (liveness, readiness, metrics, the OpenAPI document).
-//! Every route is registered through [`RouteTable`], which remembers what it
+//! API), [`insights`] (the dashboard's queries) and [`health`] (liveness,
+//! readiness, metrics, the OpenAPI document); the handlers share
+//! [`state`] (what every handler can reach) and [`response`] (envelopes and
+//! values as response bodies), and import nothing from this file. Every
+//! route is registered through [`RouteTable`], which remembers what it
 //! registered, so a test can hold the router and `openapi.json` to each other.
 
+pub mod components;
 pub mod dead;
 pub mod health;
 pub mod insights;
 pub mod openapi;
 pub mod queues;
+pub mod response;
+pub mod state;
 pub mod tasks;
 pub mod workers;
 
-use std::sync::Arc;
+pub use state::AppState;
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, FromRequestParts};
+use axum::extract::DefaultBodyLimit;
 use axum::handler::Handler;
-use axum::http::request::Parts;
-use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{Method, StatusCode};
 use axum::routing::{MethodFilter, MethodRouter, on};
-use rdq_app::{App, Caller};
-use rdq_envelope::{Envelope, TaskId};
-use serde::Serialize;
-use serde_json::value::RawValue;
 
-use crate::callback::{CallbackSettings, Dispatcher};
 use crate::problem::{ApiError, METHOD_NOT_ALLOWED, ROUTE_NOT_FOUND};
-
-/// What every handler can reach: the application layer, plus what only
-/// the HTTP server has. Cheap to clone.
-#[derive(Clone)]
-pub struct AppState {
-    app: App,
-    inner: Arc<StateInner>,
-}
-
-struct StateInner {
-    dispatcher: Arc<Dispatcher>,
-    callbacks: CallbackSettings,
-    public_metrics: bool,
-}
-
-impl AppState {
-    /// Assembles the state.
-    pub fn new(
-        app: App,
-        dispatcher: Arc<Dispatcher>,
-        callbacks: CallbackSettings,
-        public_metrics: bool,
-    ) -> Self {
-        Self {
-            app,
-            inner: Arc::new(StateInner {
-                dispatcher,
-                callbacks,
-                public_metrics,
-            }),
-        }
-    }
-
-    /// The application layer: every use case.
-    pub fn app(&self) -> &App {
-        &self.app
-    }
-
-    /// The callback dispatcher.
-    pub fn dispatcher(&self) -> &Dispatcher {
-        &self.inner.dispatcher
-    }
-
-    /// The `[callbacks]` settings.
-    pub fn callbacks(&self) -> &CallbackSettings {
-        &self.inner.callbacks
-    }
-
-    /// Whether `/metrics` needs no token.
-    pub fn public_metrics(&self) -> bool {
-        self.inner.public_metrics
-    }
-
-    /// The caller behind `parts`' `Authorization` header.
-    pub fn authenticate(&self, parts: &Parts) -> Result<Caller, ApiError> {
-        Ok(self.app.authenticate(
-            parts
-                .headers
-                .get(header::AUTHORIZATION)
-                .map(HeaderValue::as_bytes),
-        )?)
-    }
-}
-
-impl FromRequestParts<AppState> for Caller {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        state.authenticate(parts)
-    }
-}
 
 /// Routes as they are registered: the router plus the list of
 /// `(method, path)` pairs it holds.
@@ -149,7 +76,7 @@ impl RouteTable {
     /// The router, with the body limit and problem+json fallbacks.
     pub fn into_router(self, state: AppState, max_request_bytes: usize) -> Router {
         self.router
-            .merge(crate::ui::router())
+            .merge(crate::ui::router::<AppState>())
             .fallback(route_not_found)
             .method_not_allowed_fallback(method_not_allowed)
             .layer(DefaultBodyLimit::max(max_request_bytes))
@@ -197,11 +124,11 @@ pub fn route_table(max_import_bytes: usize) -> RouteTable {
         .add(Method::GET, "/healthz", health::healthz)
         .add(Method::GET, "/readyz", health::readyz)
         .add(Method::GET, "/metrics", health::metrics)
-        .add(Method::GET, "/openapi.json", health::openapi)
+        .add(Method::GET, "/openapi.json", openapi::openapi)
 }
 
 async fn route_not_found() -> ApiError {
-    ApiError::new(
+    ApiError::http_only(
         StatusCode::NOT_FOUND,
         ROUTE_NOT_FOUND,
         "no route has this path; see /openapi.json",
@@ -209,49 +136,9 @@ async fn route_not_found() -> ApiError {
 }
 
 async fn method_not_allowed() -> ApiError {
-    ApiError::new(
+    ApiError::http_only(
         StatusCode::METHOD_NOT_ALLOWED,
         METHOD_NOT_ALLOWED,
         "the route exists but not with this method; see /openapi.json",
     )
-}
-
-/// Parses a task id from a path or body, refusing with 400 `INVALID_ARGUMENT`.
-pub fn parse_task_id(text: &str) -> Result<TaskId, ApiError> {
-    TaskId::parse(text).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "INVALID_ARGUMENT",
-            format!("{text:?} is not a task id (a 26-character ULID)"),
-        )
-    })
-}
-
-/// An envelope as a response body, in its canonical encoding.
-pub fn envelope_response(status: StatusCode, env: &Envelope) -> Response {
-    json_bytes(status, env.encode())
-}
-
-/// An envelope as an embeddable JSON value, byte for byte its canonical encoding.
-pub fn raw_envelope(env: &Envelope) -> Box<RawValue> {
-    RawValue::from_string(env.encode_string()).unwrap_or_else(|_| RawValue::NULL.to_owned())
-}
-
-/// `value` serialised as a JSON response.
-pub fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response {
-    match serde_json::to_vec(value) {
-        Ok(bytes) => json_bytes(status, bytes),
-        Err(e) => {
-            ApiError::internal(format!("the response did not serialise: {e}")).into_response()
-        }
-    }
-}
-
-fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response {
-    let mut response = (status, Body::from(bytes)).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }

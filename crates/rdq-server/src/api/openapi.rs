@@ -27,13 +27,19 @@ use std::borrow::Cow;
 use rdq_api::schema::{Glob, QueueName, QueueNameItem, SettleBatchItem, TaskId};
 use serde_json::{Value, json};
 use utoipa::openapi::extensions::Extensions;
-use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::schema::{KnownFormat, Object, SchemaFormat, Type};
+use utoipa::openapi::schema::{KnownFormat, SchemaFormat};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::openapi::{Content, Ref, RefOr, Required, Response, ResponseBuilder, Schema};
-use utoipa::{IntoParams, Modify, Number, OpenApi, ToResponse, ToSchema};
+use utoipa::openapi::{Ref, RefOr, Required, Schema};
+use utoipa::{Modify, Number, OpenApi};
 
+use axum::http::StatusCode;
+
+use super::components::{
+    Problem400, Problem401, Problem403, Problem404, Problem409, Problem413, Problem501, Problem503,
+    UriTooLong,
+};
+use super::response::json_response;
 use super::{dead, health, insights, queues, tasks, workers};
 
 /// The document: every operation, and the components no operation names
@@ -72,7 +78,7 @@ use super::{dead, health, insights, queues, tasks, workers};
         health::healthz,
         health::readyz,
         health::metrics,
-        health::openapi,
+        openapi,
     ),
     // What utoipa does not collect by itself: the schemas that only
     // responses, parameters and hand-written schemas refer to.
@@ -93,139 +99,19 @@ use super::{dead, health, insights, queues, tasks, workers};
 )]
 pub struct ApiDoc;
 
+#[utoipa::path(
+    get, path = "/openapi.json", operation_id = "openapi", tag = "operations", summary = "This document",
+    security(),
+    responses((status = 200, description = "OpenAPI 3.1", body = Object, content_type = "application/json")),
+)]
+/// `GET /openapi.json`: the API's OpenAPI 3 document.
+pub async fn openapi() -> axum::response::Response {
+    json_response(StatusCode::OK, &ApiDoc::openapi())
+}
+
 /// The whole document as a JSON value, as `/openapi.json` serves it.
 pub fn document() -> Result<Value, serde_json::Error> {
     serde_json::to_value(ApiDoc::openapi())
-}
-
-/// The `{id}` path parameter.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-pub struct TaskPath {
-    /// Task id (ULID)
-    #[param(value_type = TaskId)]
-    pub id: String,
-}
-
-/// The `{queue}` path parameter.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-pub struct QueuePath {
-    /// Queue name, `[a-z0-9._-]{1,240}`, not `.` or `..`
-    #[param(value_type = QueueName)]
-    pub queue: String,
-}
-
-/// The request headers a submit reads.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Header)]
-pub struct SubmitHeaders {
-    /// Used when the body has no idempotency_key; when present, 1 to 255 bytes of visible ASCII whatever the body says (else 400 INVALID_FIELD)
-    #[param(
-        rename = "Idempotency-Key",
-        required = false,
-        min_length = 1,
-        max_length = 255,
-        pattern = "^[ -~]*[!-~][ -~]*$"
-    )]
-    pub idempotency_key: String,
-    /// W3C trace context, copied into the envelope's headers unless the body has one
-    #[param(required = false)]
-    pub traceparent: String,
-}
-
-/// The request header a batch submit reads.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Header)]
-pub struct BatchHeaders {
-    /// W3C trace context, copied into each item's headers that has none
-    #[param(required = false)]
-    pub traceparent: String,
-}
-
-/// The value of the `rdq-config-scope` response header.
-#[derive(ToSchema)]
-#[schema(rename_all = "lowercase")]
-pub enum ConfigScope {
-    /// The policy lives in this server process (RabbitMQ).
-    Process,
-}
-
-/// Declares a problem response of `components.responses`.
-macro_rules! problem_response {
-    ($name:ident, $description:expr) => {
-        problem_response!($name, $description, |response| response);
-    };
-    ($name:ident, $description:expr, $extra:expr) => {
-        #[doc = $description]
-        pub struct $name;
-
-        impl<'r> ToResponse<'r> for $name {
-            fn response() -> (&'r str, RefOr<Response>) {
-                let response = ResponseBuilder::new().description($description).content(
-                    rdq_api::problem::PROBLEM_CONTENT_TYPE,
-                    Content::new(Some(Ref::from_schema_name("Problem"))),
-                );
-                (stringify!($name), $extra(response).build().into())
-            }
-        }
-    };
-}
-
-problem_response!(
-    Problem400,
-    "Malformed or invalid input (MALFORMED_REQUEST: not JSON, an empty body, wrong type, unknown or missing field; INVALID_FIELD, INVALID_QUEUE_NAME, INVALID_HANDLER_REF, RESERVED_HEADER, INVALID_POLICY, INVALID_ARGUMENT, INVALID_IMPORT)"
-);
-problem_response!(
-    Problem401,
-    "Tokens are configured and the request has no known bearer token (UNAUTHENTICATED)",
-    |response: ResponseBuilder| response.header(
-        "WWW-Authenticate",
-        HeaderBuilder::new()
-            .description(Some("Bearer realm=\"rdq\""))
-            .schema(Some(Object::with_type(Type::String)))
-            .build()
-    )
-);
-problem_response!(
-    Problem403,
-    "The token lacks the scope or the queue (FORBIDDEN)"
-);
-problem_response!(
-    Problem404,
-    "Unknown task or queue (TASK_NOT_FOUND, QUEUE_NOT_FOUND); a queue-scoped token gets TASK_NOT_FOUND for another queue's task too"
-);
-problem_response!(
-    Problem409,
-    "The lease is no longer held (LEASE_LOST), the task's status or counters do not allow this (INVALID_TRANSITION), or the task exists (TASK_EXISTS)"
-);
-problem_response!(
-    Problem413,
-    "The body exceeds max_request_bytes (max_import_bytes for an import), or the envelope the queue's max_envelope_bytes (PAYLOAD_TOO_LARGE)"
-);
-problem_response!(
-    Problem501,
-    "The store cannot do this (UNSUPPORTED, with a hint)"
-);
-problem_response!(
-    Problem503,
-    "The store does not answer (STORE_UNAVAILABLE) or the server is shutting down (SHUTTING_DOWN)"
-);
-
-/// A request line (path and query string) over 65,534 bytes, refused by
-/// the HTTP layer before routing.
-pub struct UriTooLong;
-
-impl<'r> ToResponse<'r> for UriTooLong {
-    fn response() -> (&'r str, RefOr<Response>) {
-        (
-            "UriTooLong",
-            ResponseBuilder::new()
-                .description("The request line (path and query string) is longer than 65,534 bytes: refused by the HTTP layer before routing, with an empty body")
-                .build()
-                .into(),
-        )
-    }
 }
 
 /// The responses every operation shares, by rule: any request line can be

@@ -18,8 +18,9 @@ use rdq_api::queues::{CapabilityList, QueueList, QueueListQuery};
 use rdq_api::schema::{QueuePolicy, QueuePolicyPatch};
 use rdq_app::Caller;
 
-use super::openapi::{ConfigScope, Problem400, Problem404, QueuePath};
-use super::{AppState, json_response};
+use super::components::{ConfigScope, Problem400, Problem404, QueuePath};
+use super::response::json_response;
+use super::state::AppState;
 use crate::problem::ApiError;
 use crate::request::{JsonDocument, PathArgs, QueryArgs};
 

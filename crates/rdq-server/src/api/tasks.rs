@@ -14,10 +14,11 @@ use rdq_app::submit::SubmitCommand;
 use rdq_app::{AppError, Caller};
 use rdq_engine::Submitted;
 
-use super::openapi::{BatchHeaders, Problem400, Problem404, SubmitHeaders, TaskPath};
-use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
+use super::components::{BatchHeaders, Problem400, Problem404, SubmitHeaders, TaskPath};
+use super::response::{envelope_response, json_response, raw_envelope};
+use super::state::AppState;
 use crate::problem::{ApiError, item_error};
-use crate::request::{JsonBody, PathArgs};
+use crate::request::{JsonBody, PathArgs, parse_task_id};
 
 /// Most submits in one batch.
 pub const MAX_SUBMIT_BATCH: usize = rdq_api::MAX_SUBMIT_BATCH;

@@ -22,10 +22,11 @@ use rdq_app::{AppError, Caller};
 use rdq_envelope::TaskId;
 use serde_json::Value;
 
-use super::openapi::{Problem404, Problem409, QueuePath, TaskPath};
-use super::{AppState, envelope_response, json_response, parse_task_id, raw_envelope};
+use super::components::{Problem404, Problem409, QueuePath, TaskPath};
+use super::response::{envelope_response, json_response, raw_envelope};
+use super::state::AppState;
 use crate::problem::{ApiError, item_error};
-use crate::request::{JsonBody, PathArgs};
+use crate::request::{JsonBody, PathArgs, parse_task_id};
 
 #[utoipa::path(
     post, path = "/v1/queues/{queue}/claim", operation_id = "claimTasks", tag = "workers",

@@ -1,5 +1,7 @@
 //! The dispatcher: one [`Worker`] per queue that has a callback target, whose
-//! handler POSTs the task to the target and maps the answer to an outcome.
+//! handler sends the task to the target (an HTTP POST, or a gRPC call
+//! through [`super::grpc`]) and maps the answer to an outcome
+//! ([`super::mapping`]).
 //!
 //! Building on the runtime's worker loop means callbacks get exactly what
 //! in-process handlers get: claims and settles in batches, bounded
@@ -24,20 +26,18 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use super::address::CheckedResolver;
-use super::mapping::{CallResult, decide};
-use super::settings::CallbackSettings;
-use super::target::CallbackTarget;
 use rdq_app::metrics::{Metrics, OutcomeLabel};
+
+use super::address::{AddressPolicy, CheckedResolver};
+use super::grpc::{self, Channels};
+use super::grpc_status::code_name;
+use super::mapping::{CallResult, decide, decide_grpc};
+use super::settings::CallbackSettings;
+use super::target::{ATTEMPT_HEADER, CallbackTarget, TASK_ID_HEADER};
 
 /// Most bytes of a response body read (for body rules and the excerpt); a
 /// longer body is cut there.
 pub const MAX_BODY_READ: usize = 64 * 1024;
-
-/// Header carrying the task id on every callback.
-pub const TASK_ID_HEADER: &str = "rdq-task-id";
-/// Header carrying the attempt number on every callback.
-pub const ATTEMPT_HEADER: &str = "rdq-attempt";
 
 /// Pushes tasks of callback queues to their targets. See the module documentation.
 pub struct Dispatcher {
@@ -60,8 +60,9 @@ struct QueueDispatch {
     excerpt_bytes: usize,
     max_retry_after: Duration,
     tracer: Option<rdq_telemetry::Tracer>,
-    grpc: Arc<super::grpc::Connections>,
-    address_policy: super::address::AddressPolicy,
+    /// The gRPC target's channel (unused by an HTTP target).
+    grpc: Channels,
+    address_policy: AddressPolicy,
 }
 
 struct Running {
@@ -219,7 +220,7 @@ impl Dispatcher {
                 excerpt_bytes: self.settings.body_excerpt_bytes,
                 max_retry_after: Duration::from_millis(self.settings.max_retry_after_ms),
                 tracer: self.tracer.clone(),
-                grpc: Arc::default(),
+                grpc: Channels::default(),
                 address_policy: self.settings.address_policy(),
             });
             let config = WorkerConfig {
@@ -278,17 +279,21 @@ async fn dispatch_one(dispatch: Arc<QueueDispatch>, task: Arc<Task>) -> Settleme
     };
     let url = target.display_url();
     let (settlement, protocol, status_code, error_type) = if target.is_grpc() {
-        let (code, settlement) = super::grpc::call(
+        let result = grpc::call(
             &dispatch.grpc,
-            &dispatch.address_policy,
+            dispatch.address_policy,
             &target,
             env,
             attempt,
             traceparent.as_deref(),
-            dispatch.excerpt_bytes,
         )
         .await;
-        let error_type = (code != tonic::Code::Ok).then(|| super::grpc::code_name(code).to_owned());
+        let settlement = decide_grpc(&target, &result, dispatch.excerpt_bytes);
+        let code = result
+            .as_ref()
+            .err()
+            .map_or(tonic::Code::Ok, tonic::Status::code);
+        let error_type = (code != tonic::Code::Ok).then(|| code_name(code).to_owned());
         (
             settlement,
             rdq_telemetry::CallProtocol::Grpc,

@@ -1,9 +1,10 @@
 //! From what a callback did to the canonical outcome (`docs/outcomes.md`, "Callback
-//! response mapping — server mode"), as a pure function so every row of the
-//! table is a unit test.
+//! response mapping — server mode"), as pure functions so every row of the
+//! tables is a unit test: [`decide`] for an HTTP target's answer,
+//! [`decide_grpc`] for a gRPC target's status.
 //!
-//! Order of precedence: a matching body rule, then `status_map` (exact code,
-//! then class), then the default: 2xx SUCCESS; 408, 429 and 5xx
+//! **HTTP.** Order of precedence: a matching body rule, then `status_map`
+//! (exact code, then class), then the default: 2xx SUCCESS; 408, 429 and 5xx
 //! RETRYABLE_FAILURE; every other status (other 4xx, and 1xx/3xx, since
 //! redirects are not followed) PERMANENT_FAILURE; a timeout, a refused or
 //! failed connection, or a broken response RETRYABLE_FAILURE.
@@ -18,13 +19,23 @@
 //! the URL and a bounded excerpt of the body in the message and in `detail`),
 //! `http.Timeout`, `http.Connect`, `http.Error`, or a body rule's error type
 //! (default `http.ResponseBody`).
+//!
+//! **gRPC.** The status decides, `status_map` first (keys are code names
+//! such as `"NOT_FOUND"` or numbers such as `"5"`), then the default:
+//! `OK` SUCCESS; `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED`,
+//! `ABORTED` RETRYABLE_FAILURE; every other code PERMANENT_FAILURE. The
+//! error recorded is `grpc.<Code>` (`grpc.Unavailable`, …) with the status
+//! message, and the code, message and details (base64) in `detail`.
 
 use std::time::{Duration, SystemTime};
 
+use base64::Engine as _;
 use rdq_engine::{FailureKind, Settlement};
 use rdq_envelope::{ErrorInfo, truncate_text};
 use serde_json::{Value, json};
+use tonic::{Code, Status};
 
+use super::grpc_status::{camel_name, code_name};
 use super::target::{CallbackTarget, MappedOutcome};
 
 /// Error type of a callback that did not answer in time.
@@ -164,11 +175,58 @@ pub fn decide(
     )
 }
 
-/// The default outcome for a status code (docs/outcomes.md, "Callbacks").
+/// The default outcome of an HTTP status code (`docs/outcomes.md`).
 pub fn default_outcome(status: u16) -> MappedOutcome {
     match status {
         200..=299 => MappedOutcome::Success,
         408 | 429 | 500..=599 => MappedOutcome::RetryableFailure,
+        _ => MappedOutcome::PermanentFailure,
+    }
+}
+
+/// The settlement for the status a gRPC call ended with (`Ok` stands for
+/// an `OK` answer).
+pub fn decide_grpc(
+    target: &CallbackTarget,
+    result: &Result<(), Status>,
+    excerpt_bytes: usize,
+) -> Settlement {
+    let (code, message, details) = match result {
+        Ok(()) => (Code::Ok, "", &[][..]),
+        Err(s) => (s.code(), s.message(), s.details()),
+    };
+    let outcome = target
+        .mapped_grpc(code as u16)
+        .unwrap_or_else(|| default_grpc_outcome(code));
+    if outcome == MappedOutcome::Success {
+        return Settlement::Success;
+    }
+    let name = code_name(code);
+    let url = target.display_url();
+    let message = truncate_text(message, excerpt_bytes);
+    let mut detail =
+        json!({"url": url, "code": name, "code_number": code as i32, "message": message});
+    if !details.is_empty() {
+        detail["details_base64"] = json!(base64::engine::general_purpose::STANDARD.encode(details));
+    }
+    let text = if message.is_empty() {
+        format!("rdq.v1.Handler/Handle at {url}: {name}")
+    } else {
+        format!("rdq.v1.Handler/Handle at {url}: {name}: {message}")
+    };
+    failure(
+        ErrorInfo::new(format!("grpc.{}", camel_name(code)), &text).with_detail(detail),
+        outcome,
+    )
+}
+
+/// The default outcome of a gRPC status code.
+pub fn default_grpc_outcome(code: Code) -> MappedOutcome {
+    match code {
+        Code::Ok => MappedOutcome::Success,
+        Code::Unavailable | Code::DeadlineExceeded | Code::ResourceExhausted | Code::Aborted => {
+            MappedOutcome::RetryableFailure
+        }
         _ => MappedOutcome::PermanentFailure,
     }
 }
@@ -238,7 +296,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_table_of_seed_002() {
+    fn the_default_table_of_http_statuses() {
         let t = target(json!({}));
         for status in [200, 201, 204, 299] {
             assert_eq!(run(&t, &answered(status, "", None)), Settlement::Success);
@@ -368,5 +426,53 @@ mod tests {
             SystemTime::UNIX_EPOCH,
         );
         assert!(matches!(spent, Settlement::Failure { .. }));
+    }
+
+    #[test]
+    fn a_grpc_status_maps_by_status_map_then_the_default_and_records_the_code() {
+        let mut policy = QueueConfig::default().with_section(
+            "callback",
+            json!({"url": "grpc://127.0.0.1:9", "timeout_ms": 500,
+                   "status_map": {"NOT_FOUND": "SUCCESS", "14": "PERMANENT_FAILURE"}}),
+        );
+        policy.policy.max_attempts = 3;
+        let t = CallbackTarget::from_config(&policy, &CallbackSettings::default())
+            .unwrap()
+            .unwrap();
+        let grpc = |r: Result<(), Status>| decide_grpc(&t, &r, 8);
+        assert_eq!(grpc(Ok(())), Settlement::Success);
+        assert_eq!(grpc(Err(Status::not_found("gone"))), Settlement::Success);
+        assert_eq!(
+            kind_and_type(&grpc(Err(Status::unavailable("down")))),
+            (FailureKind::Permanent, "grpc.Unavailable".to_owned())
+        );
+        assert_eq!(
+            kind_and_type(&grpc(Err(Status::aborted("")))),
+            (FailureKind::Retryable, "grpc.Aborted".to_owned())
+        );
+        let failed = grpc(Err(Status::with_details(
+            Code::InvalidArgument,
+            "a message longer than eight bytes",
+            vec![1, 2].into(),
+        )));
+        let Settlement::Failure { error, kind } = failed else {
+            panic!("{failed:?}")
+        };
+        assert_eq!(kind, FailureKind::Permanent);
+        assert_eq!(error.error_type, "grpc.InvalidArgument");
+        let detail = error.detail.unwrap();
+        assert_eq!(detail["code"], "INVALID_ARGUMENT");
+        assert_eq!(detail["code_number"], 3);
+        assert_eq!(detail["details_base64"], "AQI=");
+        let kept = detail["message"].as_str().unwrap();
+        assert!(
+            kept.len() < "a message longer than eight bytes".len(),
+            "{kept}"
+        );
+        assert!(
+            error
+                .message
+                .starts_with("rdq.v1.Handler/Handle at grpc://127.0.0.1:9")
+        );
     }
 }

@@ -105,7 +105,7 @@ impl CallbackSettings {
     /// What a name resolves to is checked on every connection instead (see
     /// [`super::address::CheckedResolver`]), and by [`Self::check_resolved`].
     pub fn check_url(&self, url: &Url) -> Result<(), String> {
-        if let Some(tls) = super::grpc::is_tls_scheme(url.scheme()) {
+        if let Some(tls) = super::scheme::grpc_tls(url.scheme()) {
             // A grpc:// URL's host is opaque to the URL parser: check the
             // http(s):// URL of the same authority, against the rules
             // written for the gRPC scheme (docs/grpc.md).

@@ -14,10 +14,11 @@
 //! ```
 //!
 //! `status_map` keys are a status code (`"404"`) or a class (`"4xx"`); an
-//! exact code wins over its class, and both over the default mapping
-//! (docs/outcomes.md, "Callbacks"). `body_rules` test the response body, parsed as JSON, with an
-//! RFC 6901 JSON Pointer; the first rule that matches decides, ahead of
-//! `status_map`.
+//! exact code wins over its class, and both over the default mapping of
+//! `docs/outcomes.md`. `body_rules` test the response body, parsed as JSON,
+//! with an RFC 6901 JSON Pointer; the first rule that matches decides, ahead
+//! of `status_map`. A gRPC target (`grpc://`, `grpcs://`) takes gRPC status
+//! codes as `status_map` keys (`"NOT_FOUND"`, `"5"`) and no body rules.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -29,6 +30,7 @@ use serde_json::Value;
 use url::Url;
 
 use super::settings::CallbackSettings;
+use super::{grpc_status, scheme};
 
 /// Request headers rdq sets itself; a target may not override them.
 pub const RESERVED_REQUEST_HEADERS: &[&str] = &[
@@ -42,6 +44,11 @@ pub const RESERVED_REQUEST_HEADERS: &[&str] = &[
 
 /// Prefix of the headers rdq adds to every callback (`rdq-task-id`, `rdq-attempt`).
 pub const RDQ_HEADER_PREFIX: &str = "rdq-";
+
+/// Header (gRPC: metadata) carrying the task id on every callback.
+pub const TASK_ID_HEADER: &str = "rdq-task-id";
+/// Header (gRPC: metadata) carrying the attempt number on every callback.
+pub const ATTEMPT_HEADER: &str = "rdq-attempt";
 
 /// The canonical outcome a response maps to (`docs/outcomes.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -159,8 +166,8 @@ impl CallbackTarget {
         settings
             .check_url(&url)
             .map_err(|why| format!("callback.url: {why}"))?;
-        let grpc = super::grpc::is_tls_scheme(url.scheme()).is_some();
-        if url.scheme() == super::grpc::SCHEME && url.port().is_none() {
+        let grpc = scheme::is_grpc(url.scheme());
+        if url.scheme() == scheme::GRPC && url.port().is_none() {
             return Err("callback.url: a grpc:// URL needs a port".into());
         }
         if grpc && !doc.body_rules.is_empty() {
@@ -212,7 +219,7 @@ impl CallbackTarget {
         for (key, outcome) in &doc.status_map {
             if grpc {
                 // gRPC status codes (docs/grpc.md): names or numbers.
-                let code = super::grpc::parse_code(key).ok_or_else(|| {
+                let code = grpc_status::parse_code(key).ok_or_else(|| {
                     format!("callback.status_map.{key}: keys of a gRPC target are status codes (\"UNAVAILABLE\", \"14\")")
                 })?;
                 exact.insert(code, *outcome);
@@ -272,9 +279,9 @@ impl CallbackTarget {
         })
     }
 
-    /// True for a `grpc://` target (`rdq.v1.Handler/Handle`, see [`super::grpc`]).
+    /// True for a `grpc://` or `grpcs://` target (`rdq.v1.Handler/Handle`).
     pub fn is_grpc(&self) -> bool {
-        super::grpc::is_tls_scheme(self.url.scheme()).is_some()
+        scheme::is_grpc(self.url.scheme())
     }
 
     /// The outcome `status_map` gives gRPC status `code`, for a gRPC target.
