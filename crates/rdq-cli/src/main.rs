@@ -107,6 +107,12 @@ impl From<rdq_envelope::EnvelopeError> for CliError {
     }
 }
 
+impl From<rdq_engine::EngineError> for CliError {
+    fn from(e: rdq_engine::EngineError) -> Self {
+        Self::new(e.code(), e.to_string())
+    }
+}
+
 /// Runs an operator command on a small runtime of its own.
 fn block_on(work: impl std::future::Future<Output = Result<(), CliError>>) -> Result<(), CliError> {
     tokio::runtime::Builder::new_current_thread()

@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use rdq_engine::Store;
 use rdq_store_embedded::EmbeddedStore;
 
-use super::{StoreEntry, refused};
+use super::StoreEntry;
 use crate::CliError;
 
 /// The embedded store's registry entry.
@@ -39,10 +39,10 @@ fn open(dir: &str) -> BoxFuture<'_, Result<Arc<dyn Store>, CliError>> {
 /// then every envelope, its row and the counts, then readiness.
 fn check(dir: &str) -> BoxFuture<'_, Result<String, CliError>> {
     Box::pin(async move {
-        EmbeddedStore::check_files(dir).map_err(refused)?;
-        let store = EmbeddedStore::open(dir).map_err(refused)?;
-        store.verify().await.map_err(refused)?;
-        store.ready().await.map_err(refused)?;
+        EmbeddedStore::check_files(dir)?;
+        let store = EmbeddedStore::open(dir)?;
+        store.verify().await?;
+        store.ready().await?;
         Ok("ok (pages, indexes, envelopes and counts; ready)".to_owned())
     })
 }

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use rdq_engine::{EngineError, Store};
+use rdq_engine::Store;
 
 use crate::CliError;
 
@@ -221,11 +221,6 @@ fn check_parameters(entry: &StoreEntry, spec: &str) -> Result<(), CliError> {
         }
     }
     Ok(())
-}
-
-/// A store's refusal, with its stable code.
-fn refused(e: EngineError) -> CliError {
-    CliError::new(e.code(), e.to_string())
 }
 
 #[cfg(test)]

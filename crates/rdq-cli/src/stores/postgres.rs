@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use rdq_engine::Store;
 use rdq_store_postgres::{PostgresStore, SCHEMA_VERSION};
 
-use super::{StoreEntry, refused};
+use super::StoreEntry;
 use crate::CliError;
 
 /// The PostgreSQL store's registry entry.
@@ -60,15 +60,15 @@ pub const ENTRY: StoreEntry = StoreEntry {
 fn open(url: &str) -> BoxFuture<'_, Result<Arc<dyn Store>, CliError>> {
     Box::pin(async move {
         // Connects and migrates on first use, inside the caller's runtime.
-        let store = PostgresStore::from_url(url).map_err(refused)?;
+        let store = PostgresStore::from_url(url)?;
         Ok(Arc::new(store) as Arc<dyn Store>)
     })
 }
 
 fn migrate(url: &str) -> BoxFuture<'_, Result<String, CliError>> {
     Box::pin(async move {
-        let store = PostgresStore::from_url(url).map_err(refused)?;
-        let from = store.migrate().await.map_err(refused)?;
+        let store = PostgresStore::from_url(url)?;
+        let from = store.migrate().await?;
         let schema = store.schema();
         Ok(if from == SCHEMA_VERSION {
             format!("schema {schema} is at version {SCHEMA_VERSION}: nothing to do")

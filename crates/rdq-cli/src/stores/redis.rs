@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use rdq_engine::Store;
 use rdq_store_redis::RedisStore;
 
-use super::{StoreEntry, refused};
+use super::StoreEntry;
 use crate::CliError;
 
 /// The Redis store's registry entry.
@@ -40,7 +40,7 @@ pub const ENTRY: StoreEntry = StoreEntry {
 fn open(url: &str) -> BoxFuture<'_, Result<Arc<dyn Store>, CliError>> {
     Box::pin(async move {
         // Connects on first use, inside the caller's runtime.
-        let store = RedisStore::from_url(url).map_err(refused)?;
+        let store = RedisStore::from_url(url)?;
         Ok(Arc::new(store) as Arc<dyn Store>)
     })
 }
