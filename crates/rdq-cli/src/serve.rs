@@ -28,8 +28,7 @@ pub struct ServeArgs {
     /// address needs tokens in the configuration file.
     #[arg(long, env = "RDQ_LISTEN", value_name = "ADDR")]
     listen: Option<String>,
-    /// Store: a directory (the embedded store), a store URL or `memory:`
-    /// (`rdq stores` lists this build's) [default: ./rdq-data].
+    /// Store: a directory (the embedded store) or `memory:` [default: ./rdq-data].
     #[arg(long, env = "RDQ_STORE", value_name = "STORE")]
     store: Option<String>,
     /// Configuration file (TOML; see docs/server.md).
