@@ -195,9 +195,9 @@ pub struct Local {
 }
 
 impl Local {
-    /// Opens `spec` (see `stores::open_store`).
+    /// Opens the store `spec` names (see [`crate::stores`]).
     pub async fn open(spec: &str) -> Result<Box<dyn Operations>, CliError> {
-        let engine = Engine::new(open_store(spec)?, Arc::new(SystemClock));
+        let engine = Engine::new(open_store(spec).await?, Arc::new(SystemClock));
         // The target's shape is checked here; whether its URL is allowed is
         // the server's to say (its allowlist), when it loads the policy.
         let any_url = CallbackSettings {

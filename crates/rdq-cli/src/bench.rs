@@ -30,7 +30,7 @@ use tokio::sync::Mutex;
 use crate::CliError;
 use crate::bench_server;
 use crate::output::outln;
-use crate::stores::open_store;
+use crate::stores::{Registry, open_store};
 
 /// Submits kept in flight during the submit phase (docs/benchmarks.md, W1).
 const SUBMITS_IN_FLIGHT: usize = 64;
@@ -274,7 +274,7 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
             "--pairs compares HTTP with gRPC: it applies to --workload callback and pull",
         ));
     }
-    let store = open_store(spec)?;
+    let store = open_store(spec).await?;
     let engine = Engine::new(store, Arc::new(SystemClock));
     if args.workload == Workload::Backlog {
         return backlog(&engine, args, spec).await;
@@ -369,11 +369,9 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
     };
     // The physical limit group commit is measured against: this disk's
     // fsync rate, in the store's own directory when it has one.
-    let fsync_dir = if spec.starts_with("memory") || spec.contains("://") {
-        std::env::temp_dir()
-    } else {
-        std::path::PathBuf::from(spec)
-    };
+    let fsync_dir = Registry::compiled()
+        .directory(spec)
+        .map_or_else(std::env::temp_dir, std::path::Path::to_path_buf);
     let fsync_per_s = fsync_rate(&fsync_dir);
     let submit_per_s = args.jobs as f64 / submit_elapsed.as_secs_f64();
     Ok(json!({

@@ -14,7 +14,6 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::CliError;
-use crate::bench_server::PULL_BATCH;
 
 fn failed(what: &str, e: impl std::fmt::Display) -> CliError {
     CliError::new("BENCH_FAILED", format!("{what}: {e}"))
@@ -31,10 +30,6 @@ fn authorized<T>(msg: T, token: Option<&str>) -> Result<tonic::Request<T>, CliEr
     Ok(r)
 }
 
-/// Credits of a bench stream: two HTTP claims' worth, so the next tasks
-/// are on their way while a batch is settled.
-const CREDITS: u32 = 2 * PULL_BATCH as u32;
-
 /// A connection to the server's gRPC API, made before the work phase is
 /// timed, as the HTTP workers' pooled connections are already open from
 /// the submits.
@@ -48,14 +43,17 @@ pub async fn connect(base: &str) -> Result<tonic::transport::Channel, CliError> 
 }
 
 /// Works `queue` over one Work stream on `channel` until `settled` reaches `jobs`:
-/// settles go out in batches of up to 64, or as soon as no more tasks are
-/// waiting to be read (nothing waits on a timer holding finished work).
-/// The worker whose acknowledgement completes the run says so on `done`,
-/// so that every worker stops at once rather than at its next poll.
+/// settles go out in batches of up to `batch` (an HTTP worker's claim), or
+/// as soon as no more tasks are waiting to be read (nothing waits on a timer
+/// holding finished work). The stream has two batches' worth of credits, so
+/// the next tasks are on their way while a batch is settled. The worker
+/// whose acknowledgement completes the run says so on `done`, so that every
+/// worker stops at once rather than at its next poll.
 pub async fn work_stream_worker(
     channel: tonic::transport::Channel,
     token: Option<&str>,
     queue: &str,
+    batch_size: u64,
     settled: &AtomicU64,
     jobs: u64,
     done: &watch::Sender<bool>,
@@ -72,7 +70,7 @@ pub async fn work_stream_worker(
     };
     send(pb::work_request::Kind::Hello(pb::WorkHello {
         queues: vec![queue.to_owned()],
-        credits: CREDITS,
+        credits: u32::try_from(batch_size.saturating_mul(2)).unwrap_or(u32::MAX),
         lease_ms: None,
         bare_acks: true,
     }))
@@ -85,7 +83,7 @@ pub async fn work_stream_worker(
     let mut batch: Vec<pb::SettleRequest> = Vec::new();
     let mut seq = 0u64;
     while settled.load(Ordering::Relaxed) < jobs {
-        let next = if batch.len() as u64 >= PULL_BATCH {
+        let next = if batch.len() as u64 >= batch_size {
             None
         } else if batch.is_empty() {
             tokio::select! {

@@ -29,8 +29,9 @@ use crate::stores::open_store;
 
 /// Submits kept in flight while filling the queue.
 const SUBMITS_IN_FLIGHT: u64 = 64;
-/// Tasks a pull worker claims at once (a Work stream's credits).
-pub const PULL_BATCH: u64 = 64;
+/// Tasks a pull worker claims at once; a gRPC Work stream settles in
+/// batches of as many, with twice as many credits.
+const PULL_BATCH: u64 = 64;
 
 /// Which server path to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +81,7 @@ pub async fn run(setup: &ServerBench) -> Result<Value, CliError> {
             };
             config.callbacks.poll_interval_ms = 20;
             config.callbacks.max_concurrency = setup.concurrency.max(1);
-            let server = Server::bind(config, open_store(&setup.store)?)
+            let server = Server::bind(config, open_store(&setup.store).await?)
                 .await
                 .map_err(|e| CliError::new(e.code(), e.to_string()))?;
             let base = format!("http://{}", server.local_addr());
@@ -286,6 +287,7 @@ async fn measure(setup: &ServerBench, base: &str) -> Result<Value, CliError> {
                             channel,
                             api.token.as_deref(),
                             &queue,
+                            PULL_BATCH,
                             &settled,
                             jobs,
                             &done,

@@ -18,6 +18,7 @@ mod output;
 mod queue_cmd;
 mod serve;
 mod stores;
+mod stores_cmd;
 mod submit_cmd;
 mod task_cmd;
 
@@ -63,6 +64,8 @@ enum Command {
     Migrate(migrate_cmd::MigrateArgs),
     /// Check a store in full (the embedded store's pages and tasks) and whether it can serve.
     Check(check_cmd::CheckArgs),
+    /// List the stores this build opens, how --store names each and the URL parameters each takes.
+    Stores(stores_cmd::StoresArgs),
 }
 
 /// A command failure: a stable code (first on the stderr line) and a message.
@@ -104,6 +107,12 @@ impl From<rdq_envelope::EnvelopeError> for CliError {
     }
 }
 
+impl From<rdq_engine::EngineError> for CliError {
+    fn from(e: rdq_engine::EngineError) -> Self {
+        Self::new(e.code(), e.to_string())
+    }
+}
+
 /// Runs an operator command on a small runtime of its own.
 fn block_on(work: impl std::future::Future<Output = Result<(), CliError>>) -> Result<(), CliError> {
     tokio::runtime::Builder::new_current_thread()
@@ -125,6 +134,7 @@ fn main() -> ExitCode {
         Command::Dlq(cmd) => block_on(dlq_cmd::run(cmd)),
         Command::Migrate(args) => block_on(migrate_cmd::run(args)),
         Command::Check(args) => block_on(check_cmd::run(args)),
+        Command::Stores(args) => stores_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,6 +5,7 @@ use clap::Args;
 
 use crate::CliError;
 use crate::output::outln;
+use crate::stores::Registry;
 
 /// Arguments of `rdq migrate`.
 #[derive(Debug, Args)]
@@ -17,29 +18,13 @@ pub struct MigrateArgs {
 
 /// Runs `rdq migrate`.
 pub async fn run(args: MigrateArgs) -> Result<(), CliError> {
-    if args.store.starts_with("postgres://") || args.store.starts_with("postgresql://") {
-        let store = rdq_store_postgres::PostgresStore::from_url(&args.store)
-            .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-        let from = store
-            .migrate()
-            .await
-            .map_err(|e| CliError::new(e.code(), e.to_string()))?;
-        let to = rdq_store_postgres::SCHEMA_VERSION;
-        if from == to {
-            outln!(
-                "schema {} is at version {to}: nothing to do",
-                store.schema()
-            )?;
-        } else {
-            outln!(
-                "schema {} migrated from version {from} to {to}",
-                store.schema()
-            )?;
-        }
-        return Ok(());
+    let entry = Registry::compiled().resolve(&args.store)?;
+    if let Some(migrate) = entry.migrate {
+        let report = migrate(&args.store).await?;
+        return outln!("{report}");
     }
-    // Every other store this build has brings its schema up to date on open.
-    crate::stores::open_store(&args.store)?;
+    // Every other store brings its schema up to date when opened.
+    (entry.open)(&args.store).await?;
     outln!(
         "{}: up to date (this store migrates itself when opened)",
         args.store

@@ -139,7 +139,7 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
     runtime.block_on(async {
         // Signal handlers first: a SIGTERM during start-up still shuts down gracefully.
         let shutdown = shutdown_signal();
-        let store = open_store(&config.store)?;
+        let store = open_store(&config.store).await?;
         let server = Server::bind(config, store)
             .await
             .map_err(|e| CliError::new(e.code(), e.to_string()))?;
