@@ -97,8 +97,7 @@ impl App {
         let rows = self.queues(caller, names).await?;
         let now = Timestamp::now();
         let minute = now_minute();
-        let store = &self.engine;
-        let can_list = store.capabilities().list;
+        let can_list = self.engine.capabilities().list;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             let paused = self.engine.policy(&row.queue).await?.paused;
@@ -110,7 +109,7 @@ impl App {
                     Some("this store cannot list pending tasks (a broker)".to_owned()),
                 )
             } else {
-                let oldest = store.oldest_pending(&row.queue).await?.map(|id| {
+                let oldest = self.engine.oldest_pending(&row.queue).await?.map(|id| {
                     let since = Timestamp::from_unix_ms(
                         i64::try_from(id.timestamp_ms()).unwrap_or(i64::MAX),
                     )

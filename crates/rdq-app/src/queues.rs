@@ -109,11 +109,10 @@ impl App {
     /// enumerate its queues (a broker) every valid name exists, with a DLQ
     /// that may be empty.
     pub async fn queue_exists(&self, queue: &str) -> Result<bool, AppError> {
-        let store = &self.engine;
-        if !store.capabilities().counts {
+        if !self.engine.capabilities().counts {
             return Ok(true);
         }
-        Ok(store.queue_names().await?.iter().any(|q| q == queue))
+        Ok(self.engine.queue_names().await?.iter().any(|q| q == queue))
     }
 
     /// Refuses unless `caller` has one of `scopes` on `queue`, the name is
