@@ -494,33 +494,15 @@ impl Store for EmbeddedStore {
         self.write(|reply| Job::Probe { reply }).await?
     }
 
-    fn as_lookup(&self) -> Option<&dyn TaskLookup> {
-        Some(self)
-    }
-
-    fn as_listing(&self) -> Option<&dyn TaskListing> {
-        Some(self)
-    }
-
-    fn as_counts(&self) -> Option<&dyn TaskCounts> {
-        Some(self)
-    }
-
-    fn as_redrive(&self) -> Option<&dyn Redrive> {
-        Some(self)
-    }
-
-    fn as_removal(&self) -> Option<&dyn Removal> {
-        Some(self)
-    }
-
-    fn as_pruning(&self) -> Option<&dyn Pruning> {
-        Some(self)
-    }
-
-    fn as_config_store(&self) -> Option<&dyn ConfigStore> {
-        Some(self)
-    }
+    rdq_engine::offer_extensions!(
+        TaskLookup,
+        TaskListing,
+        TaskCounts,
+        Redrive,
+        Removal,
+        Pruning,
+        ConfigStore
+    );
 }
 
 #[async_trait]

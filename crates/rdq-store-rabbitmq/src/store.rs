@@ -392,25 +392,13 @@ impl Store for RabbitStore {
         Ok(out)
     }
 
-    fn as_listing(&self) -> Option<&dyn TaskListing> {
-        Some(self)
-    }
-
-    fn as_depths(&self) -> Option<&dyn QueueDepthsSource> {
-        Some(self)
-    }
-
-    fn as_redrive(&self) -> Option<&dyn Redrive> {
-        Some(self)
-    }
-
-    fn as_removal(&self) -> Option<&dyn Removal> {
-        Some(self)
-    }
-
-    fn as_config_store(&self) -> Option<&dyn ConfigStore> {
-        Some(self)
-    }
+    rdq_engine::offer_extensions!(
+        TaskListing,
+        QueueDepthsSource,
+        Redrive,
+        Removal,
+        ConfigStore
+    );
 }
 
 #[async_trait]

@@ -347,3 +347,65 @@ pub fn under_lease(
         Err(e) => Err(e),
     }
 }
+
+/// Writes, inside an `impl Store for …` block, the `as_…` accessors of the
+/// extension traits the store implements, each answering `Some(self)`:
+///
+/// ```text
+/// impl Store for MyStore {
+///     /* the work path … */
+///     rdq_engine::offer_extensions!(TaskLookup, TaskListing, Redrive);
+/// }
+/// ```
+#[macro_export]
+macro_rules! offer_extensions {
+    ($($extension:ident),* $(,)?) => {
+        $( $crate::__offer_extension!($extension); )*
+    };
+}
+
+/// One accessor of [`offer_extensions!`]. Not public API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __offer_extension {
+    (TaskLookup) => {
+        fn as_lookup(&self) -> Option<&dyn $crate::TaskLookup> {
+            Some(self)
+        }
+    };
+    (TaskListing) => {
+        fn as_listing(&self) -> Option<&dyn $crate::TaskListing> {
+            Some(self)
+        }
+    };
+    (TaskCounts) => {
+        fn as_counts(&self) -> Option<&dyn $crate::TaskCounts> {
+            Some(self)
+        }
+    };
+    (QueueDepthsSource) => {
+        fn as_depths(&self) -> Option<&dyn $crate::QueueDepthsSource> {
+            Some(self)
+        }
+    };
+    (Redrive) => {
+        fn as_redrive(&self) -> Option<&dyn $crate::Redrive> {
+            Some(self)
+        }
+    };
+    (Removal) => {
+        fn as_removal(&self) -> Option<&dyn $crate::Removal> {
+            Some(self)
+        }
+    };
+    (Pruning) => {
+        fn as_pruning(&self) -> Option<&dyn $crate::Pruning> {
+            Some(self)
+        }
+    };
+    (ConfigStore) => {
+        fn as_config_store(&self) -> Option<&dyn $crate::ConfigStore> {
+            Some(self)
+        }
+    };
+}
