@@ -24,7 +24,7 @@ const LEASE_CACHE_CAPACITY: usize = 65_536;
 /// rows' `seq`, until their settle or extension takes them: a settle's
 /// lease check ([`rdq_engine::Store::leased`]) then reads no row and
 /// decodes no envelope, and its write finds the row by `seq` rather than
-/// through the id index. An entry is exactly what [`rdq_engine::Store::get`]
+/// through the id index. An entry is exactly what [`rdq_engine::TaskLookup::get`]
 /// answers for an in-flight task (the row keeps the PENDING envelope; both
 /// replay the same claim). The cache is only a shortcut: an entry left
 /// behind by a task deleted, purged or reaped in the meantime fails the

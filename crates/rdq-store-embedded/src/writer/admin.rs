@@ -18,33 +18,6 @@ use super::transaction::Ctx;
 use crate::columns::{Columns, bytes};
 use crate::error::{Fatal, task_id, undecodable};
 
-const UPDATE_BY_SEQ: &str = "UPDATE tasks SET status = ?2, priority = ?3, next_attempt_at = ?4, \
-     lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, finished_at = ?8, envelope = ?9, \
-     claimed_at = NULL WHERE seq = ?1";
-
-fn glob_matches(glob: Option<&Glob>, error_type: Option<&str>) -> bool {
-    glob.is_none_or(|g| error_type.is_some_and(|t| g.matches(t)))
-}
-
-/// Writes a new state of the row `seq`.
-fn rewrite(ctx: &mut Ctx, seq: i64, env: &Envelope) -> Result<(), Fatal> {
-    ctx.buf.clear();
-    env.encode_into(&mut ctx.buf);
-    let c = Columns::of(env);
-    ctx.conn.prepare_cached(UPDATE_BY_SEQ)?.execute(params![
-        seq,
-        c.status,
-        c.priority,
-        c.next_attempt_at,
-        c.lease_expires_at,
-        c.lease_attempt,
-        c.error_type,
-        c.finished_at,
-        ctx.buf,
-    ])?;
-    Ok(())
-}
-
 pub(super) fn redrive(
     ctx: &mut Ctx,
     request: &RedriveRequest,
@@ -135,6 +108,33 @@ pub(super) fn redrive(
         ids.push(env.id);
     }
     Ok(Ok(ids))
+}
+
+const UPDATE_BY_SEQ: &str = "UPDATE tasks SET status = ?2, priority = ?3, next_attempt_at = ?4, \
+     lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, finished_at = ?8, envelope = ?9, \
+     claimed_at = NULL WHERE seq = ?1";
+
+fn glob_matches(glob: Option<&Glob>, error_type: Option<&str>) -> bool {
+    glob.is_none_or(|g| error_type.is_some_and(|t| g.matches(t)))
+}
+
+/// Writes a new state of the row `seq`.
+fn rewrite(ctx: &mut Ctx, seq: i64, env: &Envelope) -> Result<(), Fatal> {
+    ctx.buf.clear();
+    env.encode_into(&mut ctx.buf);
+    let c = Columns::of(env);
+    ctx.conn.prepare_cached(UPDATE_BY_SEQ)?.execute(params![
+        seq,
+        c.status,
+        c.priority,
+        c.next_attempt_at,
+        c.lease_expires_at,
+        c.lease_attempt,
+        c.error_type,
+        c.finished_at,
+        ctx.buf,
+    ])?;
+    Ok(())
 }
 
 pub(super) fn purge(

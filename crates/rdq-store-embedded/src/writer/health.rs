@@ -1,8 +1,8 @@
 //! Whether the writer's last group committed, shared by the writer thread,
 //! the syncer thread and the store (which reports it as readiness).
 //!
-//! A failed group clears itself at the next commit; a failed fsync does not:
-//! it poisons the store, whose every later write is refused.
+//! A failed group is forgotten once a later group commits; a failed fsync is
+//! not: it poisons the store, whose every later write is refused.
 
 use std::sync::{Mutex, PoisonError};
 
