@@ -9,6 +9,8 @@
 use rdq_engine::store::{claim_order_count, finished_at, latest_error_type};
 use rdq_engine::{EngineError, machine};
 use rdq_envelope::{Envelope, Status};
+use rusqlite::Row;
+use rusqlite::types::ValueRef;
 
 use crate::schema::status;
 
@@ -127,4 +129,13 @@ pub(crate) fn slot(s: Status) -> usize {
         Status::Succeeded => 2,
         Status::Dead => 3,
     }
+}
+
+/// The bytes of a BLOB (or TEXT) column; anything else reads as empty, which
+/// no decoder accepts.
+pub(crate) fn bytes<'r>(row: &'r Row<'_>, idx: usize) -> rusqlite::Result<&'r [u8]> {
+    Ok(match row.get_ref(idx)? {
+        ValueRef::Blob(b) | ValueRef::Text(b) => b,
+        _ => &[],
+    })
 }

@@ -20,7 +20,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::cache::ConfigCache;
-use crate::columns::{Columns, envelope_columns, slot, status_code, status_of, stored};
+use crate::columns::{Columns, bytes, envelope_columns, slot, status_code, status_of, stored};
 use crate::error::{from_sql, task_id, undecodable};
 use crate::schema::{Tuning, open_reader};
 
@@ -70,13 +70,6 @@ impl Readers {
 
 fn sql(e: rusqlite::Error) -> EngineError {
     from_sql(&e)
-}
-
-fn bytes<'r>(row: &'r Row<'_>, idx: usize) -> rusqlite::Result<&'r [u8]> {
-    Ok(match row.get_ref(idx)? {
-        ValueRef::Blob(b) | ValueRef::Text(b) => b,
-        _ => &[],
-    })
 }
 
 /// The envelope of a row whose columns `idx..idx + 5` are `envelope, status,
