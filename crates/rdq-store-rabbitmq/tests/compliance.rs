@@ -63,6 +63,8 @@ checks! {
     the_lease_secret_is_stable
     a_healthy_store_is_ready
     capabilities_tell_the_truth
+    claim_request_limits_hold_or_are_refused
+    max_in_flight_holds_under_concurrent_claimers
 }
 
 // These checks advance a virtual clock and expect tasks to become claimable

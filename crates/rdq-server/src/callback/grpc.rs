@@ -2,9 +2,9 @@
 //! callback URL is `grpc://host:port` (plaintext HTTP/2) or
 //! `grpcs://host[:port]` (TLS, port 443 by default) gets each task as a
 //! call to `rdq.v1.Handler/Handle`, made with tonic's generated
-//! [`HandlerClient`] on one tonic [`Channel`] per target: one HTTP/2
-//! connection that every call of the queue shares (multiplexed), made on
-//! the first call and made again after it breaks.
+//! [`HandlerClient`] over hyper's HTTP/2 client: one connection per
+//! target that every call of the queue shares (multiplexed), made on the
+//! first call and made again after it closes ([`Channels`]).
 //!
 //! A call carries the target's headers, `rdq-task-id`, `rdq-attempt` and
 //! `traceparent` (the call's own span when tracing is on, else the task's)
@@ -23,13 +23,14 @@ use std::error::Error as StdError;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-use hyper_util::rt::TokioIo;
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use rdq_envelope::Envelope;
 use rdq_grpc::pb::HandleRequest;
 use rdq_grpc::pb::handler_client::HandlerClient;
+use tonic::codegen::http::header::USER_AGENT;
 use tonic::codegen::http::{HeaderMap, HeaderValue, Uri};
 use tonic::metadata::MetadataMap;
-use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 use url::Url;
 
@@ -37,61 +38,109 @@ use super::address::AddressPolicy;
 use super::scheme::{GRPCS, GRPCS_DEFAULT_PORT};
 use super::target::{ATTEMPT_HEADER, CallbackTarget, TASK_ID_HEADER};
 
-/// The channel of one queue's gRPC target, opened once per URL and kept
-/// while the URL stays the same.
+/// The HTTP/2 connection of one queue's gRPC target, made on the first
+/// call, shared (multiplexed) by every call while the URL stays the same,
+/// and made again when it has closed.
+///
+/// tonic's generated client runs on hyper's HTTP/2 connection directly
+/// rather than on a tonic `Channel`: the channel decides TLS from the URI's
+/// scheme and refuses `https` unless tonic's own TLS stack is built in,
+/// while rdq makes every TLS connection with `rdq-tls`; what the channel
+/// adds beyond that, dialling again after a break, is these few lines.
 #[derive(Default)]
 pub struct Channels {
-    current: Mutex<Option<(Url, Channel)>>,
+    current: Mutex<Option<(Url, Connection)>>,
+    /// Held while a connection is made, so concurrent calls make one.
+    dialing: tokio::sync::Mutex<()>,
 }
 
+/// One HTTP/2 connection's request handle.
+type Connection = http2::SendRequest<tonic::body::Body>;
+
 impl Channels {
-    /// The channel to `url`, opened (lazily: it connects on the first call)
-    /// when the URL is new.
-    fn get(&self, url: &Url, policy: AddressPolicy) -> Result<Channel, String> {
-        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((open, channel)) = current.as_ref()
-            && open == url
-        {
-            return Ok(channel.clone());
+    /// The live connection to `url`, made now when there is none (or it
+    /// has closed, or the URL changed).
+    async fn get(&self, url: &Url, policy: AddressPolicy) -> Result<Connection, Status> {
+        if let Some(connection) = self.live(url) {
+            return Ok(connection);
         }
-        let channel = open_channel(url, policy)?;
-        *current = Some((url.clone(), channel.clone()));
-        Ok(channel)
+        let _dialing = self.dialing.lock().await;
+        if let Some(connection) = self.live(url) {
+            return Ok(connection);
+        }
+        let connection = connect(url, policy).await?;
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((url.clone(), connection.clone()));
+        Ok(connection)
+    }
+
+    fn live(&self, url: &Url) -> Option<Connection> {
+        let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        match current.as_ref() {
+            Some((open, connection)) if open == url && !connection.is_closed() => {
+                Some(connection.clone())
+            }
+            _ => None,
+        }
     }
 }
 
-/// A lazy channel to a `grpc://` or `grpcs://` URL, whose connections go
-/// through the address rules (and TLS for `grpcs://`).
-fn open_channel(url: &Url, policy: AddressPolicy) -> Result<Channel, String> {
+/// Makes the HTTP/2 connection to a `grpc://` or `grpcs://` URL, through
+/// the address rules (and TLS for `grpcs://`), and runs it on a task of
+/// its own.
+async fn connect(url: &Url, policy: AddressPolicy) -> Result<Connection, Status> {
     let host = url.host_str().unwrap_or_default().to_owned();
     let tls = url.scheme() == GRPCS;
     let port = match url.port() {
         Some(port) => port,
         None if tls => GRPCS_DEFAULT_PORT,
-        None => return Err("a grpc:// URL needs a port".into()),
+        None => return Err(Status::unavailable("a grpc:// URL needs a port")),
     };
-    let scheme = if tls { "https" } else { "http" };
-    let endpoint = Endpoint::from_shared(format!("{scheme}://{host}:{port}"))
-        .and_then(|e| e.user_agent(concat!("rdq/", env!("CARGO_PKG_VERSION"))))
-        .map_err(|e| format!("not a call URI: {e}"))?;
     // Brackets belong to the URL, not to the address or the TLS name.
-    let name = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    let tls = if tls { Some(tls_connector()?) } else { None };
-    let connector = tower::service_fn(move |_: Uri| {
-        let (name, tls) = (name.clone(), tls.clone());
-        async move {
-            let tcp = connect_checked(&name, port, policy).await?;
-            let io: Box<dyn Io> = match tls {
-                Some(tls) => Box::new(tls.connect(&name, tcp).await?),
-                None => Box::new(tcp),
-            };
-            Ok::<_, std::io::Error>(TokioIo::new(io))
+    let name = host.trim_start_matches('[').trim_end_matches(']');
+    let tls = if tls {
+        Some(tls_connector().map_err(Status::unavailable)?)
+    } else {
+        None
+    };
+    let unavailable = |e: std::io::Error| Status::unavailable(format!("connect: {e}"));
+    let tcp = connect_checked(name, port, policy)
+        .await
+        .map_err(unavailable)?;
+    let io: Box<dyn Io> = match tls {
+        Some(tls) => Box::new(tls.connect(name, tcp).await.map_err(unavailable)?),
+        None => Box::new(tcp),
+    };
+    let (connection, driver) = http2::Builder::new(TokioExecutor::new())
+        .handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| Status::unavailable(format!("HTTP/2 handshake: {e}")))?;
+    tokio::spawn(async move {
+        if let Err(e) = driver.await {
+            tracing::debug!(error = %e, "a gRPC callback connection ended");
         }
     });
-    Ok(endpoint.connect_with_connector_lazy(connector))
+    Ok(connection)
+}
+
+/// The `user-agent` of every call.
+const RDQ_USER_AGENT: &str = concat!("rdq/", env!("CARGO_PKG_VERSION"));
+
+/// The base URI every call's path is joined to.
+fn origin(url: &Url) -> Result<Uri, Status> {
+    let scheme = if url.scheme() == GRPCS {
+        "https"
+    } else {
+        "http"
+    };
+    let host = url.host_str().unwrap_or_default();
+    let authority = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    };
+    format!("{scheme}://{authority}")
+        .parse()
+        .map_err(|e| Status::unavailable(format!("not a call URI: {e}")))
 }
 
 /// A connected byte stream: TCP, or TLS over TCP.
@@ -159,9 +208,8 @@ pub async fn call(
     attempt: u32,
     traceparent: Option<&str>,
 ) -> Result<(), Status> {
-    let channel = channels
-        .get(&target.url, policy)
-        .map_err(Status::unavailable)?;
+    let connection = channels.get(&target.url, policy).await?;
+    let origin = origin(&target.url)?;
     let mut request = tonic::Request::from_parts(
         metadata(target, env, attempt, traceparent),
         tonic::Extensions::default(),
@@ -170,7 +218,14 @@ pub async fn call(
         },
     );
     request.set_timeout(target.timeout);
-    let mut client = HandlerClient::new(channel);
+    let service = tower::service_fn(move |mut request: tonic::codegen::http::Request<_>| {
+        request
+            .headers_mut()
+            .insert(USER_AGENT, HeaderValue::from_static(RDQ_USER_AGENT));
+        let mut connection = connection.clone();
+        connection.send_request(request)
+    });
+    let mut client = HandlerClient::with_origin(service, origin);
     let started = Instant::now();
     let overrun = || {
         Status::deadline_exceeded(format!(
