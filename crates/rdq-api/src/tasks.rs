@@ -73,6 +73,12 @@ pub struct SubmitBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 255)]
     pub idempotency_key: Option<String>,
+    /// The task's flow key: per-key limits and fairness count it
+    /// (`docs/flow-control.md`); 1 to 128 bytes of `[A-Za-z0-9._:/@=+-]`,
+    /// stored as the `rdq.flow_key` header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._:/@=+-]+$")]
+    pub flow_key: Option<String>,
 }
 
 /// A field that is present holds a value, even `null`: serde's `Option`

@@ -57,6 +57,9 @@ pub struct SubmitCommand {
     /// Makes a repeated submit to the same queue return the original task;
     /// 1 to [`MAX_IDEMPOTENCY_KEY_LEN`] characters.
     pub idempotency_key: Option<String>,
+    /// The task's flow key for per-key limits and fairness
+    /// (`docs/flow-control.md`), stored as the `rdq.flow_key` header.
+    pub flow_key: Option<String>,
 }
 
 /// Whether `text` is 1 to `max` characters long.
@@ -111,6 +114,7 @@ pub fn submit_request(
         delay_ms: command.delay_ms,
         priority: command.priority,
         idempotency_key: command.idempotency_key,
+        flow_key: command.flow_key,
     })
 }
 

@@ -25,7 +25,9 @@ use tokio::sync::Notify;
 use crate::clock::Clock;
 use crate::config::QueueConfig;
 use crate::error::EngineError;
+use crate::flow::{FLOW_KEY_HEADER, FlowStatus, validate_flow_key};
 use crate::lease_key::LeaseKey;
+use crate::local::LocalSlots;
 use crate::machine::{self, LeaseToken, Settlement};
 use crate::policy::QueuePolicy;
 use crate::store::{
@@ -56,6 +58,9 @@ pub struct SubmitRequest {
     pub priority: u8,
     /// Makes a repeated submit return the original task.
     pub idempotency_key: Option<String>,
+    /// The task's flow key (`docs/flow-control.md`), stored as the
+    /// `rdq.flow_key` header: per-key limits and fairness count it.
+    pub flow_key: Option<String>,
 }
 
 /// A claimed task and the token that fences its settle.
@@ -87,6 +92,8 @@ pub struct Engine {
     /// Wakes this process's idle workers when work may have become due, so
     /// they start within microseconds instead of at their next poll.
     work_available: Arc<Notify>,
+    /// Local concurrency: what this process holds per queue.
+    local: Arc<LocalSlots>,
 }
 
 impl Engine {
@@ -100,6 +107,7 @@ impl Engine {
             clock,
             fallback: Arc::new(QueueConfig::default()),
             work_available,
+            local: Arc::default(),
         }
     }
 
@@ -183,6 +191,8 @@ impl Engine {
     pub async fn set_config(&self, queue: &str, config: &QueueConfig) -> Result<(), EngineError> {
         validate_queue_name(queue)?;
         config.policy.validate()?;
+        self.flow_request(&config.policy, ClaimRequest::new(queue, 1, 1, self.now()))
+            .refuse_unsupported(self.store.capabilities())?;
         match self.store.as_config_store() {
             Some(configs) => configs.put_config(queue, config).await,
             None => unsupported("hold queue configuration"),
@@ -213,6 +223,10 @@ impl Engine {
         env.handler_version = req.handler_version.clone();
         env.headers = req.headers.clone();
         env.headers.extend(req.system_headers.clone());
+        if let Some(key) = &req.flow_key {
+            validate_flow_key(key)?;
+            env.headers.insert(FLOW_KEY_HEADER.to_owned(), key.clone());
+        }
         env.priority = req.priority;
         Ok(NewTask {
             envelope: machine::submit(&env, policy, now, req.delay_ms)?,
@@ -298,19 +312,70 @@ impl Engine {
         mut request: ClaimRequest,
     ) -> Result<Vec<Claimed>, EngineError> {
         validate_queue_name(&request.queue)?;
+        request.now = self.clock.now();
+        request = self.flow_request(policy, request);
         request.refuse_unsupported(self.store.capabilities())?;
+        if let Some(limit) = policy.flow.local_concurrency {
+            request.max = request
+                .max
+                .min(self.local.room(&request.queue, limit, request.now));
+        }
         if policy.paused || request.max == 0 {
             return Ok(Vec::new());
         }
         request.lease_ms = request.lease_ms.max(1);
-        request.now = self.clock.now();
         let envs = self.store.claim(&request).await?;
+        if policy.flow.local_concurrency.is_some() {
+            self.local.claimed(&envs);
+        }
         Ok(envs
             .into_iter()
             .filter_map(|envelope| {
                 LeaseToken::current(&envelope).map(|token| Claimed { envelope, token })
             })
             .collect())
+    }
+
+    /// `request` with the limits of `policy`'s `flow` section: the global
+    /// concurrency (the lower of the request's and the policy's) and, when
+    /// the section needs one, the ledger's part.
+    fn flow_request(&self, policy: &QueuePolicy, mut request: ClaimRequest) -> ClaimRequest {
+        let flow = &policy.flow;
+        if flow.is_unlimited() {
+            return request;
+        }
+        if let Some(limit) = flow.concurrency {
+            request.max_in_flight = Some(request.max_in_flight.map_or(limit, |l| l.min(limit)));
+        }
+        if flow.needs_ledger() {
+            request = request.with_flow(flow.clone());
+        }
+        request
+    }
+
+    /// Throttles `queue`'s flow key `key` (the whole queue with `None`)
+    /// until `until`, for every process on the store ([`Store::throttle`]).
+    pub async fn throttle(
+        &self,
+        queue: &str,
+        key: Option<&str>,
+        until: Timestamp,
+    ) -> Result<(), EngineError> {
+        validate_queue_name(queue)?;
+        if let Some(key) = key {
+            validate_flow_key(key)?;
+        }
+        self.store.throttle(queue, key, until).await
+    }
+
+    /// `queue`'s flow now: tokens left, throttles and the busiest keys
+    /// ([`Store::flow_status`]).
+    pub async fn flow_status(&self, queue: &str) -> Result<FlowStatus, EngineError> {
+        validate_queue_name(queue)?;
+        let policy = self.policy(queue).await?;
+        self.store
+            .flow_status(queue, &policy.flow, self.clock.now())
+            .await
     }
 
     /// Settles one claimed task; returns its new state.
@@ -451,6 +516,7 @@ impl Engine {
         &self,
         updates: Vec<LeasedUpdate>,
     ) -> std::vec::IntoIter<Result<(), EngineError>> {
+        self.local.observe(updates.iter().map(|u| &u.envelope));
         let written = if updates.is_empty() {
             Vec::new()
         } else {

@@ -1,6 +1,8 @@
 //! rdq's engine: the part that decides.
 //!
 //! - [`policy`]: a queue's live policy and its defaults;
+//! - [`flow`]: rate, concurrency and fairness limits, and the selection every
+//!   store runs inside its atomic claim step;
 //! - [`machine`]: every task transition as a pure function
 //!   `(envelope, event, policy, now) -> Result<envelope, error>`;
 //! - [`store`]: the storage SPI: the work path every store implements, the
@@ -19,8 +21,10 @@ mod clock;
 pub mod config;
 mod engine;
 mod error;
+pub mod flow;
 pub mod glob;
 pub mod lease_key;
+mod local;
 pub mod machine;
 pub mod policy;
 pub mod store;
@@ -29,6 +33,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::QueueConfig;
 pub use engine::{Claimed, Engine, SettleRequest, SubmitRequest, is_prunable};
 pub use error::EngineError;
+pub use flow::{FlowLedger, FlowPolicy, FlowStatus};
 pub use lease_key::{LeaseKey, TokenMismatch};
 pub use machine::{FailureKind, LeaseToken, RetryOverride, Settlement};
 pub use policy::{Backoff, QueuePolicy, VersionMismatch};

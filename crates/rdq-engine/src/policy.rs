@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::EngineError;
+use crate::flow::FlowPolicy;
 use crate::glob::Glob;
 
 /// A queue's live policy. Every field has a documented default
@@ -37,6 +38,9 @@ pub struct QueuePolicy {
     /// How long SUCCEEDED tasks are kept before the pruner removes them
     /// (default 24 h; 0 removes them at the next prune).
     pub retain_succeeded_ms: u64,
+    /// Rate, concurrency and fairness limits (`docs/flow-control.md`);
+    /// `{}` limits nothing.
+    pub flow: FlowPolicy,
 }
 
 impl Default for QueuePolicy {
@@ -52,6 +56,7 @@ impl Default for QueuePolicy {
             handler_version_mismatch: VersionMismatch::Run,
             paused: false,
             retain_succeeded_ms: 24 * 60 * 60 * 1000,
+            flow: FlowPolicy::default(),
         }
     }
 }
@@ -271,7 +276,7 @@ impl QueuePolicy {
                     .map_err(|why| EngineError::InvalidPolicy(format!("{field}: {why}")))?;
             }
         }
-        Ok(())
+        self.flow.validate()
     }
 
     /// The policy's top-level field names, as its JSON document spells them.
@@ -287,6 +292,7 @@ impl QueuePolicy {
             "handler_version_mismatch",
             "paused",
             "retain_succeeded_ms",
+            "flow",
         ]
     }
 

@@ -83,6 +83,7 @@ pub fn submit_command(
         delay_ms: msg.delay_ms,
         priority,
         idempotency_key,
+        flow_key: msg.flow_key,
     })
 }
 

@@ -350,6 +350,7 @@ impl Store for EmbeddedStore {
         WorkCapabilities {
             idempotent_submit: true,
             claim_max_in_flight: true,
+            claim_flow: false,
         }
     }
 

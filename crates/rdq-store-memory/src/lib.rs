@@ -54,6 +54,7 @@ impl Store for MemoryStore {
         WorkCapabilities {
             idempotent_submit: true,
             claim_max_in_flight: true,
+            claim_flow: true,
         }
     }
 
@@ -73,6 +74,25 @@ impl Store for MemoryStore {
             .into_iter()
             .map(|update| state.settle(update))
             .collect()
+    }
+
+    async fn throttle(
+        &self,
+        queue: &str,
+        key: Option<&str>,
+        until: Timestamp,
+    ) -> Result<(), EngineError> {
+        self.state().throttle(queue, key, until);
+        Ok(())
+    }
+
+    async fn flow_status(
+        &self,
+        queue: &str,
+        flow: &rdq_engine::FlowPolicy,
+        now: Timestamp,
+    ) -> Result<rdq_engine::FlowStatus, EngineError> {
+        Ok(self.state().flow_status(queue, flow, now))
     }
 
     async fn expired_leases(

@@ -11,6 +11,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 
+use rdq_engine::flow::{self, Candidate, FlowLedger, FlowStatus};
 use rdq_engine::glob::Glob;
 use rdq_engine::machine::{self, LeaseToken};
 use rdq_engine::store::{MAX_PAGE, finished_at, latest_error_type};
@@ -70,6 +71,8 @@ pub(crate) struct State {
     idempotency: HashMap<IdempotencyKey, TaskId>,
     key_of_task: HashMap<TaskId, IdempotencyKey>,
     configs: BTreeMap<String, QueueConfig>,
+    /// Each flow-controlled queue's buckets, virtual times and throttles.
+    flow: HashMap<String, FlowLedger>,
 }
 
 fn matches(glob: Option<&Glob>, env: &Envelope) -> bool {
@@ -185,19 +188,31 @@ impl State {
         };
         let in_flight = index.by_status[status_slot(Status::InFlight)].len();
         let max = request.room(u64::try_from(in_flight).unwrap_or(u64::MAX));
-        let mut due_ids = Vec::new();
-        'levels: for level in index.claimable.values() {
-            for &(due_at, id) in level {
-                if due_ids.len() >= max {
-                    break 'levels;
+        let due_ids = match &request.flow {
+            None => Self::due_in_order(index, now, max),
+            Some(policy) => {
+                let per_key = self.in_flight_per_key(&request.queue);
+                let mut gathered: HashMap<&str, usize> = HashMap::new();
+                let mut candidates = Vec::new();
+                for &(_, id) in index.claimable.values().flatten() {
+                    let Some(env) = self.tasks.get(&id) else {
+                        continue;
+                    };
+                    if env.next_attempt_at.is_some_and(|at| at > now) {
+                        continue;
+                    }
+                    let n = gathered.entry(flow::key_of(env)).or_default();
+                    if *n < max {
+                        *n += 1;
+                        candidates.push(Candidate::of(env));
+                    }
                 }
-                if due_at.is_some_and(|at| at > now) {
-                    // The rest of this priority level is due later still.
-                    break;
-                }
-                due_ids.push(id);
+                self.flow
+                    .entry(request.queue.clone())
+                    .or_default()
+                    .select(policy, now, &per_key, candidates, max)
             }
-        }
+        };
         let mut claimed = Vec::with_capacity(due_ids.len());
         for id in due_ids {
             let Some(Ok((next, _token))) = self
@@ -211,6 +226,58 @@ impl State {
             claimed.push(next);
         }
         claimed
+    }
+
+    /// Up to `max` of the queue's due PENDING tasks in claim order.
+    fn due_in_order(index: &QueueIndex, now: Timestamp, max: usize) -> Vec<TaskId> {
+        let mut due_ids = Vec::new();
+        'levels: for level in index.claimable.values() {
+            for &(due_at, id) in level {
+                if due_ids.len() >= max {
+                    break 'levels;
+                }
+                if due_at.is_some_and(|at| at > now) {
+                    // The rest of this priority level is due later still.
+                    break;
+                }
+                due_ids.push(id);
+            }
+        }
+        due_ids
+    }
+
+    /// The queue's IN_FLIGHT tasks per flow key.
+    fn in_flight_per_key(&self, queue: &str) -> HashMap<String, u64> {
+        let mut per_key = HashMap::new();
+        if let Some(index) = self.queues.get(queue) {
+            for id in &index.by_status[status_slot(Status::InFlight)] {
+                if let Some(env) = self.tasks.get(id) {
+                    *per_key.entry(flow::key_of(env).to_owned()).or_default() += 1;
+                }
+            }
+        }
+        per_key
+    }
+
+    pub(crate) fn throttle(&mut self, queue: &str, key: Option<&str>, until: Timestamp) {
+        self.flow
+            .entry(queue.to_owned())
+            .or_default()
+            .throttle(key, until);
+    }
+
+    pub(crate) fn flow_status(
+        &self,
+        queue: &str,
+        policy: &rdq_engine::FlowPolicy,
+        now: Timestamp,
+    ) -> FlowStatus {
+        let per_key = self.in_flight_per_key(queue);
+        self.flow
+            .get(queue)
+            .cloned()
+            .unwrap_or_default()
+            .status(policy, now, &per_key)
     }
 
     pub(crate) fn settle(&mut self, update: LeasedUpdate) -> Result<(), EngineError> {

@@ -385,6 +385,7 @@ impl Store for PostgresStore {
         WorkCapabilities {
             idempotent_submit: true,
             claim_max_in_flight: true,
+            claim_flow: false,
         }
     }
 

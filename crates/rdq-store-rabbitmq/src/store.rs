@@ -159,6 +159,7 @@ impl Store for RabbitStore {
         WorkCapabilities {
             idempotent_submit: false,
             claim_max_in_flight: false,
+            claim_flow: false,
         }
     }
 

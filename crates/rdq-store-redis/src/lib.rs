@@ -267,6 +267,7 @@ impl Store for RedisStore {
         WorkCapabilities {
             idempotent_submit: true,
             claim_max_in_flight: true,
+            claim_flow: false,
         }
     }
 

@@ -46,6 +46,7 @@ pub struct EnqueueOptions {
     headers: BTreeMap<String, String>,
     priority: Option<u8>,
     handler_version: Option<String>,
+    flow_key: Option<String>,
 }
 
 impl EnqueueOptions {
@@ -69,6 +70,15 @@ impl EnqueueOptions {
             schedule: Schedule::Deferred(delay),
             ..Self::default()
         }
+    }
+
+    /// The task's flow key: the queue's per-key limits and fairness count it
+    /// (`docs/flow-control.md`), stored as the `rdq.flow_key` header. A
+    /// tenant id, an account, a host: 1–128 bytes of `[A-Za-z0-9._:/@=+-]`.
+    #[must_use]
+    pub fn flow_key(mut self, key: impl Into<String>) -> Self {
+        self.flow_key = Some(key.into());
+        self
     }
 
     /// A second submit with the same key to the same queue returns the first
@@ -351,6 +361,7 @@ fn draft<J: Job>(job: &J, options: EnqueueOptions) -> Result<Draft, Error> {
             delay_ms,
             priority: options.priority.unwrap_or(0),
             idempotency_key: options.idempotency_key,
+            flow_key: options.flow_key,
         },
         schedule: options.schedule,
         priority: options.priority,

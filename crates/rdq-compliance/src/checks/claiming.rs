@@ -244,6 +244,7 @@ pub async fn queue_config_changes_are_seen_by_the_next_claim(factory: StoreFacto
         handler_version_mismatch: rdq_engine::VersionMismatch::Requeue,
         paused: false,
         retain_succeeded_ms: 0,
+        flow: rdq_engine::FlowPolicy::default(),
     };
     // Sections (a front end's or a store's keys) are kept verbatim, numbers
     // digit for digit.

@@ -5,6 +5,7 @@
 use rdq_envelope::Timestamp;
 
 use crate::error::EngineError;
+use crate::flow::FlowPolicy;
 use crate::store::WorkCapabilities;
 
 /// One claim: take up to `max` due tasks of `queue` under a lease of
@@ -27,6 +28,11 @@ pub struct ClaimRequest {
     /// the queue's tasks are IN_FLIGHT, across every process on the store
     /// (those in flight already count). `None`: no limit.
     pub max_in_flight: Option<u64>,
+    /// Rate, per-key limits and fairness, decided by
+    /// [`crate::FlowLedger::select`] inside the claim's atomic step. `None`
+    /// (or a policy that [`FlowPolicy::needs_ledger`] says is plain): claim
+    /// order only.
+    pub flow: Option<FlowPolicy>,
 }
 
 impl ClaimRequest {
@@ -38,7 +44,16 @@ impl ClaimRequest {
             lease_ms,
             now,
             max_in_flight: None,
+            flow: None,
         }
+    }
+
+    /// With flow limits ([`ClaimRequest::flow`]); a section that needs no
+    /// ledger leaves the request plain.
+    #[must_use]
+    pub fn with_flow(mut self, flow: FlowPolicy) -> Self {
+        self.flow = flow.needs_ledger().then_some(flow);
+        self
     }
 
     /// With a global concurrency limit ([`ClaimRequest::max_in_flight`]).
@@ -67,6 +82,11 @@ impl ClaimRequest {
             return Err(EngineError::Unsupported(
                 "this store cannot hold a claim to a global concurrency limit (max_in_flight)"
                     .into(),
+            ));
+        }
+        if self.flow.is_some() && !honours.claim_flow {
+            return Err(EngineError::Unsupported(
+                "this store cannot hold a claim to rates, per-key limits or fairness (flow)".into(),
             ));
         }
         Ok(())

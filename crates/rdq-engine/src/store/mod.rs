@@ -57,6 +57,11 @@ pub struct WorkCapabilities {
     /// limit decided in the claim's atomic step, across every process on
     /// the store.
     pub claim_max_in_flight: bool,
+    /// `claim` honours [`ClaimRequest::flow`] (rates, per-key concurrency
+    /// and rates, weighted fairness) in its atomic step across every process
+    /// on the store, and the store offers [`Store::throttle`] and
+    /// [`Store::flow_status`].
+    pub claim_flow: bool,
 }
 
 /// Everything a store can do, as [`crate::Engine::capabilities`] reports it:
@@ -91,6 +96,10 @@ pub struct Capabilities {
     pub config_local: bool,
     /// `claim` honours a global concurrency limit ([`ClaimRequest::max_in_flight`]).
     pub claim_max_in_flight: bool,
+    /// `claim` honours rates, per-key limits and fairness
+    /// ([`ClaimRequest::flow`]) across every process on the store; throttles
+    /// and flow status are kept with the store.
+    pub claim_flow: bool,
 }
 
 impl Capabilities {
@@ -111,12 +120,13 @@ impl Capabilities {
                 .as_config_store()
                 .is_some_and(ConfigStore::process_local),
             claim_max_in_flight: work.claim_max_in_flight,
+            claim_flow: work.claim_flow,
         }
     }
 
     /// The capability names, each with whether this store has it: what
     /// `GET /v1/capabilities` and the docs' tables show.
-    pub fn named(&self) -> [(&'static str, bool); 11] {
+    pub fn named(&self) -> [(&'static str, bool); 12] {
         [
             ("get_by_id", self.get_by_id),
             ("list", self.list),
@@ -129,6 +139,7 @@ impl Capabilities {
             ("idempotent_submit", self.idempotent_submit),
             ("prune", self.prune),
             ("claim_max_in_flight", self.claim_max_in_flight),
+            ("claim_flow", self.claim_flow),
         ]
     }
 }
@@ -242,6 +253,36 @@ pub trait Store: Send + Sync + 'static {
             out.push(under_lease(got, id, token));
         }
         out
+    }
+
+    /// Throttles `queue`'s flow key `key` (the whole queue with `None`)
+    /// until `until` for every process on the store: claims pass over its
+    /// tasks until then (back-pressure from a target). A later throttle
+    /// never shortens an earlier one. Stores that declare
+    /// [`WorkCapabilities::claim_flow`] keep it in the queue's
+    /// [`crate::FlowLedger`]; the default is `UNSUPPORTED`.
+    async fn throttle(
+        &self,
+        queue: &str,
+        key: Option<&str>,
+        until: Timestamp,
+    ) -> Result<(), EngineError> {
+        let _ = (queue, key, until);
+        unsupported("throttle a flow key")
+    }
+
+    /// `queue`'s flow under `flow` at `now` ([`crate::FlowLedger::status`]),
+    /// with its IN_FLIGHT count per flow key. Stores that declare
+    /// [`WorkCapabilities::claim_flow`] answer it; the default is
+    /// `UNSUPPORTED`.
+    async fn flow_status(
+        &self,
+        queue: &str,
+        flow: &crate::FlowPolicy,
+        now: Timestamp,
+    ) -> Result<crate::FlowStatus, EngineError> {
+        let _ = (queue, flow, now);
+        unsupported("report flow status")
     }
 
     /// Up to `limit` IN_FLIGHT tasks whose lease ended at or before `now`.

@@ -273,6 +273,11 @@ pub struct SubmitRequest {
     /// original task.
     #[prost(string, optional, tag = "9")]
     pub idempotency_key: ::core::option::Option<::prost::alloc::string::String>,
+    /// The task's flow key: per-key limits and fairness count it
+    /// (docs/flow-control.md); 1 to 128 bytes of \[A-Za-z0-9._:/@=+-\], stored
+    /// as the `rdq.flow_key` header.
+    #[prost(string, optional, tag = "10")]
+    pub flow_key: ::core::option::Option<::prost::alloc::string::String>,
 }
 /// The answer of Submit.
 #[derive(Clone, PartialEq, ::prost::Message)]

@@ -91,6 +91,7 @@ pub fn submit_command(body: SubmitBody) -> Result<SubmitCommand, AppError> {
         delay_ms: body.delay_ms,
         priority: body.priority,
         idempotency_key: body.idempotency_key,
+        flow_key: body.flow_key,
     })
 }
 
