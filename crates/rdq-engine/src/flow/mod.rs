@@ -333,6 +333,14 @@ pub struct FlowLedger {
     /// Keys with state worth keeping.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub keys: BTreeMap<String, KeyState>,
+    /// Claims so far that flow limits cut short: due tasks were passed over
+    /// for a rate, a per-key limit or a throttle (`rdq_flow_throttled_claims_total`).
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub throttled_claims: u64,
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 /// A due PENDING task a claim may take, as the store sees it.
@@ -383,7 +391,11 @@ impl FlowLedger {
     ) -> Vec<TaskId> {
         let now_ms = now.unix_ms();
         let mut chosen = Vec::new();
+        let wanted = room.min(candidates.len());
         if self.blocked_until.is_some_and(|t| t > now_ms) || room == 0 {
+            if wanted > 0 {
+                self.throttled_claims += 1;
+            }
             self.forget_idle(flow, now_ms);
             return chosen;
         }
@@ -463,6 +475,9 @@ impl FlowLedger {
             }
             *taken.entry(key).or_default() += 1;
             chosen.push(task.id);
+        }
+        if chosen.len() < wanted {
+            self.throttled_claims += 1;
         }
         self.forget_idle(flow, now_ms);
         chosen
@@ -545,6 +560,7 @@ impl FlowLedger {
             blocked_until: live(self.blocked_until),
             in_flight: in_flight.values().sum(),
             keys,
+            throttled_claims: self.throttled_claims,
         }
     }
 }
@@ -561,6 +577,8 @@ pub struct FlowStatus {
     /// The busiest keys (most in flight first), and throttled keys; at most
     /// [`STATUS_KEYS`].
     pub keys: Vec<KeyStatus>,
+    /// Claims so far that flow limits cut short ([`FlowLedger::throttled_claims`]).
+    pub throttled_claims: u64,
 }
 
 /// One flow key in a [`FlowStatus`].
