@@ -65,7 +65,7 @@ pub fn is_valid_flow_key(key: &str) -> bool {
         })
 }
 
-/// Checks a flow key given at submit, refusing with `INVALID_ARGUMENT`
+/// Checks a flow key given at submit, refusing with `INVALID_FIELD`
 /// naming `flow_key`.
 pub fn validate_flow_key(key: &str) -> Result<(), EngineError> {
     if is_valid_flow_key(key) {
@@ -81,7 +81,11 @@ pub fn validate_flow_key(key: &str) -> Result<(), EngineError> {
     } else {
         format!("{key:?} has characters outside [A-Za-z0-9._:/@=+-]")
     };
-    Err(EngineError::InvalidArgument(format!("flow_key: {why}")))
+    Err(EngineError::Envelope(rdq_envelope::EnvelopeError::at(
+        rdq_envelope::ErrorCode::InvalidField,
+        "flow_key",
+        why,
+    )))
 }
 
 /// A token bucket: `per_second` tokens a second, holding at most `burst`.

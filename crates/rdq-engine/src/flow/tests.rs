@@ -85,7 +85,7 @@ fn flow_keys_are_checked() {
     assert!(validate_flow_key("acme.com/api:v2@eu=1+x_y").is_ok());
     for bad in ["", "has space", "é", &"k".repeat(129), "new\nline"] {
         let err = validate_flow_key(bad).unwrap_err();
-        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert_eq!(err.code(), "INVALID_FIELD");
         assert!(err.to_string().contains("flow_key"), "{err}");
     }
     assert!(validate_flow_key(&"k".repeat(128)).is_ok());
