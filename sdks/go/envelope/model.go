@@ -142,6 +142,16 @@ func (e *Envelope) CorrelationID() string {
 	return e.Headers[CorrelationHeader]
 }
 
+// FlowKey is the task's flow key (the system header rdq.flow_key, set at
+// submit from Task.FlowKey), or "" when it has none. The queue's per-key
+// limits and fairness count it (docs/flow-control.md).
+func (e *Envelope) FlowKey() string {
+	return e.Headers[FlowKeyHeader]
+}
+
+// FlowKeyHeader is the system header that carries a task's flow key.
+const FlowKeyHeader = "rdq.flow_key"
+
 // CorrelationHeader is the user header the Go client stores a correlation
 // id in.
 const CorrelationHeader = "correlation-id"

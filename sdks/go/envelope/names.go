@@ -95,3 +95,40 @@ func ValidateUserHeaders(headers map[string]string) error {
 	}
 	return nil
 }
+
+// MaxFlowKeyLen is the longest flow key, in bytes.
+const MaxFlowKeyLen = 128
+
+// IsValidFlowKey reports whether key is 1–128 bytes of [A-Za-z0-9._:/@=+-]:
+// a tenant id, an account, a host name, an API route.
+func IsValidFlowKey(key string) bool {
+	if key == "" || len(key) > MaxFlowKeyLen {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == ':' || c == '/' || c == '@' || c == '=' || c == '+' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateFlowKey refuses a bad flow key with INVALID_FIELD naming
+// flow_key, as the server does.
+func ValidateFlowKey(key string) error {
+	if IsValidFlowKey(key) {
+		return nil
+	}
+	var why string
+	switch {
+	case key == "":
+		why = "must not be empty"
+	case len(key) > MaxFlowKeyLen:
+		why = fmt.Sprintf("is %d bytes long; the limit is %d", len(key), MaxFlowKeyLen)
+	default:
+		why = fmt.Sprintf("%q has characters outside [A-Za-z0-9._:/@=+-]", key)
+	}
+	return &Error{Code: CodeInvalidField, Path: "flow_key", Message: why}
+}

@@ -31,7 +31,7 @@ func TestSubmitThenGetReturnsTheTaskAsSubmitted(t *testing.T) {
 		s, err := c.Submit(ctx, rdq.Task{
 			Queue: q, HandlerRef: "send-email", Payload: []byte(`{"to":"a@b.c"}`), ContentType: "application/json",
 			Headers: map[string]string{"tenant": "acme"}, HandlerVersion: "v3", Priority: 5,
-			Delay: time.Hour, IdempotencyKey: "order-42", CorrelationID: "corr-1",
+			Delay: time.Hour, IdempotencyKey: "order-42", CorrelationID: "corr-1", FlowKey: "tenant-7",
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -45,7 +45,8 @@ func TestSubmitThenGetReturnsTheTaskAsSubmitted(t *testing.T) {
 		}
 		if string(env.Payload) != `{"to":"a@b.c"}` || env.PayloadContentType != "application/json" ||
 			env.Headers["tenant"] != "acme" || env.HandlerVersion == nil || *env.HandlerVersion != "v3" ||
-			env.Priority != 5 || env.Status != envelope.StatusPending || env.CorrelationID() != "corr-1" {
+			env.Priority != 5 || env.Status != envelope.StatusPending || env.CorrelationID() != "corr-1" ||
+			env.FlowKey() != "tenant-7" {
 			b, _ := env.Encode()
 			t.Fatalf("the stored task differs from the submit: %s", b)
 		}
@@ -79,6 +80,13 @@ func TestReservedHeadersAreRefusedBeforeAnyRequest(t *testing.T) {
 		var ee *envelope.Error
 		if !errors.As(err, &ee) || ee.Code != envelope.CodeReservedHeader {
 			t.Fatalf("header %q: the envelope error is not wrapped: %v", key, err)
+		}
+	}
+	for _, key := range []string{"has space", "é", strings.Repeat("k", 129)} {
+		_, err := c.Submit(context.Background(), rdq.Task{Queue: "q", HandlerRef: "h", FlowKey: key})
+		var e *rdq.Error
+		if !errors.As(err, &e) || e.Code != rdq.CodeInvalidField || e.Field != "flow_key" || e.Status != 0 {
+			t.Fatalf("flow key %q: got %v, want a local INVALID_FIELD naming flow_key", key, err)
 		}
 	}
 	results := c.SubmitBatch(context.Background(), []rdq.Task{{Queue: "q", HandlerRef: "h", Headers: map[string]string{"rdq.x": "1"}}})

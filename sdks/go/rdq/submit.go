@@ -29,6 +29,10 @@ type Task struct {
 	// IdempotencyKey: a second submit with the same key to the same queue
 	// answers the first task (Submitted.Existing).
 	IdempotencyKey string
+	// FlowKey: the queue's per-key limits and fairness count tasks by it
+	// (docs/flow-control.md): a tenant, an account, a host. 1–128 bytes of
+	// [A-Za-z0-9._:/@=+-]; stored as the system header rdq.flow_key.
+	FlowKey string
 	// CorrelationID is stored in the user header "correlation-id" (the HTTP
 	// API cannot set the system header rdq.correlation_id) and read back by
 	// Envelope.CorrelationID.
@@ -53,6 +57,7 @@ type submitRequest struct {
 	Priority           uint8             `json:"priority,omitempty"`
 	DelayMs            int64             `json:"delay_ms,omitempty"`
 	IdempotencyKey     string            `json:"idempotency_key,omitempty"`
+	FlowKey            string            `json:"flow_key,omitempty"`
 }
 
 // check refuses, before any request, what the server would refuse for sure.
@@ -65,6 +70,11 @@ func (t *Task) check() error {
 	}
 	if err := envelope.ValidateUserHeaders(t.Headers); err != nil {
 		return localError(err)
+	}
+	if t.FlowKey != "" {
+		if err := envelope.ValidateFlowKey(t.FlowKey); err != nil {
+			return localError(err)
+		}
 	}
 	if t.Delay < 0 {
 		return &Error{Code: CodeInvalidField, Field: "delay_ms", Detail: "the delay must not be negative"}
@@ -91,6 +101,7 @@ func (t *Task) request() submitRequest {
 		Priority:           t.Priority,
 		DelayMs:            t.Delay.Milliseconds(),
 		IdempotencyKey:     t.IdempotencyKey,
+		FlowKey:            t.FlowKey,
 	}
 }
 

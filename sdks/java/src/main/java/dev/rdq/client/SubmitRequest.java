@@ -37,6 +37,7 @@ public final class SubmitRequest {
     private final long delayMs;
     private final int priority;
     private final String idempotencyKey;
+    private final String flowKey;
 
     private SubmitRequest(Builder b) {
         this.queue = b.queue;
@@ -49,6 +50,7 @@ public final class SubmitRequest {
         this.delayMs = b.delayMs;
         this.priority = b.priority;
         this.idempotencyKey = b.idempotencyKey;
+        this.flowKey = b.flowKey;
     }
 
     /** A builder for a task of {@code handlerRef} on {@code queue}. */
@@ -103,6 +105,9 @@ public final class SubmitRequest {
         if (idempotencyKey != null) {
             w.key("idempotency_key").string(idempotencyKey);
         }
+        if (flowKey != null) {
+            w.key("flow_key").string(flowKey);
+        }
         w.endObject();
         return w.toByteArray();
     }
@@ -119,6 +124,7 @@ public final class SubmitRequest {
         private long delayMs;
         private int priority;
         private String idempotencyKey;
+        private String flowKey;
 
         private Builder(String queue, String handlerRef) {
             this.queue = Objects.requireNonNull(queue, "queue");
@@ -206,11 +212,25 @@ public final class SubmitRequest {
             return this;
         }
 
-        /** The request, checked: queue and handler names, reserved headers. */
+        /**
+         * The task's flow key: the queue's per-key limits and fairness count
+         * tasks by it ({@code docs/flow-control.md}); a tenant, an account, a
+         * host. 1-128 bytes of {@code [A-Za-z0-9._:/@=+-]}, stored as the
+         * system header {@code rdq.flow_key}.
+         */
+        public Builder flowKey(String key) {
+            this.flowKey = Objects.requireNonNull(key, "key");
+            return this;
+        }
+
+        /** The request, checked: queue and handler names, reserved headers, the flow key. */
         public SubmitRequest build() {
             Names.validateQueueName(queue);
             Names.validateHandlerRef(handlerRef);
             Names.validateUserHeaders(headers);
+            if (flowKey != null) {
+                Names.validateFlowKey(flowKey);
+            }
             return new SubmitRequest(this);
         }
     }

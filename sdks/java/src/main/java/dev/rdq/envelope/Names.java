@@ -57,6 +57,48 @@ public final class Names {
         throw new EnvelopeException(code, field, why);
     }
 
+    /** Longest flow key, in bytes. */
+    public static final int MAX_FLOW_KEY_LEN = 128;
+
+    /** The system header that carries a task's flow key. */
+    public static final String FLOW_KEY_HEADER = "rdq.flow_key";
+
+    /**
+     * True if {@code key} is 1-128 bytes of {@code [A-Za-z0-9._:/@=+-]}: a
+     * tenant id, an account, a host name, an API route.
+     */
+    public static boolean isValidFlowKey(String key) {
+        if (key.isEmpty() || key.length() > MAX_FLOW_KEY_LEN) {
+            return false;
+        }
+        for (int i = 0; i < key.length(); i++) {
+            char c = key.charAt(i);
+            boolean ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+                    || c == '.' || c == '_' || c == ':' || c == '/' || c == '@' || c == '=' || c == '+' || c == '-';
+            if (!ok) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Refuses a bad flow key with {@code INVALID_FIELD} naming {@code flow_key}, as the server does. */
+    public static void validateFlowKey(String key) {
+        if (isValidFlowKey(key)) {
+            return;
+        }
+        int bytes = Utf8.length(key);
+        String why;
+        if (key.isEmpty()) {
+            why = "must not be empty";
+        } else if (bytes > MAX_FLOW_KEY_LEN) {
+            why = "is " + bytes + " bytes long; the limit is " + MAX_FLOW_KEY_LEN;
+        } else {
+            why = Utf8.debugQuote(key) + " has characters outside [A-Za-z0-9._:/@=+-]";
+        }
+        throw new EnvelopeException(ErrorCode.INVALID_FIELD, "flow_key", why);
+    }
+
     private static boolean isDotSegment(String name) {
         return name.equals(".") || name.equals("..");
     }

@@ -73,6 +73,19 @@ class EnvelopeTest {
     }
 
     @Test
+    @DisplayName("flow keys are 1-128 bytes of [A-Za-z0-9._:/@=+-], else INVALID_FIELD naming flow_key")
+    void flow_keys() {
+        Names.validateFlowKey("tenant-42");
+        Names.validateFlowKey("acme.com/api:v2@eu=1+x_y");
+        Names.validateFlowKey("k".repeat(128));
+        for (String bad : new String[] {"", "has space", "\u00e9", "k".repeat(129), "new\nline"}) {
+            EnvelopeException e = assertThrows(EnvelopeException.class, () -> Names.validateFlowKey(bad));
+            assertEquals("INVALID_FIELD", e.code());
+            assertEquals("flow_key", e.field().orElseThrow());
+        }
+    }
+
+    @Test
     @DisplayName("a built envelope writes every field but payload_ref and decodes back equal")
     void builder_round_trips() {
         Envelope env = Envelope.builder("emails", "send-email").payload("hi".getBytes(StandardCharsets.UTF_8))

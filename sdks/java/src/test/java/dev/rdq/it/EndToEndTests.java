@@ -20,6 +20,7 @@ import dev.rdq.client.SubmitRequest;
 import dev.rdq.envelope.AttemptOutcome;
 import dev.rdq.envelope.AttemptRecord;
 import dev.rdq.envelope.Envelope;
+import dev.rdq.envelope.Names;
 import dev.rdq.envelope.ErrorInfo;
 import dev.rdq.envelope.Status;
 import dev.rdq.json.JsonObject;
@@ -104,8 +105,9 @@ abstract class EndToEndTests {
         SubmitRequest req = SubmitRequest.builder(Q, "send-email")
                 .payload("{\"to\":\"a@b.c\"}".getBytes(StandardCharsets.UTF_8), "application/json")
                 .header("tenant", "acme").handlerVersion("v3").priority(7).delay(Duration.ofHours(1))
-                .correlationId("req-42").idempotencyKey("order-42").build();
+                .correlationId("req-42").idempotencyKey("order-42").flowKey("tenant-7").build();
         Envelope env = client.submit(req);
+        assertEquals("tenant-7", env.header(Names.FLOW_KEY_HEADER).orElseThrow());
         assertEquals(Status.PENDING, env.status());
         assertEquals(7, env.priority());
         assertEquals("v3", env.handlerVersion().orElseThrow());
