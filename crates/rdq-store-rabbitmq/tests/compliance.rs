@@ -65,6 +65,13 @@ checks! {
     capabilities_tell_the_truth
     claim_request_limits_hold_or_are_refused
     max_in_flight_holds_under_concurrent_claimers
+    flow_limits_hold_or_are_refused
+    key_concurrency_holds_under_concurrent_claimers
+    the_rate_never_exceeds_burst_plus_rate_times_the_window
+    a_flooding_key_cannot_starve_a_quiet_key
+    a_lowered_limit_is_obeyed_by_the_next_claim
+    a_deferral_and_a_lease_expiry_give_their_slot_back
+    a_throttle_passes_over_its_key_until_its_time
 }
 
 // These checks advance a virtual clock and expect tasks to become claimable
