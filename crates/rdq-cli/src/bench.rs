@@ -12,6 +12,8 @@
 //! - `callback` and `pull`: rdq-server over HTTP (see `bench_server`):
 //!   callback dispatch to a loopback receiver, and pull workers that claim 64
 //!   and settle each batch in one call.
+//! - `fairness`, `flow-exact` and `flow-limit`: flow control (see
+//!   `bench_flow`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +30,7 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 use crate::CliError;
+use crate::bench_flow;
 use crate::bench_server;
 use crate::output::outln;
 use crate::stores::{Registry, open_store};
@@ -50,6 +53,12 @@ pub enum Workload {
     Callback,
     /// Pull workers over HTTP: claim 64, settle the batch in one call.
     Pull,
+    /// Weighted fairness: a loud key's backlog against a quiet key.
+    Fairness,
+    /// Per-key and global limits under load: overruns observed.
+    FlowExact,
+    /// A global concurrency limit's cost against the same queue unlimited.
+    FlowLimit,
 }
 
 /// Arguments of `rdq bench`.
@@ -94,6 +103,11 @@ pub struct BenchArgs {
     /// ratio and the median ratio (docs/benchmarks.md).
     #[arg(long, value_name = "N", conflicts_with = "grpc")]
     pairs: Option<u32>,
+    /// For `flow-exact` and `flow-limit`: store instances (nodes) working
+    /// the queue at once, each with its own connections (a shared store
+    /// only: PostgreSQL, Redis).
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
     /// Pending tasks behind the measured claims, for `backlog`.
     #[arg(long, default_value_t = 1_000_000)]
     backlog: u64,
@@ -128,7 +142,12 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
     if args.json
         || matches!(
             args.workload,
-            Workload::Backlog | Workload::Callback | Workload::Pull
+            Workload::Backlog
+                | Workload::Callback
+                | Workload::Pull
+                | Workload::Fairness
+                | Workload::FlowExact
+                | Workload::FlowLimit
         )
     {
         outln!("{report}")?;
@@ -268,10 +287,23 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
             None => bench_server::run(&setup).await,
         };
     }
+    let flow = bench_flow::FlowBench {
+        spec: spec.to_owned(),
+        jobs: args.jobs,
+        concurrency: args.concurrency,
+        nodes: args.nodes,
+        pairs: args.pairs.unwrap_or(3),
+    };
+    match args.workload {
+        Workload::Fairness => return bench_flow::fairness(&flow).await,
+        Workload::FlowExact => return bench_flow::exact(&flow).await,
+        Workload::FlowLimit => return bench_flow::limit(&flow).await,
+        _ => {}
+    }
     if args.pairs.is_some() {
         return Err(CliError::new(
             "INVALID_ARGUMENT",
-            "--pairs compares HTTP with gRPC: it applies to --workload callback and pull",
+            "--pairs applies to --workload callback and pull (HTTP against gRPC) and flow-limit",
         ));
     }
     let store = open_store(spec).await?;
@@ -322,6 +354,9 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
 
     let (submit_elapsed, work_elapsed) = match args.workload {
         Workload::Drain
+        | Workload::Fairness
+        | Workload::FlowExact
+        | Workload::FlowLimit
         | Workload::Retry
         | Workload::Backlog
         | Workload::Callback

@@ -123,7 +123,10 @@ fn the_rate_holds_to_burst_plus_rate_times_elapsed() {
     let none = HashMap::new();
     let many = |from: u128| (from..from + 100).map(|n| task("", n)).collect::<Vec<_>>();
     assert_eq!(ledger.select(&flow, at(0), &none, many(0), 100).len(), 5);
-    assert_eq!(ledger.throttled_claims, 1, "the first claim was cut to the burst");
+    assert_eq!(
+        ledger.throttled_claims, 1,
+        "the first claim was cut to the burst"
+    );
     assert_eq!(ledger.select(&flow, at(0), &none, many(100), 100).len(), 0);
     assert_eq!(ledger.throttled_claims, 2);
     // 10/s: a token every 100 ms.
