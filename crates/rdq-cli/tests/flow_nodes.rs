@@ -71,7 +71,13 @@ fn clean(kind: Shared, tag: &str) {
         Shared::Redis => {
             if let Ok(out) = run(
                 "redis-cli",
-                &["-h", "127.0.0.1", "--scan", "--pattern", &format!("*{tag}*")],
+                &[
+                    "-h",
+                    "127.0.0.1",
+                    "--scan",
+                    "--pattern",
+                    &format!("*{tag}*"),
+                ],
             ) {
                 let keys: Vec<String> = String::from_utf8_lossy(&out.stdout)
                     .lines()
@@ -199,7 +205,11 @@ async fn limits_hold_across_three_nodes(kind: Shared) {
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 for c in claimed {
-                    *running.lock().unwrap().get_mut(&key_of(&c.envelope)).unwrap() -= 1;
+                    *running
+                        .lock()
+                        .unwrap()
+                        .get_mut(&key_of(&c.envelope))
+                        .unwrap() -= 1;
                     client
                         .settle(c.envelope.id, &success(&c.lease_token))
                         .await
@@ -224,11 +234,11 @@ async fn limits_hold_across_three_nodes(kind: Shared) {
     }
     assert!(all <= 5, "{all} ran at once under a global limit of 5");
     assert!(all >= 3, "the workers did run side by side (peak {all})");
-    let flow = nodes.clients[1]
-        .queue_config(&queue)
-        .await
-        .unwrap();
-    assert_eq!(flow["flow"]["key_concurrency"], 2, "every node sees the policy");
+    let flow = nodes.clients[1].queue_config(&queue).await.unwrap();
+    assert_eq!(
+        flow["flow"]["key_concurrency"], 2,
+        "every node sees the policy"
+    );
 }
 
 /// A rate of 20/s with a burst of 5, claimed as fast as six workers on
@@ -237,7 +247,10 @@ async fn the_rate_holds_across_three_nodes(kind: Shared) {
     let nodes = Nodes::start(kind);
     let queue = format!("rate.{}", nodes.tag);
     nodes.clients[0]
-        .set_queue_config(&queue, &json!({"flow": {"rate": {"per_second": 20, "burst": 5}}}))
+        .set_queue_config(
+            &queue,
+            &json!({"flow": {"rate": {"per_second": 20, "burst": 5}}}),
+        )
         .await
         .unwrap();
     nodes.submit(&queue, "k", 45).await;
@@ -285,7 +298,10 @@ async fn the_rate_holds_across_three_nodes(kind: Shared) {
         }
     }
     let took = begin.elapsed().as_secs_f64();
-    assert!(took >= 1.8, "45 starts at 20/s after a burst of 5 take 2 s, not {took:.2}");
+    assert!(
+        took >= 1.8,
+        "45 starts at 20/s after a burst of 5 take 2 s, not {took:.2}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

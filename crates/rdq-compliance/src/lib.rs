@@ -139,6 +139,7 @@ macro_rules! __with_every_check {
             a_lowered_limit_is_obeyed_by_the_next_claim
             a_deferral_and_a_lease_expiry_give_their_slot_back
             a_throttle_passes_over_its_key_until_its_time
+            local_concurrency_bounds_each_process
         }
     };
 }
@@ -186,6 +187,6 @@ mod tests {
         let unique: HashSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
         assert!(names.contains(&"fixtures_round_trip"));
-        assert_eq!(names.len(), 31);
+        assert_eq!(names.len(), 32);
     }
 }

@@ -72,6 +72,7 @@ checks! {
     a_lowered_limit_is_obeyed_by_the_next_claim
     a_deferral_and_a_lease_expiry_give_their_slot_back
     a_throttle_passes_over_its_key_until_its_time
+    local_concurrency_bounds_each_process
 }
 
 // These checks advance a virtual clock and expect tasks to become claimable

@@ -389,3 +389,66 @@ pub async fn a_throttle_passes_over_its_key_until_its_time(factory: StoreFactory
     assert_eq!(late.len(), 2);
     assert!(late.iter().all(|id| a.contains(id)));
 }
+
+/// Local concurrency bounds what one engine (one process) holds, on every
+/// store: a settle or a lapsed lease frees its slot, and another process
+/// has slots of its own.
+pub async fn local_concurrency_bounds_each_process(factory: StoreFactory) {
+    let policy = QueuePolicy {
+        flow: flow(json!({"local_concurrency": 2})),
+        ..test_policy()
+    };
+    let h = Harness::with_policy(&factory, policy.clone()).await;
+    if h.caps().queue_config {
+        h.engine
+            .set_policy(QUEUE, &policy)
+            .await
+            .expect("set_policy");
+    }
+    h.submit_n(QUEUE, 6).await;
+    // A broker hands deliveries over as they arrive: claim until the
+    // process holds its two, never more.
+    let mut held = Vec::new();
+    for _ in 0..200 {
+        held.extend(h.claim(QUEUE, 6).await);
+        assert!(
+            held.len() <= 2,
+            "{} held under a local limit of 2",
+            held.len()
+        );
+        if held.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(held.len(), 2, "the process takes its two");
+    assert!(h.claim(QUEUE, 6).await.is_empty(), "no third slot");
+    h.settle(&held[0], Settlement::Success).await;
+    let mut next = Vec::new();
+    for _ in 0..200 {
+        next.extend(h.claim(QUEUE, 6).await);
+        assert!(
+            next.len() <= 1,
+            "a settle frees one slot, not {}",
+            next.len()
+        );
+        if next.len() == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(next.len(), 1, "the settle freed a slot");
+    // Another process over the same store has slots of its own.
+    let other =
+        rdq_engine::Engine::new(h.store.clone(), h.clock.clone()).with_fallback_policy(policy);
+    let mut theirs = Vec::new();
+    for _ in 0..200 {
+        theirs.extend(other.claim(QUEUE, 6, None).await.expect("claim"));
+        assert!(theirs.len() <= 2);
+        if theirs.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(theirs.len(), 2, "another process takes its own two");
+}

@@ -33,7 +33,7 @@ pub use flow::{
     a_deferral_and_a_lease_expiry_give_their_slot_back, a_flooding_key_cannot_starve_a_quiet_key,
     a_lowered_limit_is_obeyed_by_the_next_claim, a_throttle_passes_over_its_key_until_its_time,
     flow_limits_hold_or_are_refused, key_concurrency_holds_under_concurrent_claimers,
-    the_rate_never_exceeds_burst_plus_rate_times_the_window,
+    local_concurrency_bounds_each_process, the_rate_never_exceeds_burst_plus_rate_times_the_window,
 };
 pub use leases::{
     expired_leases_are_reaped_exactly_once, extend_lease_moves_the_deadline_and_fences,
