@@ -193,6 +193,7 @@ pub async fn jobs_run_once_and_see_their_context(h: Harness) {
             EnqueueOptions::now()
                 .correlation_id("req-1")
                 .header("tenant", "acme")
+                .flow_key("tenant-acme")
                 .priority(3),
         )
         .await
@@ -240,7 +241,13 @@ pub async fn jobs_run_once_and_see_their_context(h: Harness) {
     assert_eq!(ctx.correlation_id.as_deref(), Some("req-1"));
     assert_eq!(ctx.header("tenant"), Some("acme"));
     assert_eq!(ctx.header("rdq.correlation_id"), Some("req-1"));
+    assert_eq!(ctx.header("rdq.flow_key"), Some("tenant-acme"));
     assert!(ctx.lease_deadline().is_some());
+    let bad = producer
+        .enqueue_with(&Step { n: 9 }, EnqueueOptions::now().flow_key("no spaces"))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), "INVALID_FIELD", "{bad}");
 }
 
 pub async fn a_failing_job_is_retried_until_it_succeeds(h: Harness) {
