@@ -274,6 +274,12 @@ impl Dispatcher {
                     Decision::Defer(delay) => Settlement::Defer {
                         delay_ms: millis(delay),
                     },
+                    Decision::Throttle(delay) => {
+                        self.throttle(env, delay).await;
+                        Settlement::Defer {
+                            delay_ms: millis(delay),
+                        }
+                    }
                     Decision::Failure { error, kind } => {
                         debug!(error_type = %error.error_type, ?kind, "handler failed");
                         failure(error, kind, retry.as_ref(), policy)
@@ -287,6 +293,20 @@ impl Dispatcher {
             }
         };
         Some(verdict)
+    }
+
+    /// Throttles `env`'s flow key (its queue, without one) for `delay`;
+    /// a store that cannot throttle leaves it to the deferral alone.
+    async fn throttle(&self, env: &rdq_envelope::Envelope, delay: Duration) {
+        let key = env.headers.get(rdq_engine::flow::FLOW_KEY_HEADER);
+        let until = self.engine.now().plus(delay);
+        if let Err(e) = self
+            .engine
+            .throttle(&env.queue, key.map(String::as_str), until)
+            .await
+        {
+            debug!(error = %e, queue = %env.queue, "the store cannot throttle; deferring the task only");
+        }
     }
 
     async fn count_and_report(

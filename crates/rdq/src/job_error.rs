@@ -28,6 +28,10 @@ pub enum Forced {
     /// `rdq::defer(delay)`: not a failure; run again after exactly `delay`,
     /// ahead of the backlog, without spending an attempt.
     Defer(Duration),
+    /// `rdq::throttle(delay)`: as `Defer`, and the task's flow key (the whole
+    /// queue for a task without one) is throttled for every worker on the
+    /// store until then (docs/flow-control.md, "Back-pressure").
+    Throttle(Duration),
 }
 
 /// A failed job: the error, the type name captured where it was converted,
@@ -206,4 +210,15 @@ pub fn defer(delay: Duration) -> JobError {
     JobError::from(Message(format!("deferred for {delay:?}")))
         .with_type(rdq_envelope::error_types::DEFERRED)
         .with_forced(Forced::Defer(delay))
+}
+
+/// The target said to slow down (`429` with `Retry-After`, a quota): run
+/// this job again after exactly `delay`, without spending an attempt, and
+/// hold back every task of its flow key (or of its queue, when it has no
+/// flow key) on every worker of the store until then. On a store that
+/// cannot throttle (`claim_flow`), only this job is deferred.
+pub fn throttle(delay: Duration) -> JobError {
+    JobError::from(Message(format!("throttled for {delay:?}")))
+        .with_type(rdq_envelope::error_types::DEFERRED)
+        .with_forced(Forced::Throttle(delay))
 }

@@ -67,7 +67,7 @@ pub use dead_letter::{DeadLetter, DeadLetterCause, DeadLetterHook};
 pub use error::Error;
 pub use handler::{FnHandler, JobHandler};
 pub use job::{Job, QueueSet};
-pub use job_error::{Forced, JobError, defer, permanent, retryable};
+pub use job_error::{Forced, JobError, defer, permanent, retryable, throttle};
 pub use outcome::{Classifier, Outcome, OutcomeMapper, Returned};
 pub use producer::{Batch, EnqueueOptions, Enqueued, Producer};
 pub use rdq_engine::policy::Classification;

@@ -227,6 +227,8 @@ pub(crate) enum Decision {
     Success,
     /// Run again after this long, no attempt spent.
     Defer(Duration),
+    /// As `Defer`, and throttle the task's flow key (or queue) until then.
+    Throttle(Duration),
     /// A failure, with who decided its class.
     Failure {
         /// The attempt's error record.
@@ -295,6 +297,7 @@ pub(crate) fn decide(
     };
     match error.forced() {
         Some(Forced::Defer(delay)) => return Decision::Defer(delay),
+        Some(Forced::Throttle(delay)) => return Decision::Throttle(delay),
         Some(Forced::Permanent) => {
             return Decision::Failure {
                 error: error_info(error, None),

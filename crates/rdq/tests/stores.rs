@@ -26,6 +26,7 @@ macro_rules! sdk_suite {
                 extending_the_lease_keeps_a_long_job_alive,
                 an_outcome_mapper_turns_a_returned_status_into_a_dead_letter,
                 graceful_shutdown_under_load_loses_nothing,
+                a_throttled_job_holds_back_its_flow_key,
             );
         }
     };

@@ -246,13 +246,15 @@ impl FlowPolicy {
         *self == Self::default()
     }
 
-    /// True when a claim must run [`FlowLedger::select`]: a rate, a per-key
-    /// limit or weighted fairness (global and local concurrency alone are
-    /// counts a store and the engine hold without a ledger).
+    /// True when a claim must run [`FlowLedger::select`]: any limit the
+    /// store keeps (a rate, a global or per-key limit, weighted fairness),
+    /// which is also what makes throttles (back-pressure) hold. Local
+    /// concurrency alone is the engine's, in the process: no ledger.
     pub fn needs_ledger(&self) -> bool {
         self.rate.is_some()
             || self.key_rate.is_some()
             || self.key_concurrency.is_some()
+            || self.concurrency.is_some()
             || self.fairness == Fairness::Weighted
     }
 

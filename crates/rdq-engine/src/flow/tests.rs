@@ -33,7 +33,8 @@ fn an_empty_section_limits_nothing_and_writes_nothing() {
     assert_eq!(full.weight("other"), 1);
     let back: FlowPolicy = serde_json::from_value(serde_json::to_value(&full).unwrap()).unwrap();
     assert_eq!(back, full);
-    assert!(!policy(json!({"concurrency": 4, "local_concurrency": 2})).needs_ledger());
+    assert!(policy(json!({"concurrency": 4})).needs_ledger());
+    assert!(!policy(json!({"local_concurrency": 2})).needs_ledger());
 }
 
 #[test]

@@ -839,3 +839,70 @@ pub async fn graceful_shutdown_under_load_loses_nothing(h: Harness) {
         .await;
     worker.shutdown(STOP).await.unwrap();
 }
+
+/// `rdq::throttle` defers the job and, on a store that declares
+/// `claim_flow`, holds back every task of its flow key until then while
+/// other keys keep running.
+pub async fn a_throttled_job_holds_back_its_flow_key(h: Harness) {
+    let throttles = h.engine.capabilities().claim_flow;
+    let mut policy = no_backoff(4);
+    if throttles {
+        // Throttles hold on queues with flow control.
+        policy.flow = serde_json::from_value(serde_json::json!({"fairness": "weighted"})).unwrap();
+    }
+    h.policy(WORK, policy).await;
+    let producer = h.producer();
+    let keyed = |key: &str| EnqueueOptions::now().flow_key(key);
+    let first = producer
+        .enqueue_with(&Step { n: 1 }, keyed("slow"))
+        .await
+        .unwrap();
+    let worker = h
+        .worker()
+        .handler_fn(move |job: Step, _ctx: JobContext| async move {
+            if job.n == 1 {
+                return Err(rdq::throttle(Duration::from_secs(60)));
+            }
+            Ok::<(), JobError>(())
+        })
+        .build()
+        .unwrap()
+        .start();
+    h.until(WORK, "deferred", |t| {
+        t.iter().any(|e| e.id == first.id && e.deferral_count == 1)
+    })
+    .await;
+    let held = producer
+        .enqueue_with(&Step { n: 2 }, keyed("slow"))
+        .await
+        .unwrap();
+    let other = producer
+        .enqueue_with(&Step { n: 3 }, keyed("fast"))
+        .await
+        .unwrap();
+    h.until(WORK, "the other key ran", |t| {
+        t.iter()
+            .any(|e| e.id == other.id && e.status == Status::Succeeded)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let tasks = h.tasks(WORK).await;
+    let held_now = tasks.iter().find(|e| e.id == held.id).unwrap();
+    if throttles {
+        assert_eq!(
+            held_now.status,
+            Status::Pending,
+            "the throttled key's next task waits"
+        );
+        let status = h.engine.flow_status(WORK).await.unwrap();
+        let slow = status.keys.iter().find(|k| k.key == "slow").unwrap();
+        assert!(slow.blocked_until.is_some(), "{status:?}");
+    } else {
+        assert_eq!(
+            held_now.status,
+            Status::Succeeded,
+            "only the job was deferred"
+        );
+    }
+    worker.shutdown(STOP).await.unwrap();
+}
