@@ -199,6 +199,11 @@ pub async fn jobs_run_once_and_see_their_context(h: Harness) {
         .await
         .unwrap();
     assert!(!first.existing);
+    let bad = producer
+        .enqueue_with(&Step { n: 9 }, EnqueueOptions::now().flow_key("no spaces"))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), "INVALID_FIELD", "{bad}");
     for n in 2..=5 {
         producer.enqueue(&Step { n }).await.unwrap();
     }
@@ -243,11 +248,6 @@ pub async fn jobs_run_once_and_see_their_context(h: Harness) {
     assert_eq!(ctx.header("rdq.correlation_id"), Some("req-1"));
     assert_eq!(ctx.header("rdq.flow_key"), Some("tenant-acme"));
     assert!(ctx.lease_deadline().is_some());
-    let bad = producer
-        .enqueue_with(&Step { n: 9 }, EnqueueOptions::now().flow_key("no spaces"))
-        .await
-        .unwrap_err();
-    assert_eq!(bad.code(), "INVALID_FIELD", "{bad}");
 }
 
 pub async fn a_failing_job_is_retried_until_it_succeeds(h: Harness) {
