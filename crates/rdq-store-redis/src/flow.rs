@@ -158,8 +158,7 @@ fn parse(answer: Vec<Vec<u8>>) -> Result<Answer, Failure> {
         room: number(&next()?)?,
         ..Snapshot::default()
     };
-    loop {
-        let Ok(key) = next() else { break };
+    while let Ok(key) = next() {
         let key = text(&key)?.to_owned();
         snap.in_flight.insert(key.clone(), number(&next()?)?);
         let n: usize = number(&next()?)?;
@@ -252,12 +251,22 @@ pub(crate) async fn claim(
             Answer::Claimed(values) => return Ok(decode_all(values, queue)),
             Answer::Snapshot(snap) => snap,
         };
-        if attempt > 0 {
+        let snap = if attempt == 0 {
+            snap
+        } else {
             counters.conflicts.fetch_add(1, Ordering::Relaxed);
-            if attempt > EAGER_RETRIES {
+            if attempt <= EAGER_RETRIES {
+                // The conflict's answer is a snapshot as fresh as any.
+                snap
+            } else {
+                // After a pause, the world has moved on: read it again.
                 tokio::time::sleep(backoff(attempt)).await;
+                match run(shared, &keys, &base, None).await? {
+                    Answer::Snapshot(snap) => snap,
+                    Answer::Claimed(_) => return Err(unexpected("a flow snapshot").into_engine()),
+                }
             }
-        }
+        };
         let Snapshot {
             version,
             mut ledger,
