@@ -82,7 +82,8 @@ for _, n in ipairs(redis.call('HVALS', FIF)) do
   keyed_in_flight = keyed_in_flight + tonumber(n)
 end
 local keyed_ready = 0
-for _, key in ipairs(redis.call('SMEMBERS', FKEYS)) do
+local flow_keys = redis.call('SMEMBERS', FKEYS)
+for _, key in ipairs(flow_keys) do
   local fr = FR(key)
   keyed_ready = keyed_ready + redis.call('ZCARD', fr)
   local got = redis.call('ZRANGE', fr, 0, room_now - 1, 'WITHSCORES')
@@ -97,6 +98,27 @@ for _, key in ipairs(redis.call('SMEMBERS', FKEYS)) do
   if #found > 0 then group(key, redis.call('HGET', FIF, key) or '0', found) end
 end
 
+-- Which of `ids` (ready tasks) have no flow key: with few keys, asked of
+-- each key's ready set (no task is read); with many, read from the tasks.
+local function unkeyed_of(ids)
+  local keyed = {}
+  if #flow_keys <= 16 then
+    for _, key in ipairs(flow_keys) do
+      local scores = redis.call('ZMSCORE', FR(key), unpack(ids))
+      for i = 1, #ids do
+        if scores[i] then keyed[i] = true end
+      end
+    end
+  else
+    prefetch(ids)
+    for i, id in ipairs(ids) do
+      local v = value(id)
+      if v and key_of(v) ~= '' then keyed[i] = true end
+    end
+  end
+  return keyed
+end
+
 -- Tasks without a flow key have no ready set of their own (a queue without
 -- flow keys pays nothing for flow control): they are the ready set's tasks
 -- outside every key's, found by walking the ready set in claim order past
@@ -107,12 +129,13 @@ if unkeyed > 0 then
   while #found / 2 < room_now and seen < unkeyed do
     local chunk = redis.call('ZRANGE', READY, start, start + step - 1, 'WITHSCORES')
     if #chunk == 0 then break end
-    prefetch(every(chunk, 1, 2))
+    local keyed = unkeyed_of(every(chunk, 1, 2))
     for i = 1, #chunk, 2 do
-      local v = value(chunk[i])
-      if not v or key_of(v) == '' then
+      if not keyed[(i + 1) / 2] then
         seen = seen + 1
-        if v and tonumber(chunk[i + 1]) % SPAN <= now then
+        -- A member whose task is gone (never left by rdq's scripts) is
+        -- passed over rather than offered.
+        if tonumber(chunk[i + 1]) % SPAN <= now and value(chunk[i]) then
           found[#found + 1] = chunk[i]
           found[#found + 1] = chunk[i + 1]
         end
