@@ -56,8 +56,17 @@ pub(crate) async fn delete_prefix(conn: &mut Conn, keys: &Keys) -> Result<(), Fa
         .await?;
     let mut cmds = Vec::new();
     for queue in &queues {
+        let queue_keys = keys.queue(queue);
         let mut del = redis::cmd("DEL");
-        for key in &keys.queue(queue).all {
+        // Each flow key's ready set first: the set naming them goes below.
+        let flow_keys: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(queue_keys.flow_keys())
+            .query_async(conn)
+            .await?;
+        for key in &flow_keys {
+            del.arg(queue_keys.flow_ready(key));
+        }
+        for key in &queue_keys.all {
             del.arg(key);
         }
         cmds.push(del);

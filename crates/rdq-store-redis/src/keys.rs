@@ -9,10 +9,13 @@ use rdq_envelope::TaskId;
 pub(crate) const INDEX_SHARDS: u32 = 256;
 
 /// Positions in [`QueueKeys::all`], in the order every script takes them
-/// as `KEYS` (see `lua/common.lua`).
-const NAMES: [&str; 12] = [
+/// as `KEYS` (see `lua/common.lua`). The last three are flow control's: the
+/// flow keys with ready tasks, the IN_FLIGHT count per flow key, and the
+/// ledger with its version. Each flow key's ready set, `TAG:fr:KEY`, is
+/// named by the scripts themselves (same hash tag, so same slot).
+const NAMES: [&str; 15] = [
     "tasks", "ready", "delayed", "leases", "done", "ids:0", "ids:1", "ids:2", "ids:3", "bykey",
-    "keyof", "config",
+    "keyof", "config", "fkeys", "fif", "flow",
 ];
 
 /// The names of one installation's keys (one prefix).
@@ -39,6 +42,7 @@ impl Keys {
         let tag = format!("{{{}:{}}}", self.prefix, queue);
         QueueKeys {
             all: NAMES.map(|name| format!("{tag}:{name}")),
+            tag,
         }
     }
 
@@ -82,7 +86,9 @@ impl Keys {
 #[derive(Debug, Clone)]
 pub(crate) struct QueueKeys {
     /// Every key, in script order.
-    pub(crate) all: [String; 12],
+    pub(crate) all: [String; 15],
+    /// The hash tag every key of the queue starts with.
+    tag: String,
 }
 
 impl QueueKeys {
@@ -94,6 +100,28 @@ impl QueueKeys {
     /// The queue's stored policy (JSON).
     pub(crate) fn config(&self) -> &str {
         &self.all[11]
+    }
+
+    /// The flow keys that have tasks in the ready set (a set).
+    pub(crate) fn flow_keys(&self) -> &str {
+        &self.all[12]
+    }
+
+    /// IN_FLIGHT tasks per flow key, for tasks with a key (a hash).
+    pub(crate) fn flow_in_flight(&self) -> &str {
+        &self.all[13]
+    }
+
+    /// The flow ledger (`ledger`, JSON), its version (`v`) and the count of
+    /// claims flow limits cut short (`t`): a hash.
+    pub(crate) fn flow(&self) -> &str {
+        &self.all[14]
+    }
+
+    /// The ready tasks of flow key `key` (a sorted set scored as the ready
+    /// set), as `lua/common.lua`'s FR.
+    pub(crate) fn flow_ready(&self, key: &str) -> String {
+        format!("{}:fr:{key}", self.tag)
     }
 
     /// The id set of status digit `status` ('0' PENDING … '3' DEAD).
@@ -129,6 +157,7 @@ mod tests {
         }
         assert_eq!(q.tasks(), "{rdq:payments.charge}:tasks");
         assert_eq!(q.config(), "{rdq:payments.charge}:config");
+        assert_eq!(q.flow_ready("t-1"), "{rdq:payments.charge}:fr:t-1");
     }
 
     #[test]

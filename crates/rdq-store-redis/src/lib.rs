@@ -20,6 +20,7 @@ mod cleanup;
 mod conn;
 mod error;
 mod events;
+mod flow;
 mod keys;
 mod options;
 mod reads;
@@ -48,6 +49,7 @@ use crate::keys::Keys;
 use crate::scripts::Scripts;
 use rdq_engine::batch::Batcher;
 
+pub use crate::flow::FlowClaimStats;
 pub use crate::options::{DEFAULT_PREFIX, RedisOptions};
 pub use crate::tls::RedisTls;
 
@@ -104,6 +106,8 @@ pub(crate) struct Shared {
     /// Read (or made) once, then never changes.
     lease_secret: OnceCell<[u8; 32]>,
     pub(crate) events: Events,
+    /// How this process's flow claims went.
+    pub(crate) flow_counters: flow::Counters,
 }
 
 impl Shared {
@@ -183,6 +187,7 @@ impl RedisStore {
             conn: OnceCell::new(),
             lease_secret: OnceCell::new(),
             events: Events::new(format!("{:x}", TaskId::generate().as_u128())),
+            flow_counters: flow::Counters::default(),
         };
         Self {
             inner: Arc::new(Inner {
@@ -196,6 +201,14 @@ impl RedisStore {
     /// The key prefix this store owns.
     pub fn prefix(&self) -> &str {
         self.inner.shared.keys.prefix()
+    }
+
+    /// How this process's claims under flow limits went: how many were
+    /// made, how many choices another claim overtook (each costs one more
+    /// round trip), and how many gave up taking nothing (see
+    /// `docs/stores/redis.md`).
+    pub fn flow_claim_stats(&self) -> FlowClaimStats {
+        self.shared().flow_counters.stats()
     }
 
     /// Deletes every key under this store's prefix: every task, index and
@@ -267,7 +280,7 @@ impl Store for RedisStore {
         WorkCapabilities {
             idempotent_submit: true,
             claim_max_in_flight: true,
-            claim_flow: false,
+            claim_flow: true,
         }
     }
 
@@ -307,6 +320,24 @@ impl Store for RedisStore {
             reply,
         })
         .await
+    }
+
+    async fn throttle(
+        &self,
+        queue: &str,
+        key: Option<&str>,
+        until: Timestamp,
+    ) -> Result<(), EngineError> {
+        flow::throttle(self.shared(), queue, key, until).await
+    }
+
+    async fn flow_status(
+        &self,
+        queue: &str,
+        flow: &rdq_engine::FlowPolicy,
+        now: Timestamp,
+    ) -> Result<rdq_engine::FlowStatus, EngineError> {
+        flow::status(self.shared(), queue, flow, now).await
     }
 
     async fn expired_leases(

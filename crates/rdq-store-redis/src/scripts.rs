@@ -24,6 +24,11 @@ pub(crate) struct Scripts {
     pub(crate) submit: Script,
     /// Due tasks to IN_FLIGHT, in claim order.
     pub(crate) claim: Script,
+    /// Due tasks to IN_FLIGHT under flow limits: a snapshot, or a
+    /// version-checked commit of a choice made on one.
+    pub(crate) flow: Script,
+    /// A version-checked write of the flow ledger (throttles).
+    pub(crate) flow_put: Script,
     /// Compare-and-swap writes: settles, extensions, reaps, redrives.
     pub(crate) swap: Script,
     /// Removals: delete, purge, prune.
@@ -41,6 +46,8 @@ impl Default for Scripts {
         Self {
             submit: Script::new(lua!("lua/submit.lua")),
             claim: Script::new(lua!("lua/claim.lua")),
+            flow: Script::new(lua!("lua/flow.lua")),
+            flow_put: Script::new(lua!("lua/flow_put.lua")),
             swap: Script::new(lua!("lua/swap.lua")),
             remove: Script::new(lua!("lua/remove.lua")),
             list: Script::new(lua!("lua/list.lua")),

@@ -1,9 +1,11 @@
 //! What a task looks like in Redis: one field of its queue's task hash
-//! whose value is a short header, `S,C,P,CA,L`, followed by the canonical
+//! whose value is a short header, `S,C,P,CA,L,K`, followed by the canonical
 //! envelope bytes (the source of truth, returned byte for byte).
 //!
 //! `S` is the status digit, `C` the claim count (the lease token the
-//! scripts compare), `P` the priority. `CA` and `L` are written only by the
+//! scripts compare), `P` the priority, `K` the flow key (empty for a task
+//! without one; a value written before flow keys existed has no `K` and
+//! reads as a task without one). `CA` and `L` are written only by the
 //! claim script, which marks a task IN_FLIGHT without rewriting its PENDING
 //! envelope: reading such a task replays [`machine::replay_claim`] on the
 //! stored envelope, which gives the very bytes the claimer got. The next
@@ -12,7 +14,7 @@
 //! [`Placement`] is where a fully written task goes in its queue's indexes.
 
 use rdq_engine::store::finished_at;
-use rdq_engine::{EngineError, machine};
+use rdq_engine::{EngineError, flow, machine};
 use rdq_envelope::{Envelope, Status, Timestamp};
 
 /// Ready-set scores are `(255 - priority) * 2^44 + due ms` (see `lua/common.lua`).
@@ -91,13 +93,26 @@ fn reference_ms(env: &Envelope) -> i64 {
         .unwrap_or(0)
 }
 
+/// The flow key the scripts file `env` under: its `rdq.flow_key` header
+/// when that is a valid flow key (which rdq checks at submit, and which
+/// never holds the `,` or `{` the header layout relies on), else `""`.
+pub(crate) fn flow_key(env: &Envelope) -> &str {
+    let key = flow::key_of(env);
+    if flow::is_valid_flow_key(key) {
+        key
+    } else {
+        ""
+    }
+}
+
 /// The stored value of `env`, written in full.
 pub(crate) fn value_of(env: &Envelope) -> Vec<u8> {
     let header = format!(
-        "{},{},{},,",
+        "{},{},{},,,{}",
         status_digit(env.status),
         env.claim_count,
-        env.priority
+        env.priority,
+        flow_key(env)
     );
     let mut out = Vec::with_capacity(header.len() + env.payload.len() * 2 + 512);
     out.extend_from_slice(header.as_bytes());
@@ -188,7 +203,7 @@ mod tests {
     fn a_full_write_reads_back_byte_for_byte() {
         let env = pending();
         let value = value_of(&env);
-        assert!(value.starts_with(b"0,0,0,,{"));
+        assert!(value.starts_with(b"0,0,0,,,{"));
         assert_eq!(envelope_bytes(&value), env.encode().as_slice());
         assert_eq!(decode(&value).unwrap().encode(), env.encode());
     }
@@ -204,6 +219,22 @@ mod tests {
         let mut wrong = format!("1,7,0,{now},{},", now + 1_000).into_bytes();
         wrong.extend_from_slice(&env.encode());
         assert_eq!(decode(&wrong).unwrap_err().code(), "CORRUPT_STORE");
+    }
+
+    #[test]
+    fn the_flow_key_is_in_the_header_and_a_claim_keeps_it() {
+        let mut env = pending();
+        env.headers
+            .insert(flow::FLOW_KEY_HEADER.to_owned(), "tenant-7".to_owned());
+        let value = value_of(&env);
+        assert!(value.starts_with(b"0,0,0,,,tenant-7{"));
+        assert_eq!(decode(&value).unwrap().encode(), env.encode());
+        // As the claim script writes it.
+        let now = env.created_at.unix_ms();
+        let mut claimed = format!("1,1,0,{now},{},tenant-7", now + 1_000).into_bytes();
+        claimed.extend_from_slice(&env.encode());
+        let (expected, _) = machine::claim(&env, 1_000, env.created_at).unwrap();
+        assert_eq!(decode(&claimed).unwrap().encode(), expected.encode());
     }
 
     #[test]

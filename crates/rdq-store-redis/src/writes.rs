@@ -311,6 +311,10 @@ async fn insert_plain<'a>(
     let mut values = redis::cmd("HSET");
     values.arg(keys.tasks());
     let mut sets: Vec<(&str, redis::Cmd)> = Vec::new();
+    // Flow keys' ready sets and IN_FLIGHT counts, as `lua/common.lua`'s
+    // `place` keeps them (tasks with a flow key only).
+    let mut flow_ready: Vec<(&str, redis::Cmd)> = Vec::new();
+    let mut in_flight: HashMap<&str, i64> = HashMap::new();
     for (env, value) in tasks {
         let id = env.id.to_string();
         let place = Placement::of(env);
@@ -319,11 +323,39 @@ async fn insert_plain<'a>(
         if place.kind != '-' {
             add_member(&mut sets, keys.scored(place.kind), &place.score, &id)?;
         }
+        let key = stored::flow_key(env);
+        if key.is_empty() {
+            continue;
+        }
+        if place.kind == 'r' {
+            if let Some((_, cmd)) = flow_ready.iter_mut().find(|(k, _)| *k == key) {
+                cmd.arg(&place.score).arg(&id);
+            } else {
+                let mut cmd = redis::cmd("ZADD");
+                cmd.arg(keys.flow_ready(key)).arg(&place.score).arg(&id);
+                flow_ready.push((key, cmd));
+            }
+        }
+        if place.status == '1' {
+            *in_flight.entry(key).or_default() += 1;
+        }
     }
     let mut pipe = redis::pipe();
     pipe.atomic().add_command(values).ignore();
     for (_, cmd) in sets {
         pipe.add_command(cmd).ignore();
+    }
+    if !flow_ready.is_empty() {
+        let mut flow_keys = redis::cmd("SADD");
+        flow_keys.arg(keys.flow_keys());
+        for (key, cmd) in flow_ready {
+            flow_keys.arg(key);
+            pipe.add_command(cmd).ignore();
+        }
+        pipe.add_command(flow_keys).ignore();
+    }
+    for (key, n) in in_flight {
+        pipe.hincr(keys.flow_in_flight(), key, n).ignore();
     }
     let () = pipe.query_async(conn).await?;
     Ok(())
@@ -432,6 +464,9 @@ pub(crate) async fn claim(
     let now_ms = request.now.unix_ms();
     let until = request.now.plus_ms(request.lease_ms).unix_ms();
     let max = request.max.min(MAX_CLAIM);
+    if let Some(flow) = &request.flow {
+        return crate::flow::claim(shared, request, flow, max).await;
+    }
     let limit = request
         .max_in_flight
         .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));

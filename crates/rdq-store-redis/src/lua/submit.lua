@@ -27,7 +27,7 @@ for i = 1, #ARGV, 6 do
       out[#out + 1] = current
     else
       write(id, ARGV[i + 2])
-      place(id, ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+      place(id, ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], key_of(ARGV[i + 2]))
       if keyed then
         redis.call('HSET', BY_KEY, key, id)
         redis.call('HSET', KEY_OF, id, key)

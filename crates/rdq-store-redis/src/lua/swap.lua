@@ -14,14 +14,16 @@ for i = 2, #ARGV, 6 do
     out[#out + 1] = 'N'
     out[#out + 1] = ''
   else
-    local s, c = meta(v)
+    local s, c, _, _, key = meta(v)
     if s ~= required or c ~= ARGV[i + 1] then
       out[#out + 1] = 'L'
       out[#out + 1] = v
     else
-      unplace(id, s)
+      -- Each index entry is filed under the flow key of the stored value
+      -- it belongs to (fixed at submit, so the same key both times).
+      unplace(id, s, key)
       write(id, ARGV[i + 2])
-      place(id, ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+      place(id, ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], key_of(ARGV[i + 2]))
       out[#out + 1] = 'K'
       out[#out + 1] = ''
     end
