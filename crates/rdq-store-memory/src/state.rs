@@ -34,6 +34,17 @@ struct QueueIndex {
     /// PENDING tasks in claim order: highest priority first, then earliest
     /// due (a task with no due time is due now), then oldest id.
     claimable: BTreeMap<Reverse<u8>, DueOrder>,
+    /// PENDING tasks per flow key, in claim order: what a flow-controlled
+    /// claim gathers its candidates from without walking a loud key's
+    /// whole backlog.
+    by_key: HashMap<String, BTreeSet<ClaimOrder>>,
+}
+
+/// Claim order: highest priority, then earliest due, then oldest id.
+type ClaimOrder = (Reverse<u8>, Option<Timestamp>, TaskId);
+
+fn claim_order(env: &Envelope) -> ClaimOrder {
+    (Reverse(env.priority), env.next_attempt_at, env.id)
 }
 
 impl QueueIndex {
@@ -98,6 +109,11 @@ impl State {
                     .entry(Reverse(env.priority))
                     .or_default()
                     .insert((env.next_attempt_at, env.id));
+                queue
+                    .by_key
+                    .entry(flow::key_of(env).to_owned())
+                    .or_default()
+                    .insert(claim_order(env));
             }
             Status::InFlight => {
                 if let Some(deadline) = env.lease_expires_at {
@@ -123,6 +139,13 @@ impl State {
                 due.remove(&(env.next_attempt_at, env.id));
                 if due.is_empty() {
                     queue.claimable.remove(&level);
+                }
+            }
+            let key = flow::key_of(env);
+            if let Some(tasks) = queue.by_key.get_mut(key) {
+                tasks.remove(&claim_order(env));
+                if tasks.is_empty() {
+                    queue.by_key.remove(key);
                 }
             }
         }
@@ -192,20 +215,18 @@ impl State {
             None => Self::due_in_order(index, now, max),
             Some(policy) => {
                 let per_key = self.in_flight_per_key(&request.queue);
-                let mut gathered: HashMap<&str, usize> = HashMap::new();
                 let mut candidates = Vec::new();
-                for &(_, id) in index.claimable.values().flatten() {
-                    let Some(env) = self.tasks.get(&id) else {
-                        continue;
-                    };
-                    if env.next_attempt_at.is_some_and(|at| at > now) {
-                        continue;
-                    }
-                    let n = gathered.entry(flow::key_of(env)).or_default();
-                    if *n < max {
-                        *n += 1;
-                        candidates.push(Candidate::of(env));
-                    }
+                for (key, tasks) in &index.by_key {
+                    let due = tasks
+                        .iter()
+                        .filter(|(_, at, _)| at.is_none_or(|at| at <= now))
+                        .take(max);
+                    candidates.extend(due.map(|&(Reverse(priority), due, id)| Candidate {
+                        key: key.clone(),
+                        priority,
+                        due,
+                        id,
+                    }));
                 }
                 self.flow
                     .entry(request.queue.clone())
