@@ -405,7 +405,7 @@ impl FlowLedger {
             self.bucket = None;
         }
         // Per key: its candidates, best first (popped from the back).
-        candidates.sort_by(|a, b| b.order().cmp(&a.order()));
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.order()));
         let mut heads: BTreeMap<String, Vec<Candidate>> = BTreeMap::new();
         for c in candidates {
             heads.entry(c.key.clone()).or_default().push(c);
