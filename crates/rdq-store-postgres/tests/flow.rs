@@ -138,11 +138,11 @@ async fn key_concurrency_holds_across_nodes() {
     for c in claimers {
         c.await.unwrap();
     }
-    let ran = ran.lock().unwrap();
+    let ran = ran.lock().unwrap().clone();
     let once: HashSet<TaskId> = ran.iter().copied().collect();
     assert_eq!(ran.len(), total, "no task ran twice");
     assert_eq!(once, submitted, "every task ran");
-    let peak = peak.lock().unwrap();
+    let peak = peak.lock().unwrap().clone();
     for key in keys {
         let p = peak.get(key).copied().unwrap_or(0);
         assert!(
