@@ -19,6 +19,7 @@
 
 mod columns;
 mod error;
+mod flow;
 mod listener;
 mod options;
 mod policies;
@@ -385,7 +386,7 @@ impl Store for PostgresStore {
         WorkCapabilities {
             idempotent_submit: true,
             claim_max_in_flight: true,
-            claim_flow: false,
+            claim_flow: true,
         }
     }
 
@@ -409,6 +410,26 @@ impl Store for PostgresStore {
         }
         self.started().await?;
         writes::claim(self.shared(), request).await
+    }
+
+    async fn throttle(
+        &self,
+        queue: &str,
+        key: Option<&str>,
+        until: Timestamp,
+    ) -> Result<(), EngineError> {
+        self.started().await?;
+        flow::throttle(self.shared(), queue, key, until).await
+    }
+
+    async fn flow_status(
+        &self,
+        queue: &str,
+        flow: &rdq_engine::FlowPolicy,
+        now: Timestamp,
+    ) -> Result<rdq_engine::FlowStatus, EngineError> {
+        self.started().await?;
+        flow::status(self.shared(), queue, flow, now).await
     }
 
     async fn settle(&self, updates: Vec<LeasedUpdate>) -> Vec<Result<(), EngineError>> {

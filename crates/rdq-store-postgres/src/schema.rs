@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 use crate::error::Failure;
 
 /// The newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// One schema version: its number, what it does and its DDL for a schema.
 struct Migration {
@@ -34,6 +34,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 2,
         description: "secrets (the lease-token key)",
         ddl: v2,
+    },
+    Migration {
+        version: 3,
+        description: "flow keys (tasks.flow_key, tasks_flow) and flow_ledgers",
+        ddl: v3,
     },
 ];
 
@@ -96,6 +101,34 @@ fn v2(s: &str) -> String {
         "CREATE TABLE {s}.secrets (
             name  text  PRIMARY KEY,
             value bytea NOT NULL
+        );"
+    )
+}
+
+/// Schema version 3: flow control.
+///
+/// `tasks.flow_key` copies the task's flow key (its `rdq.flow_key` header,
+/// `''` without one), fixed at submit. Adding it with a constant default
+/// rewrites nothing; rows written before it carry their key only in the
+/// envelope, so those that mention the header get it copied here (the
+/// envelope is canonical JSON; the byte search keeps the JSON parse to the
+/// rows that can match). `tasks_flow` serves a flow-controlled claim: the
+/// distinct keys of a queue's PENDING tasks (a loose index scan) and each
+/// key's next due tasks in claim order. `flow_ledgers` holds each
+/// flow-controlled queue's `FlowLedger` as JSON, read and written under the
+/// queue's advisory lock.
+fn v3(s: &str) -> String {
+    format!(
+        "ALTER TABLE {s}.tasks ADD COLUMN flow_key text NOT NULL DEFAULT '';
+        UPDATE {s}.tasks
+            SET flow_key = coalesce(
+                convert_from(envelope, 'UTF8')::json -> 'headers' ->> 'rdq.flow_key', '')
+            WHERE position('\"rdq.flow_key\"'::bytea IN envelope) > 0;
+        CREATE INDEX tasks_flow ON {s}.tasks (queue, flow_key, priority DESC, next_attempt_at, id)
+            WHERE status = 0;
+        CREATE TABLE {s}.flow_ledgers (
+            queue  text PRIMARY KEY,
+            ledger text NOT NULL
         );"
     )
 }

@@ -57,6 +57,17 @@ pub(crate) enum Q {
     LockQueue,
     /// The IN_FLIGHT tasks of a queue (from the lease index).
     InFlight,
+    /// A flow-controlled claim's reads, after the queue's lock: IN_FLIGHT
+    /// tasks per flow key, the due candidates of each key and the ledger.
+    FlowRead,
+    /// Claims chosen PENDING tasks by id and stores the queue's ledger.
+    FlowClaim,
+    /// One queue's flow ledger.
+    GetLedger,
+    /// Stores one queue's flow ledger.
+    PutLedger,
+    /// IN_FLIGHT tasks per flow key and the ledger (flow status).
+    FlowStatus,
     /// IN_FLIGHT tasks whose lease ended.
     Expired,
     /// One task by id.
@@ -163,10 +174,11 @@ impl Sql {
         match q {
             Q::Submit => format!(
                 "WITH v AS (
-                    SELECT * FROM unnest($1::uuid[], $2::text[], {ROW_ARRAYS}, $11::bytea[])
-                        AS v(id, queue, {ROW_COLUMNS}, idempotency_key)
+                    SELECT * FROM unnest($1::uuid[], $2::text[], {ROW_ARRAYS}, $11::bytea[],
+                                         $14::text[])
+                        AS v(id, queue, {ROW_COLUMNS}, idempotency_key, flow_key)
                  ), ins AS (
-                    INSERT INTO {s}.tasks (id, queue, {ROW_COLUMNS}, idempotency_key)
+                    INSERT INTO {s}.tasks (id, queue, {ROW_COLUMNS}, idempotency_key, flow_key)
                     SELECT * FROM v
                     ON CONFLICT DO NOTHING
                     RETURNING id, queue, status, NULL::int2 AS old
@@ -240,6 +252,73 @@ impl Sql {
             ),
             Q::InFlight => format!(
                 "SELECT count(*) FROM {s}.tasks WHERE status = 1 AND queue = $1"
+            ),
+            Q::FlowRead => format!(
+                "WITH RECURSIVE busy AS (
+                    SELECT flow_key, count(*) AS n FROM {s}.tasks
+                    WHERE status = 1 AND queue = $1 GROUP BY flow_key
+                 ), room AS (
+                    SELECT greatest(least($3::int8,
+                        $5::int8 - (SELECT coalesce(sum(n), 0) FROM busy)::int8), 0) AS r
+                 ), keys (k) AS (
+                    (SELECT flow_key FROM {s}.tasks WHERE queue = $1 AND status = 0
+                     ORDER BY flow_key LIMIT 1)
+                    UNION ALL
+                    SELECT (SELECT t.flow_key FROM {s}.tasks t
+                            WHERE t.queue = $1 AND t.status = 0 AND t.flow_key > keys.k
+                            ORDER BY t.flow_key LIMIT 1)
+                    FROM keys WHERE keys.k IS NOT NULL
+                 )
+                 SELECT 0::int2, flow_key, n, NULL::int2, NULL::int8, NULL::uuid FROM busy
+                 UNION ALL
+                 SELECT 1::int2, c.flow_key, NULL, c.priority, c.next_attempt_at, c.id
+                 FROM keys CROSS JOIN room CROSS JOIN LATERAL (
+                    SELECT t.flow_key, t.priority, t.next_attempt_at, t.id FROM {s}.tasks t
+                    WHERE t.queue = $1 AND t.status = 0 AND t.flow_key = keys.k
+                        AND t.next_attempt_at <= $2 AND t.claim_count < {MAX_COUNT}
+                    ORDER BY t.priority DESC, t.next_attempt_at, t.id
+                    LIMIT CASE WHEN $4::int8 IS NULL THEN room.r
+                        ELSE least(room.r, greatest($4::int8 - coalesce(
+                            (SELECT n FROM busy WHERE busy.flow_key = keys.k), 0), 0) + 1)
+                        END
+                 ) c
+                 WHERE keys.k IS NOT NULL
+                 UNION ALL
+                 SELECT 2::int2, ledger, NULL, NULL, NULL, NULL FROM {s}.flow_ledgers
+                 WHERE queue = $1"
+            ),
+            Q::FlowClaim => format!(
+                "WITH picked AS (
+                    SELECT id FROM {s}.tasks
+                    WHERE id = ANY($3::uuid[]) AND queue = $1 AND status = 0
+                        AND next_attempt_at <= $2 AND claim_count < {MAX_COUNT}
+                    FOR UPDATE
+                 ), claimed AS (
+                    UPDATE {s}.tasks t
+                    SET status = 1, claim_count = t.claim_count + 1, claimed_at = $2,
+                        lease_expires_at = $4
+                    FROM picked WHERE t.id = picked.id
+                    RETURNING t.queue, t.envelope
+                 ), counted AS (
+                    INSERT INTO {s}.queue_counts (queue, pending, in_flight)
+                    SELECT queue, -count(*), count(*) FROM claimed GROUP BY queue
+                 ), kept AS (
+                    INSERT INTO {s}.flow_ledgers (queue, ledger)
+                    SELECT $1, $5::text WHERE $5::text IS NOT NULL
+                    ON CONFLICT (queue) DO UPDATE SET ledger = excluded.ledger
+                 )
+                 SELECT envelope FROM claimed"
+            ),
+            Q::GetLedger => format!("SELECT ledger FROM {s}.flow_ledgers WHERE queue = $1"),
+            Q::PutLedger => format!(
+                "INSERT INTO {s}.flow_ledgers (queue, ledger) VALUES ($1, $2)
+                 ON CONFLICT (queue) DO UPDATE SET ledger = excluded.ledger"
+            ),
+            Q::FlowStatus => format!(
+                "SELECT NULL::text, NULL::int8, ledger FROM {s}.flow_ledgers WHERE queue = $1
+                 UNION ALL
+                 SELECT flow_key, count(*), NULL FROM {s}.tasks
+                 WHERE status = 1 AND queue = $1 GROUP BY flow_key"
             ),
             Q::Expired => format!(
                 "SELECT {STORED} FROM {s}.tasks

@@ -30,7 +30,7 @@ use crate::{Retry, Shared, retrying};
 const REDRIVE_PAGE: i64 = 500;
 
 /// Most tasks one claim takes, whatever `max` asks for.
-const MAX_CLAIM: usize = 10_000;
+pub(crate) const MAX_CLAIM: usize = 10_000;
 
 /// A submit waiting for its group.
 pub(crate) struct SubmitRequest {
@@ -81,10 +81,12 @@ async fn submit_group(shared: &Shared, tasks: &[&NewTask]) -> Vec<Result<Submitt
         let mut rows = Rows::with_capacity(tasks.len());
         let mut queues = Vec::with_capacity(tasks.len());
         let mut keys = Vec::with_capacity(tasks.len());
+        let mut flow_keys = Vec::with_capacity(tasks.len());
         for (task, bytes) in tasks.iter().zip(&encoded) {
             rows.push(&task.envelope, bytes);
             queues.push(task.envelope.queue.as_str());
             keys.push(task.idempotency_key.as_deref().map(str::as_bytes));
+            flow_keys.push(rdq_engine::flow::key_of(&task.envelope));
         }
         let inserted = conn
             .client
@@ -104,6 +106,7 @@ async fn submit_group(shared: &Shared, tasks: &[&NewTask]) -> Vec<Result<Submitt
                     &keys,
                     &shared.channel,
                     &shared.origin,
+                    &flow_keys,
                 ],
             )
             .await?;
@@ -329,6 +332,9 @@ pub(crate) async fn claim(
     let now_ms = request.now.unix_ms();
     let until = request.now.plus_ms(request.lease_ms).unix_ms();
     let limited = request.max_in_flight.is_some();
+    if let Some(flow) = &request.flow {
+        return crate::flow::claim(shared, request, flow).await;
+    }
     retrying!(shared, Retry::Always, |conn, _applied| {
         let mut limit = max;
         if let Some(max_in_flight) = request.max_in_flight {

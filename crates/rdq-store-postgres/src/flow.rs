@@ -1,0 +1,248 @@
+//! Flow control: rates, per-key concurrency and rates, weighted fairness
+//! and throttles, exact across every node on the database.
+//!
+//! A claim on a queue whose policy needs the ledger
+//! ([`ClaimRequest::flow`]) is one transaction that first takes the queue's
+//! advisory lock (the one a global concurrency limit takes), so such claims
+//! of one queue run one at a time on every node. Under the lock it reads, in
+//! one statement, the queue's IN_FLIGHT tasks per flow key, the due
+//! candidates of each flow key (a loose index scan over `tasks_flow` for the
+//! distinct keys, then up to the room of each key in claim order) and the
+//! queue's [`FlowLedger`]. The engine's [`FlowLedger::select`] decides in
+//! Rust; one more statement claims exactly the chosen tasks and stores the
+//! ledger, and the transaction commits. The statements are pipelined: two
+//! round trips in all.
+//!
+//! In-flight counts come from the rows, never from the ledger: a task's flow
+//! key is fixed at submit (`tasks.flow_key`), so its settle, its lease expiry
+//! or its deferral gives back the slot its claim took, with no statement of
+//! its own. A queue without flow limits never reaches this module.
+
+use std::collections::HashMap;
+
+use rdq_engine::flow::Candidate;
+use rdq_engine::{ClaimRequest, EngineError, FlowLedger, FlowPolicy, FlowStatus, machine};
+use rdq_envelope::{Envelope, TaskId, Timestamp};
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+use crate::columns::{task_id_of, uuid_of};
+use crate::error::{Failure, undecodable};
+use crate::pool::Conn;
+use crate::sql::Q;
+use crate::writes::MAX_CLAIM;
+use crate::{Retry, Shared, retrying};
+
+/// The ledger stored as `text`, or a fresh one for a queue without.
+fn parse_ledger(queue: &str, text: Option<&str>) -> Result<FlowLedger, Failure> {
+    match text {
+        None => Ok(FlowLedger::default()),
+        Some(text) => serde_json::from_str(text).map_err(|e| {
+            Failure::Engine(EngineError::CorruptStore(format!(
+                "the stored flow ledger of queue {queue} does not decode: {e}"
+            )))
+        }),
+    }
+}
+
+/// The ledger as stored.
+fn ledger_text(ledger: &FlowLedger) -> Result<String, Failure> {
+    serde_json::to_string(ledger)
+        .map_err(|e| Failure::Fatal(format!("a flow ledger does not encode: {e}")))
+}
+
+/// A count read from the database as `u64`.
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// What a flow-controlled claim reads under the queue's lock.
+struct Read {
+    in_flight: HashMap<String, u64>,
+    candidates: Vec<Candidate>,
+    ledger: Option<String>,
+}
+
+impl Read {
+    /// Sorts the rows of [`Q::FlowRead`] (led by their kind: 0 a key's
+    /// IN_FLIGHT count, 1 a candidate, 2 the ledger).
+    fn of(rows: &[tokio_postgres::Row]) -> Result<Self, Failure> {
+        let mut read = Self {
+            in_flight: HashMap::new(),
+            candidates: Vec::new(),
+            ledger: None,
+        };
+        for row in rows {
+            let kind: i16 = row.try_get(0)?;
+            match kind {
+                0 => {
+                    let key: String = row.try_get(1)?;
+                    read.in_flight.insert(key, count(row.try_get(2)?));
+                }
+                1 => {
+                    let due: i64 = row.try_get(4)?;
+                    let priority: i16 = row.try_get(3)?;
+                    read.candidates.push(Candidate {
+                        key: row.try_get(1)?,
+                        priority: u8::try_from(priority).unwrap_or(u8::MAX),
+                        // A task due since submit is stored as due at i64::MIN.
+                        due: if due == i64::MIN {
+                            None
+                        } else {
+                            Timestamp::from_unix_ms(due)
+                        },
+                        id: task_id_of(row.try_get::<_, Uuid>(5)?),
+                    });
+                }
+                _ => read.ledger = row.try_get(1)?,
+            }
+        }
+        Ok(read)
+    }
+}
+
+/// Claims under `flow` (see the module documentation).
+pub(crate) async fn claim(
+    shared: &Shared,
+    request: &ClaimRequest,
+    flow: &FlowPolicy,
+) -> Result<Vec<Envelope>, EngineError> {
+    let queue = request.queue.as_str();
+    let max = request.max.min(MAX_CLAIM);
+    let max_sql = i64::try_from(max).unwrap_or(1);
+    let now_ms = request.now.unix_ms();
+    let until = request.now.plus_ms(request.lease_ms).unix_ms();
+    let key_limit = flow
+        .key_concurrency
+        .map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    let global_limit = request
+        .max_in_flight
+        .map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    retrying!(shared, Retry::Always, |conn, _applied| {
+        let lock = conn.stmt(&shared.sql, Q::LockQueue).await?;
+        let read = conn.stmt(&shared.sql, Q::FlowRead).await?;
+        let client = &conn.client;
+        // Pipelined: each statement's snapshot is taken after the one
+        // before it ended, so the reads see every claim committed before
+        // the lock was granted.
+        let lock_params: [&(dyn ToSql + Sync); 1] = [&queue];
+        let read_params: [&(dyn ToSql + Sync); 5] =
+            [&queue, &now_ms, &max_sql, &key_limit, &global_limit];
+        let ((), _, rows) = tokio::try_join!(
+            client.batch_execute("BEGIN"),
+            client.execute(&lock, &lock_params),
+            client.query(&read, &read_params),
+        )?;
+        let read = Read::of(&rows)?;
+        let before = parse_ledger(queue, read.ledger.as_deref())?;
+        let mut ledger = before.clone();
+        let in_flight: u64 = read.in_flight.values().sum();
+        let room = request.room(in_flight).min(max);
+        let chosen = ledger.select(flow, request.now, &read.in_flight, read.candidates, room);
+        let changed = ledger != before;
+        if chosen.is_empty() && !changed {
+            conn.client.batch_execute("COMMIT").await?;
+            return Ok(Vec::new());
+        }
+        let text = if changed {
+            Some(ledger_text(&ledger)?)
+        } else {
+            None
+        };
+        let ids: Vec<Uuid> = chosen.iter().copied().map(uuid_of).collect();
+        let stmt = conn.stmt(&shared.sql, Q::FlowClaim).await?;
+        let client = &conn.client;
+        let params: [&(dyn ToSql + Sync); 5] = [&queue, &now_ms, &ids, &until, &text];
+        let (rows, ()) =
+            tokio::try_join!(client.query(&stmt, &params), client.batch_execute("COMMIT"),)?;
+        claimed(queue, &rows, &chosen, now_ms, until)
+    })
+}
+
+/// The envelopes a flow-controlled claim handed out, in the order
+/// [`FlowLedger::select`] chose them.
+fn claimed(
+    queue: &str,
+    rows: &[tokio_postgres::Row],
+    chosen: &[TaskId],
+    now_ms: i64,
+    until: i64,
+) -> Result<Vec<Envelope>, Failure> {
+    let rank: HashMap<TaskId, usize> = chosen.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+    let mut claimed = Vec::with_capacity(rows.len());
+    for row in rows {
+        let env = Envelope::decode(row.try_get::<_, &[u8]>(0)?)
+            .map_err(|e| undecodable(&format!("a task of queue {queue}"), &e))?;
+        claimed.push(machine::replay_claim(env, now_ms, until)?);
+    }
+    claimed.sort_by_key(|env| rank.get(&env.id).copied().unwrap_or(usize::MAX));
+    Ok(claimed)
+}
+
+/// Throttles `key` of `queue` (the whole queue with `None`) until `until`,
+/// under the queue's lock, so no claim's ledger write undoes it.
+pub(crate) async fn throttle(
+    shared: &Shared,
+    queue: &str,
+    key: Option<&str>,
+    until: Timestamp,
+) -> Result<(), EngineError> {
+    retrying!(shared, Retry::Always, |conn, _applied| {
+        let mut ledger = locked_ledger(shared, conn, queue).await?;
+        ledger.throttle(key, until);
+        let text = ledger_text(&ledger)?;
+        let put = conn.stmt(&shared.sql, Q::PutLedger).await?;
+        let client = &conn.client;
+        let params: [&(dyn ToSql + Sync); 2] = [&queue, &text];
+        tokio::try_join!(
+            client.execute(&put, &params),
+            client.batch_execute("COMMIT"),
+        )?;
+        Ok(())
+    })
+}
+
+/// Opens a transaction, takes `queue`'s lock and reads its ledger.
+async fn locked_ledger(
+    shared: &Shared,
+    conn: &mut Conn,
+    queue: &str,
+) -> Result<FlowLedger, Failure> {
+    let lock = conn.stmt(&shared.sql, Q::LockQueue).await?;
+    let get = conn.stmt(&shared.sql, Q::GetLedger).await?;
+    let client = &conn.client;
+    let params: [&(dyn ToSql + Sync); 1] = [&queue];
+    let ((), _, row) = tokio::try_join!(
+        client.batch_execute("BEGIN"),
+        client.execute(&lock, &params),
+        client.query_opt(&get, &params),
+    )?;
+    let text: Option<String> = row.map(|r| r.try_get(0)).transpose()?;
+    parse_ledger(queue, text.as_deref())
+}
+
+/// `queue`'s flow under `flow` at `now`: its ledger and IN_FLIGHT tasks per
+/// flow key, read in one statement (one snapshot), without the lock.
+pub(crate) async fn status(
+    shared: &Shared,
+    queue: &str,
+    flow: &FlowPolicy,
+    now: Timestamp,
+) -> Result<FlowStatus, EngineError> {
+    retrying!(shared, Retry::Always, |conn, _applied| {
+        let stmt = conn.stmt(&shared.sql, Q::FlowStatus).await?;
+        let rows = conn.client.query(&stmt, &[&queue]).await?;
+        let mut in_flight = HashMap::new();
+        let mut text = None;
+        for row in &rows {
+            match row.try_get::<_, Option<String>>(0)? {
+                Some(key) => {
+                    in_flight.insert(key, count(row.try_get(1)?));
+                }
+                None => text = row.try_get::<_, Option<String>>(2)?,
+            }
+        }
+        let ledger = parse_ledger(queue, text.as_deref())?;
+        Ok(ledger.status(flow, now, &in_flight))
+    })
+}
