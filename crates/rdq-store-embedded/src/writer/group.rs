@@ -16,6 +16,7 @@ use rusqlite::Connection;
 
 use super::admin::{delete, prune, purge, put_config, redrive};
 use super::counts::Deltas;
+use super::flow::throttle;
 use super::health::Health;
 use super::job::{Done, Job, Msg};
 use super::syncer::{SyncFn, sync_loop};
@@ -252,8 +253,9 @@ fn execute(ctx: &mut Ctx, job: Job) -> (Done, Option<Fatal>) {
         Job::Submit { tasks, reply } => {
             let n = tasks.len();
             let mut results = Vec::with_capacity(n);
+            let mut seen = None;
             for task in tasks {
-                match submit_one(ctx, task) {
+                match submit_one(ctx, task, &mut seen) {
                     Ok(r) => results.push(r),
                     Err(f) => return (Done::Submit { n, reply, results }, Some(f)),
                 }
@@ -279,11 +281,29 @@ fn execute(ctx: &mut Ctx, job: Job) -> (Done, Option<Fatal>) {
             queue,
             max,
             max_in_flight,
+            flow,
             lease_ms,
             now,
             reply,
-        } => split(claim(ctx, &queue, max, max_in_flight, lease_ms, now), |r| {
-            Done::Claim(reply, r)
+        } => split(
+            claim(
+                ctx,
+                &queue,
+                max,
+                max_in_flight,
+                flow.as_deref(),
+                lease_ms,
+                now,
+            ),
+            |r| Done::Claim(reply, r),
+        ),
+        Job::Throttle {
+            queue,
+            key,
+            until,
+            reply,
+        } => split(throttle(ctx, &queue, key.as_deref(), until), |r| {
+            Done::Unit(reply, r)
         }),
         Job::Redrive {
             request,
