@@ -41,6 +41,7 @@ fn ledger_for_update(ctx: &mut Ctx, queue: &str) -> Result<Result<FlowLedger, En
                 )?
                 .execute(params![queue])?;
             tracing::debug!(queue, tasks = n, "a queue comes under flow control");
+            ctx.flow_queues.insert(queue.to_owned(), true);
             Ok(Ok(FlowLedger::default()))
         }
     }

@@ -71,6 +71,7 @@ pub(super) fn run(
         conn,
         buf: Vec::with_capacity(4096),
         deltas: Deltas::default(),
+        flow_queues: Default::default(),
     };
     let (to_sync, batches) = mpsc::channel::<Vec<Done>>();
     let syncer = {
@@ -180,6 +181,7 @@ fn finish(ctx: &mut Ctx, group: &mut Group, health: &Health) -> Vec<Done> {
             .err();
     }
     ctx.deltas.clear();
+    ctx.flow_queues.clear();
     if let Some(Fatal(why)) = fatal {
         if !ctx.conn.is_autocommit()
             && let Err(e) = ctx.conn.execute_batch("ROLLBACK")
@@ -253,9 +255,8 @@ fn execute(ctx: &mut Ctx, job: Job) -> (Done, Option<Fatal>) {
         Job::Submit { tasks, reply } => {
             let n = tasks.len();
             let mut results = Vec::with_capacity(n);
-            let mut seen = None;
             for task in tasks {
-                match submit_one(ctx, task, &mut seen) {
+                match submit_one(ctx, task) {
                     Ok(r) => results.push(r),
                     Err(f) => return (Done::Submit { n, reply, results }, Some(f)),
                 }

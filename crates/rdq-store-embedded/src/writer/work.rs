@@ -62,26 +62,19 @@ const SUCCEED_IF_LEASED: &str = settle_if_leased!("", "id = ?1");
 /// [`SUCCEED_IF_LEASED`] on the row ?12.
 const SUCCEED_IF_LEASED_AT: &str = settle_if_leased!("", "seq = ?12 AND id = ?1");
 
-/// Whether the queue a submit job wrote to last is flow-controlled, so that
-/// a job of many tasks asks once per queue (see [`flow_key_column`]).
-pub(super) type FlowQueueSeen = Option<(String, bool)>;
-
 /// The `flow_key` column of a new task: its flow key, or for a task without
 /// one `''` in a flow-controlled queue and NULL elsewhere (`schema::FLOW`).
-fn flow_key_column<'e>(
-    ctx: &Ctx,
-    env: &'e Envelope,
-    seen: &mut FlowQueueSeen,
-) -> Result<Option<&'e str>, Fatal> {
+/// Asked once per queue and group (`Ctx::flow_queues`).
+fn flow_key_column<'e>(ctx: &mut Ctx, env: &'e Envelope) -> Result<Option<&'e str>, Fatal> {
     let key = flow::key_of(env);
     if !key.is_empty() {
         return Ok(Some(key));
     }
-    let controlled = match seen {
-        Some((queue, controlled)) if *queue == env.queue => *controlled,
-        _ => {
+    let controlled = match ctx.flow_queues.get(&env.queue) {
+        Some(&controlled) => controlled,
+        None => {
             let controlled = super::flow::is_flow_queue(ctx, &env.queue)?;
-            *seen = Some((env.queue.clone(), controlled));
+            ctx.flow_queues.insert(env.queue.clone(), controlled);
             controlled
         }
     };
@@ -91,7 +84,6 @@ fn flow_key_column<'e>(
 pub(super) fn submit_one(
     ctx: &mut Ctx,
     encoded: Encoded<NewTask>,
-    seen: &mut FlowQueueSeen,
 ) -> Result<Result<Submitted, EngineError>, Fatal> {
     let Encoded {
         item: task,
@@ -123,7 +115,7 @@ pub(super) fn submit_one(
                 .map(Submitted::Existing));
         }
     }
-    let flow_key = flow_key_column(ctx, env, seen)?;
+    let flow_key = flow_key_column(ctx, env)?;
     let c = Columns::of(env);
     let inserted = ctx.conn.prepare_cached(INSERT_TASK)?.execute(params![
         &env.id.to_bytes()[..],
