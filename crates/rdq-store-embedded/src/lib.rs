@@ -22,6 +22,7 @@
 mod cache;
 mod columns;
 mod error;
+mod flow;
 mod integrity;
 mod reader;
 mod schema;
@@ -34,9 +35,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rdq_engine::machine::LeaseToken;
 use rdq_engine::{
-    ClaimRequest, ConfigStore, EngineError, LeasedUpdate, ListQuery, NewTask, Page, Pruning,
-    QueueConfig, QueueCounts, Redrive, RedriveRequest, Removal, Store, Submitted, TaskCounts,
-    TaskListing, TaskLookup, WorkCapabilities,
+    ClaimRequest, ConfigStore, EngineError, FlowPolicy, FlowStatus, LeasedUpdate, ListQuery,
+    NewTask, Page, Pruning, QueueConfig, QueueCounts, Redrive, RedriveRequest, Removal, Store,
+    Submitted, TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
@@ -350,7 +351,7 @@ impl Store for EmbeddedStore {
         WorkCapabilities {
             idempotent_submit: true,
             claim_max_in_flight: true,
-            claim_flow: false,
+            claim_flow: true,
         }
     }
 
@@ -383,6 +384,7 @@ impl Store for EmbeddedStore {
             lease_ms,
             now,
             max_in_flight,
+            ref flow,
             ..
         } = *request;
         if max == 0 {
@@ -393,6 +395,7 @@ impl Store for EmbeddedStore {
                 queue: queue.to_owned(),
                 max,
                 max_in_flight,
+                flow: flow.clone().map(Box::new),
                 lease_ms,
                 now,
                 reply,
@@ -462,6 +465,32 @@ impl Store for EmbeddedStore {
                 .filter_map(|(r, kept)| r.as_ref().ok().and(kept)),
         );
         results
+    }
+
+    async fn throttle(
+        &self,
+        queue: &str,
+        key: Option<&str>,
+        until: Timestamp,
+    ) -> Result<(), EngineError> {
+        self.write(|reply| Job::Throttle {
+            queue: queue.to_owned(),
+            key: key.map(str::to_owned),
+            until,
+            reply,
+        })
+        .await?
+    }
+
+    async fn flow_status(
+        &self,
+        queue: &str,
+        flow: &FlowPolicy,
+        now: Timestamp,
+    ) -> Result<FlowStatus, EngineError> {
+        let (queue, flow) = (queue.to_owned(), flow.clone());
+        self.read_blocking(move |conn| reader::flow_status(conn, &queue, &flow, now))
+            .await
     }
 
     async fn expired_leases(

@@ -14,7 +14,9 @@ use std::sync::{Mutex, PoisonError};
 
 use rdq_engine::glob::Glob;
 use rdq_engine::store::MAX_PAGE;
-use rdq_engine::{EngineError, ListOrder, ListQuery, Page, QueueConfig, QueueCounts};
+use rdq_engine::{
+    EngineError, FlowPolicy, FlowStatus, ListOrder, ListQuery, Page, QueueConfig, QueueCounts,
+};
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -244,6 +246,37 @@ pub(crate) fn counts(conn: &Connection) -> Result<Vec<QueueCounts>, EngineError>
     Ok(by_queue.into_values().collect())
 }
 
+/// `queue`'s flow at `now` under `flow` (`FlowLedger::status`): its stored
+/// ledger (a fresh one if it has none yet) and its IN_FLIGHT tasks per flow
+/// key, in one snapshot.
+pub(crate) fn flow_status(
+    conn: &Connection,
+    queue: &str,
+    flow: &FlowPolicy,
+    now: Timestamp,
+) -> Result<FlowStatus, EngineError> {
+    conn.execute_batch("BEGIN").map_err(sql)?;
+    let result = flow_snapshot(conn, queue, flow, now);
+    let _ = conn.execute_batch("COMMIT");
+    result
+}
+
+fn flow_snapshot(
+    conn: &Connection,
+    queue: &str,
+    flow: &FlowPolicy,
+    now: Timestamp,
+) -> Result<FlowStatus, EngineError> {
+    let ledger = crate::flow::stored_ledger(conn, queue)
+        .map_err(sql)?
+        .transpose()?
+        .unwrap_or_default();
+    let total = crate::flow::stored_in_flight(conn, queue).map_err(sql)?;
+    let per_key = crate::flow::in_flight_per_key(conn, queue, u64::try_from(total).unwrap_or(0))
+        .map_err(sql)?;
+    Ok(ledger.status(flow, now, &per_key))
+}
+
 /// The stored policy of `queue`.
 pub(crate) fn get_config(
     conn: &Connection,
@@ -294,11 +327,18 @@ fn verify_snapshot(conn: &Connection) -> Result<Vec<String>, EngineError> {
     drop(rows);
     drop(stmt);
 
+    let flow_queues: std::collections::BTreeSet<String> = {
+        let mut stmt = conn.prepare("SELECT queue FROM flows").map_err(sql)?;
+        stmt.query_map([], |row| row.get(0))
+            .map_err(sql)?
+            .collect::<Result<_, _>>()
+            .map_err(sql)?
+    };
     let mut actual: BTreeMap<String, [i64; 4]> = BTreeMap::new();
     let mut stmt = conn
         .prepare(
             "SELECT id, queue, status, priority, next_attempt_at, lease_expires_at, \
-             lease_attempt, error_type, finished_at, envelope, claimed_at FROM tasks",
+             lease_attempt, error_type, finished_at, envelope, claimed_at, flow_key FROM tasks",
         )
         .map_err(sql)?;
     let mut rows = stmt.query([]).map_err(sql)?;
@@ -344,6 +384,23 @@ fn verify_snapshot(conn: &Connection) -> Result<Vec<String>, EngineError> {
             note(format!(
                 "task {id}: row is keyed {id}/{queue} but its envelope is {}/{}",
                 env.id, env.queue
+            ));
+        }
+        let flow_key = text(row, 11).map_err(sql)?;
+        let key = rdq_engine::flow::key_of(&env);
+        let keyed_right = match flow_key {
+            Some(stored_key) => stored_key == key,
+            // A task without a key stores NULL, but `''` in a
+            // flow-controlled queue unless it is finished (`schema::FLOW`).
+            None => {
+                key.is_empty()
+                    && (stored.status == status_code(Status::Succeeded)
+                        || !flow_queues.contains(&queue))
+            }
+        };
+        if !keyed_right {
+            note(format!(
+                "task {id}: flow_key column {flow_key:?} disagrees with its envelope's flow key {key:?}"
             ));
         }
         let derived = Columns::of(&env);

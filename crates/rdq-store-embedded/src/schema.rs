@@ -23,7 +23,7 @@ use rdq_engine::EngineError;
 pub const APPLICATION_ID: i32 = 0x7264_7131;
 
 /// `PRAGMA user_version` of the schema this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// Status codes stored in `tasks.status`.
 pub(crate) mod status {
@@ -33,7 +33,7 @@ pub(crate) mod status {
     pub(crate) const DEAD: i64 = 3;
 }
 
-/// The schema (version 3). The envelope bytes are the source of truth; every other
+/// The schema (version 4). The envelope bytes are the source of truth; every other
 /// column of `tasks` is derived from them (see `columns.rs`) for the queries'
 /// sake. Partial indexes keep each hot lookup an index seek over only the rows
 /// it can match: claimable PENDING tasks, leased IN_FLIGHT tasks, the DLQ and
@@ -52,7 +52,8 @@ CREATE TABLE tasks (
     finished_at      INTEGER,
     idempotency_key  TEXT,
     envelope         BLOB    NOT NULL,
-    claimed_at       INTEGER
+    claimed_at       INTEGER,
+    flow_key         TEXT
 );
 CREATE UNIQUE INDEX tasks_id ON tasks (id);
 CREATE INDEX tasks_queue ON tasks (queue, id);
@@ -82,6 +83,39 @@ CREATE TABLE queue_counts (
 const V1_TO_V2: &str = "ALTER TABLE tasks ADD COLUMN claimed_at INTEGER;
 UPDATE tasks SET lease_attempt = coalesce(json_extract(CAST(envelope AS TEXT), '$.claim_count'), 0)
     WHERE status != 1;";
+
+/// Version 4 adds flow control (`docs/flow-control.md`): each task's flow
+/// key in `tasks.flow_key`, two partial indexes over keyed tasks, and each
+/// flow-controlled queue's `FlowLedger` in `flows`. Written so that it can
+/// run on a store that already has any of it (`IF NOT EXISTS`; the column is
+/// added by [`add_flow_key`]); creating a store runs it too.
+///
+/// `tasks.flow_key` is the task's `rdq.flow_key` header, fixed at submit.
+/// A task without one stores NULL, except in a queue with a `flows` row,
+/// where it stores `''` (the key such tasks share): a queue gets its row at
+/// its first flow-controlled claim or throttle, which also turns every NULL
+/// of its unfinished tasks into `''` in the same transaction. So the partial
+/// indexes hold every PENDING and IN_FLIGHT task of a flow-controlled queue
+/// and, elsewhere, keyed tasks only: a queue without flow control that never
+/// sets a flow key never writes an entry to either of them.
+const FLOW: &str = "
+CREATE INDEX IF NOT EXISTS tasks_flow
+    ON tasks (queue, flow_key, priority DESC, next_attempt_at, id, lease_attempt)
+    WHERE status = 0 AND flow_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS tasks_busy ON tasks (queue, flow_key)
+    WHERE status = 1 AND flow_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS flows (
+    queue  TEXT PRIMARY KEY,
+    ledger TEXT NOT NULL
+) WITHOUT ROWID;
+";
+
+/// Fills `tasks.flow_key` of an upgraded store from the envelopes' headers
+/// (finished tasks never need it; a dead one may be redriven).
+const FLOW_KEYS_FROM_ENVELOPES: &str =
+    "UPDATE tasks SET flow_key = json_extract(CAST(envelope AS TEXT), '$.headers.\"rdq.flow_key\"')
+    WHERE status != 2 AND instr(envelope, CAST('\"rdq.flow_key\"' AS BLOB)) > 0
+    AND json_valid(CAST(envelope AS TEXT));";
 
 /// Settings the store itself keeps, such as the lease secret. Not versioned:
 /// every open creates the table if it is missing (a store written before it
@@ -271,7 +305,9 @@ pub(crate) fn lease_secret(conn: &Connection, path: &Path) -> Result<[u8; 32], E
 /// Brings an older store (version `from`) to the current version (inside
 /// the caller's exclusive transaction). Version 3 changes no table: it
 /// marks stores that may hold successes written as columns only
-/// (`columns::stored`), which a version-2 build would misread.
+/// (`columns::stored`), which a version-2 build would misread. Version 4
+/// adds flow control ([`FLOW`]); a version-3 build would store tasks
+/// without their flow key.
 fn upgrade(conn: &Connection, from: i32) -> rusqlite::Result<()> {
     tracing::info!(
         from,
@@ -280,6 +316,11 @@ fn upgrade(conn: &Connection, from: i32) -> rusqlite::Result<()> {
     if from < 2 {
         conn.execute_batch(V1_TO_V2)?;
     }
+    if from < 4 {
+        add_flow_key(conn)?;
+        conn.execute_batch(FLOW)?;
+        conn.execute_batch(FLOW_KEYS_FROM_ENVELOPES)?;
+    }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)
 }
 
@@ -287,7 +328,23 @@ fn create(conn: &Connection) -> rusqlite::Result<()> {
     tracing::info!("initialising a new rdq store, schema version {SCHEMA_VERSION}");
     conn.pragma_update(None, "application_id", APPLICATION_ID)?;
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    conn.execute_batch(SCHEMA)
+    conn.execute_batch(SCHEMA)?;
+    conn.execute_batch(FLOW)
+}
+
+/// Adds `tasks.flow_key` unless the table has it already.
+fn add_flow_key(conn: &Connection) -> rusqlite::Result<()> {
+    let present = conn
+        .query_row(
+            "SELECT 1 FROM pragma_table_info('tasks') WHERE name = 'flow_key'",
+            [],
+            |_| Ok(()),
+        )
+        .optional()?;
+    if present.is_none() {
+        conn.execute_batch("ALTER TABLE tasks ADD COLUMN flow_key TEXT;")?;
+    }
+    Ok(())
 }
 
 /// Decides what the database behind `conn` is, without writing to it.

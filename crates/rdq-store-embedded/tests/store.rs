@@ -755,6 +755,28 @@ async fn hot_queries_use_their_indexes() {
             "tasks_idempotency",
         ),
         ("SELECT envelope FROM tasks WHERE id = ?1", "tasks_id"),
+        // Flow control: the keys with PENDING tasks, each key's levels and
+        // due tasks (index entries only), and the IN_FLIGHT tasks per key.
+        (
+            "SELECT flow_key FROM tasks WHERE queue = ?1 AND status = 0 AND flow_key > ?2 ORDER BY flow_key LIMIT 1",
+            "COVERING INDEX tasks_flow",
+        ),
+        (
+            "SELECT flow_key FROM tasks WHERE queue = ?1 AND status = 0 AND flow_key >= '' ORDER BY flow_key LIMIT 1",
+            "COVERING INDEX tasks_flow",
+        ),
+        (
+            "SELECT priority FROM tasks WHERE queue = ?1 AND status = 0 AND flow_key = ?2 AND priority < ?3 ORDER BY priority DESC LIMIT 1",
+            "COVERING INDEX tasks_flow",
+        ),
+        (
+            "SELECT seq, id, next_attempt_at FROM tasks WHERE queue = ?1 AND status = 0 AND flow_key = ?2 AND priority = ?3 AND next_attempt_at <= ?4 AND lease_attempt < 4294967295 ORDER BY next_attempt_at, id LIMIT ?5",
+            "COVERING INDEX tasks_flow",
+        ),
+        (
+            "SELECT flow_key, count(*) FROM tasks WHERE queue = ?1 AND status = 1 AND flow_key IS NOT NULL GROUP BY flow_key",
+            "COVERING INDEX tasks_busy",
+        ),
     ];
     for (sql, index) in cases {
         let plan = plan(sql);

@@ -16,6 +16,7 @@ use rusqlite::Connection;
 
 use super::admin::{delete, prune, purge, put_config, redrive};
 use super::counts::Deltas;
+use super::flow::throttle;
 use super::health::Health;
 use super::job::{Done, Job, Msg};
 use super::syncer::{SyncFn, sync_loop};
@@ -70,6 +71,7 @@ pub(super) fn run(
         conn,
         buf: Vec::with_capacity(4096),
         deltas: Deltas::default(),
+        flow_queues: Default::default(),
     };
     let (to_sync, batches) = mpsc::channel::<Vec<Done>>();
     let syncer = {
@@ -179,6 +181,7 @@ fn finish(ctx: &mut Ctx, group: &mut Group, health: &Health) -> Vec<Done> {
             .err();
     }
     ctx.deltas.clear();
+    ctx.flow_queues.clear();
     if let Some(Fatal(why)) = fatal {
         if !ctx.conn.is_autocommit()
             && let Err(e) = ctx.conn.execute_batch("ROLLBACK")
@@ -279,11 +282,29 @@ fn execute(ctx: &mut Ctx, job: Job) -> (Done, Option<Fatal>) {
             queue,
             max,
             max_in_flight,
+            flow,
             lease_ms,
             now,
             reply,
-        } => split(claim(ctx, &queue, max, max_in_flight, lease_ms, now), |r| {
-            Done::Claim(reply, r)
+        } => split(
+            claim(
+                ctx,
+                &queue,
+                max,
+                max_in_flight,
+                flow.as_deref(),
+                lease_ms,
+                now,
+            ),
+            |r| Done::Claim(reply, r),
+        ),
+        Job::Throttle {
+            queue,
+            key,
+            until,
+            reply,
+        } => split(throttle(ctx, &queue, key.as_deref(), until), |r| {
+            Done::Unit(reply, r)
         }),
         Job::Redrive {
             request,

@@ -7,7 +7,7 @@
 //! [`Encoded`] on the caller's thread, so the one writer thread spends its
 //! time on SQLite rather than on JSON.
 
-use rdq_engine::{EngineError, LeasedUpdate, NewTask, RedriveRequest, Submitted};
+use rdq_engine::{EngineError, FlowPolicy, LeasedUpdate, NewTask, RedriveRequest, Submitted};
 use rdq_envelope::{Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
 
@@ -27,6 +27,9 @@ pub(crate) enum Job {
         max: usize,
         /// The global concurrency limit, if the claim carries one.
         max_in_flight: Option<u64>,
+        /// Flow limits the ledger decides (`ClaimRequest::flow`).
+        /// Boxed: most claims carry none, and every job moves through a channel.
+        flow: Option<Box<FlowPolicy>>,
         lease_ms: u64,
         now: Timestamp,
         reply: Tx<Result<Vec<ClaimedRow>, EngineError>>,
@@ -55,6 +58,13 @@ pub(crate) enum Job {
     PutConfig {
         queue: String,
         policy: String,
+        reply: Tx<Result<(), EngineError>>,
+    },
+    /// Throttles a flow key (the whole queue with `None`) until `until`.
+    Throttle {
+        queue: String,
+        key: Option<String>,
+        until: Timestamp,
         reply: Tx<Result<(), EngineError>>,
     },
     Prune {
@@ -142,9 +152,10 @@ impl Job {
             Self::Claim { reply, .. } => Done::Claim(reply, Ok(Vec::new())),
             Self::Redrive { reply, .. } => Done::Ids(reply, Ok(Vec::new())),
             Self::Purge { reply, .. } | Self::Prune { reply, .. } => Done::Count(reply, Ok(0)),
-            Self::Delete { reply, .. } | Self::PutConfig { reply, .. } | Self::Probe { reply } => {
-                Done::Unit(reply, Ok(()))
-            }
+            Self::Delete { reply, .. }
+            | Self::PutConfig { reply, .. }
+            | Self::Throttle { reply, .. }
+            | Self::Probe { reply } => Done::Unit(reply, Ok(())),
         }
     }
 }

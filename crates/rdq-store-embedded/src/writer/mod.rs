@@ -2,7 +2,7 @@
 //! commits every write in groups.
 //!
 //! Every write request (submit, claim, settle, redrive, purge, delete,
-//! put_config, prune) travels over a channel as a [`Job`]. The thread runs
+//! put_config, prune, throttle) travels over a channel as a [`Job`]. The thread runs
 //! whatever is queued (up to a bound) in one transaction and commits it; a
 //! second thread, the syncer, fsyncs the WAL and only then answers the
 //! group's requests, while the writer already runs the next group (see
@@ -20,13 +20,15 @@
 //! The parts, each depending only on those listed before it: `job` (what the
 //! thread is sent and the answers it holds back), `health` (whether the last
 //! group committed), `counts` (per-queue count changes), `transaction` (the
-//! connection and the open group's state), `work` (submit, claim, settle) and
-//! `admin` (redrive, purge, delete, configuration, prune), `syncer` (the
+//! connection and the open group's state), `work` (submit, claim, settle),
+//! `flow` (a claim under flow limits, throttles) and `admin` (redrive,
+//! purge, delete, configuration, prune), `syncer` (the
 //! fsync thread), `group` (the loop that runs and commits groups), and this
 //! file, the [`Writer`] handle the store holds.
 
 mod admin;
 mod counts;
+mod flow;
 mod group;
 mod health;
 mod job;

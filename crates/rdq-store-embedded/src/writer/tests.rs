@@ -42,6 +42,7 @@ fn claim(w: &Writer) -> oneshot::Receiver<Result<Vec<ClaimedRow>, EngineError>> 
         queue: "q".into(),
         max: 10,
         max_in_flight: None,
+        flow: None,
         lease_ms: 1000,
         now: Timestamp::now(),
         reply,

@@ -1,6 +1,7 @@
 //! The writer's open transaction: the one write connection, what the
 //! current group has changed so far, and how a group begins and commits.
 
+use foldhash::HashMap;
 use rusqlite::Connection;
 
 use super::counts::Deltas;
@@ -12,6 +13,12 @@ pub(super) struct Ctx {
     /// Reused for every envelope encoding, so writes allocate nothing per row.
     pub(super) buf: Vec<u8>,
     pub(super) deltas: Deltas,
+    /// Whether each queue the open group asked about is flow-controlled
+    /// (has a `flows` row): a submit of a task without a flow key needs to
+    /// know (`work::submit_one`). The group holds the write lock, so only
+    /// its own writes change the answer, and they update it; forgotten when
+    /// the group ends.
+    pub(super) flow_queues: HashMap<String, bool>,
 }
 
 pub(super) fn begin(conn: &Connection) -> Result<(), Fatal> {

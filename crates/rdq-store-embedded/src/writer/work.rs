@@ -6,7 +6,8 @@
 //! them on read). A refusal (a duplicate id, `LEASE_LOST`, `TASK_NOT_FOUND`)
 //! is an `Ok(Err(..))` that changes nothing; an `Err(Fatal)` ends the group.
 
-use rdq_engine::{EngineError, LeasedUpdate, NewTask, Submitted};
+use rdq_engine::flow;
+use rdq_engine::{EngineError, FlowPolicy, LeasedUpdate, NewTask, Submitted};
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use rusqlite::{ErrorCode, OptionalExtension, params};
 
@@ -16,8 +17,8 @@ use crate::columns::{Columns, bytes, envelope_columns, stored};
 use crate::error::{Fatal, task_id, undecodable};
 
 const INSERT_TASK: &str = "INSERT INTO tasks (id, queue, status, priority, next_attempt_at, \
-     lease_expires_at, lease_attempt, error_type, finished_at, idempotency_key, envelope) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+     lease_expires_at, lease_attempt, error_type, finished_at, idempotency_key, envelope, \
+     flow_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
 
 /// A claim writes the row's columns only; the envelope bytes stay PENDING
 /// and the caller finishes the claim on them (`columns::stored`). A PENDING
@@ -61,6 +62,25 @@ const SUCCEED_IF_LEASED: &str = settle_if_leased!("", "id = ?1");
 /// [`SUCCEED_IF_LEASED`] on the row ?12.
 const SUCCEED_IF_LEASED_AT: &str = settle_if_leased!("", "seq = ?12 AND id = ?1");
 
+/// The `flow_key` column of a new task: its flow key, or for a task without
+/// one `''` in a flow-controlled queue and NULL elsewhere (`schema::FLOW`).
+/// Asked once per queue and group (`Ctx::flow_queues`).
+fn flow_key_column<'e>(ctx: &mut Ctx, env: &'e Envelope) -> Result<Option<&'e str>, Fatal> {
+    let key = flow::key_of(env);
+    if !key.is_empty() {
+        return Ok(Some(key));
+    }
+    let controlled = match ctx.flow_queues.get(&env.queue) {
+        Some(&controlled) => controlled,
+        None => {
+            let controlled = super::flow::is_flow_queue(ctx, &env.queue)?;
+            ctx.flow_queues.insert(env.queue.clone(), controlled);
+            controlled
+        }
+    };
+    Ok(controlled.then_some(""))
+}
+
 pub(super) fn submit_one(
     ctx: &mut Ctx,
     encoded: Encoded<NewTask>,
@@ -95,6 +115,7 @@ pub(super) fn submit_one(
                 .map(Submitted::Existing));
         }
     }
+    let flow_key = flow_key_column(ctx, env)?;
     let c = Columns::of(env);
     let inserted = ctx.conn.prepare_cached(INSERT_TASK)?.execute(params![
         &env.id.to_bytes()[..],
@@ -108,6 +129,7 @@ pub(super) fn submit_one(
         c.finished_at,
         task.idempotency_key,
         encoded_bytes,
+        flow_key,
     ]);
     match inserted {
         Ok(_) => {
@@ -183,34 +205,37 @@ pub(super) fn settle_one(
     }))
 }
 
-/// Takes due PENDING tasks in claim order: priority level by priority level
+/// Takes due PENDING tasks in claim order: priority level by level
 /// (highest first), each level in due order then id. Every step is a seek on
 /// the `tasks_claim` partial index, so tasks due later (or at other levels)
-/// are never scanned.
+/// are never scanned. Under flow limits (`flow`), the flow ledger chooses
+/// among the due tasks instead (`flow::claim`).
 pub(super) fn claim(
     ctx: &mut Ctx,
     queue: &str,
     max: usize,
     max_in_flight: Option<u64>,
+    flow: Option<&FlowPolicy>,
     lease_ms: u64,
     now: Timestamp,
 ) -> Result<Result<Vec<ClaimedRow>, EngineError>, Fatal> {
     let mut max = max.min(MAX_CLAIM);
+    // The writer is the only one changing tasks, so the stored count plus
+    // this group's changes is exact: no other claim can interleave. Read
+    // only when a limit needs it.
+    let in_flight = match (max_in_flight, flow) {
+        (None, None) => 0,
+        _ => super::flow::in_flight_now(ctx, queue)?,
+    };
     if let Some(limit) = max_in_flight {
-        // The writer is the only one changing tasks, so the stored count
-        // plus this group's changes is exact: no other claim can interleave.
-        let stored: i64 = ctx
-            .conn
-            .prepare_cached("SELECT in_flight FROM queue_counts WHERE queue = ?1")?
-            .query_row(params![queue], |row| row.get(0))
-            .optional()?
-            .unwrap_or(0);
-        let in_flight = u64::try_from(stored + ctx.deltas.of(queue, Status::InFlight)).unwrap_or(0);
         let room = limit.saturating_sub(in_flight);
         max = max.min(usize::try_from(room).unwrap_or(usize::MAX));
         if max == 0 {
             return Ok(Ok(Vec::new()));
         }
+    }
+    if let Some(policy) = flow {
+        return super::flow::claim(ctx, queue, policy, max, in_flight, lease_ms, now);
     }
     let now_ms = now.unix_ms();
     let mut rows: Vec<(i64, Option<TaskId>, Vec<u8>)> = Vec::new();
@@ -242,6 +267,18 @@ pub(super) fn claim(
         }
         below = level;
     }
+    Ok(Ok(claim_rows(ctx, queue, rows, lease_ms, now)?))
+}
+
+/// Claims the PENDING rows `rows` (`seq`, id, envelope bytes) of `queue`.
+pub(super) fn claim_rows(
+    ctx: &mut Ctx,
+    queue: &str,
+    rows: Vec<(i64, Option<TaskId>, Vec<u8>)>,
+    lease_ms: u64,
+    now: Timestamp,
+) -> Result<Vec<ClaimedRow>, Fatal> {
+    let now_ms = now.unix_ms();
     let until = now.plus_ms(lease_ms).unix_ms();
     let mut claimed = Vec::with_capacity(rows.len());
     let mut stmt = ctx.conn.prepare_cached(CLAIM_ROW)?;
@@ -259,5 +296,5 @@ pub(super) fn claim(
     let n = claimed.len() as i64;
     ctx.deltas
         .moved(queue, Status::Pending, Status::InFlight, n);
-    Ok(Ok(claimed))
+    Ok(claimed)
 }
