@@ -34,6 +34,7 @@ pub mod audit;
 pub mod auth;
 pub mod dlq;
 pub mod error;
+pub mod flow;
 pub mod insights;
 pub mod metrics;
 pub mod queues;
