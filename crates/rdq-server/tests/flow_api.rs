@@ -291,3 +291,76 @@ async fn a_deferral_with_throttle_key_blocks_that_key_until_it_is_due() {
     assert!(flow["blocked_until"].is_string(), "{flow}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn metrics_show_each_flow_controlled_queue_at_scrape_time() {
+    let server = TestServer::start().await;
+    server
+        .put(
+            "/v1/queues/q/config",
+            json!({"flow": {"rate": {"per_second": 1, "burst": 2}, "key_concurrency": 5}}),
+        )
+        .await;
+    server.submit("plain", json!(1)).await;
+    for key in ["tenant-a", "tenant-a", "tenant-b"] {
+        submit_keyed(&server, "q", key).await;
+    }
+    // The bucket holds 2: two start, the third is cut short.
+    let claimed = server.post("/v1/queues/q/claim", json!({"max": 10})).await;
+    assert_eq!(claimed.body["tasks"].as_array().unwrap().len(), 2);
+    let throttled = server
+        .post(
+            "/v1/queues/q/throttle",
+            json!({"flow_key": "tenant-c", "for_ms": 60_000}),
+        )
+        .await;
+    let key_until = throttled.body["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["key"] == "tenant-c")
+        .unwrap()["blocked_until"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    server
+        .post("/v1/queues/q/throttle", json!({"for_ms": 30_000}))
+        .await;
+
+    let text = server.get("/metrics").await.text;
+    let line = |prefix: &str| {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in\n{text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+    };
+    assert!(text.contains("# TYPE rdq_flow_throttled_claims_total counter"));
+    assert!(line("rdq_flow_throttled_claims_total{queue=\"q\"}") >= 1.0);
+    assert!(line("rdq_flow_tokens{queue=\"q\"}") < 1.0);
+    // FIFO claim order: both starts were tenant-a's.
+    assert_eq!(
+        line("rdq_flow_in_flight{queue=\"q\",key=\"tenant-a\"}"),
+        2.0
+    );
+    assert!(!text.contains("rdq_flow_in_flight{queue=\"q\",key=\"tenant-b\"}"));
+    let key_ms = rdq_envelope::Timestamp::parse(&key_until)
+        .unwrap()
+        .unix_ms();
+    assert_eq!(
+        line("rdq_flow_blocked_until_seconds{queue=\"q\",key=\"tenant-c\"}"),
+        key_ms as f64 / 1000.0
+    );
+    let now = rdq_envelope::Timestamp::now().unix_ms() as f64 / 1000.0;
+    let queue_wide = line("rdq_flow_blocked_until_seconds{queue=\"q\",key=\"\"}");
+    assert!(
+        (now + 25.0..now + 31.0).contains(&queue_wide),
+        "{queue_wide}"
+    );
+    // A queue without a flow section has no flow series.
+    assert!(!text.contains("rdq_flow_throttled_claims_total{queue=\"plain\"}"));
+    server.stop().await;
+}
