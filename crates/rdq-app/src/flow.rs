@@ -11,7 +11,7 @@
 
 use rdq_api::flow::{FlowKeyStatus, QueueFlow};
 use rdq_engine::{EngineError, FlowPolicy, FlowStatus};
-use rdq_envelope::{Timestamp, validate_queue_name};
+use rdq_envelope::Timestamp;
 use serde_json::{Value, json};
 
 use crate::auth::{Caller, READ_SCOPES, Scope};
@@ -158,7 +158,8 @@ impl App {
     /// Throttles `queue`'s flow key `key` (the whole queue with `None`)
     /// until `until`, for every node on the store (`admin`; audited): claims
     /// pass over its tasks until then. A later throttle is never shortened.
-    /// A bad key is `INVALID_ARGUMENT` naming `flow_key`; nothing changes.
+    /// A bad key is `INVALID_ARGUMENT` naming `flow_key`, a queue with no
+    /// tasks and no stored policy `QUEUE_NOT_FOUND`; nothing changes.
     pub async fn throttle(
         &self,
         caller: &Caller,
@@ -166,8 +167,7 @@ impl App {
         key: Option<&str>,
         until: Timestamp,
     ) -> Result<(), AppError> {
-        caller.require(Scope::Admin, queue)?;
-        validate_queue_name(queue)?;
+        self.existing_queue(caller, &[Scope::Admin], queue).await?;
         if let Some(key) = key {
             rdq_engine::flow::validate_flow_key(key)?;
         }
@@ -395,6 +395,8 @@ mod tests {
         assert_eq!(refused.code(), "FORBIDDEN");
         app.throttle(&ops, "q", None, until).await.unwrap();
         let missing = app.flow_status(&ops, "nope").await.unwrap_err();
+        assert_eq!(missing.code(), "QUEUE_NOT_FOUND");
+        let missing = app.throttle(&ops, "nope", None, until).await.unwrap_err();
         assert_eq!(missing.code(), "QUEUE_NOT_FOUND");
     }
 }

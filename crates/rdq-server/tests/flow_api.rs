@@ -58,6 +58,11 @@ async fn flow_shows_the_limits_tokens_and_busiest_keys() {
         .get("/v1/queues/nope/flow")
         .await
         .assert_problem(404, "QUEUE_NOT_FOUND");
+    server
+        .post("/v1/queues/nope/throttle", json!({"for_ms": 1000}))
+        .await
+        .assert_problem(404, "QUEUE_NOT_FOUND");
+    assert!(!server.get("/v1/queues").await.text.contains("nope"));
     server.stop().await;
 }
 
