@@ -164,6 +164,7 @@ pub async fn get_flow(
     responses(
         (status = 200, description = "The flow limits and status after the throttle", body = QueueFlow,
             links(("GetQueueFlow" = (operation_id = "getQueueFlow", parameters(("queue" = "$request.path.queue")))))),
+        (status = 404, response = Problem404),
     ),
 )]
 /// `POST /v1/queues/{queue}/throttle`: throttles `flow_key` (or the queue)
