@@ -356,6 +356,72 @@ for (const kind of STORES) {
   });
 }
 
+// Flow control needs a store that keeps flow limits (capability
+// claim_flow); the in-memory store does.
+const FLOW_STORES = (process.env.RDQ_DASHBOARD_FLOW_STORES || 'memory').split(',').filter(Boolean);
+
+for (const kind of FLOW_STORES) {
+  describe(`the flow page on the ${kind} store`, () => {
+    let server;
+    before(async () => { server = await startServer(kind); });
+    after(async () => { await server?.stop(); });
+
+    it('shows the limits, tokens, the busiest keys and throttled keys, and throttles the queue', async () => {
+      const queue = 'tenants';
+      const put = await server.api(TOKENS.admin, 'PUT', `/v1/queues/${queue}/config`,
+        { flow: { rate: { per_second: 5, burst: 10 }, key_concurrency: 3 } });
+      assert.equal(put.status, 200, JSON.stringify(put.body));
+      for (const key of ['tenant-a', 'tenant-a', 'tenant-b']) {
+        await submit(server, { queue, payload_json: { key }, flow_key: key });
+      }
+      const claimed = await server.api(TOKENS.worker, 'POST', `/v1/queues/${queue}/claim`, { max: 10 });
+      assert.equal(claimed.body.tasks.length, 3);
+      const t = await server.api(TOKENS.admin, 'POST', `/v1/queues/${queue}/throttle`, { flow_key: 'tenant-c', for_ms: 120000 });
+      assert.equal(t.status, 200, JSON.stringify(t.body));
+
+      const page = await newPage(browser);
+      await signIn(page, server.base, TOKENS.admin);
+      await page.goto(`${server.base}/ui#/queues/${queue}/flow`);
+      await page.locator('#flow-summary').waitFor();
+      const summary = await page.locator('#flow-summary').textContent();
+      assert.match(summary, /Rate5\/s, burst 10/);
+      assert.match(summary, /Concurrency per flow key3/);
+      assert.match(summary, /Tokens left\d/);
+      assert.match(summary, /In flight3/);
+      assert.match(summary, /Whole queuenot throttled/);
+      const rows = await page.locator('#flow-keys tbody tr').evaluateAll((trs) => trs.map((r) => ({
+        key: r.getAttribute('data-key'),
+        cells: [...r.querySelectorAll('td')].map((c) => c.textContent),
+      })));
+      assert.deepEqual(rows.map((r) => r.key), ['tenant-a', 'tenant-b', 'tenant-c']);
+      assert.equal(rows[0].cells[0], '2');
+      assert.equal(rows[0].cells[2], '–');
+      assert.match(rows[2].cells[2], /^until .+ \(in (1 min \d+|\d+) s\)$/);
+      assert.deepEqual(await unlabelled(page), []);
+      if (kind === 'memory') await page.screenshot({ path: join(screenshotDir, 'dashboard-flow.png'), fullPage: true });
+
+      // Throttle the whole queue from the page.
+      await page.getByLabel('For (seconds)').fill('30');
+      await page.getByRole('button', { name: 'Throttle' }).click();
+      await page.locator('#banner').filter({ hasText: 'Throttled the whole queue for 30 s.' }).waitFor();
+      await page.locator('#flow-summary').filter({ hasText: 'throttled until' }).waitFor();
+      const flow = await server.api(TOKENS.admin, 'GET', `/v1/queues/${queue}/flow`);
+      assert.ok(flow.body.blocked_until, JSON.stringify(flow.body));
+      assert.deepEqual(page.problems, []);
+      await page.context().close();
+
+      // A token without admin sees the flow, and the throttle disabled.
+      const reader = await newPage(browser);
+      await signIn(reader, server.base, TOKENS.reader);
+      await reader.goto(`${server.base}/ui#/queues/${queue}/flow`);
+      await reader.locator('#flow-keys').waitFor();
+      assert.equal(await reader.locator('#throttle-go').isDisabled(), true);
+      assert.deepEqual(reader.problems, []);
+      await reader.context().close();
+    });
+  });
+}
+
 describe('the dashboard on an open loopback server', () => {
   let server;
   before(async () => { server = await startServer('embedded', { tokens: false }); });

@@ -1,6 +1,6 @@
 // Shared by the browser tests: a real `rdq serve` on a free loopback port
-// (the binary in RDQ_BIN) over a fresh embedded store or a fresh PostgreSQL
-// schema, a small API client (the pull worker the tests use), and headless
+// (the binary in RDQ_BIN) over a fresh embedded store, a fresh PostgreSQL
+// schema or the in-memory store, a small API client (the pull worker the tests use), and headless
 // Chromium (Debian's /usr/bin/chromium) through playwright-core.
 
 import { spawn, spawnSync } from 'node:child_process';
@@ -36,14 +36,15 @@ function unique() {
 }
 
 /**
- * Starts `rdq serve` on `kind` ('embedded' or 'postgres'); with `tokens`
+ * Starts `rdq serve` on `kind` ('embedded', 'postgres' or 'memory'); with `tokens`
  * the admin, reader (submit, work) and worker tokens are configured, else
  * the server runs open (loopback, no configuration).
  */
 export async function startServer(kind, { tokens = true } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'rdq-dashboard-'));
   const tag = unique();
-  const store = kind === 'postgres' ? `${PG_BASE}?schema=${tag}` : join(dir, 'data');
+  const stores = { postgres: `${PG_BASE}?schema=${tag}`, memory: 'memory:' };
+  const store = stores[kind] || join(dir, 'data');
   const config = join(dir, 'rdq.toml');
   const lines = ['[maintenance]', 'reaper_interval_ms = 100', ''];
   if (tokens) {

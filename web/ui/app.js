@@ -272,6 +272,7 @@
       else if (parts[0] === 'tasks' && parts[1]) await taskPage(view, null, parts[1]);
       else if (parts[0] === 'queues' && parts[1] && parts[2] === 'tasks' && parts[3]) await taskPage(view, parts[1], parts[3]);
       else if (parts[0] === 'queues' && parts[1] && parts[2] === 'policy') await policyPage(view, parts[1]);
+      else if (parts[0] === 'queues' && parts[1] && parts[2] === 'flow') await flowPage(view, parts[1]);
       else if (parts[0] === 'queues' && parts[1]) await dlqPage(view, parts[1], params);
       else view.append(h('h1', { tabindex: '-1' }, 'Not found'), h('p', {}, 'No such page. ', h('a', { href: '#/' }, 'Back to the queues')));
     } catch (e) {
@@ -373,10 +374,12 @@
 
   function queueHeader(view, queue, current) {
     view.append(h('p', { class: 'crumbs' }, h('a', { href: '#/' }, 'Queues'), ' › ', queue));
-    view.append(h('h1', { tabindex: '-1' }, current === 'dlq' ? `DLQ of ${queue}` : `Policy of ${queue}`));
+    const titles = { dlq: `DLQ of ${queue}`, policy: `Policy of ${queue}`, flow: `Flow of ${queue}` };
+    view.append(h('h1', { tabindex: '-1' }, titles[current]));
     view.append(h('nav', { class: 'tabs', 'aria-label': `Queue ${queue}` },
       h('a', { href: hashFor(['queues', queue]), 'aria-current': current === 'dlq' ? 'page' : null }, 'Dead-letter queue'),
       h('a', { href: hashFor(['queues', queue, 'policy']), 'aria-current': current === 'policy' ? 'page' : null }, 'Policy'),
+      h('a', { href: hashFor(['queues', queue, 'flow']), 'aria-current': current === 'flow' ? 'page' : null }, 'Flow'),
       h('a', { href: hashFor(['audit'], new URLSearchParams({ queue })) }, 'Audit log')));
   }
 
@@ -754,6 +757,88 @@
     form.append(h('div', { class: 'buttons' }, save));
     form.addEventListener('submit', (ev) => ev.preventDefault());
     view.append(form);
+  }
+
+  // ---- Flow --------------------------------------------------------------
+
+  /** "until 14:03:52 (in 28 s)" for an RFC 3339 time. */
+  function until(text) {
+    const at = Date.parse(text);
+    const left = Math.max(0, at - Date.now());
+    return `until ${new Date(at).toLocaleString()} (in ${age(left)})`;
+  }
+
+  /** The flow section of a policy as short lines people read. */
+  function flowLimits(limits) {
+    const rate = (r) => `${r.per_second}/s${r.burst ? `, burst ${r.burst}` : ''}`;
+    const lines = [];
+    if (limits.rate) lines.push(['Rate', rate(limits.rate)]);
+    if (limits.concurrency) lines.push(['Concurrency (all nodes)', String(limits.concurrency)]);
+    if (limits.local_concurrency) lines.push(['Concurrency (per node)', String(limits.local_concurrency)]);
+    if (limits.key_concurrency) lines.push(['Concurrency per flow key', String(limits.key_concurrency)]);
+    if (limits.key_rate) lines.push(['Rate per flow key', rate(limits.key_rate)]);
+    if (limits.fairness) lines.push(['Fairness', limits.fairness]);
+    if (limits.weights && Object.keys(limits.weights).length) {
+      lines.push(['Weights', Object.entries(limits.weights).map(([k, w]) => `${k}: ${w}`).join(', ')]);
+    }
+    if (limits.default_weight) lines.push(['Default weight', String(limits.default_weight)]);
+    return lines;
+  }
+
+  async function flowPage(view, queue) {
+    queueHeader(view, queue, 'flow');
+    if (!can('claim_flow')) {
+      view.append(notice('This store does not keep flow limits (capability claim_flow is off): nothing to show.'));
+      return;
+    }
+    const flow = await get(`/v1/queues/${q(queue)}/flow`);
+    const limits = flowLimits(flow.limits || {});
+    const summary = h('dl', { class: 'fields', id: 'flow-summary' });
+    const row = (k, v) => summary.append(h('dt', {}, k), h('dd', {}, v));
+    if (limits.length === 0) row('Limits', 'none (the policy has no flow section)');
+    for (const [k, v] of limits) row(k, v);
+    if (flow.tokens !== null && flow.tokens !== undefined) row('Tokens left', flow.tokens.toFixed(1));
+    row('In flight', num(flow.in_flight));
+    row('Whole queue', flow.blocked_until ? `throttled ${until(flow.blocked_until)}` : 'not throttled');
+    row('Claims cut short', num(flow.throttled_claims));
+    view.append(h('h2', {}, 'Limits and status'), summary);
+
+    view.append(h('h2', {}, 'Flow keys'));
+    if (flow.keys.length === 0) {
+      view.append(h('p', { id: 'flow-keys-empty' }, 'No flow key has tasks in flight or a throttle.'));
+    } else {
+      const table = h('table', { class: 'grid', id: 'flow-keys' },
+        h('caption', {}, 'The busiest flow keys (most in flight first) and the throttled ones.'),
+        h('thead', {}, h('tr', {}, ['Flow key', 'In flight', 'Tokens left', 'Throttled'].map((c) => h('th', { scope: 'col' }, c)))));
+      const body = h('tbody');
+      for (const k of flow.keys) {
+        body.append(h('tr', { 'data-key': k.key },
+          h('th', { scope: 'row' }, h('code', {}, k.key)),
+          h('td', { class: 'n' }, num(k.in_flight)),
+          h('td', { class: 'n' }, k.tokens === null || k.tokens === undefined ? '–' : k.tokens.toFixed(1)),
+          h('td', {}, k.blocked_until ? until(k.blocked_until) : '–')));
+      }
+      table.append(body);
+      view.append(table);
+    }
+
+    // Throttle a key or the whole queue (admin).
+    const form = h('form', { id: 'throttle', class: 'filters', 'aria-label': `Throttle ${queue}` });
+    const key = h('input', { id: 'throttle-key', name: 'flow_key', placeholder: 'the whole queue', spellcheck: 'false' });
+    const secs = h('input', { id: 'throttle-for', name: 'for', type: 'number', min: '1', step: '1', value: '60' });
+    if (!isAdmin()) { key.disabled = true; secs.disabled = true; }
+    const go = actionButton('Throttle', {}, async () => {
+      const body = { for_ms: Number(secs.value) * 1000 };
+      if (key.value.trim()) body.flow_key = key.value.trim();
+      await call('POST', `/v1/queues/${q(queue)}/throttle`, body);
+      say(`Throttled ${body.flow_key || 'the whole queue'} for ${secs.value} s.`, 'ok');
+      await route();
+    }, { id: 'throttle-go' });
+    form.append(
+      h('label', { for: 'throttle-key' }, 'Flow key'), key,
+      h('label', { for: 'throttle-for' }, 'For (seconds)'), secs, go);
+    form.addEventListener('submit', (ev) => ev.preventDefault());
+    view.append(h('h2', {}, 'Throttle'), form);
   }
 
   // ---- Audit log ---------------------------------------------------------

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dlq;
+pub mod flow;
 pub mod int;
 pub mod problem;
 pub mod queues;

@@ -291,10 +291,12 @@ fn settle_shapes(with_id: bool) -> Value {
         json!({"type": "object", "additionalProperties": false, "required": req, "properties": properties})
     };
     json!({"oneOf": [
-        shape(json!(["SUCCESS", "RELEASE"]), json!({"error": {"type": "null"}, "defer_ms": {"type": "null"}}), &[]),
+        shape(json!(["SUCCESS", "RELEASE"]), json!({"error": {"type": "null"}, "defer_ms": {"type": "null"}, "throttle": {"type": "null"}}), &[]),
         shape(json!(["RETRYABLE_FAILURE", "PERMANENT_FAILURE", "FAILURE"]),
-            json!({"error": schema_ref("ReportedError"), "defer_ms": {"type": "null"}}), &["error"]),
-        shape(json!(["DEFER"]), json!({"error": {"type": "null"}, "defer_ms": int(0, U64_MAX)}), &["defer_ms"]),
+            json!({"error": schema_ref("ReportedError"), "defer_ms": {"type": "null"}, "throttle": {"type": "null"}}), &["error"]),
+        shape(json!(["DEFER"]), json!({"error": {"type": "null"}, "defer_ms": int(0, U64_MAX),
+            "throttle": {"type": ["string", "null"], "enum": ["key", "queue", null],
+                "description": "Also throttle the task's flow key (the queue for a task without one) or the whole queue until the deferral is due"}}), &["defer_ms"]),
     ]})
 }
 
@@ -369,9 +371,50 @@ fn policy_properties() -> Value {
         "retain_succeeded_ms": int(0, U64_MAX),
         "queuey_compatible": {"type": ["boolean", "null"],
             "description": "Speak queuey 1.1's wire format on a broker (docs/stores/rabbitmq.md); default false, and null removes the setting"},
-        "callback": schema_ref("CallbackTarget")
+        "callback": schema_ref("CallbackTarget"),
+        "flow": schema_ref("FlowPolicy")
     })
 }
+
+/// A token bucket of a flow policy.
+fn flow_rate() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["per_second"],
+        "properties": {
+            "per_second": {"type": "number", "exclusiveMinimum": 0, "maximum": 1_000_000,
+                "description": "Starts per second; fractions allowed (0.5: one start every two seconds)"},
+            "burst": int(1, 1_000_000)
+        }
+    })
+}
+
+hand_written!(
+    /// A queue's flow limits: the policy's `flow` section.
+    FlowPolicy,
+    uses [],
+    json!({
+        "type": "object",
+        "description": "Rate, concurrency and fairness limits (docs/flow-control.md); {} limits nothing. Weights need \"fairness\": \"weighted\".",
+        "additionalProperties": false,
+        "properties": {
+            "rate": flow_rate(),
+            "concurrency": int(1, 1_000_000),
+            "local_concurrency": int(1, 1_000_000),
+            "key_concurrency": int(1, 1_000_000),
+            "key_rate": flow_rate(),
+            "fairness": {"type": "string", "enum": ["fifo", "weighted"]},
+            "weights": {
+                "type": "object",
+                "maxProperties": 1000,
+                "propertyNames": {"minLength": 1, "maxLength": 128, "pattern": crate::flow::FLOW_KEY_PATTERN},
+                "additionalProperties": int(1, 1000)
+            },
+            "default_weight": int(1, 1000)
+        }
+    })
+);
 
 hand_written!(
     /// A token scope, as `GET /v1/whoami` lists them.
@@ -402,7 +445,7 @@ hand_written!(
 hand_written!(
     /// A queue's live policy, defaults filled in.
     QueuePolicy,
-    uses [Backoff, Glob, CallbackTarget],
+    uses [Backoff, Glob, CallbackTarget, FlowPolicy],
     json!({
         "type": "object",
         "description": "docs/configuration.md lists every field and its default.",
@@ -413,7 +456,7 @@ hand_written!(
 hand_written!(
     /// The fields of a queue's policy to change.
     QueuePolicyPatch,
-    uses [Backoff, Glob, CallbackTarget],
+    uses [Backoff, Glob, CallbackTarget, FlowPolicy],
     json!({
         "type": "object",
         "description": "The fields to change (docs/configuration.md); nested objects such as backoff and callback are replaced whole; \"callback\": null removes the target. A callback URL must pass the server's allowlist ([callbacks] allow), which this document cannot know: elsewhere it is 400 INVALID_POLICY.",

@@ -108,6 +108,21 @@ pub struct SettleBody {
         skip_serializing_if = "Option::is_none"
     )]
     pub defer_ms: Option<u64>,
+    /// With `DEFER` only: also throttle the task's flow key (`key`; the
+    /// whole queue for a task without one) or the whole queue (`queue`)
+    /// until the deferral is due, for every worker and node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<DeferThrottle>,
+}
+
+/// What a deferral throttles until it is due (back-pressure a worker met).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DeferThrottle {
+    /// The task's flow key (the whole queue for a task without one).
+    Key,
+    /// The whole queue.
+    Queue,
 }
 
 /// Body of `POST /v1/settle`.

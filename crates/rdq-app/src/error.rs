@@ -206,8 +206,26 @@ impl From<EngineError> for AppError {
             .and_then(|rest| rest.strip_prefix(": "))
             .unwrap_or(&text)
             .to_owned();
-        Self::new(kind, e.code(), detail)
+        // An engine's INVALID_ARGUMENT names its field first
+        // ("flow_key: must not be empty"): say which, as INVALID_FIELD does.
+        let field = matches!(e, EngineError::InvalidArgument(_))
+            .then(|| detail.split_once(": ").map(|(f, _)| f.to_owned()))
+            .flatten()
+            .filter(|f| is_field_path(f));
+        let err = Self::new(kind, e.code(), detail);
+        match field {
+            Some(f) => err.with("field", json!(f)),
+            None => err,
+        }
     }
+}
+
+/// True when `text` reads as a field path (`flow_key`, `error.type`).
+fn is_field_path(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.')
 }
 
 /// A short, stable summary of a code, for a problem document's `title`.

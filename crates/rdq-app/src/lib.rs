@@ -34,6 +34,7 @@ pub mod audit;
 pub mod auth;
 pub mod dlq;
 pub mod error;
+pub mod flow;
 pub mod insights;
 pub mod metrics;
 pub mod queues;
@@ -199,14 +200,48 @@ impl App {
     }
 
     /// The Prometheus text of the counters, with queue sizes where the
-    /// store counts tasks.
+    /// store counts tasks, and the `rdq_flow_*` gauges of every queue with
+    /// a flow section where the store keeps flow limits.
     pub async fn metrics_text(&self) -> String {
         let counts = if self.engine.capabilities().counts {
             self.engine.counts().await.unwrap_or_default()
         } else {
             Vec::new()
         };
-        self.metrics.render(&counts)
+        let mut text = self.metrics.render(&counts);
+        text.push_str(&metrics::render_flow(&self.flow_statuses().await));
+        text
+    }
+
+    /// Each queue with a flow section, with its flow status now; none on a
+    /// store without flow limits. A queue whose status cannot be read is
+    /// left out (logged at debug).
+    async fn flow_statuses(&self) -> Vec<(String, rdq_engine::FlowStatus)> {
+        if !self.engine.capabilities().claim_flow {
+            return Vec::new();
+        }
+        let Ok(mut queues) = self.engine.queue_names().await else {
+            return Vec::new();
+        };
+        queues.sort();
+        let mut out = Vec::new();
+        for queue in queues {
+            let limited = self
+                .engine
+                .policy(&queue)
+                .await
+                .is_ok_and(|p| !p.flow.is_unlimited());
+            if !limited {
+                continue;
+            }
+            match self.engine.flow_status(&queue).await {
+                Ok(status) => out.push((queue, status)),
+                Err(e) => {
+                    tracing::debug!(queue = %queue, error = %e, "no flow status for /metrics")
+                }
+            }
+        }
+        out
     }
 
     /// What the store can do, by capability name.

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-use rdq_engine::QueueCounts;
+use rdq_engine::{FlowStatus, QueueCounts};
 
 /// Upper bounds of the dispatch latency buckets, in seconds.
 pub const LATENCY_BUCKETS: [f64; 14] = [
@@ -327,6 +327,78 @@ impl Metrics {
         }
         out
     }
+}
+
+/// The `rdq_flow_*` families for the queues with a flow section, from
+/// each one's [`FlowStatus`] at scrape time: claims the limits cut short,
+/// tokens left (queues with a rate), the busiest keys' in-flight counts,
+/// and the throttles' ends in Unix seconds (`key=""`: the whole queue).
+pub fn render_flow(flows: &[(String, FlowStatus)]) -> String {
+    let mut out = String::new();
+    if flows.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rdq_flow_throttled_claims_total Claims that flow limits cut short (a rate, a per-key limit or a throttle passed due tasks over).\n# TYPE rdq_flow_throttled_claims_total counter"
+    );
+    for (queue, status) in flows {
+        let _ = writeln!(
+            out,
+            "rdq_flow_throttled_claims_total{{queue=\"{}\"}} {}",
+            escape(queue),
+            status.throttled_claims
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rdq_flow_tokens Tokens left in the queue's rate bucket.\n# TYPE rdq_flow_tokens gauge"
+    );
+    for (queue, status) in flows {
+        if let Some(tokens) = status.tokens {
+            let _ = writeln!(
+                out,
+                "rdq_flow_tokens{{queue=\"{}\"}} {tokens}",
+                escape(queue)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rdq_flow_in_flight In-flight tasks of the busiest flow keys.\n# TYPE rdq_flow_in_flight gauge"
+    );
+    for (queue, status) in flows {
+        for key in status.keys.iter().filter(|k| k.in_flight > 0) {
+            let _ = writeln!(
+                out,
+                "rdq_flow_in_flight{{queue=\"{}\",key=\"{}\"}} {}",
+                escape(queue),
+                escape(&key.key),
+                key.in_flight
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rdq_flow_blocked_until_seconds When a throttle ends, in Unix seconds (key=\"\": the whole queue).\n# TYPE rdq_flow_blocked_until_seconds gauge"
+    );
+    for (queue, status) in flows {
+        let queue_wide = status.blocked_until.map(|t| ("", t));
+        let keys = status
+            .keys
+            .iter()
+            .filter_map(|k| k.blocked_until.map(|t| (k.key.as_str(), t)));
+        for (key, until) in queue_wide.into_iter().chain(keys) {
+            let _ = writeln!(
+                out,
+                "rdq_flow_blocked_until_seconds{{queue=\"{}\",key=\"{}\"}} {}",
+                escape(queue),
+                escape(key),
+                until.unix_ms() as f64 / 1000.0
+            );
+        }
+    }
+    out
 }
 
 fn counter_family<'a>(

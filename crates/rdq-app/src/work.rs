@@ -48,6 +48,18 @@ pub struct Settle {
     pub lease_token: String,
     /// What happened.
     pub settlement: Settlement,
+    /// With a deferral only: what to throttle until it is due.
+    pub throttle: Option<DeferThrottle>,
+}
+
+/// What a worker's deferral throttles until it is due: back-pressure the
+/// worker met, passed on to every worker and node (`docs/flow-control.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeferThrottle {
+    /// The task's flow key (the whole queue for a task without one).
+    Key,
+    /// The whole queue.
+    Queue,
 }
 
 /// A claimed task with the token its worker presents.
@@ -99,6 +111,8 @@ pub struct Report {
     pub error: Option<ReportedError>,
     /// Required with `Defer`, refused with the others.
     pub defer_ms: Option<u64>,
+    /// With `Defer` only: also throttle until the deferral is due.
+    pub throttle: Option<DeferThrottle>,
 }
 
 impl Report {
@@ -109,7 +123,14 @@ impl Report {
             outcome,
             error,
             defer_ms,
+            throttle,
         } = self;
+        if throttle.is_some() && outcome != ReportedOutcome::Defer {
+            return Err(AppError::invalid_field(
+                "throttle",
+                "is only allowed with outcome DEFER",
+            ));
+        }
         let needs_error = matches!(
             outcome,
             ReportedOutcome::RetryableFailure
@@ -158,6 +179,18 @@ impl Report {
             },
             ReportedOutcome::Release => Ok(Settlement::Release),
         }
+    }
+
+    /// The settle of task `id` this report stands for, with the token the
+    /// worker presented (checked as [`Report::settlement`] does).
+    pub fn into_settle(self, id: TaskId, lease_token: String) -> Result<Settle, AppError> {
+        let throttle = self.throttle;
+        Ok(Settle {
+            id,
+            lease_token,
+            settlement: self.settlement()?,
+            throttle,
+        })
     }
 }
 
@@ -396,12 +429,23 @@ impl App {
     ) -> Vec<Result<Envelope, AppError>> {
         let mut results: Vec<Option<Result<Envelope, AppError>>> = Vec::with_capacity(items.len());
         let mut pending: Vec<(usize, TaskId, LeaseToken, Settlement)> = Vec::new();
+        let mut throttles: Vec<(usize, DeferThrottle)> = Vec::new();
+        let flow = self.engine.capabilities().claim_flow;
         for item in items {
             match item.and_then(|s| {
+                if s.throttle.is_some() && !flow {
+                    return Err(AppError::from(EngineError::Unsupported(
+                        "this store cannot throttle a flow key (capability claim_flow)".into(),
+                    ))
+                    .with_hint("defer without throttle"));
+                }
                 let token = self.token(s.id, &s.lease_token)?;
-                Ok((s.id, token, s.settlement))
+                Ok((s.id, token, s.settlement, s.throttle))
             }) {
-                Ok((id, token, settlement)) => {
+                Ok((id, token, settlement, throttle)) => {
+                    if let Some(t) = throttle {
+                        throttles.push((results.len(), t));
+                    }
                     pending.push((results.len(), id, token, settlement));
                     results.push(None);
                 }
@@ -453,12 +497,50 @@ impl App {
                 *r = Some(result);
             }
         }
+        for (slot, throttle) in throttles {
+            if let Some(Some(Ok(env))) = results.get(slot) {
+                self.throttle_deferred(env, throttle).await;
+            }
+        }
         results
             .into_iter()
             .map(|r| {
                 r.unwrap_or_else(|| Err(AppError::internal("the store returned too few results")))
             })
             .collect()
+    }
+
+    /// Throttles what a deferral asked for until the deferred task is due
+    /// (at most [`crate::flow::MAX_THROTTLE_MS`] from now). The settle
+    /// stands whatever happens here; a failure is logged.
+    async fn throttle_deferred(&self, env: &Envelope, throttle: DeferThrottle) {
+        let now = rdq_envelope::Timestamp::now();
+        let Some(due) = env.next_attempt_at.filter(|t| *t > now) else {
+            return;
+        };
+        let until = due.min(now.plus_ms(crate::flow::MAX_THROTTLE_MS));
+        let key = match throttle {
+            DeferThrottle::Key => env
+                .headers
+                .get(rdq_engine::flow::FLOW_KEY_HEADER)
+                .map(String::as_str),
+            DeferThrottle::Queue => None,
+        };
+        match self.engine.throttle(&env.queue, key, until).await {
+            Ok(()) => debug!(
+                task_id = %env.id,
+                queue = %env.queue,
+                flow_key = key.unwrap_or(""),
+                %until,
+                "a deferral throttled its flow"
+            ),
+            Err(e) => tracing::warn!(
+                task_id = %env.id,
+                queue = %env.queue,
+                error = %e,
+                "a deferral could not throttle its flow"
+            ),
+        }
     }
 
     /// Extends the lease on task `id` to `extend_ms` from now (`work`).
@@ -562,6 +644,7 @@ mod tests {
             outcome,
             error: None,
             defer_ms: None,
+            throttle: None,
         }
     }
 
@@ -614,6 +697,13 @@ mod tests {
     fn fields_that_do_not_go_with_the_outcome_are_refused_by_name() {
         for (bad, field) in [
             (report(ReportedOutcome::RetryableFailure), "error"),
+            (
+                Report {
+                    throttle: Some(DeferThrottle::Key),
+                    ..report(ReportedOutcome::Release)
+                },
+                "throttle",
+            ),
             (report(ReportedOutcome::Defer), "defer_ms"),
             (
                 Report {

@@ -16,13 +16,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use clap::Args;
 use rdq_api::dlq::{LineError, PageQuery, RedriveBody};
+use rdq_api::flow::{QueueFlow, ThrottleBody};
 use rdq_api::queues::QueueRow;
 use rdq_api::tasks::SubmitBody;
 use rdq_app::dlq::RedriveFilter;
 use rdq_app::{App, AppError, AppParts, Caller};
 use rdq_client::{Client, ClientError};
 use rdq_engine::{Engine, Submitted, SystemClock};
-use rdq_envelope::{Envelope, TaskId};
+use rdq_envelope::{Envelope, TaskId, Timestamp};
 use rdq_server::callback::{CallbackSettings, CallbackTarget};
 use serde_json::Value;
 
@@ -78,6 +79,17 @@ pub trait Operations {
     async fn config(&self, queue: &str) -> Result<Option<Value>, CliError>;
     /// Applies a partial policy document; returns the new policy.
     async fn set_config(&self, queue: &str, patch: Value) -> Result<Value, CliError>;
+    /// `queue`'s flow limits and how they stand now.
+    async fn flow(&self, queue: &str) -> Result<QueueFlow, CliError>;
+    /// Throttles `key` (the whole queue with `None`) for `for_ms` or until
+    /// `until` (RFC 3339); the flow status after it.
+    async fn throttle(
+        &self,
+        queue: &str,
+        key: Option<String>,
+        for_ms: Option<u64>,
+        until: Option<String>,
+    ) -> Result<QueueFlow, CliError>;
     /// One page of `queue`'s DLQ, newest first, and the next cursor.
     async fn dead_page(
         &self,
@@ -261,6 +273,24 @@ impl Operations for Local {
             .set_queue_config(&self.caller, queue, &patch)
             .await?;
         serde_json::to_value(next).map_err(|e| CliError::new("INTERNAL", e.to_string()))
+    }
+
+    async fn flow(&self, queue: &str) -> Result<QueueFlow, CliError> {
+        Ok(self.app.flow_status(&self.caller, queue).await?)
+    }
+
+    async fn throttle(
+        &self,
+        queue: &str,
+        key: Option<String>,
+        for_ms: Option<u64>,
+        until: Option<String>,
+    ) -> Result<QueueFlow, CliError> {
+        let until = rdq_app::flow::throttle_until(for_ms, until.as_deref(), Timestamp::now())?;
+        self.app
+            .throttle(&self.caller, queue, key.as_deref(), until)
+            .await?;
+        Ok(self.app.flow_status(&self.caller, queue).await?)
     }
 
     async fn dead_page(
@@ -479,6 +509,25 @@ impl Operations for Remote {
 
     async fn set_config(&self, queue: &str, patch: Value) -> Result<Value, CliError> {
         Ok(self.client.set_queue_config(queue, &patch).await?)
+    }
+
+    async fn flow(&self, queue: &str) -> Result<QueueFlow, CliError> {
+        Ok(self.client.queue_flow(queue).await?)
+    }
+
+    async fn throttle(
+        &self,
+        queue: &str,
+        key: Option<String>,
+        for_ms: Option<u64>,
+        until: Option<String>,
+    ) -> Result<QueueFlow, CliError> {
+        let body = ThrottleBody {
+            flow_key: key,
+            for_ms: for_ms.map(Value::from),
+            until,
+        };
+        Ok(self.client.throttle(queue, &body).await?)
     }
 
     async fn dead_page(

@@ -120,6 +120,7 @@ pub async fn work_stream_worker(
                 outcome: pb::ReportedOutcome::ReportedSuccess as i32,
                 error: None,
                 defer_ms: None,
+                throttle: 0,
             }),
             Some(pb::work_response::Kind::Ack(a)) => {
                 let ok = a.results.iter().filter(|r| r.problem.is_none()).count() as u64;

@@ -1,4 +1,6 @@
-//! `rdq queue list` and `rdq queue config QUEUE [--set key=value…]`.
+//! `rdq queue list`, `rdq queue config QUEUE [--set key=value…]`,
+//! `rdq queue flow QUEUE` and `rdq queue throttle QUEUE [--key K]
+//! --for 30s|--until TIME`.
 //!
 //! `--set` takes a dotted path into the policy (`max_attempts=5`,
 //! `backoff.kind=none`, `callback.url=http://…`, `callback=null`). The value
@@ -35,6 +37,36 @@ pub enum QueueCommand {
         #[command(flatten)]
         target: TargetArgs,
     },
+    /// Show a queue's flow limits and how they stand now: tokens left,
+    /// throttles, the busiest flow keys, claims the limits cut short.
+    Flow {
+        /// The queue.
+        queue: String,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Throttle a flow key, or the whole queue, for a while: claims pass
+    /// over its tasks until then, on every node.
+    Throttle {
+        /// The queue.
+        queue: String,
+        /// The flow key to throttle (default: the whole queue).
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+        /// For how long: `500ms`, `30s`, `5m`, `2h`, `1d` (at most 7 days).
+        #[arg(
+            long = "for",
+            value_name = "DURATION",
+            required_unless_present = "until",
+            conflicts_with = "until"
+        )]
+        for_: Option<String>,
+        /// Until this RFC 3339 time (`2026-07-20T14:00:00Z`).
+        #[arg(long, value_name = "TIME")]
+        until: Option<String>,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
 }
 
 /// Runs `rdq queue …`.
@@ -42,7 +74,98 @@ pub async fn run(cmd: QueueCommand) -> Result<(), CliError> {
     match cmd {
         QueueCommand::List { queues, target } => list(&queues, &target).await,
         QueueCommand::Config { queue, set, target } => config(&queue, &set, &target).await,
+        QueueCommand::Flow { queue, target } => {
+            let flow = Backend::open(&target).await?.flow(&queue).await?;
+            print_flow(&flow, target.json)
+        }
+        QueueCommand::Throttle {
+            queue,
+            key,
+            for_,
+            until,
+            target,
+        } => {
+            let for_ms = for_.as_deref().map(parse_duration_ms).transpose()?;
+            let flow = Backend::open(&target)
+                .await?
+                .throttle(&queue, key, for_ms, until)
+                .await?;
+            print_flow(&flow, target.json)
+        }
     }
+}
+
+/// Milliseconds in a duration written `500ms`, `30s`, `5m`, `2h` or `1d`
+/// (a bare number is milliseconds).
+pub fn parse_duration_ms(text: &str) -> Result<u64, CliError> {
+    let bad = || {
+        CliError::new(
+            "INVALID_ARGUMENT",
+            format!("--for {text:?}: expected a duration such as 500ms, 30s, 5m, 2h or 1d"),
+        )
+    };
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    let scale: u64 = match unit {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(scale).ok_or_else(bad)
+}
+
+fn print_flow(flow: &rdq_api::flow::QueueFlow, json: bool) -> Result<(), CliError> {
+    if json {
+        let text =
+            serde_json::to_string(flow).map_err(|e| CliError::new("INTERNAL", e.to_string()))?;
+        outln!("{text}")?;
+        return Ok(());
+    }
+    let limits = if flow.limits.as_object().is_none_or(Map::is_empty) {
+        "none".to_owned()
+    } else {
+        flow.limits.to_string()
+    };
+    outln!("queue:            {}", flow.queue)?;
+    outln!("limits:           {limits}")?;
+    if let Some(tokens) = flow.tokens {
+        outln!("tokens:           {tokens:.1}")?;
+    }
+    outln!(
+        "throttled until:  {}",
+        flow.blocked_until.as_deref().unwrap_or("-")
+    )?;
+    outln!("in flight:        {}", flow.in_flight)?;
+    outln!("throttled claims: {}", flow.throttled_claims)?;
+    if flow.keys.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = flow
+        .keys
+        .iter()
+        .map(|k| {
+            vec![
+                k.key.clone(),
+                k.in_flight.to_string(),
+                k.tokens
+                    .map_or_else(|| "-".to_owned(), |t| format!("{t:.1}")),
+                k.blocked_until.clone().unwrap_or_else(|| "-".to_owned()),
+            ]
+        })
+        .collect();
+    outln!("")?;
+    out!(
+        "{}",
+        output::table(
+            &["FLOW KEY", "IN_FLIGHT", "TOKENS", "THROTTLED UNTIL"],
+            &rows
+        )
+    )?;
+    Ok(())
 }
 
 async fn list(names: &[String], target: &TargetArgs) -> Result<(), CliError> {
@@ -157,6 +280,27 @@ pub fn build_patch(current: &Value, sets: &[String]) -> Result<Value, CliError> 
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn durations_take_a_unit_and_a_bare_number_is_milliseconds() {
+        for (text, ms) in [
+            ("250", 250),
+            ("500ms", 500),
+            ("30s", 30_000),
+            ("5m", 300_000),
+            ("2h", 7_200_000),
+            ("1d", 86_400_000),
+        ] {
+            assert_eq!(parse_duration_ms(text).unwrap(), ms, "{text}");
+        }
+        for bad in ["", "s", "1.5s", "10x", "-1s", "99999999999999999999d"] {
+            assert_eq!(
+                parse_duration_ms(bad).unwrap_err().code,
+                "INVALID_ARGUMENT",
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn values_are_json_when_they_parse_and_strings_otherwise() {

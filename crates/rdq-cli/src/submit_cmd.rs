@@ -45,6 +45,10 @@ pub struct SubmitArgs {
     /// Handler version.
     #[arg(long)]
     handler_version: Option<String>,
+    /// Flow key: the queue's per-key limits and fairness count the task
+    /// under it (1-128 bytes of `[A-Za-z0-9._:/@=+-]`; a tenant, an account).
+    #[arg(long, value_name = "KEY")]
+    flow_key: Option<String>,
     #[command(flatten)]
     target: TargetArgs,
 }
@@ -94,6 +98,7 @@ pub async fn run(args: SubmitArgs) -> Result<(), CliError> {
         ("delay_ms", args.delay_ms.map(|d| json!(d))),
         ("idempotency_key", args.idempotency_key.map(|k| json!(k))),
         ("handler_version", args.handler_version.map(|v| json!(v))),
+        ("flow_key", args.flow_key.map(|k| json!(k))),
     ] {
         if let Some(v) = value {
             body.insert(key.into(), v);

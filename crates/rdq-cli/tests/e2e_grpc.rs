@@ -94,6 +94,7 @@ fn settle(t: &pb::LeasedTask, outcome: pb::ReportedOutcome) -> pb::SettleRequest
             stack: None,
         }),
         defer_ms: None,
+        throttle: 0,
     }
 }
 
@@ -1030,4 +1031,141 @@ async fn bare_acks_carry_results_without_envelopes_and_refills_come_in_batches()
     assert_eq!(status_of(&got), pb::Status::Succeeded);
     drop(w);
     drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_flow_and_throttle_and_a_deferral_that_throttles_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RdqServer::start_on(dir.path(), &config(), "memory:", &[]);
+    let ch = channel(&server).await;
+    let mut tasks = TasksClient::new(ch.clone());
+    let mut queues = QueuesClient::new(ch.clone());
+    let mut workers = WorkersClient::new(ch.clone());
+    queues
+        .put_config(req(
+            pb::PutConfigRequest {
+                queue: "flows".into(),
+                patch_json: json!({"flow": {"key_concurrency": 4, "rate": {"per_second": 100}}})
+                    .to_string(),
+            },
+            ALL,
+        ))
+        .await
+        .unwrap();
+
+    // Submit with a flow key: stored as its header; a bad key is refused.
+    let keyed = |key: &str| pb::SubmitRequest {
+        flow_key: Some(key.into()),
+        ..submit("flows", b"x")
+    };
+    let created = tasks
+        .submit(req(keyed("tenant-a"), ALL))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        created.envelope.unwrap().headers["rdq.flow_key"],
+        "tenant-a"
+    );
+    assert_refused(
+        tasks.submit(req(keyed("bad key"), ALL)).await,
+        Code::InvalidArgument,
+        "INVALID_ARGUMENT",
+    );
+    tasks.submit(req(keyed("tenant-b"), ALL)).await.unwrap();
+
+    let flow = queues
+        .get_flow(req(
+            pb::GetFlowRequest {
+                queue: "flows".into(),
+            },
+            SUBMIT_ONLY,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(flow.queue, "flows");
+    let limits: serde_json::Value = serde_json::from_str(&flow.limits_json).unwrap();
+    assert_eq!(limits["key_concurrency"], 4);
+    assert!(flow.tokens.is_some());
+    assert_eq!(flow.blocked_until, None);
+
+    // Throttle: admin only; exactly one of for_ms and until; bad keys refused.
+    let throttle =
+        |key: Option<&str>, for_ms: Option<u64>, until: Option<&str>| pb::ThrottleRequest {
+            queue: "flows".into(),
+            flow_key: key.map(str::to_owned),
+            for_ms,
+            until: until.map(str::to_owned),
+        };
+    assert_refused(
+        queues
+            .throttle(req(throttle(None, Some(1000), None), SUBMIT_ONLY))
+            .await,
+        Code::PermissionDenied,
+        "FORBIDDEN",
+    );
+    for (bad, code) in [
+        (throttle(None, None, None), "INVALID_FIELD"),
+        (
+            throttle(None, Some(5), Some("2030-01-01T00:00:00Z")),
+            "INVALID_FIELD",
+        ),
+        (throttle(None, Some(0), None), "INVALID_FIELD"),
+        (throttle(None, None, Some("later")), "INVALID_FIELD"),
+        (throttle(Some(""), Some(5), None), "INVALID_ARGUMENT"),
+    ] {
+        assert_refused(
+            queues.throttle(req(bad, ALL)).await,
+            Code::InvalidArgument,
+            code,
+        );
+    }
+    let after = queues
+        .throttle(req(throttle(Some("tenant-c"), Some(60_000), None), ALL))
+        .await
+        .unwrap()
+        .into_inner();
+    let c = after.keys.iter().find(|k| k.key == "tenant-c").unwrap();
+    assert!(c.blocked_until.is_some());
+
+    // A deferral with DEFER_THROTTLE_KEY throttles its task's key until due.
+    let claimed = workers
+        .claim(req(
+            pb::ClaimRequest {
+                queue: "flows".into(),
+                max: 10,
+                ..Default::default()
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(claimed.tasks.len(), 2);
+    let a = claimed
+        .tasks
+        .iter()
+        .find(|t| t.envelope.as_ref().unwrap().headers["rdq.flow_key"] == "tenant-a")
+        .unwrap();
+    let mut defer = settle(a, pb::ReportedOutcome::ReportedDefer);
+    defer.defer_ms = Some(30_000);
+    defer.throttle = pb::DeferThrottle::Key as i32;
+    workers.settle(req(defer, ALL)).await.unwrap();
+    let flow = queues
+        .get_flow(req(
+            pb::GetFlowRequest {
+                queue: "flows".into(),
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let a_key = flow.keys.iter().find(|k| k.key == "tenant-a").unwrap();
+    assert!(a_key.blocked_until.is_some(), "{flow:?}");
+    let b_key = flow.keys.iter().find(|k| k.key == "tenant-b").unwrap();
+    assert_eq!(b_key.blocked_until, None);
+    assert_eq!(b_key.in_flight, 1);
+    server.terminate();
 }

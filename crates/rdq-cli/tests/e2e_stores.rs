@@ -220,6 +220,7 @@ fn settle(token: &str, outcome: ReportedOutcome, error: Option<&str>) -> SettleB
             stack: None,
         }),
         defer_ms: None,
+        throttle: None,
     }
 }
 

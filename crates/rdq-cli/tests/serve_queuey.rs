@@ -168,6 +168,7 @@ async fn scenario() {
                 outcome: ReportedOutcome::Success,
                 error: None,
                 defer_ms: None,
+                throttle: None,
             },
         )
         .await

@@ -1,7 +1,8 @@
 //! Callback dispatch end to end: the real `rdq serve`, a real HTTP receiver,
 //! and every row of `docs/outcomes.md`'s callback mapping table, plus a timeout, a
 //! refused connection, a 200 with `{"status":"FAILED"}`, `Retry-After`,
-//! `status_map`, and graceful shutdown with a callback in flight.
+//! `status_map`, graceful shutdown with a callback in flight, and a
+//! target's back-pressure throttling a flow key.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -308,6 +309,90 @@ async fn retry_after_on_429_and_503_defers_the_task_by_that_long() {
             "redelivered after {waited:?}"
         );
     }
+    server.terminate();
+}
+
+/// Submits a scripted task under flow key `key`.
+async fn submit_keyed(api: &Api, queue: &str, key: &str, script: Value) -> String {
+    let (status, body) = api
+        .post(
+            "/v1/tasks",
+            json!({"queue": queue, "handler_ref": "h", "payload_json": script, "flow_key": key}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    body["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_with_retry_after_throttles_the_tasks_flow_key_and_other_keys_keep_flowing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RdqServer::start_on(dir.path(), FAST_CONFIG, "memory:", &[]);
+    let receiver = Receiver::start().await;
+    let api = Api::new(&server.base);
+    api.configure(
+        "pushed",
+        json!({"backoff": {"kind": "none"}, "callback": {"url": receiver.url},
+               "flow": {"key_concurrency": 10}}),
+    )
+    .await;
+    let busy = submit_keyed(
+        &api,
+        "pushed",
+        "tenant-a",
+        json!({"status": 429, "retry_after": "2", "then": {"status": 200}}),
+    )
+    .await;
+    for _ in 0..400 {
+        if !receiver.for_task(&busy).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let pushed_back = receiver.for_task(&busy)[0].at;
+    // The key is throttled for every node, visible in its flow status once
+    // the answer is handled.
+    let blocked = |flow: &Value| {
+        flow["keys"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|k| k["key"] == "tenant-a" && k["blocked_until"].is_string())
+    };
+    let mut flow = Value::Null;
+    for _ in 0..200 {
+        let (status, body) = api.get("/v1/queues/pushed/flow").await;
+        assert_eq!(status, 200, "{body}");
+        flow = body;
+        if blocked(&flow) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(blocked(&flow), "tenant-a is not throttled: {flow}");
+    assert_eq!(flow["blocked_until"], Value::Null);
+
+    // Another key keeps flowing; a second task of the throttled key waits.
+    let waiting = submit_keyed(&api, "pushed", "tenant-a", json!({"status": 200})).await;
+    let other = submit_keyed(&api, "pushed", "tenant-b", json!({"status": 200})).await;
+    assert_eq!(api.settled(&other).await["status"], "SUCCEEDED");
+    let other_at = receiver.for_task(&other)[0].at;
+    assert!(
+        other_at.duration_since(pushed_back) < Duration::from_millis(1500),
+        "tenant-b waited {:?}",
+        other_at.duration_since(pushed_back)
+    );
+    assert_eq!(api.settled(&waiting).await["status"], "SUCCEEDED");
+    let waited = receiver.for_task(&waiting)[0]
+        .at
+        .duration_since(pushed_back);
+    assert!(
+        waited >= Duration::from_millis(1800),
+        "tenant-a ran again after {waited:?}"
+    );
+    let env = api.settled(&busy).await;
+    assert_eq!(env["status"], "SUCCEEDED", "{env}");
+    assert_eq!(env["deferral_count"], 1);
     server.terminate();
 }
 

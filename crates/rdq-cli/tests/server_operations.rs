@@ -431,6 +431,109 @@ async fn queue_config_and_submit_from_the_cli() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flow_keys_flow_status_and_throttles_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RdqServer::start_on(dir.path(), FAST_CONFIG, "memory:", &[]);
+    let base = server.base.clone();
+    let s = base.as_str();
+    let out = rdq(&[
+        "queue",
+        "config",
+        "flows",
+        "--set",
+        "flow.key_concurrency=2",
+        "--server",
+        s,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = rdq(&[
+        "submit",
+        "--queue",
+        "flows",
+        "--handler",
+        "h",
+        "--flow-key",
+        "tenant-a",
+        "--server",
+        s,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let env: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(env["headers"]["rdq.flow_key"], "tenant-a");
+    let out = rdq(&[
+        "submit",
+        "--queue",
+        "flows",
+        "--handler",
+        "h",
+        "--flow-key",
+        "bad key",
+        "--server",
+        s,
+    ]);
+    assert!(
+        stderr(&out).starts_with("INVALID_ARGUMENT: flow_key"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = rdq(&[
+        "queue", "throttle", "flows", "--key", "tenant-a", "--for", "30s", "--server", s, "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let flow: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(flow["keys"][0]["key"], "tenant-a");
+    assert!(flow["keys"][0]["blocked_until"].is_string(), "{flow}");
+    let out = rdq(&[
+        "queue",
+        "throttle",
+        "flows",
+        "--until",
+        "2999-01-01T00:00:00Z",
+        "--server",
+        s,
+    ]);
+    assert!(
+        stderr(&out).starts_with("INVALID_FIELD: until"),
+        "{}",
+        stderr(&out)
+    );
+    for (args, code) in [
+        (&["--for", "10x"][..], "INVALID_ARGUMENT: "),
+        (
+            &["--for", "1s", "--key", "bad key"][..],
+            "INVALID_ARGUMENT: flow_key",
+        ),
+        (&["--for", "8d"][..], "INVALID_FIELD: for_ms"),
+    ] {
+        let mut all = vec!["queue", "throttle", "flows", "--server", s];
+        all.extend_from_slice(args);
+        let out = rdq(&all);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&out).starts_with(code), "{args:?}: {}", stderr(&out));
+    }
+    // Neither --for nor --until: a usage error.
+    let out = rdq(&["queue", "throttle", "flows", "--server", s]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+
+    let out = rdq(&["queue", "flow", "flows", "--server", s]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("FLOW KEY"), "{text}");
+    assert!(text.contains("tenant-a"), "{text}");
+    assert!(
+        text.contains(r#"limits:           {"key_concurrency":2}"#),
+        "{text}"
+    );
+    let out = rdq(&["queue", "flow", "flows", "--server", s, "--json"]);
+    let flow: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(flow["limits"]["key_concurrency"], 2);
+    server.terminate();
+}
+
 #[test]
 fn the_operator_cli_works_straight_on_a_store() {
     let dir = tempfile::tempdir().unwrap();

@@ -26,6 +26,7 @@
 use rdq_api::dlq::{
     DlqPage, ImportResult, LineError, PageQuery, PurgeResult, RedriveBody, RedriveResult,
 };
+use rdq_api::flow::{QueueFlow, ThrottleBody};
 use rdq_api::queues::{CapabilityList, QueueList, QueueRow};
 use rdq_api::tasks::{SubmitBatchBody, SubmitBatchResponse, SubmitBody};
 use rdq_api::work::{
@@ -233,6 +234,31 @@ impl Client {
             Method::PUT,
             &format!("/v1/queues/{queue}/config"),
             Some(patch),
+        )
+        .await
+    }
+
+    /// `GET /v1/queues/{queue}/flow`: the queue's flow limits and status.
+    pub async fn queue_flow(&self, queue: &str) -> Result<QueueFlow, ClientError> {
+        self.json(
+            Method::GET,
+            &format!("/v1/queues/{queue}/flow"),
+            None::<&()>,
+        )
+        .await
+    }
+
+    /// `POST /v1/queues/{queue}/throttle`: throttles a flow key (or the
+    /// queue); the flow status after it.
+    pub async fn throttle(
+        &self,
+        queue: &str,
+        body: &ThrottleBody,
+    ) -> Result<QueueFlow, ClientError> {
+        self.json(
+            Method::POST,
+            &format!("/v1/queues/{queue}/throttle"),
+            Some(body),
         )
         .await
     }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use rdq_app::dlq::ImportEntry;
 use rdq_app::submit::SubmitCommand;
-use rdq_app::work::{Leased, Report, ReportedError, ReportedOutcome, Settle};
+use rdq_app::work::{DeferThrottle, Leased, Report, ReportedError, ReportedOutcome, Settle};
 use rdq_app::{App, AppError, Caller};
 use rdq_envelope::{Envelope, EnvelopeError, ErrorCode, TaskId};
 use tonic::Status;
@@ -125,16 +125,46 @@ fn settle_for(id: Result<TaskId, AppError>, msg: pb::SettleRequest) -> Result<Se
             stack: e.stack,
         }),
     };
+    let throttle = match pb::DeferThrottle::try_from(msg.throttle) {
+        Ok(pb::DeferThrottle::None) => None,
+        Ok(pb::DeferThrottle::Key) => Some(DeferThrottle::Key),
+        Ok(pb::DeferThrottle::Queue) => Some(DeferThrottle::Queue),
+        Err(_) => {
+            return Err(AppError::invalid_field(
+                "throttle",
+                "is not a DeferThrottle value",
+            ));
+        }
+    };
     let report = Report {
         outcome,
         error,
         defer_ms: msg.defer_ms,
+        throttle,
     };
-    Ok(Settle {
-        id,
-        settlement: report.settlement()?,
-        lease_token: msg.lease_token,
-    })
+    report.into_settle(id, msg.lease_token)
+}
+
+/// The FlowResponse of a queue's flow.
+pub fn flow_response(flow: rdq_api::flow::QueueFlow) -> pb::FlowResponse {
+    pb::FlowResponse {
+        queue: flow.queue,
+        limits_json: flow.limits.to_string(),
+        tokens: flow.tokens,
+        blocked_until: flow.blocked_until,
+        in_flight: flow.in_flight,
+        keys: flow
+            .keys
+            .into_iter()
+            .map(|k| pb::FlowKeyStatus {
+                key: k.key,
+                in_flight: k.in_flight,
+                tokens: k.tokens,
+                blocked_until: k.blocked_until,
+            })
+            .collect(),
+        throttled_claims: flow.throttled_claims,
+    }
 }
 
 /// The settles `items` stand for, each with the id it names as given (for
@@ -265,6 +295,7 @@ mod tests {
                 stack: None,
             }),
             defer_ms: None,
+            throttle: 0,
         };
         let (ids, settles) = settles_of(vec![
             msg,

@@ -244,6 +244,43 @@ impl pb::queues_server::Queues for GrpcApi {
             .collect();
         Ok(Response::new(pb::CapabilitiesResponse { capabilities }))
     }
+
+    async fn get_flow(
+        &self,
+        request: Request<pb::GetFlowRequest>,
+    ) -> Result<Response<pb::FlowResponse>, Status> {
+        let caller = self.caller(request.metadata())?;
+        let flow = self
+            .app
+            .flow_status(&caller, &request.get_ref().queue)
+            .await
+            .map_err(st)?;
+        Ok(Response::new(crate::messages::flow_response(flow)))
+    }
+
+    async fn throttle(
+        &self,
+        request: Request<pb::ThrottleRequest>,
+    ) -> Result<Response<pb::FlowResponse>, Status> {
+        let caller = self.caller(request.metadata())?;
+        let msg = request.into_inner();
+        let until = rdq_app::flow::throttle_until(
+            msg.for_ms,
+            msg.until.as_deref(),
+            rdq_envelope::Timestamp::now(),
+        )
+        .map_err(st)?;
+        self.app
+            .throttle(&caller, &msg.queue, msg.flow_key.as_deref(), until)
+            .await
+            .map_err(st)?;
+        let flow = self
+            .app
+            .flow_status(&caller, &msg.queue)
+            .await
+            .map_err(st)?;
+        Ok(Response::new(crate::messages::flow_response(flow)))
+    }
 }
 
 #[tonic::async_trait]

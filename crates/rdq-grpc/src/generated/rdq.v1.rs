@@ -409,6 +409,70 @@ pub struct CapabilitiesResponse {
     #[prost(map = "string, bool", tag = "1")]
     pub capabilities: ::std::collections::HashMap<::prost::alloc::string::String, bool>,
 }
+/// Names a queue.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetFlowRequest {
+    /// The queue.
+    #[prost(string, tag = "1")]
+    pub queue: ::prost::alloc::string::String,
+}
+/// Whom to throttle and until when: exactly one of `for_ms` and `until`.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ThrottleRequest {
+    /// The queue.
+    #[prost(string, tag = "1")]
+    pub queue: ::prost::alloc::string::String,
+    /// The flow key to throttle; the whole queue when unset.
+    #[prost(string, optional, tag = "2")]
+    pub flow_key: ::core::option::Option<::prost::alloc::string::String>,
+    /// Throttle for this long from now (1 ms to 7 days).
+    #[prost(uint64, optional, tag = "3")]
+    pub for_ms: ::core::option::Option<u64>,
+    /// Throttle until this RFC 3339 time (in the future, within 7 days).
+    #[prost(string, optional, tag = "4")]
+    pub until: ::core::option::Option<::prost::alloc::string::String>,
+}
+/// One flow key of a FlowResponse.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct FlowKeyStatus {
+    /// The flow key.
+    #[prost(string, tag = "1")]
+    pub key: ::prost::alloc::string::String,
+    /// Its IN_FLIGHT tasks.
+    #[prost(uint64, tag = "2")]
+    pub in_flight: u64,
+    /// Tokens left in its rate bucket; unset without a `key_rate`.
+    #[prost(double, optional, tag = "3")]
+    pub tokens: ::core::option::Option<f64>,
+    /// Throttled until this RFC 3339 time; unset when it is not.
+    #[prost(string, optional, tag = "4")]
+    pub blocked_until: ::core::option::Option<::prost::alloc::string::String>,
+}
+/// A queue's flow limits and status (`GET /v1/queues/{queue}/flow`).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct FlowResponse {
+    /// The queue.
+    #[prost(string, tag = "1")]
+    pub queue: ::prost::alloc::string::String,
+    /// The policy's `flow` section as JSON (`{}`: nothing is limited).
+    #[prost(string, tag = "2")]
+    pub limits_json: ::prost::alloc::string::String,
+    /// Tokens left in the queue's rate bucket; unset without a rate.
+    #[prost(double, optional, tag = "3")]
+    pub tokens: ::core::option::Option<f64>,
+    /// The whole queue is throttled until this RFC 3339 time; unset when not.
+    #[prost(string, optional, tag = "4")]
+    pub blocked_until: ::core::option::Option<::prost::alloc::string::String>,
+    /// The queue's IN_FLIGHT tasks.
+    #[prost(uint64, tag = "5")]
+    pub in_flight: u64,
+    /// The busiest flow keys (most in flight first) and the throttled ones.
+    #[prost(message, repeated, tag = "6")]
+    pub keys: ::prost::alloc::vec::Vec<FlowKeyStatus>,
+    /// Claims so far that flow limits cut short.
+    #[prost(uint64, tag = "7")]
+    pub throttled_claims: u64,
+}
 /// Query of Dlq.List.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct DlqListRequest {
@@ -625,6 +689,10 @@ pub struct SettleRequest {
     /// Required with DEFER.
     #[prost(uint64, optional, tag = "5")]
     pub defer_ms: ::core::option::Option<u64>,
+    /// With DEFER only: also throttle the task's flow key or the whole queue
+    /// until the deferral is due, for every worker and node.
+    #[prost(enumeration = "DeferThrottle", tag = "6")]
+    pub throttle: i32,
 }
 /// Up to 1000 settles.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -816,6 +884,39 @@ impl ReportedOutcome {
             "REPORTED_FAILURE" => Some(Self::ReportedFailure),
             "REPORTED_DEFER" => Some(Self::ReportedDefer),
             "REPORTED_RELEASE" => Some(Self::ReportedRelease),
+            _ => None,
+        }
+    }
+}
+/// What a deferral throttles until it is due (back-pressure a worker met).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum DeferThrottle {
+    /// Nothing.
+    None = 0,
+    /// The task's flow key (the whole queue for a task without one).
+    Key = 1,
+    /// The whole queue.
+    Queue = 2,
+}
+impl DeferThrottle {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::None => "DEFER_THROTTLE_NONE",
+            Self::Key => "DEFER_THROTTLE_KEY",
+            Self::Queue => "DEFER_THROTTLE_QUEUE",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "DEFER_THROTTLE_NONE" => Some(Self::None),
+            "DEFER_THROTTLE_KEY" => Some(Self::Key),
+            "DEFER_THROTTLE_QUEUE" => Some(Self::Queue),
             _ => None,
         }
     }
@@ -1488,6 +1589,46 @@ pub mod queues_client {
                 .insert(GrpcMethod::new("rdq.v1.Queues", "Capabilities"));
             self.inner.unary(req, path, codec).await
         }
+        /// The queue's flow limits and how they stand now: tokens left, throttles,
+        /// the busiest flow keys (any scope on the queue; docs/flow-control.md).
+        pub async fn get_flow(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetFlowRequest>,
+        ) -> std::result::Result<tonic::Response<super::FlowResponse>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Queues/GetFlow");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Queues", "GetFlow"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Throttles a flow key, or the whole queue, for a while: claims pass
+        /// over its tasks until then, on every node (scope `admin`; audited).
+        pub async fn throttle(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ThrottleRequest>,
+        ) -> std::result::Result<tonic::Response<super::FlowResponse>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Queues/Throttle");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Queues", "Throttle"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -1535,6 +1676,18 @@ pub mod queues_server {
             tonic::Response<super::CapabilitiesResponse>,
             tonic::Status,
         >;
+        /// The queue's flow limits and how they stand now: tokens left, throttles,
+        /// the busiest flow keys (any scope on the queue; docs/flow-control.md).
+        async fn get_flow(
+            &self,
+            request: tonic::Request<super::GetFlowRequest>,
+        ) -> std::result::Result<tonic::Response<super::FlowResponse>, tonic::Status>;
+        /// Throttles a flow key, or the whole queue, for a while: claims pass
+        /// over its tasks until then, on every node (scope `admin`; audited).
+        async fn throttle(
+            &self,
+            request: tonic::Request<super::ThrottleRequest>,
+        ) -> std::result::Result<tonic::Response<super::FlowResponse>, tonic::Status>;
     }
     /// Queues with their numbers, live policy, what the store can do.
     #[derive(Debug)]
@@ -1772,6 +1925,92 @@ pub mod queues_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CapabilitiesSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Queues/GetFlow" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetFlowSvc<T: Queues>(pub Arc<T>);
+                    impl<T: Queues> tonic::server::UnaryService<super::GetFlowRequest>
+                    for GetFlowSvc<T> {
+                        type Response = super::FlowResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetFlowRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Queues>::get_flow(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetFlowSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Queues/Throttle" => {
+                    #[allow(non_camel_case_types)]
+                    struct ThrottleSvc<T: Queues>(pub Arc<T>);
+                    impl<T: Queues> tonic::server::UnaryService<super::ThrottleRequest>
+                    for ThrottleSvc<T> {
+                        type Response = super::FlowResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ThrottleRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Queues>::throttle(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ThrottleSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

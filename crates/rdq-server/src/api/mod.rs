@@ -98,6 +98,12 @@ pub fn route_table(max_import_bytes: usize) -> RouteTable {
         .add(Method::GET, "/v1/capabilities", queues::capabilities)
         .add(Method::GET, "/v1/queues/{queue}/config", queues::get_config)
         .add(Method::PUT, "/v1/queues/{queue}/config", queues::put_config)
+        .add(Method::GET, "/v1/queues/{queue}/flow", queues::get_flow)
+        .add(
+            Method::POST,
+            "/v1/queues/{queue}/throttle",
+            queues::throttle,
+        )
         .add(Method::POST, "/v1/queues/{queue}/claim", workers::claim)
         .add(Method::GET, "/v1/queues/{queue}/dead", dead::list)
         .add(Method::DELETE, "/v1/queues/{queue}/dead", dead::purge)

@@ -65,6 +65,8 @@ use super::{dead, health, insights, queues, tasks, workers};
         queues::capabilities,
         queues::get_config,
         queues::put_config,
+        queues::get_flow,
+        queues::throttle,
         dead::list,
         dead::get,
         dead::redrive,

@@ -1,6 +1,6 @@
-//! `/v1/queues`: every queue with its numbers, each queue's live policy,
-//! and `/v1/capabilities`: what the store can do. Thin adapters over the
-//! application layer (`rdq_app`).
+//! `/v1/queues`: every queue with its numbers, each queue's live policy and
+//! flow (`…/flow`, `…/throttle`), and `/v1/capabilities`: what the store
+//! can do. Thin adapters over the application layer (`rdq_app`).
 //!
 //! `PUT …/config` takes a partial document: the fields it names replace the
 //! current ones (nested objects such as `backoff` and `callback` whole), the
@@ -14,15 +14,19 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
+use rdq_api::flow::{QueueFlow, ThrottleBody};
 use rdq_api::queues::{CapabilityList, QueueList, QueueListQuery};
 use rdq_api::schema::{QueuePolicy, QueuePolicyPatch};
-use rdq_app::Caller;
+use rdq_app::flow::{MAX_THROTTLE_MS, throttle_until};
+use rdq_app::{AppError, Caller};
+use rdq_envelope::Timestamp;
+use serde_json::Value;
 
 use super::components::{ConfigScope, Problem400, Problem404, QueuePath};
 use super::response::json_response;
 use super::state::AppState;
 use crate::problem::ApiError;
-use crate::request::{JsonDocument, PathArgs, QueryArgs};
+use crate::request::{JsonBody, JsonDocument, PathArgs, QueryArgs};
 
 /// Response header saying a policy lives in this process only.
 pub const CONFIG_SCOPE_HEADER: &str = "rdq-config-scope";
@@ -130,4 +134,65 @@ pub async fn put_config(
         .set_queue_config(&caller, &queue, &patch)
         .await?;
     Ok(with_scope(&state, json_response(StatusCode::OK, &next)))
+}
+
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}/flow", operation_id = "getQueueFlow", tag = "queues",
+    summary = "The queue's flow limits and how they stand now: tokens left, throttles, the busiest flow keys (any scope on the queue)",
+    params(QueuePath),
+    responses(
+        (status = 200, description = "The flow limits and status", body = QueueFlow),
+        (status = 400, response = Problem400),
+        (status = 404, response = Problem404),
+    ),
+)]
+/// `GET /v1/queues/{queue}/flow`: the queue's flow limits and status.
+pub async fn get_flow(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathArgs(queue): PathArgs<String>,
+) -> Result<Response, ApiError> {
+    let flow = state.app().flow_status(&caller, &queue).await?;
+    Ok(json_response(StatusCode::OK, &flow))
+}
+
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/throttle", operation_id = "throttleQueue", tag = "queues",
+    summary = "Throttle a flow key, or the whole queue, for a while: claims pass over its tasks until then, on every node (admin; audited)",
+    params(QueuePath),
+    request_body = ThrottleBody,
+    responses(
+        (status = 200, description = "The flow limits and status after the throttle", body = QueueFlow,
+            links(("GetQueueFlow" = (operation_id = "getQueueFlow", parameters(("queue" = "$request.path.queue")))))),
+        (status = 404, response = Problem404),
+    ),
+)]
+/// `POST /v1/queues/{queue}/throttle`: throttles `flow_key` (or the queue)
+/// for `for_ms` or until `until`; answers the flow status.
+pub async fn throttle(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathArgs(queue): PathArgs<String>,
+    JsonBody(body): JsonBody<ThrottleBody>,
+) -> Result<Response, ApiError> {
+    let for_ms = match &body.for_ms {
+        None => None,
+        Some(Value::Number(n)) => Some(
+            rdq_api::int::number_to_unsigned(n, MAX_THROTTLE_MS).map_err(|_| throttle_range())?,
+        ),
+        Some(_) => return Err(throttle_range().into()),
+    };
+    let until = throttle_until(for_ms, body.until.as_deref(), Timestamp::now())?;
+    let app = state.app();
+    app.throttle(&caller, &queue, body.flow_key.as_deref(), until)
+        .await?;
+    let flow = app.flow_status(&caller, &queue).await?;
+    Ok(json_response(StatusCode::OK, &flow))
+}
+
+fn throttle_range() -> AppError {
+    AppError::invalid_field(
+        "for_ms",
+        format!("must be an integer from 1 to {MAX_THROTTLE_MS} (7 days)"),
+    )
 }

@@ -14,8 +14,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use rdq_api::work::{
-    ClaimBody, ClaimResponse, ClaimedTask, ExtendBody, ReportedError, ReportedOutcome,
-    SettleBatchBody, SettleBatchResponse, SettleBody, SettleItemResult,
+    ClaimBody, ClaimResponse, ClaimedTask, DeferThrottle, ExtendBody, ReportedError,
+    ReportedOutcome, SettleBatchBody, SettleBatchResponse, SettleBody, SettleItemResult,
 };
 use rdq_app::work::{self, MAX_SETTLE_BATCH, Report, Settle};
 use rdq_app::{AppError, Caller};
@@ -88,12 +88,12 @@ fn settle_of(id: TaskId, body: SettleBody) -> Result<Settle, AppError> {
             },
         ),
         defer_ms: body.defer_ms,
+        throttle: body.throttle.map(|t| match t {
+            DeferThrottle::Key => work::DeferThrottle::Key,
+            DeferThrottle::Queue => work::DeferThrottle::Queue,
+        }),
     };
-    Ok(Settle {
-        id,
-        settlement: report.settlement()?,
-        lease_token: body.lease_token,
-    })
+    report.into_settle(id, body.lease_token)
 }
 
 #[utoipa::path(

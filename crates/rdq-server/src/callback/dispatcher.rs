@@ -31,7 +31,7 @@ use rdq_app::metrics::{Metrics, OutcomeLabel};
 use super::address::{AddressPolicy, CheckedResolver};
 use super::grpc::{self, Channels};
 use super::grpc_status::code_name;
-use super::mapping::{CallResult, decide, decide_grpc};
+use super::mapping::{CallResult, decide, decide_grpc, parse_retry_after};
 use super::settings::CallbackSettings;
 use super::target::{ATTEMPT_HEADER, CallbackTarget, TASK_ID_HEADER};
 
@@ -63,6 +63,8 @@ struct QueueDispatch {
     /// The gRPC target's channel (unused by an HTTP target).
     grpc: Channels,
     address_policy: AddressPolicy,
+    /// Throttles flow keys on a target's back-pressure.
+    engine: Engine,
 }
 
 struct Running {
@@ -222,6 +224,7 @@ impl Dispatcher {
                 tracer: self.tracer.clone(),
                 grpc: Channels::default(),
                 address_policy: self.settings.address_policy(),
+                engine: self.engine.clone(),
             });
             let config = WorkerConfig {
                 queues: vec![queue.clone()],
@@ -302,14 +305,18 @@ async fn dispatch_one(dispatch: Arc<QueueDispatch>, task: Arc<Task>) -> Settleme
         )
     } else {
         let result = post(&dispatch, &target, env, attempt, traceparent.as_deref()).await;
+        let now = SystemTime::now();
         let settlement = decide(
             &target,
             &result,
             env.deferral_count,
             dispatch.excerpt_bytes,
             dispatch.max_retry_after,
-            SystemTime::now(),
+            now,
         );
+        if let Some(delay) = back_pressure(&result, dispatch.max_retry_after, now) {
+            throttle_flow(&dispatch, env, delay).await;
+        }
         let (status_code, error_type) = match &result {
             CallResult::Answered { status, .. } if *status >= 400 => {
                 (Some(*status), Some(status.to_string()))
@@ -344,6 +351,53 @@ async fn dispatch_one(dispatch: Arc<QueueDispatch>, task: Arc<Task>) -> Settleme
         .metrics
         .outcome(&dispatch.queue, label(&settlement));
     settlement
+}
+
+/// How long a target asked to be left alone: a `429` or `503` answer with
+/// a `Retry-After` (seconds or an HTTP date) in the future, capped by
+/// `max_retry_after_ms`.
+pub fn back_pressure(result: &CallResult, max: Duration, now: SystemTime) -> Option<Duration> {
+    let CallResult::Answered {
+        status: 429 | 503,
+        retry_after: Some(value),
+        ..
+    } = result
+    else {
+        return None;
+    };
+    parse_retry_after(value, now)
+        .map(|d| d.min(max))
+        .filter(|d| !d.is_zero())
+}
+
+/// Throttles the task's flow key (the whole queue for a task without one)
+/// for `delay`, for every node on the store (`docs/flow-control.md`). A
+/// store without flow limits keeps the deferral alone.
+async fn throttle_flow(dispatch: &QueueDispatch, env: &rdq_envelope::Envelope, delay: Duration) {
+    let key = env
+        .headers
+        .get(rdq_engine::flow::FLOW_KEY_HEADER)
+        .map(String::as_str);
+    if !dispatch.engine.capabilities().claim_flow {
+        debug!(queue = %dispatch.queue, task_id = %env.id, "the target pushed back; this store keeps no flow limits, so only the task waits");
+        return;
+    }
+    let until = rdq_envelope::Timestamp::now().plus(delay);
+    match dispatch.engine.throttle(&dispatch.queue, key, until).await {
+        Ok(()) => debug!(
+            queue = %dispatch.queue,
+            task_id = %env.id,
+            flow_key = key.unwrap_or(""),
+            %until,
+            "the target pushed back: flow throttled"
+        ),
+        Err(e) => warn!(
+            queue = %dispatch.queue,
+            task_id = %env.id,
+            error = %e,
+            "the target pushed back but the flow could not be throttled"
+        ),
+    }
 }
 
 /// POSTs the envelope to an HTTP target.
@@ -473,5 +527,47 @@ fn label(settlement: &Settlement) -> OutcomeLabel {
         }
         Settlement::Defer { .. } => OutcomeLabel::Deferred,
         Settlement::Release => OutcomeLabel::Released,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(status: u16, retry_after: Option<&str>) -> CallResult {
+        CallResult::Answered {
+            status,
+            body: Vec::new(),
+            retry_after: retry_after.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn only_a_429_or_503_with_a_future_retry_after_is_back_pressure() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let max = Duration::from_secs(60);
+        assert_eq!(
+            back_pressure(&answered(429, Some("2")), max, now),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            back_pressure(&answered(503, Some("3600")), max, now),
+            Some(max)
+        );
+        let date = httpdate::fmt_http_date(now + Duration::from_secs(5));
+        assert_eq!(
+            back_pressure(&answered(503, Some(&date)), max, now),
+            Some(Duration::from_secs(5))
+        );
+        for quiet in [
+            answered(429, None),
+            answered(429, Some("0")),
+            answered(429, Some("soon")),
+            answered(500, Some("2")),
+            answered(200, Some("2")),
+            CallResult::TimedOut,
+        ] {
+            assert_eq!(back_pressure(&quiet, max, now), None, "{quiet:?}");
+        }
     }
 }

@@ -13,7 +13,9 @@
 //! that long instead (no attempt spent), capped by the server's
 //! `max_retry_after_ms`, until the task has been deferred `max_deferrals`
 //! times; after that the answer counts as a retryable failure so a receiver
-//! that always says "later" still lets the task reach the DLQ.
+//! that always says "later" still lets the task reach the DLQ. The
+//! dispatcher also throttles the task's flow key until then
+//! ([`super::dispatcher::back_pressure`]).
 //!
 //! Every failure records what happened: `http.Status503` (with the status,
 //! the URL and a bounded excerpt of the body in the message and in `detail`),
