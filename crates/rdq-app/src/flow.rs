@@ -158,7 +158,7 @@ impl App {
     /// Throttles `queue`'s flow key `key` (the whole queue with `None`)
     /// until `until`, for every node on the store (`admin`; audited): claims
     /// pass over its tasks until then. A later throttle is never shortened.
-    /// A bad key is `INVALID_ARGUMENT` naming `flow_key`, a queue with no
+    /// A bad key is `INVALID_FIELD` naming `flow_key`, a queue with no
     /// tasks and no stored policy `QUEUE_NOT_FOUND`; nothing changes.
     pub async fn throttle(
         &self,
@@ -281,7 +281,7 @@ mod tests {
             .throttle(&caller, "q", Some("no spaces"), until)
             .await
             .unwrap_err();
-        assert_eq!(bad.code(), "INVALID_ARGUMENT");
+        assert_eq!(bad.code(), "INVALID_FIELD");
         assert_eq!(bad.extensions()["field"], "flow_key");
         let before = app.flow_status(&caller, "q").await.unwrap();
         assert!(before.keys.is_empty());

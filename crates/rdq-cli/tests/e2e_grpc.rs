@@ -1070,7 +1070,7 @@ async fn get_flow_and_throttle_and_a_deferral_that_throttles_its_key() {
     assert_refused(
         tasks.submit(req(keyed("bad key"), ALL)).await,
         Code::InvalidArgument,
-        "INVALID_ARGUMENT",
+        "INVALID_FIELD",
     );
     tasks.submit(req(keyed("tenant-b"), ALL)).await.unwrap();
 
@@ -1113,7 +1113,7 @@ async fn get_flow_and_throttle_and_a_deferral_that_throttles_its_key() {
         ),
         (throttle(None, Some(0), None), "INVALID_FIELD"),
         (throttle(None, None, Some("later")), "INVALID_FIELD"),
-        (throttle(Some(""), Some(5), None), "INVALID_ARGUMENT"),
+        (throttle(Some(""), Some(5), None), "INVALID_FIELD"),
     ] {
         assert_refused(
             queues.throttle(req(bad, ALL)).await,

@@ -475,7 +475,7 @@ async fn flow_keys_flow_status_and_throttles_from_the_cli() {
         s,
     ]);
     assert!(
-        stderr(&out).starts_with("INVALID_ARGUMENT: flow_key"),
+        stderr(&out).starts_with("INVALID_FIELD: flow_key"),
         "{}",
         stderr(&out)
     );
@@ -505,7 +505,7 @@ async fn flow_keys_flow_status_and_throttles_from_the_cli() {
         (&["--for", "10x"][..], "INVALID_ARGUMENT: "),
         (
             &["--for", "1s", "--key", "bad key"][..],
-            "INVALID_ARGUMENT: flow_key",
+            "INVALID_FIELD: flow_key",
         ),
         (&["--for", "8d"][..], "INVALID_FIELD: for_ms"),
     ] {

@@ -138,12 +138,12 @@ async fn bad_throttles_are_refused_by_field_and_change_nothing() {
         ),
         (
             json!({"flow_key": "has space", "for_ms": 10}),
-            "INVALID_ARGUMENT",
+            "INVALID_FIELD",
             "flow_key",
         ),
         (
             json!({"flow_key": "", "for_ms": 10}),
-            "INVALID_ARGUMENT",
+            "INVALID_FIELD",
             "flow_key",
         ),
     ] {
@@ -230,7 +230,7 @@ async fn a_submitted_flow_key_is_stored_as_its_header_and_a_bad_one_is_refused()
                 json!({"queue": "q", "handler_ref": "h", "payload_json": {}, "flow_key": bad}),
             )
             .await;
-        r.assert_problem(400, "INVALID_ARGUMENT");
+        r.assert_problem(400, "INVALID_FIELD");
         assert_eq!(r.body["field"], "flow_key", "{}", r.text);
         assert!(r.body["detail"].as_str().unwrap().starts_with("flow_key"));
     }

@@ -39,6 +39,7 @@ type Outcome struct {
 	errorType string
 	detail    json.RawMessage
 	delay     time.Duration
+	throttle  string
 }
 
 // Success is the outcome SUCCESS.
@@ -53,6 +54,14 @@ func PermanentFailure(err error) Outcome { return Outcome{kind: kindPermanent, e
 
 // Deferred is DEFER: the task comes back after d, no attempt spent.
 func Deferred(d time.Duration) Outcome { return Outcome{kind: kindDefer, delay: d} }
+
+// Throttled is DEFER that also throttles: scope ThrottleScopeKey holds the
+// task's flow key back (the whole queue for a task without one),
+// ThrottleScopeQueue the whole queue, until the deferral is due, on every
+// worker and node.
+func Throttled(d time.Duration, scope string) Outcome {
+	return Outcome{kind: kindDefer, delay: d, throttle: scope}
+}
 
 // WithType sets the error_type recorded (otherwise %T of the innermost error).
 func (o Outcome) WithType(name string) Outcome { o.errorType = name; return o }
@@ -94,6 +103,9 @@ func (o Outcome) ErrorType() string {
 
 // Delay is a deferral's delay.
 func (o Outcome) Delay() time.Duration { return o.delay }
+
+// Throttle is what a deferral throttles: ThrottleScopeKey, ThrottleScopeQueue or "".
+func (o Outcome) Throttle() string { return o.throttle }
 
 func orUnknown(err error) error {
 	if err == nil {
@@ -138,10 +150,18 @@ func force(err error, permanent bool, name string) error {
 	return &forced{err: err, permanent: permanent, name: name}
 }
 
-// deferral is what Defer returns.
-type deferral struct{ d time.Duration }
+// deferral is what Defer, Throttle and ThrottleQueue return.
+type deferral struct {
+	d        time.Duration
+	throttle string
+}
 
-func (d *deferral) Error() string { return fmt.Sprintf("deferred for %s", d.d) }
+func (d *deferral) Error() string {
+	if d.throttle != "" {
+		return fmt.Sprintf("throttled (%s) for %s", d.throttle, d.d)
+	}
+	return fmt.Sprintf("deferred for %s", d.d)
+}
 
 // Defer, returned by a handler, puts the task back for d without spending an
 // attempt (outcome DEFER). A deferred task comes back at the queue's
@@ -151,6 +171,28 @@ func Defer(d time.Duration) error {
 		d = 0
 	}
 	return &deferral{d: d}
+}
+
+// Throttle, returned by a handler that met back-pressure (an upstream's 429,
+// a tenant's quota), defers the task for d like Defer and also throttles its
+// flow key until then, on every worker and node: no task with that key is
+// claimed before d has passed. A task without a flow key throttles its whole
+// queue. The queue's store must keep flow limits (claim_flow); on one that
+// cannot the settle is refused with UNSUPPORTED and the lease runs out.
+func Throttle(d time.Duration) error {
+	if d < 0 {
+		d = 0
+	}
+	return &deferral{d: d, throttle: ThrottleScopeKey}
+}
+
+// ThrottleQueue is Throttle for the whole queue: no task of the queue is
+// claimed before d has passed.
+func ThrottleQueue(d time.Duration) error {
+	if d < 0 {
+		d = 0
+	}
+	return &deferral{d: d, throttle: ThrottleScopeQueue}
 }
 
 // Classifier is a worker-level rule deciding retryable vs permanent for
@@ -191,7 +233,8 @@ func RetryableType[E error]() Classifier {
 //
 //  1. a mapper, when given, is authoritative and sees ret and err;
 //  2. err == nil is SUCCESS;
-//  3. Defer(d) is DEFER; Permanent/Retryable (outermost wins) force the decision;
+//  3. Defer(d) is DEFER, and so are Throttle(d) and ThrottleQueue(d), which
+//     also throttle; Permanent/Retryable (outermost wins) force the decision;
 //  4. the classifiers, in order (errors.Is / errors.As);
 //  5. otherwise FAILURE: the server applies the queue's non_retryable_errors
 //     globs to error_type, and a failure no glob matches is retryable.
@@ -209,7 +252,7 @@ func Resolve(ret any, err error, mapper OutcomeMapper, classifiers []Classifier)
 	for e := err; e != nil; e = firstCause(e) {
 		switch x := e.(type) {
 		case *deferral:
-			return Deferred(x.d)
+			return Throttled(x.d, x.throttle)
 		case *forced:
 			o := Outcome{kind: kindRetryable, err: err, errorType: x.name}
 			if x.permanent {

@@ -91,6 +91,19 @@ func TestResolveClimbsTheLadderInOrder(t *testing.T) {
 	if d := rdq.Resolve(nil, rdq.Defer(time.Minute), nil, nil).Delay(); d != time.Minute {
 		t.Errorf("defer delay %v", d)
 	}
+	for _, tc := range []struct {
+		err   error
+		scope string
+	}{
+		{rdq.Defer(time.Second), ""},
+		{fmt.Errorf("upstream said 429: %w", rdq.Throttle(time.Second)), rdq.ThrottleScopeKey},
+		{rdq.ThrottleQueue(time.Second), rdq.ThrottleScopeQueue},
+	} {
+		o := rdq.Resolve(nil, tc.err, nil, nil)
+		if o.Settlement() != rdq.SettleDefer || o.Delay() != time.Second || o.Throttle() != tc.scope {
+			t.Errorf("%v: %s for %v throttling %q; want DEFER for 1s throttling %q", tc.err, o.Settlement(), o.Delay(), o.Throttle(), tc.scope)
+		}
+	}
 }
 
 func TestWrappersKeepNilAndTheMessage(t *testing.T) {

@@ -80,7 +80,20 @@ type Settle struct {
 	Outcome    string       `json:"outcome"`
 	Error      *SettleError `json:"error,omitempty"`
 	DeferMs    *int64       `json:"defer_ms,omitempty"`
+	// Throttle, with DEFER only: ThrottleScopeKey or ThrottleScopeQueue also holds the
+	// task's flow key (or the whole queue) back until the deferral is due,
+	// for every worker and node (see docs/flow-control.md).
+	Throttle string `json:"throttle,omitempty"`
 }
+
+// The scopes a deferral may throttle (Settle.Throttle).
+const (
+	// ThrottleScopeKey throttles the task's flow key; the whole queue for a task
+	// without one.
+	ThrottleScopeKey = "key"
+	// ThrottleScopeQueue throttles the whole queue.
+	ThrottleScopeQueue = "queue"
+)
 
 // SettleResult is the answer for one settle of a batch: Err is nil and
 // Envelope the updated task, or Err is an *Error (LEASE_LOST, …).

@@ -414,6 +414,7 @@ func (w *Worker) work(ctx context.Context, r *run) {
 		ms := outcome.delay.Milliseconds()
 		s.DeferMs = &ms
 		s.Error = nil
+		s.Throttle = outcome.throttle
 	}
 	if !w.closed {
 		w.settleCh <- settleItem{s}
