@@ -17,7 +17,6 @@ import (
 func TestAThrottleHoldsBackItsFlowKeyUntilTheDeferralIsDue(t *testing.T) {
 	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
 		q := queueName(t)
-		ctx := context.Background()
 		configure(t, c, q, map[string]any{"flow": map[string]any{"key_concurrency": 8}})
 		const hold = 1500 * time.Millisecond
 
@@ -45,18 +44,11 @@ func TestAThrottleHoldsBackItsFlowKeyUntilTheDeferralIsDue(t *testing.T) {
 
 		first := submit(t, c, rdq.Task{Queue: q, HandlerRef: "push-back", FlowKey: "upstream-a"})
 		waitFor(t, c, first.ID, "deferred", func(e envelope.Envelope) bool { return e.DeferralCount == 1 })
-		flow, err := c.QueueFlow(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var until time.Time
-		for _, k := range flow.Keys {
-			if k.Key == "upstream-a" && k.BlockedUntil != nil {
-				until = *k.BlockedUntil
-			}
-		}
-		if until.IsZero() || flow.BlockedUntil != nil {
-			t.Fatalf("the key is not throttled alone: %+v", flow)
+		// The settle stores the deferral, then the throttle: poll for it.
+		flow := waitForFlow(t, c, q, func(f rdq.QueueFlow) bool { return blockedUntil(f, "upstream-a") != nil })
+		until := *blockedUntil(flow, "upstream-a")
+		if flow.BlockedUntil != nil {
+			t.Fatalf("the queue is throttled, not the key alone: %+v", flow)
 		}
 
 		same := submit(t, c, rdq.Task{Queue: q, HandlerRef: "record", FlowKey: "upstream-a"})
@@ -95,14 +87,11 @@ func TestAQueueThrottleAndItsRefusals(t *testing.T) {
 		runWorker(t, c, rdq.WorkerConfig{Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
 		first := submit(t, c, rdq.Task{Queue: q, HandlerRef: "stop-all", FlowKey: "k"})
 		waitFor(t, c, first.ID, "deferred", func(e envelope.Envelope) bool { return e.DeferralCount == 1 })
-		flow, err := c.QueueFlow(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if flow.BlockedUntil == nil || time.Until(*flow.BlockedUntil) < 30*time.Second {
+		flow := waitForFlow(t, c, q, func(f rdq.QueueFlow) bool { return f.BlockedUntil != nil })
+		if time.Until(*flow.BlockedUntil) < 30*time.Second {
 			t.Fatalf("the queue is not throttled for a minute: %+v", flow)
 		}
-		flow, err = c.Throttle(ctx, q, "k", 2*time.Minute)
+		flow, err := c.Throttle(ctx, q, "k", 2*time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,4 +99,30 @@ func TestAQueueThrottleAndItsRefusals(t *testing.T) {
 			t.Fatalf("the key throttle is not shown: %+v", flow)
 		}
 	})
+}
+
+// waitForFlow polls the queue's flow status until done says so, or fails
+// after 30 seconds.
+func waitForFlow(t *testing.T, c *rdq.Client, queue string, done func(rdq.QueueFlow) bool) rdq.QueueFlow {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		flow, err := c.QueueFlow(context.Background(), queue)
+		if err == nil && done(flow) {
+			return flow
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the flow status never showed the throttle (last error %v): %+v", err, flow)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func blockedUntil(f rdq.QueueFlow, key string) *time.Time {
+	for _, k := range f.Keys {
+		if k.Key == key {
+			return k.BlockedUntil
+		}
+	}
+	return nil
 }

@@ -5,8 +5,11 @@ import dev.rdq.envelope.Envelope;
 import dev.rdq.envelope.EnvelopeCodec;
 import dev.rdq.envelope.EnvelopeException;
 import dev.rdq.envelope.Names;
+import dev.rdq.envelope.Timestamps;
 import dev.rdq.json.Json;
 import dev.rdq.json.JsonArray;
+import dev.rdq.json.JsonNull;
+import dev.rdq.json.JsonNumber;
 import dev.rdq.json.JsonObject;
 import dev.rdq.json.JsonString;
 import dev.rdq.json.JsonSyntaxException;
@@ -25,10 +28,14 @@ import java.net.http.HttpConnectTimeoutException;
 import java.net.http.HttpTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.time.Instant;
+import java.time.OffsetDateTime;
+import java.time.format.DateTimeParseException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.OptionalDouble;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
@@ -38,7 +45,8 @@ import java.util.function.Supplier;
 
 /**
  * A client of {@code rdq serve}'s HTTP API ({@code docs/http-api.md}):
- * submit, read tasks, the pull-worker calls and the DLQ.
+ * submit, read tasks, the pull-worker calls, queues and their flow
+ * control, and the DLQ.
  *
  * <p>Thread-safe and meant to be shared: a pool of kept-alive HTTP/1.1
  * connections underneath ({@code docs/sdk-java.md}, "Transport"). Every failure is an
@@ -308,6 +316,48 @@ public final class RdqClient implements AutoCloseable {
         return object(send(call("PUT", "/v1/queues/" + queue + "/config", Json.write(patch), null)));
     }
 
+    /**
+     * The queue's flow-control state ({@code GET /v1/queues/{queue}/flow}, any
+     * scope on the queue): its flow limits and how they stand now. A store
+     * without flow limits answers {@code UNSUPPORTED}.
+     */
+    public QueueFlow queueFlow(String queue) {
+        Names.validateQueueName(queue);
+        return flowOf(object(send(httpGet("/v1/queues/" + queue + "/flow"))));
+    }
+
+    /**
+     * Throttles flow key {@code flowKey} of the queue, or the whole queue when
+     * {@code flowKey} is null, for {@code duration} ({@code POST
+     * /v1/queues/{queue}/throttle}, admin): nothing it covers is claimed
+     * before then, on every worker and node, and a later throttle is never
+     * shortened by an earlier end. {@code duration} is sent in whole
+     * milliseconds, 1 ms to 7 days ({@code INVALID_FIELD} naming {@code
+     * for_ms} otherwise). A bad flow key is refused before any request with
+     * {@code INVALID_FIELD} naming {@code flow_key}. Answers the queue's flow
+     * state after the throttle.
+     */
+    public QueueFlow throttle(String queue, String flowKey, Duration duration) {
+        Names.validateQueueName(queue);
+        if (flowKey != null) {
+            Names.validateFlowKey(flowKey);
+        }
+        Objects.requireNonNull(duration, "duration");
+        long ms;
+        try {
+            ms = duration.toMillis();
+        } catch (ArithmeticException e) {
+            ms = Long.MAX_VALUE; // refused by the server as too long
+        }
+        JsonWriter w = new JsonWriter(96).startObject();
+        if (flowKey != null) {
+            w.key("flow_key").string(flowKey);
+        }
+        w.key("for_ms").number(ms);
+        w.endObject();
+        return flowOf(object(send(post("/v1/queues/" + queue + "/throttle", w.toByteArray()))));
+    }
+
     /** One page of the queue's DLQ; {@code cursor} and {@code errorTypeGlob} may be null. */
     public DeadPage listDead(String queue, int limit, String cursor, String errorTypeGlob) {
         Names.validateQueueName(queue);
@@ -525,6 +575,53 @@ public final class RdqClient implements AutoCloseable {
             throw new RdqException(RdqException.UNEXPECTED_RESPONSE, null, "not JSON: " + e.getMessage(), 0, e);
         }
         throw unexpected("expected a JSON object");
+    }
+
+    /** A flow document ({@code GET …/flow}, {@code POST …/throttle}) as a {@link QueueFlow}. */
+    static QueueFlow flowOf(JsonObject o) {
+        List<FlowKeyStatus> keys = new ArrayList<>();
+        for (JsonValue v : array(o, "keys").items()) {
+            if (!(v instanceof JsonObject k)) {
+                throw unexpected("expected an object in \"keys\"");
+            }
+            keys.add(new FlowKeyStatus(str(k, "key"), k.integer("in_flight").orElse(0L), optionalNumber(k, "tokens"),
+                    optionalTime(k, "blocked_until")));
+        }
+        JsonObject limits = o.get("limits").orElse(null) instanceof JsonObject l ? l : JsonObject.EMPTY;
+        return new QueueFlow(str(o, "queue"), limits, optionalNumber(o, "tokens"), optionalTime(o, "blocked_until"),
+                o.integer("in_flight").orElse(0L), keys, o.integer("throttled_claims").orElse(0L));
+    }
+
+    /** A number member, empty when absent or null. */
+    private static OptionalDouble optionalNumber(JsonObject o, String key) {
+        JsonValue v = o.get(key).orElse(JsonNull.INSTANCE);
+        if (v instanceof JsonNumber n) {
+            return OptionalDouble.of(n.bigDecimalValue().doubleValue());
+        }
+        if (v == JsonNull.INSTANCE) {
+            return OptionalDouble.empty();
+        }
+        throw unexpected("expected a number or null \"" + key + "\"");
+    }
+
+    /** An RFC 3339 time member, empty when absent or null. */
+    private static Optional<Instant> optionalTime(JsonObject o, String key) {
+        JsonValue v = o.get(key).orElse(JsonNull.INSTANCE);
+        if (v == JsonNull.INSTANCE) {
+            return Optional.empty();
+        }
+        if (v instanceof JsonString s) {
+            Instant t = Timestamps.parse(s.value());
+            if (t != null) {
+                return Optional.of(t);
+            }
+            try {
+                return Optional.of(OffsetDateTime.parse(s.value()).toInstant());
+            } catch (DateTimeParseException e) {
+                throw unexpected("\"" + key + "\" is not an RFC 3339 time: " + s.value());
+            }
+        }
+        throw unexpected("expected a time or null \"" + key + "\"");
     }
 
     private static JsonArray array(JsonObject o, String key) {

@@ -1,5 +1,6 @@
 package dev.rdq.worker;
 
+import dev.rdq.client.ThrottleScope;
 import dev.rdq.envelope.ErrorInfo;
 import java.io.PrintWriter;
 import java.io.StringWriter;
@@ -32,11 +33,17 @@ public final class Outcome {
     private final Kind kind;
     private final ErrorInfo error;
     private final Duration deferDelay;
+    private final ThrottleScope throttle;
 
     private Outcome(Kind kind, ErrorInfo error, Duration deferDelay) {
+        this(kind, error, deferDelay, null);
+    }
+
+    private Outcome(Kind kind, ErrorInfo error, Duration deferDelay, ThrottleScope throttle) {
         this.kind = kind;
         this.error = error;
         this.deferDelay = deferDelay;
+        this.throttle = throttle;
     }
 
     public static Outcome success() {
@@ -91,6 +98,20 @@ public final class Outcome {
         return new Outcome(Kind.DEFER, null, delay);
     }
 
+    /**
+     * DEFER for {@code delay} that also throttles {@code scope} until then,
+     * on every worker and node: the task's flow key ({@link
+     * ThrottleScope#KEY}; the whole queue for a task without one) or its
+     * whole queue ({@link ThrottleScope#QUEUE}). A {@code null} scope is a
+     * plain {@link #defer}.
+     */
+    public static Outcome throttled(Duration delay, ThrottleScope scope) {
+        if (delay.isNegative()) {
+            throw new IllegalArgumentException("a deferral cannot be negative");
+        }
+        return new Outcome(Kind.DEFER, null, delay, scope);
+    }
+
     public Kind kind() {
         return kind;
     }
@@ -103,6 +124,11 @@ public final class Outcome {
     /** The delay of a DEFER outcome. */
     public Optional<Duration> deferDelay() {
         return Optional.ofNullable(deferDelay);
+    }
+
+    /** What a DEFER outcome also throttles until it is due; empty for any other outcome or a plain deferral. */
+    public Optional<ThrottleScope> throttle() {
+        return Optional.ofNullable(throttle);
     }
 
     /**
@@ -121,6 +147,7 @@ public final class Outcome {
 
     @Override
     public String toString() {
-        return kind + (error != null ? " " + error : "") + (deferDelay != null ? " " + deferDelay : "");
+        return kind + (error != null ? " " + error : "") + (deferDelay != null ? " " + deferDelay : "")
+                + (throttle != null ? " throttle " + throttle.wireName() : "");
     }
 }

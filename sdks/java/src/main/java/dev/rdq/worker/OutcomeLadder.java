@@ -13,8 +13,9 @@ import java.util.Map;
  *       (a {@code null} answer falls through);</li>
  *   <li>per-call wrappers: a returned {@link Outcome}, or a thrown
  *       {@link PermanentException}, {@link RetryableException} or
- *       {@link DeferException} — the first found walking the cause chain from
- *       the thrown exception down;</li>
+ *       {@link DeferException} (or its subclass {@link ThrottleException},
+ *       a deferral that also throttles) — the first found walking the cause
+ *       chain from the thrown exception down;</li>
  *   <li>the worker's exception lists, matched with {@code instanceof} (so
  *       subclasses match) against the thrown exception and every cause in its
  *       {@code getCause()} chain; a non-retryable match anywhere in the chain
@@ -66,7 +67,7 @@ public final class OutcomeLadder {
                 return Outcome.retryable(r.errorInfo());
             }
             if (t instanceof DeferException d) {
-                return Outcome.defer(d.delay());
+                return Outcome.throttled(d.delay(), d.throttle().orElse(null));
             }
         }
         List<Throwable> chain = chain(error);

@@ -349,8 +349,8 @@ public final class Worker implements AutoCloseable {
                 return new Settle(c.id(), c.leaseToken(), SettleOutcome.FAILURE, e, null);
             case DEFER:
             default:
-                return new Settle(c.id(), c.leaseToken(), SettleOutcome.DEFER, null,
-                        o.deferDelay().orElse(Duration.ZERO).toMillis());
+                return Settle.defer(c.id(), c.leaseToken(), o.deferDelay().orElse(Duration.ZERO).toMillis(),
+                        o.throttle().orElse(null));
         }
     }
 
@@ -395,7 +395,12 @@ public final class Worker implements AutoCloseable {
                             }
                         }
                     } else {
-                        LOG.log(System.Logger.Level.DEBUG, "settle of " + r.id() + " refused: " + r.code());
+                        // UNSUPPORTED (a throttle on a store without flow limits) is a
+                        // deployment problem, not a race: say so louder.
+                        System.Logger.Level level = "UNSUPPORTED".equals(r.code()) ? System.Logger.Level.WARNING
+                                : System.Logger.Level.DEBUG;
+                        LOG.log(level, "settle of " + r.id() + " refused: " + r.code()
+                                + (r.detail() == null ? "" : ": " + r.detail()));
                     }
                 }
                 return;

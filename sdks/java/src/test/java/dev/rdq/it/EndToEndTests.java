@@ -13,6 +13,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.rdq.RdqException;
 import dev.rdq.client.ClaimedTask;
 import dev.rdq.client.DeadPage;
+import dev.rdq.client.FlowKeyStatus;
+import dev.rdq.client.QueueFlow;
 import dev.rdq.client.RdqClient;
 import dev.rdq.client.RedriveResult;
 import dev.rdq.client.Settle;
@@ -31,6 +33,7 @@ import dev.rdq.worker.Outcome;
 import dev.rdq.worker.PermanentException;
 import dev.rdq.worker.RetryableException;
 import dev.rdq.worker.TaskContext;
+import dev.rdq.worker.ThrottleException;
 import dev.rdq.worker.Worker;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -42,9 +45,11 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
@@ -423,6 +428,96 @@ abstract class EndToEndTests {
         assertEquals(Status.PENDING, e.status());
         assertEquals(0, e.attemptCount());
         assertTrue(e.nextAttemptAt().orElseThrow().isAfter(e.createdAt().plus(Duration.ofMinutes(59))));
+    }
+
+    // ------------------------------------------------------------------
+    // Flow control
+
+    /** Gives the queue a flow section, which the flow status and throttles need. */
+    void flowLimits(String name, long value) {
+        client.updateQueueConfig(Q, JsonObject.builder().put("flow", JsonObject.builder().put(name, value).build()).build());
+    }
+
+    Envelope submitKeyed(String handler, String flowKey) {
+        return client.submit(SubmitRequest.builder(Q, handler).flowKey(flowKey).build());
+    }
+
+    @Test
+    @DisplayName("a ThrottleException holds back its flow key until the deferral is due; another key runs meanwhile")
+    void throttle_holds_back_the_flow_key() {
+        flowLimits("key_concurrency", 8);
+        Duration hold = Duration.ofSeconds(3);
+        Map<String, Integer> calls = new ConcurrentHashMap<>();
+        Map<String, Instant> started = new ConcurrentHashMap<>();
+        start(Worker.builder(client).concurrency(4).pollInterval(Duration.ofMillis(20))
+                .handler(Q, "push-back", task -> {
+                    if (calls.merge(task.id(), 1, Integer::sum) == 1) {
+                        throw new ThrottleException(hold);
+                    }
+                })
+                .handler(Q, "record", task -> started.put(task.id(), Instant.now())));
+        String first = submitKeyed("push-back", "upstream-a").id();
+        awaitTask(client, first, "deferred", e -> e.deferralCount() == 1);
+        // The server throttles right after it has stored the deferral: wait for both.
+        QueueFlow flow = Await.until("the key throttle", Duration.ofSeconds(30), () -> {
+            QueueFlow f = client.queueFlow(Q);
+            return f.key("upstream-a").flatMap(FlowKeyStatus::blockedUntil).isPresent() ? f : null;
+        });
+        assertEquals(Q, flow.queue());
+        assertEquals(8L, flow.limits().integer("key_concurrency").orElseThrow(), flow.toString());
+        assertTrue(flow.blockedUntil().isEmpty(), "the queue is not throttled: " + flow);
+        Instant until = flow.key("upstream-a").flatMap(FlowKeyStatus::blockedUntil).orElseThrow();
+
+        String same = submitKeyed("record", "upstream-a").id();
+        String other = submitKeyed("record", "upstream-b").id();
+        awaitTask(client, other, "succeeded", e -> e.status() == Status.SUCCEEDED);
+        awaitTask(client, same, "succeeded", e -> e.status() == Status.SUCCEEDED);
+        Envelope done = awaitTask(client, first, "succeeded", e -> e.status() == Status.SUCCEEDED);
+        assertEquals(1, done.attemptCount(), "the throttle spent no attempt");
+        assertFalse(started.get(same).isBefore(until),
+                "a task of the throttled key started at " + started.get(same) + ", before the throttle's end " + until);
+        assertTrue(started.get(other).isBefore(until),
+                "the other key waited for the throttle: started " + started.get(other) + ", throttle ended " + until);
+    }
+
+    @Test
+    @DisplayName("a queue-scope ThrottleException and RdqClient.throttle show in the flow status; a bad flow key is refused locally")
+    void queue_throttle_and_refusals() {
+        flowLimits("concurrency", 8);
+        RdqException bad = assertThrows(RdqException.class, () -> client.throttle(Q, "bad key", Duration.ofSeconds(1)));
+        assertEquals("INVALID_FIELD", bad.code());
+        assertEquals("flow_key", bad.field().orElseThrow());
+        assertEquals(0, bad.httpStatus(), "refused before any request");
+        AtomicBoolean once = new AtomicBoolean();
+        start(Worker.builder(client).pollInterval(Duration.ofMillis(20)).handler(Q, "stop-all", task -> {
+            if (once.compareAndSet(false, true)) {
+                throw ThrottleException.queue(Duration.ofMinutes(1));
+            }
+        }));
+        String first = submitKeyed("stop-all", "k").id();
+        awaitTask(client, first, "deferred", e -> e.deferralCount() == 1);
+        QueueFlow flow = Await.until("the queue throttle", Duration.ofSeconds(30), () -> {
+            QueueFlow f = client.queueFlow(Q);
+            return f.blockedUntil().isPresent() ? f : null;
+        });
+        Instant queueUntil = flow.blockedUntil().orElseThrow();
+        assertTrue(queueUntil.isAfter(Instant.now().plusSeconds(30)), "the queue is not throttled for a minute: " + flow);
+
+        QueueFlow keyed = client.throttle(Q, "k", Duration.ofMinutes(2));
+        assertEquals(1, keyed.keys().size(), keyed.toString());
+        assertEquals("k", keyed.keys().get(0).key());
+        Instant keyUntil = keyed.keys().get(0).blockedUntil()
+                .orElseThrow(() -> new AssertionError("the key throttle is not shown: " + keyed));
+        assertTrue(keyUntil.isAfter(Instant.now().plusSeconds(90)), keyed.toString());
+        assertEquals(Optional.of(queueUntil), keyed.blockedUntil(), "the queue throttle stands");
+
+        QueueFlow shorter = client.throttle(Q, null, Duration.ofSeconds(1));
+        assertEquals(Optional.of(queueUntil), shorter.blockedUntil(), "a later throttle is never shortened");
+        RdqException zero = assertThrows(RdqException.class, () -> client.throttle(Q, null, Duration.ZERO));
+        assertEquals("INVALID_FIELD", zero.code());
+        assertEquals("for_ms", zero.field().orElseThrow());
+        assertEquals(400, zero.httpStatus());
+        assertEquals(Status.PENDING, client.get(first).status());
     }
 
     @Test

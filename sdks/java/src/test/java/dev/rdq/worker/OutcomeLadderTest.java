@@ -1,8 +1,14 @@
 package dev.rdq.worker;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.rdq.client.ClaimedTask;
+import dev.rdq.client.Settle;
+import dev.rdq.client.SettleOutcome;
+import dev.rdq.client.ThrottleScope;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.SocketTimeoutException;
@@ -64,6 +70,48 @@ class OutcomeLadderTest {
         assertEquals("billing.Declined", p.error().orElseThrow().type());
         Outcome d = lists.decide(null, new DeferException(Duration.ofSeconds(5)));
         assertEquals(Duration.ofSeconds(5), d.deferDelay().orElseThrow());
+    }
+
+    @Test
+    @DisplayName("a ThrottleException is DEFER carrying its scope, found through the cause chain; a DeferException throttles nothing")
+    void throttles() {
+        Outcome plain = lists.decide(null, new DeferException(Duration.ofSeconds(1)));
+        assertEquals(Outcome.Kind.DEFER, plain.kind());
+        assertTrue(plain.throttle().isEmpty());
+        Outcome key = lists.decide(null, new CompletionException(new ThrottleException(Duration.ofSeconds(1))));
+        assertEquals(Outcome.Kind.DEFER, key.kind());
+        assertEquals(Duration.ofSeconds(1), key.deferDelay().orElseThrow());
+        assertEquals(ThrottleScope.KEY, key.throttle().orElseThrow());
+        assertEquals(ThrottleScope.KEY, lists.decide(null, ThrottleException.key(Duration.ofSeconds(1))).throttle().orElseThrow());
+        Outcome queue = lists.decide(null, ThrottleException.queue(Duration.ofMinutes(1)));
+        assertEquals(ThrottleScope.QUEUE, queue.throttle().orElseThrow());
+        assertEquals(Duration.ofMinutes(1), queue.deferDelay().orElseThrow());
+        assertEquals(ThrottleScope.QUEUE, new ThrottleException(Duration.ZERO, ThrottleScope.QUEUE).scope());
+        assertEquals("throttled (queue) for 60000 ms", ThrottleException.queue(Duration.ofMinutes(1)).getMessage());
+        assertThrows(IllegalArgumentException.class, () -> new ThrottleException(Duration.ofSeconds(-1)));
+        assertThrows(NullPointerException.class, () -> new ThrottleException(Duration.ofSeconds(1), null));
+        // A mapper or a ValueHandler says the same with an Outcome.
+        assertEquals(ThrottleScope.QUEUE, lists.decide(Outcome.throttled(Duration.ofSeconds(2), ThrottleScope.QUEUE), null)
+                .throttle().orElseThrow());
+        assertTrue(Outcome.throttled(Duration.ofSeconds(2), null).throttle().isEmpty());
+        assertTrue(Outcome.permanent("t", "m").throttle().isEmpty());
+        assertThrows(IllegalArgumentException.class, () -> Outcome.throttled(Duration.ofSeconds(-1), ThrottleScope.KEY));
+    }
+
+    @Test
+    @DisplayName("the worker's settle of a throttling outcome is DEFER with defer_ms and the scope")
+    void throttle_settles() {
+        ClaimedTask c = new ClaimedTask("01J2ZK7Q8XW5H3N9G4T6B8RDQ0", "lease", null);
+        Settle key = Worker.toSettle(c, lists.decide(null, new ThrottleException(Duration.ofMillis(1500))));
+        assertEquals(SettleOutcome.DEFER, key.outcome());
+        assertEquals(1500L, key.deferMs());
+        assertEquals(ThrottleScope.KEY, key.throttle());
+        assertNull(key.error());
+        assertEquals(ThrottleScope.QUEUE, Worker.toSettle(c, Outcome.throttled(Duration.ofSeconds(3), ThrottleScope.QUEUE)).throttle());
+        Settle plain = Worker.toSettle(c, Outcome.defer(Duration.ofSeconds(3)));
+        assertEquals(3000L, plain.deferMs());
+        assertNull(plain.throttle());
+        assertNull(Worker.toSettle(c, Outcome.success()).throttle());
     }
 
     @Test

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Flow control's benchmarks (docs/benchmarks.md, "Flow control"), in one run:
+#   1. W1 drain on a queue with no flow limits, BASE against NEW in
+#      alternating pairs, on the embedded store and on PostgreSQL;
+#   2. flow-limit: a global concurrency limit of 64 against the same queue
+#      unlimited, three nodes on one PostgreSQL schema;
+#   3. fairness: 10,000 tasks of one key and 100 of another, 16 handlers;
+#   4. flow-exact: 100,000 claims under per-key and global limits on every
+#      store that keeps flow limits (three nodes where the store is shared).
+#
+#   bash bench/flow.sh BASE_RDQ NEW_RDQ [PAIRS]   (PAIRS defaults to 5)
+#
+# PostgreSQL on 127.0.0.1:5432 and Redis on 127.0.0.1:6379 (scripts/services.sh).
+# Each run works in a schema / key prefix of its own, dropped afterwards.
+set -u
+B=$1; N=$2; P=${3:-5}
+PG='postgres://postgres@127.0.0.1:5432/test'
+cd "$(mktemp -d)"
+n=0
+fresh() { n=$((n + 1)); echo "rdq_flow_bench_$$_$n"; }
+drop() { psql -q -h 127.0.0.1 -U postgres -d test -c "DROP SCHEMA IF EXISTS $1 CASCADE" >/dev/null 2>&1; }
+rates() { python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.0f %.0f" % (d.get("work_per_s",0), d.get("submit_per_s",0)))'; }
+w1() { # bin store
+  sync; sleep 1
+  "$1" bench --workload drain --jobs 20000 --concurrency 64 --store "$2" --json 2>/dev/null | rates
+}
+
+echo "== W1 drain, no flow limits: embedded"
+for i in $(seq 1 "$P"); do
+  b=$(w1 "$B" "$PWD/base-$i"); nw=$(w1 "$N" "$PWD/new-$i"); rm -rf "$PWD/base-$i" "$PWD/new-$i"
+  echo "embedded | pair $i | base worked,submitted/s: $b | new: $nw"
+done
+echo "== W1 drain, no flow limits: PostgreSQL"
+for i in $(seq 1 "$P"); do
+  sb=$(fresh); sn=$(fresh)
+  b=$(w1 "$B" "$PG?schema=$sb"); nw=$(w1 "$N" "$PG?schema=$sn"); drop "$sb"; drop "$sn"
+  echo "postgres | pair $i | base worked,submitted/s: $b | new: $nw"
+done
+
+echo "== flow-limit: concurrency 64 against unlimited, 3 nodes on PostgreSQL"
+s=$(fresh)
+"$N" bench --workload flow-limit --store "$PG?schema=$s" --nodes 3 --concurrency 64 --jobs 20000 --pairs 3 --json
+drop "$s"
+
+echo "== fairness: 10,000 loud and 100 quiet, 16 handlers"
+"$N" bench --workload fairness --store "$PWD/fair" --jobs 10000 --concurrency 16 --json
+s=$(fresh)
+"$N" bench --workload fairness --store "$PG?schema=$s" --jobs 10000 --concurrency 16 --json
+drop "$s"
+
+echo "== flow-exact: 100,000 claims per store"
+"$N" bench --workload flow-exact --store memory: --jobs 100000 --concurrency 64 --json
+"$N" bench --workload flow-exact --store "$PWD/exact" --jobs 100000 --concurrency 64 --json
+s=$(fresh)
+"$N" bench --workload flow-exact --store "$PG?schema=$s" --nodes 3 --concurrency 32 --jobs 100000 --json
+drop "$s"
+"$N" bench --workload flow-exact --store "redis://127.0.0.1:6379/?prefix=$(fresh)" --nodes 3 --concurrency 32 --jobs 100000 --json
+redis-cli --scan --pattern "rdq_flow_bench_$$_*" | xargs -r redis-cli del >/dev/null
