@@ -108,6 +108,10 @@ pub struct BenchArgs {
     /// only: PostgreSQL, Redis).
     #[arg(long, default_value_t = 3)]
     nodes: usize,
+    /// For `flow-limit`: how long each handler works, in milliseconds
+    /// (0: a no-op, the worst case for a limit's overhead).
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    handler_ms: u64,
     /// Pending tasks behind the measured claims, for `backlog`.
     #[arg(long, default_value_t = 1_000_000)]
     backlog: u64,
@@ -293,7 +297,14 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
         concurrency: args.concurrency,
         nodes: args.nodes,
         pairs: args.pairs.unwrap_or(3),
+        handler_ms: args.handler_ms,
     };
+    if args.handler_ms > 0 && args.workload != Workload::FlowLimit {
+        return Err(CliError::new(
+            "INVALID_ARGUMENT",
+            "--handler-ms applies to --workload flow-limit",
+        ));
+    }
     match args.workload {
         Workload::Fairness => return bench_flow::fairness(&flow).await,
         Workload::FlowExact => return bench_flow::exact(&flow).await,

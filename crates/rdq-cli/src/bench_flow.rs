@@ -14,7 +14,7 @@
 //! - `flow-limit`: tasks worked per second with a global concurrency limit
 //!   equal to `--concurrency` (each node's worker as wide as the limit)
 //!   against the same queue unlimited with `--concurrency` handlers in all,
-//!   in alternating `--pairs`.
+//!   in alternating `--pairs`, each handler working `--handler-ms`.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -50,6 +50,8 @@ pub struct FlowBench {
     pub nodes: usize,
     /// Alternating pairs for `flow-limit`.
     pub pairs: u32,
+    /// How long each `flow-limit` handler works (0: a no-op).
+    pub handler_ms: u64,
 }
 
 fn failed(e: impl std::fmt::Display) -> CliError {
@@ -326,9 +328,19 @@ pub async fn limit(b: &FlowBench) -> Result<Value, CliError> {
             let queue = queue_with(&engines[0], flow).await?;
             submit(&engines[0], &queue, None, b.jobs).await?;
             let widths = if limited { &limited_widths } else { &split };
-            let elapsed = work(&engines, &queue, widths, b.jobs, |_task: Arc<Task>| async {
-                Settlement::Success
-            })
+            let pause = Duration::from_millis(b.handler_ms);
+            let elapsed = work(
+                &engines,
+                &queue,
+                widths,
+                b.jobs,
+                move |_task: Arc<Task>| async move {
+                    if !pause.is_zero() {
+                        tokio::time::sleep(pause).await;
+                    }
+                    Settlement::Success
+                },
+            )
             .await?;
             rates[slot] = b.jobs as f64 / elapsed.as_secs_f64();
         }
@@ -347,6 +359,7 @@ pub async fn limit(b: &FlowBench) -> Result<Value, CliError> {
         "nodes": n,
         "jobs": b.jobs,
         "limit": b.concurrency,
+        "handler_ms": b.handler_ms,
         "unlimited_handlers": split,
         "limited_handlers_per_node": b.concurrency,
         "pairs": pairs,

@@ -69,6 +69,7 @@ checks! {
     key_concurrency_holds_under_concurrent_claimers
     the_rate_never_exceeds_burst_plus_rate_times_the_window
     a_flooding_key_cannot_starve_a_quiet_key
+    a_backlog_spread_over_many_keys_cannot_starve_a_quiet_key
     a_lowered_limit_is_obeyed_by_the_next_claim
     a_deferral_and_a_lease_expiry_give_their_slot_back
     a_throttle_passes_over_its_key_until_its_time

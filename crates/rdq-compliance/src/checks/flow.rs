@@ -272,6 +272,51 @@ pub async fn a_flooding_key_cannot_starve_a_quiet_key(factory: StoreFactory) {
     }
 }
 
+/// A backlog spread over many keys (one tenant sharding its work) cannot
+/// starve a key with a small one either: weighted fair queuing serves the
+/// newcomer within one round over the keys with due work, where a per-key
+/// cap alone would leave it behind the whole backlog.
+pub async fn a_backlog_spread_over_many_keys_cannot_starve_a_quiet_key(factory: StoreFactory) {
+    const CHECK: &str = "a_backlog_spread_over_many_keys_cannot_starve_a_quiet_key";
+    const SHARDS: usize = 20;
+    let Some(h) = flow_harness(&factory, CHECK, json!({"fairness": "weighted"})).await else {
+        return;
+    };
+    for shard in 0..SHARDS {
+        submit_keyed(&h, &format!("loud-{shard}"), 15).await;
+    }
+    for _ in 0..20 {
+        for c in h.claim(QUEUE, 2).await {
+            h.settle(&c, Settlement::Success).await;
+        }
+    }
+    h.advance(1);
+    let quiet = submit_keyed(&h, "quiet", 3).await;
+    let mut started = Vec::new();
+    let mut claims = 0;
+    while started.len() < quiet.len() {
+        let claimed = h.claim(QUEUE, 1).await;
+        assert_eq!(claimed.len(), 1, "work is due");
+        let c = &claimed[0];
+        h.settle(c, Settlement::Success).await;
+        claims += 1;
+        if key_of(c) == "quiet" {
+            started.push(claims);
+        }
+        assert!(
+            claims <= 3 * (SHARDS + 1),
+            "{claims} claims and the quiet key's tasks started at {started:?}: \
+             a backlog over {SHARDS} keys held the quiet key back more than one round per task"
+        );
+    }
+    assert!(
+        started[0] <= SHARDS + 1,
+        "the quiet key's first task was claim {} of a round of {}",
+        started[0],
+        SHARDS + 1
+    );
+}
+
 /// A limit lowered while tasks are in flight holds for the next claims:
 /// nothing more starts until enough have finished.
 pub async fn a_lowered_limit_is_obeyed_by_the_next_claim(factory: StoreFactory) {
