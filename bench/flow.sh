@@ -3,7 +3,8 @@
 #   1. W1 drain on a queue with no flow limits, BASE against NEW in
 #      alternating pairs, on the embedded store and on PostgreSQL;
 #   2. flow-limit: a global concurrency limit of 64 against the same queue
-#      unlimited, three nodes on one PostgreSQL schema;
+#      unlimited, three nodes on one PostgreSQL schema, with no-op handlers
+#      and with handlers that work 10 ms;
 #   3. fairness: 10,000 tasks of one key and 100 of another, 16 handlers;
 #   4. flow-exact: 100,000 claims under per-key and global limits on every
 #      store that keeps flow limits (three nodes where the store is shared).
@@ -46,6 +47,10 @@ if part limit; then
   echo "== flow-limit: concurrency 64 against unlimited, 3 nodes on PostgreSQL"
   s=$(fresh)
   "$N" bench --workload flow-limit --store "$PG?schema=$s" --nodes 3 --concurrency 64 --jobs 20000 --pairs 3 --json
+  drop "$s"
+  echo "== flow-limit: the same with handlers that work 10 ms"
+  s=$(fresh)
+  "$N" bench --workload flow-limit --store "$PG?schema=$s" --nodes 3 --concurrency 64 --jobs 20000 --pairs 3 --handler-ms 10 --json
   drop "$s"
 fi
 

@@ -114,10 +114,7 @@ fn v2(s: &str) -> String {
 /// envelope is canonical JSON; the byte search keeps the JSON parse to the
 /// rows that can match). `tasks_flow` serves a flow-controlled claim: the
 /// distinct keys of a queue's PENDING tasks (a loose index scan) and each
-/// key's next due tasks in claim order. It holds keyed tasks only, so a
-/// task submitted without a flow key (every task of a queue without flow
-/// limits, as a rule) costs no index entry more than before; a flow claim
-/// finds the unkeyed ones through `tasks_claim`. `flow_ledgers` holds each
+/// key's next due tasks in claim order. `flow_ledgers` holds each
 /// flow-controlled queue's `FlowLedger` as JSON, read and written under the
 /// queue's advisory lock.
 fn v3(s: &str) -> String {
@@ -128,7 +125,7 @@ fn v3(s: &str) -> String {
                 convert_from(envelope, 'UTF8')::json -> 'headers' ->> 'rdq.flow_key', '')
             WHERE position('\"rdq.flow_key\"'::bytea IN envelope) > 0;
         CREATE INDEX tasks_flow ON {s}.tasks (queue, flow_key, priority DESC, next_attempt_at, id)
-            WHERE status = 0 AND flow_key <> '';
+            WHERE status = 0;
         CREATE TABLE {s}.flow_ledgers (
             queue  text PRIMARY KEY,
             ledger text NOT NULL

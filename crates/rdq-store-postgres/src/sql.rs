@@ -253,10 +253,6 @@ impl Sql {
             Q::InFlight => format!(
                 "SELECT count(*) FROM {s}.tasks WHERE status = 1 AND queue = $1"
             ),
-            // Keyed candidates come from `tasks_flow` (keyed tasks only: a
-            // loose index scan for the distinct keys, then each key's next
-            // tasks), unkeyed ones from `tasks_claim`; each branch states
-            // its index's predicate so the planner can use it.
             Q::FlowRead => format!(
                 "WITH RECURSIVE busy AS (
                     SELECT flow_key, count(*) AS n FROM {s}.tasks
@@ -265,13 +261,11 @@ impl Sql {
                     SELECT greatest(least($3::int8,
                         $5::int8 - (SELECT coalesce(sum(n), 0) FROM busy)::int8), 0) AS r
                  ), keys (k) AS (
-                    (SELECT flow_key FROM {s}.tasks
-                     WHERE queue = $1 AND status = 0 AND flow_key <> ''
+                    (SELECT flow_key FROM {s}.tasks WHERE queue = $1 AND status = 0
                      ORDER BY flow_key LIMIT 1)
                     UNION ALL
                     SELECT (SELECT t.flow_key FROM {s}.tasks t
-                            WHERE t.queue = $1 AND t.status = 0 AND t.flow_key <> ''
-                                AND t.flow_key > keys.k
+                            WHERE t.queue = $1 AND t.status = 0 AND t.flow_key > keys.k
                             ORDER BY t.flow_key LIMIT 1)
                     FROM keys WHERE keys.k IS NOT NULL
                  )
@@ -280,8 +274,7 @@ impl Sql {
                  SELECT 1::int2, c.flow_key, NULL, c.priority, c.next_attempt_at, c.id
                  FROM keys CROSS JOIN room CROSS JOIN LATERAL (
                     SELECT t.flow_key, t.priority, t.next_attempt_at, t.id FROM {s}.tasks t
-                    WHERE t.queue = $1 AND t.status = 0 AND t.flow_key <> ''
-                        AND t.flow_key = keys.k
+                    WHERE t.queue = $1 AND t.status = 0 AND t.flow_key = keys.k
                         AND t.next_attempt_at <= $2 AND t.claim_count < {MAX_COUNT}
                     ORDER BY t.priority DESC, t.next_attempt_at, t.id
                     LIMIT CASE WHEN $4::int8 IS NULL THEN room.r
@@ -290,18 +283,6 @@ impl Sql {
                         END
                  ) c
                  WHERE keys.k IS NOT NULL
-                 UNION ALL
-                 SELECT 1::int2, c.flow_key, NULL, c.priority, c.next_attempt_at, c.id
-                 FROM room CROSS JOIN LATERAL (
-                    SELECT t.flow_key, t.priority, t.next_attempt_at, t.id FROM {s}.tasks t
-                    WHERE t.queue = $1 AND t.status = 0 AND t.flow_key = ''
-                        AND t.next_attempt_at <= $2 AND t.claim_count < {MAX_COUNT}
-                    ORDER BY t.priority DESC, t.next_attempt_at, t.id
-                    LIMIT CASE WHEN $4::int8 IS NULL THEN room.r
-                        ELSE least(room.r, greatest($4::int8 - coalesce(
-                            (SELECT n FROM busy WHERE busy.flow_key = ''), 0), 0) + 1)
-                        END
-                 ) c
                  UNION ALL
                  SELECT 2::int2, ledger, NULL, NULL, NULL, NULL FROM {s}.flow_ledgers
                  WHERE queue = $1"

@@ -181,8 +181,9 @@ fn finish(ctx: &mut Ctx, group: &mut Group, health: &Health) -> Vec<Done> {
             .err();
     }
     ctx.deltas.clear();
-    ctx.flow_queues.clear();
     if let Some(Fatal(why)) = fatal {
+        // The group's `flows` rows are gone with it.
+        ctx.flow_queues.clear();
         if !ctx.conn.is_autocommit()
             && let Err(e) = ctx.conn.execute_batch("ROLLBACK")
         {

@@ -13,11 +13,11 @@ pub(super) struct Ctx {
     /// Reused for every envelope encoding, so writes allocate nothing per row.
     pub(super) buf: Vec<u8>,
     pub(super) deltas: Deltas,
-    /// Whether each queue the open group asked about is flow-controlled
-    /// (has a `flows` row): a submit of a task without a flow key needs to
-    /// know (`work::submit_one`). The group holds the write lock, so only
-    /// its own writes change the answer, and they update it; forgotten when
-    /// the group ends.
+    /// Whether each queue asked about is flow-controlled (has a `flows`
+    /// row): a submit of a task without a flow key needs to know
+    /// (`work::submit_one`). This thread is the database's only writer and
+    /// a `flows` row is never removed, so only its own writes change the
+    /// answer, and they update it; forgotten when a group rolls back.
     pub(super) flow_queues: HashMap<String, bool>,
 }
 
