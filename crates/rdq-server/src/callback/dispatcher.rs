@@ -84,17 +84,7 @@ impl Dispatcher {
         metrics: Arc<Metrics>,
         shutdown_grace: Duration,
     ) -> Result<Self, reqwest::Error> {
-        // Names resolve through the address check on every connection, and
-        // the client connects to exactly the addresses that were checked.
-        let resolver = CheckedResolver::new(settings.address_policy());
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(resolver)
-            .no_proxy()
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .user_agent(concat!("rdq-server/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let client = http_client(CheckedResolver::new(settings.address_policy()))?;
         Ok(Self {
             engine,
             settings,
@@ -254,6 +244,24 @@ impl Dispatcher {
             );
         }
     }
+}
+
+/// The HTTP client of every callback. Names resolve through `resolver`
+/// (the address rules) on every new connection, and the client connects
+/// to exactly the addresses that passed: a URL's literal address skips the
+/// resolver, and was checked when the target was configured. Redirects are
+/// never followed (a 3xx is the answer, PERMANENT_FAILURE by default), so no
+/// request goes to an address nobody checked; no proxy is used, so nothing
+/// else resolves the name.
+fn http_client(resolver: CheckedResolver) -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(resolver)
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .user_agent(concat!("rdq-server/", env!("CARGO_PKG_VERSION")))
+        .build()
 }
 
 /// One callback: POST the envelope (or call `rdq.v1.Handler/Handle`), map
@@ -533,6 +541,120 @@ fn label(settlement: &Settlement) -> OutcomeLabel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::IpAddr;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A loopback HTTP server giving every request `answer` (then closing
+    /// the connection); its port and how many connections it accepted.
+    async fn serve(answer: String) -> (u16, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let _ = conn.write_all(answer.as_bytes()).await;
+                let _ = conn.shutdown().await;
+            }
+        });
+        (port, accepted)
+    }
+
+    fn refused(e: &reqwest::Error) -> bool {
+        error_chain(e).contains("callback target refused")
+    }
+
+    const LOCAL: AddressPolicy = AddressPolicy {
+        loopback: true,
+        private: false,
+    };
+
+    /// A name whose answer changes between lookups (DNS rebinding) reaches
+    /// the receiver only on the lookups that passed: the client never
+    /// resolves the name a second time to connect.
+    #[tokio::test]
+    async fn the_client_connects_only_to_the_addresses_it_checked() {
+        let (port, accepted) =
+            serve("HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n".into()).await;
+        let lookups = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&lookups);
+        let answers: [&[&str]; 4] = [
+            &["127.0.0.1"],
+            &["169.254.169.254"],
+            &["127.0.0.1", "10.0.0.1"],
+            &["127.0.0.1"],
+        ];
+        let resolver = CheckedResolver::with_lookup(LOCAL, move |name| {
+            assert_eq!(name, "rebind.test");
+            let n = seen.fetch_add(1, Ordering::SeqCst);
+            answers[n % answers.len()]
+                .iter()
+                .map(|a| a.parse::<IpAddr>().unwrap())
+                .collect()
+        });
+        let client = http_client(resolver).unwrap();
+        let url = format!("http://rebind.test:{port}/hook");
+        let mut outcomes = Vec::new();
+        for _ in 0..4 {
+            outcomes.push(match client.post(&url).send().await {
+                Ok(r) => r.status().as_u16().to_string(),
+                Err(e) if refused(&e) => "refused".to_owned(),
+                Err(e) => error_chain(&e),
+            });
+        }
+        assert_eq!(outcomes, ["204", "refused", "refused", "204"]);
+        assert_eq!(
+            lookups.load(Ordering::SeqCst),
+            4,
+            "one lookup per connection"
+        );
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+        let err = client
+            .post(format!("http://metadata.google.internal:{port}/"))
+            .send()
+            .await
+            .unwrap_err();
+        assert!(
+            error_chain(&err).contains("cloud metadata service name"),
+            "{err}"
+        );
+    }
+
+    /// A redirect is the answer: its target, allowed or not, gets nothing.
+    #[tokio::test]
+    async fn redirects_are_not_followed() {
+        let (elsewhere, reached) =
+            serve("HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n".into()).await;
+        for location in [
+            format!("http://127.0.0.1:{elsewhere}/"),
+            format!("http://localhost:{elsewhere}/"),
+            "http://169.254.169.254/latest/meta-data/".to_owned(),
+        ] {
+            for status in [
+                "301 Moved Permanently",
+                "302 Found",
+                "307 Temporary Redirect",
+                "308 Permanent Redirect",
+            ] {
+                let (port, _) = serve(format!(
+                    "HTTP/1.1 {status}\r\nlocation: {location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                ))
+                .await;
+                let client = http_client(CheckedResolver::new(LOCAL)).unwrap();
+                let answer = client
+                    .post(format!("http://127.0.0.1:{port}/hook"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(answer.status().as_str(), &status[..3], "{location}");
+            }
+        }
+        assert_eq!(reached.load(Ordering::SeqCst), 0);
+    }
 
     fn answered(status: u16, retry_after: Option<&str>) -> CallResult {
         CallResult::Answered {

@@ -341,6 +341,39 @@ mod tests {
         Status::from_error(Box::new(e))
     }
 
+    /// A gRPC connection goes only to addresses the policy allows: literal
+    /// ones are checked, names resolve through the checked lookup.
+    #[tokio::test]
+    async fn connections_are_made_only_to_allowed_addresses() {
+        let open = AddressPolicy {
+            loopback: true,
+            private: true,
+        };
+        let strict = AddressPolicy {
+            loopback: false,
+            private: false,
+        };
+        for (name, policy, why) in [
+            ("169.254.169.254", open, "never a callback target"),
+            ("fd00:ec2::254", open, "never a callback target"),
+            ("::ffff:169.254.169.254", open, "never a callback target"),
+            (
+                "metadata.google.internal",
+                open,
+                "cloud metadata service name",
+            ),
+            ("127.0.0.1", strict, "allow_loopback is off"),
+            ("localhost", strict, "allow_loopback is off"),
+        ] {
+            let err = connect_checked(name, 80, policy).await.unwrap_err();
+            assert!(err.to_string().contains(why), "{name}: {err}");
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stream = connect_checked("localhost", port, open).await.unwrap();
+        assert!(stream.peer_addr().unwrap().ip().is_loopback());
+    }
+
     #[test]
     fn a_call_broken_in_transport_is_unavailable_or_its_reset_reason() {
         let refused = std::io::Error::from(std::io::ErrorKind::ConnectionReset);

@@ -11,8 +11,10 @@
 //! address a URL reaches is checked too ([`super::address`]): loopback only
 //! with `allow_loopback` (on by default, so local development needs no
 //! configuration), private networks only with `allow_private`, metadata
-//! services never: for literal IPs here, when the target is configured, and
-//! for names on every connection, by the callback client's resolver.
+//! services and the other special-purpose ranges never: for literal IPs
+//! here, when the target is configured, and for names on every connection,
+//! by the callback client's resolver. The names of cloud metadata services
+//! are refused here and before every lookup.
 
 use std::net::IpAddr;
 
@@ -34,8 +36,9 @@ pub struct CallbackSettings {
     /// without an allowlist entry.
     pub allow_loopback: bool,
     /// Allow targets on private networks (`10/8`, `172.16/12`,
-    /// `192.168/16`, `100.64/10`, `fc00::/7`, link-local); they must still
-    /// match the allowlist. Off by default.
+    /// `192.168/16`, `100.64/10`, `fc00::/7`); they must still match the
+    /// allowlist. Off by default. Link-local, metadata and the other
+    /// special-purpose ranges stay refused.
     pub allow_private: bool,
     /// Timeout of a callback that sets no `timeout_ms` (clamped below the
     /// queue's lease).
@@ -100,7 +103,8 @@ impl CallbackSettings {
     }
 
     /// Refuses a callback URL that is not http(s), carries credentials,
-    /// names a literal address (or `localhost`) the address policy refuses,
+    /// names a literal address (or `localhost`, or a cloud metadata
+    /// service's name) the address policy refuses,
     /// or is neither loopback (when allowed) nor matched by the allowlist.
     /// What a name resolves to is checked on every connection instead (see
     /// [`super::address::CheckedResolver`]), and by [`Self::check_resolved`].
@@ -141,6 +145,7 @@ impl CallbackSettings {
         let policy = self.address_policy();
         let loopback = match &host {
             Host::Domain(name) => {
+                super::address::check_name(name)?;
                 if is_localhost(name) && !policy.loopback {
                     return Err(format!(
                         "{name} is a loopback name ([callbacks] allow_loopback is off)"
@@ -542,6 +547,42 @@ mod tests {
         }
         // allow_private lifts the address rule, not the allowlist.
         assert!(check(&settings(&[], false, true), "http://10.0.0.1/x").is_err());
+    }
+
+    #[test]
+    fn special_purpose_addresses_and_metadata_names_are_refused_whatever_the_settings() {
+        let open = settings(&["*", "grpc://*:*", "grpcs://*:*"], true, true);
+        for url in [
+            "http://169.254.1.1/x",
+            "http://[fe80::1]/x",
+            "http://100.100.100.200/x",
+            "http://192.0.2.10/x",
+            "http://198.18.0.1/x",
+            "http://192.0.0.192/x",
+            "http://[2001:db8::1]/x",
+            "http://[64:ff9b::a9fe:a9fe]/x",
+            "http://[2002:a9fe:a9fe::1]/x",
+            "http://[2001:0:a9fe:a9fe::1]/x",
+            "http://[fd20:ce::254]/x",
+            "http://metadata.google.internal/computeMetadata/v1/",
+            "http://METADATA.GOOGLE.INTERNAL./x",
+            "http://metadata/x",
+            "http://instance-data/latest/meta-data/",
+            "grpc://metadata.google.internal:80",
+            "grpcs://instance-data.ec2.internal",
+            "grpc://169.254.169.254:80",
+        ] {
+            let err = check(&open, url).unwrap_err();
+            assert!(err.contains("never a callback target"), "{url}: {err}");
+        }
+        for url in [
+            "http://8.8.8.8/x",
+            "http://[2606:4700::1111]/x",
+            "http://[2002:808:808::1]/x",
+            "http://metadata.example.com/x",
+        ] {
+            assert!(check(&open, url).is_ok(), "{url}: {:?}", check(&open, url));
+        }
     }
 
     #[test]
