@@ -206,12 +206,16 @@ impl From<EngineError> for AppError {
             .and_then(|rest| rest.strip_prefix(": "))
             .unwrap_or(&text)
             .to_owned();
-        // An engine's INVALID_ARGUMENT names its field first
-        // ("flow_key: must not be empty"): say which, as INVALID_FIELD does.
-        let field = matches!(e, EngineError::InvalidArgument(_))
-            .then(|| detail.split_once(": ").map(|(f, _)| f.to_owned()))
-            .flatten()
-            .filter(|f| is_field_path(f));
+        // An engine's INVALID_ARGUMENT and INVALID_POLICY name their field
+        // first ("flow.rate.burst: must be at least 1"): say which, as
+        // INVALID_FIELD does.
+        let field = matches!(
+            e,
+            EngineError::InvalidArgument(_) | EngineError::InvalidPolicy(_)
+        )
+        .then(|| detail.split_once(": ").map(|(f, _)| f.to_owned()))
+        .flatten()
+        .filter(|f| is_field_path(f));
         let err = Self::new(kind, e.code(), detail);
         match field {
             Some(f) => err.with("field", json!(f)),

@@ -369,3 +369,49 @@ async fn metrics_show_each_flow_controlled_queue_at_scrape_time() {
     assert!(!text.contains("rdq_flow_throttled_claims_total{queue=\"plain\"}"));
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_bad_flow_policy_is_refused_naming_its_field_and_changes_nothing() {
+    let server = TestServer::start().await;
+    let good = json!({"flow": {"rate": {"per_second": 10}}});
+    assert_eq!(
+        server.put("/v1/queues/q/config", good).await.status,
+        StatusCode::OK
+    );
+    for (flow, field) in [
+        (json!({"rate": {"per_second": -1}}), "flow.rate.per_second"),
+        (json!({"rate": {"per_second": 0}}), "flow.rate.per_second"),
+        (
+            json!({"rate": {"per_second": 5, "burst": 0}}),
+            "flow.rate.burst",
+        ),
+        (json!({"concurrency": 2_000_000}), "flow.concurrency"),
+        (json!({"key_concurrency": 0}), "flow.key_concurrency"),
+        (
+            json!({"fairness": "weighted", "weights": {"ok": 0}}),
+            "flow.weights.ok",
+        ),
+    ] {
+        let r = server
+            .put("/v1/queues/q/config", json!({ "flow": flow }))
+            .await;
+        r.assert_problem(400, "INVALID_POLICY");
+        assert_eq!(r.body["field"], field, "{}", r.text);
+    }
+    for flow in [
+        json!({"bogus": 1}),
+        json!({"fairness": "weighted", "weights": {"bad key": 2}}),
+    ] {
+        let r = server
+            .put("/v1/queues/q/config", json!({ "flow": flow }))
+            .await;
+        r.assert_problem(400, "INVALID_POLICY");
+        assert!(
+            r.body["detail"].as_str().unwrap().starts_with("flow."),
+            "{}",
+            r.text
+        );
+    }
+    let flow = server.get("/v1/queues/q/flow").await.body;
+    assert_eq!(flow["limits"], json!({"rate": {"per_second": 10.0}}));
+}
