@@ -98,6 +98,17 @@ func TestAQueueThrottleAndItsRefusals(t *testing.T) {
 		if len(flow.Keys) != 1 || flow.Keys[0].Key != "k" || flow.Keys[0].BlockedUntil == nil {
 			t.Fatalf("the key throttle is not shown: %+v", flow)
 		}
+		until := time.Now().Add(5 * time.Minute).Truncate(time.Millisecond)
+		flow, err = c.ThrottleUntil(ctx, q, "k2", until)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := blockedUntil(flow, "k2"); b == nil || !b.Equal(until) {
+			t.Fatalf("the key k2 is not throttled until %v: %+v", until, flow)
+		}
+		if _, err := c.ThrottleUntil(ctx, q, "k2", time.Now().Add(-time.Minute)); !rdq.IsCode(err, "INVALID_FIELD") {
+			t.Fatalf("a time in the past: %v", err)
+		}
 	})
 }
 

@@ -88,11 +88,20 @@ func (c *Client) QueueFlow(ctx context.Context, queue string) (QueueFlow, error)
 // never shortened by an earlier end. d is whole milliseconds from 1 ms to 7
 // days. It answers the queue's flow state after the throttle.
 func (c *Client) Throttle(ctx context.Context, queue, flowKey string, d time.Duration) (QueueFlow, error) {
+	return c.throttle(ctx, queue, flowKey, map[string]any{"for_ms": d.Milliseconds()})
+}
+
+// ThrottleUntil is Throttle until t (in the future, within 7 days; else
+// INVALID_FIELD naming until).
+func (c *Client) ThrottleUntil(ctx context.Context, queue, flowKey string, t time.Time) (QueueFlow, error) {
+	return c.throttle(ctx, queue, flowKey, map[string]any{"until": t.UTC().Format(time.RFC3339Nano)})
+}
+
+func (c *Client) throttle(ctx context.Context, queue, flowKey string, body map[string]any) (QueueFlow, error) {
 	var out QueueFlow
 	if err := envelope.ValidateQueueName(queue); err != nil {
 		return out, localError(err)
 	}
-	body := map[string]any{"for_ms": d.Milliseconds()}
 	if flowKey != "" {
 		if err := envelope.ValidateFlowKey(flowKey); err != nil {
 			return out, localError(err)

@@ -338,10 +338,6 @@ public final class RdqClient implements AutoCloseable {
      * state after the throttle.
      */
     public QueueFlow throttle(String queue, String flowKey, Duration duration) {
-        Names.validateQueueName(queue);
-        if (flowKey != null) {
-            Names.validateFlowKey(flowKey);
-        }
         Objects.requireNonNull(duration, "duration");
         long ms;
         try {
@@ -349,11 +345,30 @@ public final class RdqClient implements AutoCloseable {
         } catch (ArithmeticException e) {
             ms = Long.MAX_VALUE; // refused by the server as too long
         }
+        long forMs = ms;
+        return throttle(queue, flowKey, w -> w.key("for_ms").number(forMs));
+    }
+
+    /**
+     * {@link #throttle(String, String, Duration)} until {@code until} (in the
+     * future, within 7 days: {@code INVALID_FIELD} naming {@code until}
+     * otherwise).
+     */
+    public QueueFlow throttle(String queue, String flowKey, Instant until) {
+        Objects.requireNonNull(until, "until");
+        return throttle(queue, flowKey, w -> w.key("until").string(Timestamps.format(until)));
+    }
+
+    private QueueFlow throttle(String queue, String flowKey, java.util.function.Consumer<JsonWriter> when) {
+        Names.validateQueueName(queue);
+        if (flowKey != null) {
+            Names.validateFlowKey(flowKey);
+        }
         JsonWriter w = new JsonWriter(96).startObject();
         if (flowKey != null) {
             w.key("flow_key").string(flowKey);
         }
-        w.key("for_ms").number(ms);
+        when.accept(w);
         w.endObject();
         return flowOf(object(send(post("/v1/queues/" + queue + "/throttle", w.toByteArray()))));
     }

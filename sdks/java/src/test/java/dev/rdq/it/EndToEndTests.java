@@ -517,6 +517,14 @@ abstract class EndToEndTests {
         assertEquals("INVALID_FIELD", zero.code());
         assertEquals("for_ms", zero.field().orElseThrow());
         assertEquals(400, zero.httpStatus());
+
+        Instant until = Instant.now().plusSeconds(300).truncatedTo(java.time.temporal.ChronoUnit.MILLIS);
+        QueueFlow byTime = client.throttle(Q, "k2", until);
+        assertEquals(Optional.of(until), byTime.key("k2").orElseThrow().blockedUntil(), byTime.toString());
+        RdqException past = assertThrows(RdqException.class,
+                () -> client.throttle(Q, "k2", Instant.now().minusSeconds(60)));
+        assertEquals("INVALID_FIELD", past.code());
+        assertEquals("until", past.field().orElseThrow());
         assertEquals(Status.PENDING, client.get(first).status());
     }
 
