@@ -63,22 +63,13 @@ impl Site {
         let tag = unique();
         let spec = match kind {
             Kind::Embedded => dir.path().join("data").to_str().unwrap().to_owned(),
-            Kind::Postgres => format!(
-                "{}?schema={tag}",
-                std::env::var("RDQ_TEST_POSTGRES")
-                    .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-            ),
+            Kind::Postgres => common::postgres_store(&tag),
             Kind::Rabbit => format!(
                 "{}?namespace={tag}.",
                 std::env::var("RDQ_AMQP_URL")
                     .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
             ),
-            Kind::Redis => format!(
-                "{}/?prefix={tag}",
-                std::env::var("RDQ_TEST_REDIS")
-                    .unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
-                    .trim_end_matches('/')
-            ),
+            Kind::Redis => common::redis_store(&tag),
         };
         let server = RdqServer::start_on(dir.path(), FAST_CONFIG, &spec, &[]);
         let client = Client::new(&server.base, None).unwrap();

@@ -35,17 +35,8 @@ fn tag() -> String {
 
 fn spec(kind: Shared, tag: &str) -> String {
     match kind {
-        Shared::Postgres => format!(
-            "{}?schema={tag}",
-            std::env::var("RDQ_TEST_POSTGRES")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-        ),
-        Shared::Redis => format!(
-            "{}/?prefix={tag}",
-            std::env::var("RDQ_TEST_REDIS")
-                .unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
-                .trim_end_matches('/')
-        ),
+        Shared::Postgres => common::postgres_store(tag),
+        Shared::Redis => common::redis_store(tag),
     }
 }
 

@@ -420,3 +420,24 @@ pub fn await_listening(child: &mut std::process::Child) -> (String, Arc<Mutex<St
     };
     (base, log)
 }
+
+/// The store URL of a PostgreSQL schema of its own, on `RDQ_TEST_POSTGRES`
+/// (default the local service).
+pub fn postgres_store(schema: &str) -> String {
+    format!(
+        "{}?schema={schema}",
+        std::env::var("RDQ_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    )
+}
+
+/// The store URL of a Redis key prefix of its own, on `RDQ_TEST_REDIS`
+/// (default the local service).
+pub fn redis_store(prefix: &str) -> String {
+    format!(
+        "{}/?prefix={prefix}",
+        std::env::var("RDQ_TEST_REDIS")
+            .unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+            .trim_end_matches('/')
+    )
+}
