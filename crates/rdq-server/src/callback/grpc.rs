@@ -23,6 +23,7 @@ use std::error::Error as StdError;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
+use http_body_util::{BodyExt as _, Full};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rdq_envelope::Envelope;
@@ -49,7 +50,7 @@ use super::target::{ATTEMPT_HEADER, CallbackTarget, TASK_ID_HEADER};
 /// adds beyond that, dialling again after a break, is these few lines.
 #[derive(Default)]
 pub struct Channels {
-    current: Mutex<Option<(Url, Connection)>>,
+    current: Mutex<Option<(Url, Target)>>,
     /// Held while a connection is made, so concurrent calls make one.
     dialing: tokio::sync::Mutex<()>,
 }
@@ -57,28 +58,38 @@ pub struct Channels {
 /// One HTTP/2 connection's request handle.
 type Connection = http2::SendRequest<tonic::body::Body>;
 
+/// A live connection and the origin every call's path is joined to.
+#[derive(Clone)]
+struct Target {
+    connection: Connection,
+    origin: Uri,
+}
+
 impl Channels {
     /// The live connection to `url`, made now when there is none (or it
     /// has closed, or the URL changed).
-    async fn get(&self, url: &Url, policy: AddressPolicy) -> Result<Connection, Status> {
-        if let Some(connection) = self.live(url) {
-            return Ok(connection);
+    async fn get(&self, url: &Url, policy: AddressPolicy) -> Result<Target, Status> {
+        if let Some(target) = self.live(url) {
+            return Ok(target);
         }
         let _dialing = self.dialing.lock().await;
-        if let Some(connection) = self.live(url) {
-            return Ok(connection);
+        if let Some(target) = self.live(url) {
+            return Ok(target);
         }
-        let connection = connect(url, policy).await?;
+        let target = Target {
+            origin: origin(url)?,
+            connection: connect(url, policy).await?,
+        };
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((url.clone(), connection.clone()));
-        Ok(connection)
+            Some((url.clone(), target.clone()));
+        Ok(target)
     }
 
-    fn live(&self, url: &Url) -> Option<Connection> {
+    fn live(&self, url: &Url) -> Option<Target> {
         let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
         match current.as_ref() {
-            Some((open, connection)) if open == url && !connection.is_closed() => {
-                Some(connection.clone())
+            Some((open, target)) if open == url && !target.connection.is_closed() => {
+                Some(target.clone())
             }
             _ => None,
         }
@@ -122,6 +133,9 @@ async fn connect(url: &Url, policy: AddressPolicy) -> Result<Connection, Status>
     });
     Ok(connection)
 }
+
+/// What a call's transport fails with (tonic finds a status in its chain).
+type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// The `user-agent` of every call.
 const RDQ_USER_AGENT: &str = concat!("rdq/", env!("CARGO_PKG_VERSION"));
@@ -208,8 +222,7 @@ pub async fn call(
     attempt: u32,
     traceparent: Option<&str>,
 ) -> Result<(), Status> {
-    let connection = channels.get(&target.url, policy).await?;
-    let origin = origin(&target.url)?;
+    let Target { connection, origin } = channels.get(&target.url, policy).await?;
     let mut request = tonic::Request::from_parts(
         metadata(target, env, attempt, traceparent),
         tonic::Extensions::default(),
@@ -218,13 +231,7 @@ pub async fn call(
         },
     );
     request.set_timeout(target.timeout);
-    let service = tower::service_fn(move |mut request: tonic::codegen::http::Request<_>| {
-        request
-            .headers_mut()
-            .insert(USER_AGENT, HeaderValue::from_static(RDQ_USER_AGENT));
-        let mut connection = connection.clone();
-        connection.send_request(request)
-    });
+    let service = tower::service_fn(move |request| send(connection.clone(), request));
     let mut client = HandlerClient::with_origin(service, origin);
     let started = Instant::now();
     let overrun = || {
@@ -244,6 +251,26 @@ pub async fn call(
         Ok(Err(status)) => Err(transport_status(status)),
         Err(_) => Err(overrun()),
     }
+}
+
+/// Sends one call's request on `connection`, with rdq's `user-agent`.
+///
+/// tonic encodes a unary request as a stream that ends after its one
+/// message, which hyper sends as a DATA frame and then an empty one to end
+/// the stream. Collected first (at once: the message is already encoded)
+/// into one complete body, the message and the stream's end go out as a
+/// single DATA frame.
+async fn send(
+    mut connection: Connection,
+    request: tonic::codegen::http::Request<tonic::body::Body>,
+) -> Result<tonic::codegen::http::Response<hyper::body::Incoming>, BoxError> {
+    let (mut parts, body) = request.into_parts();
+    parts
+        .headers
+        .insert(USER_AGENT, HeaderValue::from_static(RDQ_USER_AGENT));
+    let body = tonic::body::Body::new(Full::new(body.collect().await?.to_bytes()));
+    let request = tonic::codegen::http::Request::from_parts(parts, body);
+    Ok(connection.send_request(request).await?)
 }
 
 /// The metadata of one call: the target's headers as ASCII metadata
