@@ -124,17 +124,21 @@ pub(crate) async fn claim(
         let client = &conn.client;
         // Pipelined: each statement's snapshot is taken after the one
         // before it ended, so the reads see every claim committed before
-        // the lock was granted. No index-only scans: they never mark the
-        // index entries of claimed (dead) row versions as dead, so the
-        // loose scan over `tasks_flow` would step over every task claimed
-        // since the last vacuum on each claim (the limited rate fell from
-        // pair to pair of `rdq bench --workload flow-limit`); an index scan
-        // visits the heap and marks them.
+        // the lock was granted. No index-only scans and no bitmap scans:
+        // neither marks the index entries of dead row versions (claimed
+        // tasks in `tasks_flow`, settled ones in `tasks_lease`) as dead, so
+        // each read would step over every task claimed or settled since the
+        // last vacuum, visiting the heap for each (the IN_FLIGHT count's
+        // bitmap scan grew to 60,000 entries and 10 ms within a run of
+        // `rdq bench --workload flow-limit`); an index scan marks them once
+        // no transaction can see them, and later reads skip them.
         let lock_params: [&(dyn ToSql + Sync); 1] = [&queue];
         let read_params: [&(dyn ToSql + Sync); 5] =
             [&queue, &now_ms, &max_sql, &key_limit, &global_limit];
         let ((), _, rows) = tokio::try_join!(
-            client.batch_execute("BEGIN; SET LOCAL enable_indexonlyscan = off"),
+            client.batch_execute(
+                "BEGIN; SET LOCAL enable_indexonlyscan = off; SET LOCAL enable_bitmapscan = off",
+            ),
             client.execute(&lock, &lock_params),
             client.query(&read, &read_params),
         )?;

@@ -287,10 +287,14 @@ impl Sql {
                  SELECT 2::int2, ledger, NULL, NULL, NULL, NULL FROM {s}.flow_ledgers
                  WHERE queue = $1"
             ),
+            // `status + 0` keeps the partial indexes on status out of the
+            // plan: a queue newer than the table's statistics looks empty
+            // to the planner, which then scans `tasks_flow` over the whole
+            // backlog filtering by id instead of looking the ids up.
             Q::FlowClaim => format!(
                 "WITH picked AS (
                     SELECT id FROM {s}.tasks
-                    WHERE id = ANY($3::uuid[]) AND queue = $1 AND status = 0
+                    WHERE id = ANY($3::uuid[]) AND queue = $1 AND status + 0 = 0
                         AND next_attempt_at <= $2 AND claim_count < {MAX_COUNT}
                     FOR UPDATE
                  ), claimed AS (
