@@ -120,6 +120,7 @@ pub(crate) async fn claim(
         .map(|n| i64::try_from(n).unwrap_or(i64::MAX));
     retrying!(shared, Retry::Always, |conn, _applied| {
         let lock = conn.stmt(&shared.sql, Q::LockQueue).await?;
+        let adopt = conn.stmt(&shared.sql, Q::FlowAdopt).await?;
         let read = conn.stmt(&shared.sql, Q::FlowRead).await?;
         let client = &conn.client;
         // Pipelined: each statement's snapshot is taken after the one
@@ -135,11 +136,12 @@ pub(crate) async fn claim(
         let lock_params: [&(dyn ToSql + Sync); 1] = [&queue];
         let read_params: [&(dyn ToSql + Sync); 5] =
             [&queue, &now_ms, &max_sql, &key_limit, &global_limit];
-        let ((), _, rows) = tokio::try_join!(
+        let ((), _, _, rows) = tokio::try_join!(
             client.batch_execute(
                 "BEGIN; SET LOCAL enable_indexonlyscan = off; SET LOCAL enable_bitmapscan = off",
             ),
             client.execute(&lock, &lock_params),
+            client.execute(&adopt, &lock_params),
             client.query(&read, &read_params),
         )?;
         let read = Read::of(&rows)?;

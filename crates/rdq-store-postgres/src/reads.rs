@@ -272,14 +272,21 @@ pub(crate) async fn dead_groups(
     Ok(groups)
 }
 
-/// The lowest id among `queue`'s PENDING tasks, from the claim index (a
-/// uuid's text form sorts as its bytes do).
+/// The lowest id among `queue`'s PENDING tasks, from the two claim indexes
+/// (a uuid's text form sorts as its bytes do).
 pub(crate) async fn oldest_pending(
     shared: &Shared,
     queue: &str,
 ) -> Result<Option<TaskId>, EngineError> {
     let s = shared.sql.schema().to_owned();
-    let text = format!("SELECT min(id::text)::uuid FROM {s}.tasks WHERE queue = $1 AND status = 0");
+    let text = format!(
+        "SELECT min(id)::uuid FROM (
+            SELECT min(id::text) AS id FROM {s}.tasks
+            WHERE queue = $1 AND status = 0 AND flow_key IS NULL
+            UNION ALL
+            SELECT min(id::text) FROM {s}.tasks
+            WHERE queue = $1 AND status = 0 AND flow_key IS NOT NULL) pending"
+    );
     retrying!(shared, Retry::Always, |conn, _applied| {
         let row = conn.client.query_one(text.as_str(), &[&queue]).await?;
         let id: Option<Uuid> = row.try_get(0)?;

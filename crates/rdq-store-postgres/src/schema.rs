@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 use crate::error::Failure;
 
 /// The newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// One schema version: its number, what it does and its DDL for a schema.
 struct Migration {
@@ -39,6 +39,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 3,
         description: "flow keys (tasks.flow_key, tasks_flow) and flow_ledgers",
         ddl: v3,
+    },
+    Migration {
+        version: 4,
+        description: "flow keys only on flow-controlled queues (flow_queues)",
+        ddl: v4,
     },
 ];
 
@@ -130,6 +135,39 @@ fn v3(s: &str) -> String {
             queue  text PRIMARY KEY,
             ledger text NOT NULL
         );"
+    )
+}
+
+/// Schema version 4: a PENDING task takes one claim index entry, not two.
+///
+/// `tasks.flow_key` is NULL on a queue without flow control (as the
+/// embedded store keeps it) and the task's key (`''` without one) on a queue
+/// under it; `flow_queues` lists the queues under it (their policy needs
+/// the flow ledger). `tasks_claim` now holds the PENDING rows without a key
+/// and `tasks_flow` those with one, so each PENDING row is in one of them:
+/// a queue without flow control writes what it wrote before flow control
+/// existed. Which side a row is on follows the queue's policy: storing the
+/// policy moves the queue's rows across (`Q::PutConfig`), and a claim moves
+/// any row written against the policy it replaced (`Q::Claim`,
+/// `Q::FlowAdopt`). The PENDING rows of queues without flow control go back
+/// to NULL here; a queue whose stored policy has a `flow` limit is listed.
+fn v4(s: &str) -> String {
+    format!(
+        "ALTER TABLE {s}.tasks ALTER COLUMN flow_key DROP NOT NULL,
+            ALTER COLUMN flow_key DROP DEFAULT;
+        CREATE TABLE {s}.flow_queues (queue text PRIMARY KEY);
+        INSERT INTO {s}.flow_queues (queue)
+            SELECT name FROM {s}.queues
+            WHERE (policy::jsonb -> 'flow') ?| array['rate', 'concurrency', 'key_concurrency', 'key_rate']
+                OR policy::jsonb -> 'flow' ->> 'fairness' = 'weighted';
+        UPDATE {s}.tasks SET flow_key = NULL
+            WHERE status = 0 AND queue NOT IN (SELECT queue FROM {s}.flow_queues);
+        DROP INDEX {s}.tasks_claim;
+        CREATE INDEX tasks_claim ON {s}.tasks (queue, priority DESC, next_attempt_at, id)
+            WHERE status = 0 AND flow_key IS NULL;
+        DROP INDEX {s}.tasks_flow;
+        CREATE INDEX tasks_flow ON {s}.tasks (queue, flow_key, priority DESC, next_attempt_at, id)
+            WHERE status = 0 AND flow_key IS NOT NULL;"
     )
 }
 

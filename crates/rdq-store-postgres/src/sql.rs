@@ -30,6 +30,15 @@ const SET_ROW: &str = "status = v.status, priority = v.priority, \
 /// `columns::stored_envelope` needs to finish a claim written in SQL.
 const STORED: &str = "envelope, status, claimed_at, lease_expires_at";
 
+/// A row's flow key as its envelope has it (its `rdq.flow_key` header, `''`
+/// without one): the envelope is canonical JSON.
+const ENVELOPE_FLOW_KEY: &str =
+    "coalesce(convert_from(envelope, 'UTF8')::json -> 'headers' ->> 'rdq.flow_key', '')";
+
+/// Most rows a claim moves to the other claim index at once (rows written
+/// against a policy that has since changed: `Q::Claim`, `Q::FlowAdopt`).
+const MOVE_BATCH: i64 = 1000;
+
 /// Which statuses a listing walks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Listing {
@@ -60,6 +69,9 @@ pub(crate) enum Q {
     /// A flow-controlled claim's reads, after the queue's lock: IN_FLIGHT
     /// tasks per flow key, the due candidates of each key and the ledger.
     FlowRead,
+    /// Gives a flow-controlled queue's PENDING rows without a flow key
+    /// theirs (rows written against the policy before flow control).
+    FlowAdopt,
     /// Claims chosen PENDING tasks by id and stores the queue's ledger.
     FlowClaim,
     /// One queue's flow ledger.
@@ -143,6 +155,21 @@ pub(crate) fn status_code(status: Status) -> i16 {
     }
 }
 
+/// A `WHERE` condition for the tasks of queue `$1` in `status`, written so
+/// that PENDING rows are read from the two claim indexes (with and without
+/// a flow key) rather than by a scan of the table.
+fn of_status(s: &str, status: Status) -> String {
+    match status {
+        Status::Pending => format!(
+            "id IN (SELECT id FROM {s}.tasks WHERE queue = $1 AND status = 0 AND flow_key IS NULL
+                    UNION ALL
+                    SELECT id FROM {s}.tasks WHERE queue = $1 AND status = 0
+                        AND flow_key IS NOT NULL)"
+        ),
+        other => format!("queue = $1 AND status = {}", status_code(other)),
+    }
+}
+
 /// Per-queue deltas of a CTE `src` whose rows carry `status` (the new
 /// status) and `old` (the previous one, NULL for a new row), as four
 /// `count(*) FILTER` expressions.
@@ -179,7 +206,10 @@ impl Sql {
                         AS v(id, queue, {ROW_COLUMNS}, idempotency_key, flow_key)
                  ), ins AS (
                     INSERT INTO {s}.tasks (id, queue, {ROW_COLUMNS}, idempotency_key, flow_key)
-                    SELECT * FROM v
+                    SELECT id, queue, {ROW_COLUMNS}, idempotency_key,
+                        CASE WHEN EXISTS (SELECT 1 FROM {s}.flow_queues f WHERE f.queue = v.queue)
+                            THEN v.flow_key END
+                    FROM v
                     ON CONFLICT DO NOTHING
                     RETURNING id, queue, status, NULL::int2 AS old
                  ), counted AS (
@@ -227,11 +257,21 @@ impl Sql {
                  )
                  SELECT id, (SELECT count(*) FROM woken) FROM u"
             ),
+            // A queue without flow control claims from `tasks_claim` (rows
+            // without a flow key), first moving there the rows written with
+            // one while it was under flow control (a policy stored since, or
+            // a node that had not heard of it yet): the next claim sees them.
             Q::Claim => format!(
-                "WITH picked AS (
+                "WITH moved AS (
+                    UPDATE {s}.tasks SET flow_key = NULL
+                    WHERE id IN (
+                        SELECT id FROM {s}.tasks
+                        WHERE queue = $1 AND status = 0 AND flow_key IS NOT NULL
+                        LIMIT {MOVE_BATCH} FOR UPDATE SKIP LOCKED)
+                 ), picked AS (
                     SELECT id FROM {s}.tasks
-                    WHERE queue = $1 AND status = 0 AND next_attempt_at <= $2
-                        AND claim_count < {MAX_COUNT}
+                    WHERE queue = $1 AND status = 0 AND flow_key IS NULL
+                        AND next_attempt_at <= $2 AND claim_count < {MAX_COUNT}
                     ORDER BY priority DESC, next_attempt_at, id
                     LIMIT $3
                     FOR UPDATE SKIP LOCKED
@@ -255,17 +295,20 @@ impl Sql {
             ),
             Q::FlowRead => format!(
                 "WITH RECURSIVE busy AS (
-                    SELECT flow_key, count(*) AS n FROM {s}.tasks
-                    WHERE status = 1 AND queue = $1 GROUP BY flow_key
+                    SELECT coalesce(flow_key, {ENVELOPE_FLOW_KEY}) AS flow_key, count(*) AS n
+                    FROM {s}.tasks
+                    WHERE status = 1 AND queue = $1 GROUP BY 1
                  ), room AS (
                     SELECT greatest(least($3::int8,
                         $5::int8 - (SELECT coalesce(sum(n), 0) FROM busy)::int8), 0) AS r
                  ), keys (k) AS (
-                    (SELECT flow_key FROM {s}.tasks WHERE queue = $1 AND status = 0
+                    (SELECT flow_key FROM {s}.tasks
+                     WHERE queue = $1 AND status = 0 AND flow_key IS NOT NULL
                      ORDER BY flow_key LIMIT 1)
                     UNION ALL
                     SELECT (SELECT t.flow_key FROM {s}.tasks t
-                            WHERE t.queue = $1 AND t.status = 0 AND t.flow_key > keys.k
+                            WHERE t.queue = $1 AND t.status = 0 AND t.flow_key IS NOT NULL
+                                AND t.flow_key > keys.k
                             ORDER BY t.flow_key LIMIT 1)
                     FROM keys WHERE keys.k IS NOT NULL
                  )
@@ -274,7 +317,8 @@ impl Sql {
                  SELECT 1::int2, c.flow_key, NULL, c.priority, c.next_attempt_at, c.id
                  FROM keys CROSS JOIN room CROSS JOIN LATERAL (
                     SELECT t.flow_key, t.priority, t.next_attempt_at, t.id FROM {s}.tasks t
-                    WHERE t.queue = $1 AND t.status = 0 AND t.flow_key = keys.k
+                    WHERE t.queue = $1 AND t.status = 0 AND t.flow_key IS NOT NULL
+                        AND t.flow_key = keys.k
                         AND t.next_attempt_at <= $2 AND t.claim_count < {MAX_COUNT}
                     ORDER BY t.priority DESC, t.next_attempt_at, t.id
                     LIMIT CASE WHEN $4::int8 IS NULL THEN room.r
@@ -286,6 +330,13 @@ impl Sql {
                  UNION ALL
                  SELECT 2::int2, ledger, NULL, NULL, NULL, NULL FROM {s}.flow_ledgers
                  WHERE queue = $1"
+            ),
+            Q::FlowAdopt => format!(
+                "UPDATE {s}.tasks SET flow_key = {ENVELOPE_FLOW_KEY}
+                 WHERE id IN (
+                    SELECT id FROM {s}.tasks
+                    WHERE queue = $1 AND status = 0 AND flow_key IS NULL
+                    LIMIT {MOVE_BATCH} FOR UPDATE SKIP LOCKED)"
             ),
             // `status + 0` keeps the partial indexes on status out of the
             // plan: a queue newer than the table's statistics looks empty
@@ -321,8 +372,8 @@ impl Sql {
             Q::FlowStatus => format!(
                 "SELECT NULL::text, NULL::int8, ledger FROM {s}.flow_ledgers WHERE queue = $1
                  UNION ALL
-                 SELECT flow_key, count(*), NULL FROM {s}.tasks
-                 WHERE status = 1 AND queue = $1 GROUP BY flow_key"
+                 SELECT coalesce(flow_key, {ENVELOPE_FLOW_KEY}), count(*), NULL FROM {s}.tasks
+                 WHERE status = 1 AND queue = $1 GROUP BY 1"
             ),
             Q::Expired => format!(
                 "SELECT {STORED} FROM {s}.tasks
@@ -374,18 +425,18 @@ impl Sql {
             ),
             Q::Purge(status) => format!(
                 "WITH d AS (
-                    DELETE FROM {s}.tasks WHERE queue = $1 AND status = {code} RETURNING 1
+                    DELETE FROM {s}.tasks WHERE {rows} RETURNING 1
                  ), counted AS (
                     INSERT INTO {s}.queue_counts (queue, {col})
                     SELECT $1, -count(*) FROM d HAVING count(*) > 0
                  )
                  SELECT count(*) FROM d",
-                code = status_code(status),
+                rows = of_status(s, status),
                 col = count_column(status)
             ),
             Q::CountStatus(status) => format!(
-                "SELECT count(*) FROM {s}.tasks WHERE queue = $1 AND status = {}",
-                status_code(status)
+                "SELECT count(*) FROM {s}.tasks WHERE {}",
+                of_status(s, status)
             ),
             Q::Delete => format!(
                 "WITH d AS (
@@ -429,11 +480,24 @@ impl Sql {
             ),
             Q::QueueNames => format!("SELECT name FROM {s}.queues"),
             Q::GetConfig => format!("SELECT policy FROM {s}.queues WHERE name = $1"),
+            // `$5`: the policy puts the queue under flow control. Its
+            // PENDING rows move to the claim index that policy reads.
             Q::PutConfig => format!(
                 "WITH p AS (
                     INSERT INTO {s}.queues (name, policy) VALUES ($1, $2)
                     ON CONFLICT (name) DO UPDATE SET policy = excluded.policy
                     RETURNING name
+                 ), listed AS (
+                    INSERT INTO {s}.flow_queues (queue) SELECT $1 WHERE $5::bool
+                    ON CONFLICT (queue) DO NOTHING
+                 ), unlisted AS (
+                    DELETE FROM {s}.flow_queues WHERE queue = $1 AND NOT $5::bool
+                 ), keyed AS (
+                    UPDATE {s}.tasks SET flow_key = {ENVELOPE_FLOW_KEY}
+                    WHERE $5::bool AND queue = $1 AND status = 0 AND flow_key IS NULL
+                 ), unkeyed AS (
+                    UPDATE {s}.tasks SET flow_key = NULL
+                    WHERE NOT $5::bool AND queue = $1 AND status = 0 AND flow_key IS NOT NULL
                  )
                  SELECT pg_notify($3::text, 'c ' || $4::text || ' ' || name) FROM p"
             ),

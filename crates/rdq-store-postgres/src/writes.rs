@@ -545,10 +545,20 @@ pub(crate) async fn put_config(
 ) -> Result<(), EngineError> {
     let text = serde_json::to_string(policy)
         .map_err(|e| EngineError::InvalidPolicy(format!("the policy does not serialise: {e}")))?;
+    let flow_controlled = policy.policy.flow.needs_ledger();
     retrying!(shared, Retry::Always, |conn, _applied| {
         let stmt = conn.stmt(&shared.sql, Q::PutConfig).await?;
         conn.client
-            .query(&stmt, &[&queue, &text, &shared.channel, &shared.origin])
+            .query(
+                &stmt,
+                &[
+                    &queue,
+                    &text,
+                    &shared.channel,
+                    &shared.origin,
+                    &flow_controlled,
+                ],
+            )
             .await?;
         Ok(())
     })?;

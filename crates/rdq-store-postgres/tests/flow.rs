@@ -1,8 +1,9 @@
 //! Flow control across nodes: three store instances (each with its own
 //! connection pool, as three `rdq serve` nodes have) share one schema, and
 //! their claimers race. The per-key limit and the queue's rate hold for the
-//! nodes together, not per node. And rows written before schema version 3
-//! get their flow key when the schema is upgraded.
+//! nodes together, not per node. Rows written before schema version 3 get
+//! their flow key when the schema is upgraded, and a queue's rows follow its
+//! policy between the two claim indexes (with and without a flow key).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -231,17 +232,24 @@ async fn rows_written_before_flow_keys_get_theirs_on_upgrade() {
     let store = PostgresStore::open_temporary(&common::url()).await.unwrap();
     let schema = store.schema().to_owned();
     let engine = Engine::new(Arc::new(store.clone()), Arc::new(SystemClock));
+    engine
+        .set_policy(QUEUE, &policy(json!({"key_concurrency": 1})))
+        .await
+        .unwrap();
     let keyed_ids = submit(&engine, Some("tenant-7"), 3).await;
     let plain = submit(&engine, None, 1).await;
-    // Back to the schema of version 2: no flow_key column, no ledgers.
+    // Back to the schema of version 2: no flow_key column, no ledgers (the
+    // column's drop takes the indexes naming it, the claim index included).
     let (db, connection) = tokio_postgres::connect(&common::url(), NoTls)
         .await
         .unwrap();
     tokio::spawn(connection);
     db.batch_execute(&format!(
         "ALTER TABLE {schema}.tasks DROP COLUMN flow_key;
-         DROP TABLE {schema}.flow_ledgers;
-         DELETE FROM {schema}.migrations WHERE version = 3;"
+         CREATE INDEX tasks_claim ON {schema}.tasks (queue, priority DESC, next_attempt_at, id)
+             WHERE status = 0;
+         DROP TABLE {schema}.flow_ledgers, {schema}.flow_queues;
+         DELETE FROM {schema}.migrations WHERE version >= 3;"
     ))
     .await
     .unwrap();
@@ -253,14 +261,15 @@ async fn rows_written_before_flow_keys_get_theirs_on_upgrade() {
         .query(&format!("SELECT id, flow_key FROM {schema}.tasks"), &[])
         .await
         .unwrap();
-    let keys: HashMap<u128, String> = rows
+    let keys: HashMap<u128, Option<String>> = rows
         .iter()
         .map(|r| (r.get::<_, uuid::Uuid>(0).as_u128(), r.get(1)))
         .collect();
+    // The queue's stored policy has a flow limit: its rows keep their keys.
     for id in &keyed_ids {
-        assert_eq!(keys[&id.as_u128()], "tenant-7");
+        assert_eq!(keys[&id.as_u128()].as_deref(), Some("tenant-7"));
     }
-    assert_eq!(keys[&plain[0].as_u128()], "");
+    assert_eq!(keys[&plain[0].as_u128()].as_deref(), Some(""));
     // And the upgraded rows count under a per-key limit.
     let flow = policy(json!({"key_concurrency": 1})).flow;
     let now = engine.now();
@@ -275,6 +284,103 @@ async fn rows_written_before_flow_keys_get_theirs_on_upgrade() {
     let again = rdq_engine::Store::claim(&node, &claim).await.unwrap();
     assert!(again.is_empty(), "each key is at its limit: {again:?}");
     drop(node);
+    drop(engine);
+    drop(store);
+}
+
+/// Each row's `flow_key` column, by task id.
+async fn stored_keys(db: &tokio_postgres::Client, schema: &str) -> HashMap<u128, Option<String>> {
+    db.query(&format!("SELECT id, flow_key FROM {schema}.tasks"), &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get::<_, uuid::Uuid>(0).as_u128(), r.get(1)))
+        .collect()
+}
+
+/// A queue without flow control keeps no flow key on its rows (one claim
+/// index entry per PENDING task); storing a flow policy gives them theirs,
+/// and storing one without takes them away. Rows written against the policy
+/// a claim no longer follows (a submit that began before the policy was
+/// stored, here written by hand) are moved by the next claim, and an
+/// IN_FLIGHT row claimed before flow control counts under its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queues_rows_follow_its_policy_between_the_claim_indexes() {
+    let store = PostgresStore::open_temporary(&common::url()).await.unwrap();
+    let schema = store.schema().to_owned();
+    let engine = Engine::new(Arc::new(store.clone()), Arc::new(SystemClock));
+    let (db, connection) = tokio_postgres::connect(&common::url(), NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+
+    // No flow control: no keys stored, whatever the tasks carry.
+    let busy = submit(&engine, Some("t1"), 1).await;
+    let claimed = engine.claim(QUEUE, 1, None).await.unwrap();
+    assert_eq!(claimed[0].envelope.id, busy[0]);
+    let t1 = submit(&engine, Some("t1"), 3).await;
+    let plain = submit(&engine, None, 2).await;
+    let keys = stored_keys(&db, &schema).await;
+    assert!(keys.values().all(Option::is_none), "{keys:?}");
+
+    // Under flow control: the PENDING rows get their keys, new ones too.
+    let flowed = policy(json!({"key_concurrency": 1}));
+    engine.set_policy(QUEUE, &flowed).await.unwrap();
+    let t2 = submit(&engine, Some("t2"), 2).await;
+    let keys = stored_keys(&db, &schema).await;
+    for id in t1.iter().chain(&t2) {
+        assert!(
+            keys[&id.as_u128()]
+                .as_deref()
+                .is_some_and(|k| k.starts_with('t'))
+        );
+    }
+    for id in &plain {
+        assert_eq!(keys[&id.as_u128()].as_deref(), Some(""));
+    }
+    assert_eq!(keys[&busy[0].as_u128()], None, "IN_FLIGHT rows keep theirs");
+    // A submit that read the policy before it was stored wrote no key.
+    db.execute(
+        &format!("UPDATE {schema}.tasks SET flow_key = NULL WHERE id = $1"),
+        &[&uuid::Uuid::from_u128(t2[0].as_u128())],
+    )
+    .await
+    .unwrap();
+    // One claim: t1 is at its limit through the task claimed before flow
+    // control (counted by its envelope's key); '' and t2 take one each,
+    // t2's first task adopted in the claim's transaction.
+    let got: Vec<TaskId> = engine
+        .claim(QUEUE, 10, None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| c.envelope.id)
+        .collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.contains(&t2[0]), "the stray row was adopted: {got:?}");
+    assert!(got.contains(&plain[0]), "{got:?}");
+
+    // Flow control removed: the PENDING rows lose their keys.
+    engine.set_policy(QUEUE, &policy(json!({}))).await.unwrap();
+    let keys = stored_keys(&db, &schema).await;
+    for id in t1.iter().chain([&plain[1], &t2[1]]) {
+        assert_eq!(keys[&id.as_u128()], None, "{keys:?}");
+    }
+    // A stray keyed row is moved by the next claim and claimed after it.
+    db.execute(
+        &format!("UPDATE {schema}.tasks SET flow_key = 'stray' WHERE id = $1"),
+        &[&uuid::Uuid::from_u128(t1[0].as_u128())],
+    )
+    .await
+    .unwrap();
+    let mut rest: HashSet<TaskId> = HashSet::new();
+    for _ in 0..2 {
+        for c in engine.claim(QUEUE, 10, None).await.unwrap() {
+            rest.insert(c.envelope.id);
+        }
+    }
+    let expected: HashSet<TaskId> = t1.iter().chain([&plain[1], &t2[1]]).copied().collect();
+    assert_eq!(rest, expected);
     drop(engine);
     drop(store);
 }
