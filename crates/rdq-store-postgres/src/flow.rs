@@ -14,11 +14,18 @@
 //! round trips in all.
 //!
 //! In-flight counts come from the rows, never from the ledger: a task's flow
-//! key is fixed at submit (`tasks.flow_key`), so its settle, its lease expiry
-//! or its deferral gives back the slot its claim took, with no statement of
-//! its own. A queue without flow limits never reaches this module.
+//! key is the one it was submitted with (`tasks.flow_key`, or the envelope's
+//! for a row claimed before its queue came under flow control), so its
+//! settle, its lease expiry or its deferral gives back the slot its claim
+//! took, with no statement of its own. Before reading, the first claim of a
+//! queue in each second ([`ADOPT_EVERY`]) gives the queue's PENDING rows
+//! without a key theirs (rows written against the policy before this one:
+//! see the schema's version 4). A queue without flow limits never reaches
+//! this module.
 
 use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use rdq_engine::flow::Candidate;
 use rdq_engine::{ClaimRequest, EngineError, FlowLedger, FlowPolicy, FlowStatus, machine};
@@ -32,6 +39,36 @@ use crate::pool::Conn;
 use crate::sql::Q;
 use crate::writes::MAX_CLAIM;
 use crate::{Retry, Shared, retrying};
+
+/// How often a flow-controlled queue's claims look for PENDING rows without
+/// a flow key to adopt. Such rows are rare (written against the policy a
+/// queue had before; storing a policy moves the rest), and the look, under
+/// the queue's lock, cost a tenth of a limited queue's claim rate when every
+/// claim took it.
+pub(crate) const ADOPT_EVERY: Duration = Duration::from_secs(1);
+
+/// When each queue's claims in this process last looked for rows to adopt.
+#[derive(Debug, Default)]
+pub(crate) struct Adoptions(Mutex<HashMap<String, Instant>>);
+
+impl Adoptions {
+    /// True when `queue`'s claim should look now (and notes that it did).
+    fn due(&self, queue: &str) -> bool {
+        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        match last.get_mut(queue) {
+            Some(at) if now.duration_since(*at) < ADOPT_EVERY => false,
+            Some(at) => {
+                *at = now;
+                true
+            }
+            None => {
+                last.insert(queue.to_owned(), now);
+                true
+            }
+        }
+    }
+}
 
 /// The ledger stored as `text`, or a fresh one for a queue without.
 fn parse_ledger(queue: &str, text: Option<&str>) -> Result<FlowLedger, Failure> {
@@ -120,7 +157,11 @@ pub(crate) async fn claim(
         .map(|n| i64::try_from(n).unwrap_or(i64::MAX));
     retrying!(shared, Retry::Always, |conn, _applied| {
         let lock = conn.stmt(&shared.sql, Q::LockQueue).await?;
-        let adopt = conn.stmt(&shared.sql, Q::FlowAdopt).await?;
+        let adopt = if shared.adopted.due(queue) {
+            Some(conn.stmt(&shared.sql, Q::FlowAdopt).await?)
+        } else {
+            None
+        };
         let read = conn.stmt(&shared.sql, Q::FlowRead).await?;
         let client = &conn.client;
         // Pipelined: each statement's snapshot is taken after the one
@@ -136,12 +177,17 @@ pub(crate) async fn claim(
         let lock_params: [&(dyn ToSql + Sync); 1] = [&queue];
         let read_params: [&(dyn ToSql + Sync); 5] =
             [&queue, &now_ms, &max_sql, &key_limit, &global_limit];
-        let ((), _, _, rows) = tokio::try_join!(
+        let ((), _, (), rows) = tokio::try_join!(
             client.batch_execute(
                 "BEGIN; SET LOCAL enable_indexonlyscan = off; SET LOCAL enable_bitmapscan = off",
             ),
             client.execute(&lock, &lock_params),
-            client.execute(&adopt, &lock_params),
+            async {
+                match &adopt {
+                    Some(adopt) => client.execute(adopt, &lock_params).await.map(drop),
+                    None => Ok(()),
+                }
+            },
             client.query(&read, &read_params),
         )?;
         let read = Read::of(&rows)?;

@@ -119,6 +119,9 @@ pub(crate) struct Shared {
     pub(crate) policies: PolicyCache,
     pub(crate) wait: Duration,
     pub(crate) max_group: usize,
+    /// When each flow-controlled queue last looked for rows to adopt
+    /// (see `flow.rs`).
+    pub(crate) adopted: flow::Adoptions,
 }
 
 /// Which failures an operation may be retried after.
@@ -285,6 +288,7 @@ impl PostgresStore {
             policies: PolicyCache::default(),
             wait: options.wait,
             max_group: options.max_group,
+            adopted: flow::Adoptions::default(),
         };
         Self {
             inner: Arc::new(Inner {
