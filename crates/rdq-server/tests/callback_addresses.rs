@@ -10,10 +10,9 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use common::{TestServer, test_config};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A server whose settings admit everything they can: any URL, loopback and
@@ -107,19 +106,6 @@ async fn serve(answer: String) -> (u16, Arc<AtomicUsize>) {
     (port, accepted)
 }
 
-/// Waits (bounded) until the task has left PENDING and IN_FLIGHT.
-async fn settled(server: &TestServer, id: &str) -> Value {
-    for _ in 0..400 {
-        let r = server.get(&format!("/v1/tasks/{id}")).await;
-        let status = r.body["status"].as_str().unwrap_or_default().to_owned();
-        if status == "DEAD" || status == "SUCCEEDED" {
-            return r.body;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("task {id} was not settled");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receivers_redirect_is_the_answer_and_is_not_followed() {
     let (elsewhere, reached) =
@@ -147,7 +133,7 @@ async fn a_receivers_redirect_is_the_answer_and_is_not_followed() {
         ids.push(env["id"].as_str().unwrap().to_owned());
     }
     for id in &ids {
-        let env = settled(&server, id).await;
+        let env = server.settled(id).await;
         assert_eq!(env["status"], "DEAD", "{env}");
         let attempt = &env["attempts"][0];
         assert_eq!(attempt["outcome"], "PERMANENT_FAILURE", "{env}");

@@ -82,19 +82,6 @@ async fn start_receiver() -> (String, Receiver) {
     (format!("grpc://{addr}"), receiver)
 }
 
-/// Waits (bounded) until the task has left PENDING and IN_FLIGHT.
-async fn settled(server: &TestServer, id: &str) -> Value {
-    for _ in 0..400 {
-        let r = server.get(&format!("/v1/tasks/{id}")).await;
-        let status = r.body["status"].as_str().unwrap_or_default().to_owned();
-        if status == "DEAD" || status == "SUCCEEDED" {
-            return r.body;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("task {id} was not settled");
-}
-
 fn outcome(env: &Value) -> (String, String) {
     let a = &env["attempts"][0];
     (
@@ -127,7 +114,7 @@ async fn every_status_code_maps_by_the_default_table() {
         ids.push((name, r.body["id"].as_str().unwrap().to_owned()));
     }
     for (name, id) in &ids {
-        let env = settled(&server, id).await;
+        let env = server.settled(id).await;
         let camel = rdq_server::callback::grpc_status::CODES
             .iter()
             .find(|c| c.1 == *name)
@@ -244,7 +231,7 @@ async fn status_map_overrides_and_failures_of_the_call() {
         ids.push(r.body["id"].as_str().unwrap().to_owned());
     }
     for ((queue, payload, want, error_type), id) in cases.iter().zip(&ids) {
-        let env = settled(&server, id).await;
+        let env = server.settled(id).await;
         let (got, ty) = outcome(&env);
         assert_eq!(
             (got.as_str(), ty.as_str()),
@@ -317,7 +304,7 @@ async fn concurrent_calls_share_one_connection() {
         ids.push(r.body["id"].as_str().unwrap().to_owned());
     }
     for id in &ids {
-        assert_eq!(settled(&server, id).await["status"], "SUCCEEDED");
+        assert_eq!(server.settled(id).await["status"], "SUCCEEDED");
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 1, "one HTTP/2 connection");
     server.stop().await;
@@ -348,7 +335,7 @@ async fn a_receiver_that_drops_the_connection_is_unavailable_and_retryable() {
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
-    let env = settled(&server, r.body["id"].as_str().unwrap()).await;
+    let env = server.settled(r.body["id"].as_str().unwrap()).await;
     let (got, error_type) = outcome(&env);
     assert_eq!(
         (got.as_str(), error_type.as_str()),

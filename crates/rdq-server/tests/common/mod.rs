@@ -133,6 +133,20 @@ impl TestServer {
         r.body
     }
 
+    /// Waits (bounded) until task `id` has left PENDING and IN_FLIGHT;
+    /// returns it.
+    pub async fn settled(&self, id: &str) -> Value {
+        for _ in 0..400 {
+            let r = self.get(&format!("/v1/tasks/{id}")).await;
+            let status = r.body["status"].as_str().unwrap_or_default().to_owned();
+            if status == "DEAD" || status == "SUCCEEDED" {
+                return r.body;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("task {id} was not settled");
+    }
+
     /// Every task in the store, as canonical bytes sorted by id: a
     /// fingerprint to compare before and after a refused request.
     pub async fn snapshot(&self) -> Vec<Vec<u8>> {
