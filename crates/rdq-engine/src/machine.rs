@@ -14,8 +14,8 @@
 //! that could not be claimed again is not redriven (it stays in the DLQ), and
 //! stores do not pick PENDING tasks whose `claim_count` is at the maximum.
 
-use rdq_envelope::error_types;
-use rdq_envelope::{AttemptRecord, Envelope, ErrorInfo, Outcome, Status, Timestamp};
+use rdq_envelope::{AttemptRecord, DeadReason, Envelope, ErrorInfo, Outcome, Status, Timestamp};
+use rdq_envelope::{dead_reasons, error_types};
 
 use crate::error::EngineError;
 use crate::policy::{Backoff, Classification, QueuePolicy};
@@ -348,7 +348,13 @@ fn settled(
                         Outcome::PermanentFailure,
                         Some(error.clone()),
                     );
-                    finish(&mut next, Status::Dead);
+                    let code = if error.error_type == error_types::HANDLER_VERSION_MISMATCH {
+                        dead_reasons::HANDLER_VERSION_MISMATCH
+                    } else {
+                        dead_reasons::PERMANENT_FAILURE
+                    };
+                    let why = format!("{}: {}", error.error_type, error.message);
+                    die(&mut next, code, BY_WORKER, now, &why);
                 }
                 Classification::Retryable => {
                     close_attempt(
@@ -357,7 +363,7 @@ fn settled(
                         Outcome::RetryableFailure,
                         Some(error.clone()),
                     );
-                    retry_or_die(&mut next, policy, now);
+                    retry_or_die(&mut next, policy, now, BY_WORKER);
                 }
             }
         }
@@ -419,13 +425,33 @@ pub fn expire_lease(
         let Some(no) = next_attempt_no(&next) else {
             // No attempt number left to record the lapse under: the reaper
             // must still end the lease, and the task could not run again.
-            finish(&mut next, Status::Dead);
+            die(
+                &mut next,
+                dead_reasons::COUNTERS_EXHAUSTED,
+                BY_REAPER,
+                now,
+                "the lease expired and no attempt number is left to record it under",
+            );
             return Ok(next);
         };
         next.attempts.push(AttemptRecord::open(no, deadline));
     }
     close_attempt(&mut next, now, Outcome::LeaseExpired, Some(error));
-    retry_or_die(&mut next, policy, now);
+    let budget = policy.max_lease_expiries;
+    if budget > 0 && lease_expiries(&next) >= budget {
+        let why = format!(
+            "the lease expired {budget} times (max_lease_expiries); the handler may be killing its worker"
+        );
+        die(
+            &mut next,
+            dead_reasons::LEASE_EXPIRIES_EXHAUSTED,
+            BY_REAPER,
+            now,
+            &why,
+        );
+        return Ok(next);
+    }
+    retry_or_die(&mut next, policy, now, BY_REAPER);
     Ok(next)
 }
 
@@ -467,6 +493,7 @@ pub fn redrive(env: &Envelope, now: Timestamp) -> Result<Envelope, EngineError> 
     let mut next = env.clone();
     next.mark_written();
     next.status = Status::Pending;
+    next.dead_reason = None;
     next.attempt_count = 0;
     next.redrive_count = next.redrive_count.saturating_add(1);
     next.next_attempt_at = Some(now);
@@ -490,9 +517,45 @@ fn finish(env: &mut Envelope, status: Status) {
     env.lease_expires_at = None;
 }
 
-fn retry_or_die(env: &mut Envelope, policy: &QueuePolicy, now: Timestamp) {
+/// [`DeadReason::by`] of a death a worker's settle decided.
+pub const BY_WORKER: &str = "worker";
+/// [`DeadReason::by`] of a death a lapsed lease decided.
+pub const BY_REAPER: &str = "reaper";
+
+/// The task becomes DEAD for `code`.
+fn die(env: &mut Envelope, code: &str, by: &str, now: Timestamp, message: &str) {
+    finish(env, Status::Dead);
+    env.dead_reason = Some(DeadReason::new(code, by, now, message));
+}
+
+/// How many of the attempts since submit or the last redrive ended with
+/// the lease lapsing.
+fn lease_expiries(env: &Envelope) -> u32 {
+    let current = usize::try_from(env.attempt_count).unwrap_or(usize::MAX);
+    let n = env
+        .attempts
+        .iter()
+        .rev()
+        .take(current)
+        .filter(|a| a.outcome == Some(Outcome::LeaseExpired))
+        .count();
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn retry_or_die(env: &mut Envelope, policy: &QueuePolicy, now: Timestamp, by: &str) {
     if env.attempt_count >= policy.max_attempts {
-        finish(env, Status::Dead);
+        let last = env.attempts.last().and_then(|a| a.error.as_ref());
+        let why = match last {
+            Some(e) => format!(
+                "{} of {} attempts spent; the last failed with {}: {}",
+                env.attempt_count, policy.max_attempts, e.error_type, e.message
+            ),
+            None => format!(
+                "{} of {} attempts spent",
+                env.attempt_count, policy.max_attempts
+            ),
+        };
+        die(env, dead_reasons::ATTEMPTS_EXHAUSTED, by, now, &why);
         return;
     }
     let delay = policy.backoff.delay_ms(env.attempt_count, env.id);

@@ -19,6 +19,11 @@ use crate::glob::Glob;
 pub struct QueuePolicy {
     /// Attempts before a task is dead-lettered (default 10, at least 1).
     pub max_attempts: u32,
+    /// Lapsed leases before a task is dead-lettered with reason
+    /// `LEASE_EXPIRIES_EXHAUSTED`, whatever `max_attempts` says: a poison
+    /// budget for handlers that kill their worker (default 0: none, only
+    /// `max_attempts` counts).
+    pub max_lease_expiries: u32,
     /// Delay between a retryable failure and the next attempt.
     pub backoff: Backoff,
     /// How long a claim holds a task before it lapses (default 30 s).
@@ -47,6 +52,7 @@ impl Default for QueuePolicy {
     fn default() -> Self {
         Self {
             max_attempts: 10,
+            max_lease_expiries: 0,
             backoff: Backoff::default(),
             lease_ms: 30_000,
             retryable_errors: Vec::new(),
@@ -283,6 +289,7 @@ impl QueuePolicy {
     pub fn field_names() -> &'static [&'static str] {
         &[
             "max_attempts",
+            "max_lease_expiries",
             "backoff",
             "lease_ms",
             "retryable_errors",

@@ -7,14 +7,19 @@ use proptest::sample::Index;
 use rdq_engine::glob::Glob;
 use rdq_engine::machine;
 use rdq_engine::{Backoff, EngineError, FailureKind, LeaseToken, QueuePolicy, Settlement};
-use rdq_envelope::error_types;
 use rdq_envelope::{
     Envelope, ErrorInfo, MAX_MESSAGE_BYTES, MAX_STACK_BYTES, Outcome, Status, TRUNCATION_MARKER,
     TaskId, Timestamp,
 };
+use rdq_envelope::{dead_reasons, error_types};
 
 // ---------------------------------------------------------------------------
 // Helpers
+
+fn reason(env: &Envelope) -> (&str, &str) {
+    let r = env.dead_reason.as_ref().expect("a dead task has a reason");
+    (r.code.as_str(), r.by.as_str())
+}
 
 /// 2026-07-20T14:03:22.117Z, the example envelope's instant.
 fn t0() -> Timestamp {
@@ -1012,11 +1017,21 @@ fn policy_strategy() -> impl Strategy<Value = QueuePolicy> {
         0u8..=12,
         proptest::sample::subsequence(GLOBS, 0..=2),
         proptest::sample::subsequence(GLOBS, 0..=2),
+        0u32..4,
     )
         .prop_map(
-            |(max_attempts, backoff, lease_ms, max_priority, retryable, non_retryable)| {
+            |(
+                max_attempts,
+                backoff,
+                lease_ms,
+                max_priority,
+                retryable,
+                non_retryable,
+                max_lease_expiries,
+            )| {
                 let policy = QueuePolicy {
                     max_attempts,
+                    max_lease_expiries,
                     backoff,
                     lease_ms,
                     max_priority,
@@ -1314,7 +1329,20 @@ impl Run {
                     before.attempt_count,
                     "counted by the claim"
                 );
-                self.check_retry_or_die(&next)?;
+                let lapses = next.attempts[self.counted_from..]
+                    .iter()
+                    .filter(|a| a.outcome == Some(Outcome::LeaseExpired))
+                    .count();
+                let budget = self.policy.max_lease_expiries as usize;
+                if budget > 0 && lapses >= budget {
+                    prop_assert_eq!(next.status, Status::Dead);
+                    prop_assert_eq!(
+                        next.dead_reason.as_ref().map(|r| r.code.as_str()),
+                        Some(dead_reasons::LEASE_EXPIRIES_EXHAUSTED)
+                    );
+                } else {
+                    self.check_retry_or_die(&next)?;
+                }
                 self.before_claim = None;
                 Ok(Some(next))
             }
@@ -1365,6 +1393,10 @@ impl Run {
         if next.attempt_count >= self.policy.max_attempts {
             prop_assert_eq!(next.status, Status::Dead);
             prop_assert_eq!(next.next_attempt_at, None);
+            prop_assert_eq!(
+                next.dead_reason.as_ref().map(|r| r.code.as_str()),
+                Some(dead_reasons::ATTEMPTS_EXHAUSTED)
+            );
         } else {
             prop_assert_eq!(next.status, Status::Pending);
             let delay = self.policy.backoff.delay_ms(next.attempt_count, next.id);
@@ -1574,6 +1606,16 @@ impl Run {
         if !in_flight {
             prop_assert!(self.before_claim.is_none());
         }
+        prop_assert_eq!(
+            env.dead_reason.is_some(),
+            env.status == Status::Dead,
+            "a dead reason is recorded iff DEAD ({:?})",
+            env.status
+        );
+        if let Some(reason) = &env.dead_reason {
+            prop_assert!(dead_reasons::ALL.contains(&reason.code.as_str()));
+            prop_assert!(reason.at <= self.now);
+        }
 
         let last_index = env.attempts.len().checked_sub(1);
         for (i, a) in env.attempts.iter().enumerate() {
@@ -1724,4 +1766,125 @@ fn same_content(a: &Envelope, b: &Envelope) -> bool {
         && a.created_at == b.created_at
         && a.attempts == b.attempts
         && a.extra == b.extra
+}
+
+// ---------------------------------------------------------------------------
+// Why a task is dead
+
+#[test]
+fn every_way_to_dead_records_its_reason_and_redrive_removes_it() {
+    let p = policy();
+    // A permanent failure.
+    let (env, token) = claimed(&p, t0());
+    let dead = machine::settle(
+        &env,
+        token,
+        &fail("app.Invalid", FailureKind::Permanent),
+        &p,
+        at(5),
+    )
+    .unwrap();
+    assert_eq!(reason(&dead), (dead_reasons::PERMANENT_FAILURE, "worker"));
+    let r = dead.dead_reason.as_ref().unwrap();
+    assert_eq!(r.at, at(5));
+    assert_eq!(r.message.as_deref(), Some("app.Invalid: it broke"));
+
+    // A handler version mismatch the queue dead-letters.
+    let (env, token) = claimed(&p, t0());
+    let mismatch = fail(
+        error_types::HANDLER_VERSION_MISMATCH,
+        FailureKind::Permanent,
+    );
+    let dead = machine::settle(&env, token, &mismatch, &p, at(5)).unwrap();
+    assert_eq!(
+        reason(&dead),
+        (dead_reasons::HANDLER_VERSION_MISMATCH, "worker")
+    );
+
+    // Retryable failures until the attempts run out.
+    let mut env = submitted(&p, t0());
+    let mut now = t0();
+    for _ in 0..p.max_attempts {
+        let (claimed, token) = machine::claim(&env, p.lease_ms, now).unwrap();
+        assert!(claimed.dead_reason.is_none());
+        env = machine::settle(&claimed, token, &retryable(), &p, now).unwrap();
+        now = now.plus_ms(1_000);
+    }
+    assert_eq!(env.status, Status::Dead);
+    assert_eq!(reason(&env), (dead_reasons::ATTEMPTS_EXHAUSTED, "worker"));
+    let message = env.dead_reason.as_ref().unwrap().message.clone().unwrap();
+    assert!(
+        message.contains("3 of 3") && message.contains("java.net.SocketTimeoutException"),
+        "{message}"
+    );
+
+    // Lapsed leases until the attempts run out: the reaper decided.
+    let mut env = submitted(&p, t0());
+    let mut now = t0();
+    for _ in 0..p.max_attempts {
+        let (claimed, _) = machine::claim(&env, p.lease_ms, now).unwrap();
+        now = now.plus_ms(p.lease_ms);
+        env = machine::expire_lease(&claimed, &p, now).unwrap();
+        now = now.plus_ms(1_000);
+    }
+    assert_eq!(reason(&env), (dead_reasons::ATTEMPTS_EXHAUSTED, "reaper"));
+
+    // A redrive takes the reason away; the history stays.
+    let back = machine::redrive(&env, now).unwrap();
+    assert_eq!(back.status, Status::Pending);
+    assert!(back.dead_reason.is_none());
+    assert_eq!(back.attempts.len(), env.attempts.len());
+    assert!(!back.encode_string().contains("dead_reason"));
+}
+
+#[test]
+fn max_lease_expiries_dead_letters_a_worker_killer_before_max_attempts() {
+    let p = QueuePolicy {
+        max_attempts: 100,
+        max_lease_expiries: 2,
+        ..policy()
+    };
+    let mut env = submitted(&p, t0());
+    let mut now = t0();
+    // A retryable failure in between does not count against the budget.
+    let (claimed, token) = machine::claim(&env, p.lease_ms, now).unwrap();
+    env = machine::settle(&claimed, token, &retryable(), &p, now).unwrap();
+    now = now.plus_ms(1_000);
+    let (claimed, _) = machine::claim(&env, p.lease_ms, now).unwrap();
+    now = now.plus_ms(p.lease_ms);
+    env = machine::expire_lease(&claimed, &p, now).unwrap();
+    assert_eq!(env.status, Status::Pending, "one lapse of two allowed");
+    now = now.plus_ms(1_000);
+    let (claimed, _) = machine::claim(&env, p.lease_ms, now).unwrap();
+    now = now.plus_ms(p.lease_ms);
+    env = machine::expire_lease(&claimed, &p, now).unwrap();
+    assert_eq!(env.status, Status::Dead);
+    assert_eq!(env.attempt_count, 3, "far below max_attempts");
+    assert_eq!(
+        reason(&env),
+        (dead_reasons::LEASE_EXPIRIES_EXHAUSTED, "reaper")
+    );
+
+    // The budget counts lapses since the last redrive only.
+    let mut env = machine::redrive(&env, now).unwrap();
+    let (claimed, _) = machine::claim(&env, p.lease_ms, now).unwrap();
+    now = now.plus_ms(p.lease_ms);
+    env = machine::expire_lease(&claimed, &p, now).unwrap();
+    assert_eq!(env.status, Status::Pending, "a redrive restores the budget");
+
+    // 0 (the default) is no budget: only max_attempts counts.
+    let p = QueuePolicy {
+        max_attempts: 4,
+        ..policy()
+    };
+    assert_eq!(p.max_lease_expiries, 0);
+    let mut env = submitted(&p, t0());
+    let mut now = t0();
+    for _ in 0..4 {
+        let (claimed, _) = machine::claim(&env, p.lease_ms, now).unwrap();
+        now = now.plus_ms(p.lease_ms);
+        env = machine::expire_lease(&claimed, &p, now).unwrap();
+        now = now.plus_ms(1_000);
+    }
+    assert_eq!(reason(&env), (dead_reasons::ATTEMPTS_EXHAUSTED, "reaper"));
 }

@@ -16,7 +16,8 @@ use serde_json::{Map, Number, Value};
 use crate::error::{EnvelopeError, ErrorCode};
 use crate::id::TaskId;
 use crate::model::{
-    Absent, AttemptRecord, ENVELOPE_VERSION, Envelope, ErrorInfo, Outcome, Status, absent,
+    Absent, AttemptRecord, DeadReason, ENVELOPE_VERSION, Envelope, ErrorInfo, Outcome, Status,
+    absent,
 };
 use crate::names::{validate_handler_ref, validate_queue_name};
 use crate::time::Timestamp;
@@ -43,6 +44,7 @@ pub const ENVELOPE_KEYS: &[&str] = &[
     "lease_expires_at",
     "created_at",
     "attempts",
+    "dead_reason",
 ];
 /// The members of an attempt record the v1 model knows, in canonical order.
 pub const ATTEMPT_KEYS: &[&str] = &[
@@ -54,6 +56,8 @@ pub const ATTEMPT_KEYS: &[&str] = &[
 ];
 /// The members of an error object the v1 model knows, in canonical order.
 pub const ERROR_KEYS: &[&str] = &["type", "message", "detail", "stack"];
+/// The members of a dead reason the v1 model knows, in canonical order.
+pub const DEAD_REASON_KEYS: &[&str] = &["code", "at", "by", "message"];
 
 /// Default limit on a serialised envelope: 1 MiB.
 pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = 1024 * 1024;
@@ -159,6 +163,14 @@ impl Envelope {
             }
             w.out.push(b']');
         }
+        match &self.dead_reason {
+            Some(reason) => {
+                w.key("dead_reason");
+                encode_dead_reason(reason, w.out);
+            }
+            None if a.has(absent::DEAD_REASON_NULL) => w.field("dead_reason", &()),
+            None => {}
+        }
         w.extra(&self.extra, ENVELOPE_KEYS);
         w.finish();
     }
@@ -200,6 +212,18 @@ fn encode_error(e: &ErrorInfo, out: &mut Vec<u8>) {
         w.field("stack", &e.stack);
     }
     w.extra(&e.extra, ERROR_KEYS);
+    w.finish();
+}
+
+fn encode_dead_reason(r: &DeadReason, out: &mut Vec<u8>) {
+    let mut w = ObjectWriter::start(out);
+    w.field("code", &r.code);
+    w.field_display("at", &r.at);
+    w.field("by", &r.by);
+    if !(r.absent.has(absent::MESSAGE) && r.message.is_none()) {
+        w.field("message", &r.message);
+    }
+    w.extra(&r.extra, DEAD_REASON_KEYS);
     w.finish();
 }
 
@@ -631,6 +655,11 @@ fn decode_envelope(value: Value) -> Result<Envelope, EnvelopeError> {
             ));
         }
     };
+    let (dead_reason, dr_null) = match f.take("dead_reason") {
+        None => (None, false),
+        Some(Value::Null) => (None, true),
+        Some(v) => (Some(decode_dead_reason(v, "dead_reason")?), false),
+    };
 
     let absent = absent_bit(hv_absent, absent::HANDLER_VERSION)
         | absent_bit(pr_absent, absent::PAYLOAD_REF)
@@ -642,7 +671,8 @@ fn decode_envelope(value: Value) -> Result<Envelope, EnvelopeError> {
         | absent_bit(cc_absent, absent::CLAIM_COUNT)
         | absent_bit(na_absent, absent::NEXT_ATTEMPT_AT)
         | absent_bit(le_absent, absent::LEASE_EXPIRES_AT)
-        | absent_bit(attempts_absent, absent::ATTEMPTS);
+        | absent_bit(attempts_absent, absent::ATTEMPTS)
+        | absent_bit(dr_null, absent::DEAD_REASON_NULL);
 
     // Narrowing casts below are bounded by the `max` passed to `uint_or_zero`.
     Ok(Envelope {
@@ -665,8 +695,34 @@ fn decode_envelope(value: Value) -> Result<Envelope, EnvelopeError> {
         lease_expires_at,
         created_at,
         attempts,
+        dead_reason,
         extra: f.into_extra(),
         absent: Absent(absent),
+    })
+}
+
+fn decode_dead_reason(value: Value, prefix: &str) -> Result<DeadReason, EnvelopeError> {
+    let mut f = Fields::new(value, prefix)?;
+    let code = f.string("code")?;
+    if !DeadReason::is_valid_code(&code) {
+        return Err(invalid(
+            &f.path("code"),
+            format!("{code:?} is not a reason code ([A-Z][A-Z0-9_], at most 64 bytes)"),
+        ));
+    }
+    let at = f.timestamp("at")?;
+    let by = f.string("by")?;
+    if by.is_empty() {
+        return Err(invalid(&f.path("by"), "who decided must not be empty"));
+    }
+    let (message, message_absent) = f.opt_string("message")?;
+    Ok(DeadReason {
+        code,
+        at,
+        by,
+        message,
+        extra: f.into_extra(),
+        absent: Absent(absent_bit(message_absent, absent::MESSAGE)),
     })
 }
 

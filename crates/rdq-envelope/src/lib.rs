@@ -23,12 +23,14 @@ mod time;
 mod truncate;
 
 pub use codec::{
-    ATTEMPT_KEYS, DEFAULT_MAX_ENVELOPE_BYTES, ENVELOPE_KEYS, ERROR_KEYS, is_canonical_base64,
-    parse_strict,
+    ATTEMPT_KEYS, DEAD_REASON_KEYS, DEFAULT_MAX_ENVELOPE_BYTES, ENVELOPE_KEYS, ERROR_KEYS,
+    is_canonical_base64, parse_strict,
 };
 pub use error::{EnvelopeError, ErrorCode};
 pub use id::TaskId;
-pub use model::{AttemptRecord, ENVELOPE_VERSION, Envelope, ErrorInfo, Outcome, Status};
+pub use model::{
+    AttemptRecord, DeadReason, ENVELOPE_VERSION, Envelope, ErrorInfo, Outcome, Status, dead_reasons,
+};
 pub use names::{
     MAX_NAME_LEN, RESERVED_HEADER_PREFIX, is_reserved_header, is_valid_name, validate_handler_ref,
     validate_queue_name, validate_user_headers,

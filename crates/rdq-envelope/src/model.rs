@@ -112,6 +112,9 @@ pub(crate) mod absent {
     pub const LEASE_EXPIRES_AT: u16 = 1 << 8;
     pub const ATTEMPTS: u16 = 1 << 9;
     pub const CLAIM_COUNT: u16 = 1 << 10;
+    /// Unlike the others, set when the member was written as `null`: an
+    /// unset dead reason is left out unless a writer wrote it so.
+    pub const DEAD_REASON_NULL: u16 = 1 << 11;
     // Attempt records.
     pub const FINISHED_AT: u16 = 1 << 0;
     pub const OUTCOME: u16 = 1 << 1;
@@ -119,6 +122,8 @@ pub(crate) mod absent {
     // Error objects.
     pub const DETAIL: u16 = 1 << 0;
     pub const STACK: u16 = 1 << 1;
+    // Dead reasons.
+    pub const MESSAGE: u16 = 1 << 0;
 }
 
 /// The error recorded with a failed attempt.
@@ -235,6 +240,91 @@ impl AttemptRecord {
     }
 }
 
+/// Why a task is DEAD: what caused it, who, and when. Written by rdq on
+/// every transition to DEAD and removed by a redrive; other writers'
+/// codes are kept as written (readers meet causes newer than themselves).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadReason {
+    /// The cause, `[A-Z][A-Z0-9_]{0,63}`: one of [`dead_reasons`] or a
+    /// newer one.
+    pub code: String,
+    /// When the task became DEAD.
+    pub at: Timestamp,
+    /// Who or what decided: `worker` (a settle), `reaper` (a lapsed
+    /// lease), or the principal that cancelled it.
+    pub by: String,
+    /// Details for people, at most 4 KiB when recorded by rdq.
+    pub message: Option<String>,
+    /// Fields this version does not know, kept as written.
+    pub extra: Map<String, Value>,
+    pub(crate) absent: Absent,
+}
+
+impl DeadReason {
+    /// A reason `code`, decided by `by` at `at`, with `message` cut to 4 KiB.
+    pub fn new(code: &str, by: impl Into<String>, at: Timestamp, message: &str) -> Self {
+        Self {
+            code: code.to_owned(),
+            at,
+            by: by.into(),
+            message: Some(truncate_message(message)),
+            extra: Map::new(),
+            absent: Absent::default(),
+        }
+    }
+
+    /// The members this reason's canonical encoding leaves out (see
+    /// [`ErrorInfo::left_out`]).
+    pub fn left_out(&self) -> Vec<&'static str> {
+        if self.absent.has(absent::MESSAGE) && self.message.is_none() {
+            vec!["message"]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// True when `code` is a well-formed reason code (known or not).
+    pub fn is_valid_code(code: &str) -> bool {
+        let bytes = code.as_bytes();
+        !bytes.is_empty()
+            && bytes.len() <= 64
+            && bytes[0].is_ascii_uppercase()
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || *b == b'_')
+    }
+}
+
+/// The reason codes rdq itself writes (`docs/lifecycle.md`).
+pub mod dead_reasons {
+    /// A failure spent the last of the queue's `max_attempts` (a lapsed
+    /// lease counts as a failed attempt).
+    pub const ATTEMPTS_EXHAUSTED: &str = "ATTEMPTS_EXHAUSTED";
+    /// The handler's failure was permanent (a wrapper, a classifier or the
+    /// queue's globs said so).
+    pub const PERMANENT_FAILURE: &str = "PERMANENT_FAILURE";
+    /// The lease lapsed `max_lease_expiries` times: a handler that keeps
+    /// killing its worker.
+    pub const LEASE_EXPIRIES_EXHAUSTED: &str = "LEASE_EXPIRIES_EXHAUSTED";
+    /// Cancelled by an operator or a program.
+    pub const CANCELLED: &str = "CANCELLED";
+    /// The task's `handler_version` differs from the worker's and the queue
+    /// says `handler_version_mismatch = "dead"`.
+    pub const HANDLER_VERSION_MISMATCH: &str = "HANDLER_VERSION_MISMATCH";
+    /// A counter reached its maximum, so the task could never run again.
+    pub const COUNTERS_EXHAUSTED: &str = "COUNTERS_EXHAUSTED";
+
+    /// Every code rdq writes, for filters that refuse unknown ones.
+    pub const ALL: [&str; 6] = [
+        ATTEMPTS_EXHAUSTED,
+        PERMANENT_FAILURE,
+        LEASE_EXPIRIES_EXHAUSTED,
+        CANCELLED,
+        HANDLER_VERSION_MISMATCH,
+        COUNTERS_EXHAUSTED,
+    ];
+}
+
 /// A task: the one language-neutral representation every component agrees on.
 ///
 /// Fields mirror the wire format of `docs/envelope.md`. `extra` holds fields this
@@ -280,6 +370,8 @@ pub struct Envelope {
     pub created_at: Timestamp,
     /// Full attempt history, oldest first; kept across redrives.
     pub attempts: Vec<AttemptRecord>,
+    /// Why the task is DEAD. Additive v1 member, written only when set.
+    pub dead_reason: Option<DeadReason>,
     /// Fields this version does not know, kept as written.
     pub extra: Map<String, Value>,
     pub(crate) absent: Absent,
@@ -336,6 +428,9 @@ impl Envelope {
                 out.push(name);
             }
         }
+        if self.dead_reason.is_none() && !a.has(absent::DEAD_REASON_NULL) {
+            out.push("dead_reason");
+        }
         out
     }
 
@@ -367,6 +462,7 @@ impl Envelope {
             lease_expires_at: None,
             created_at: now,
             attempts: Vec::new(),
+            dead_reason: None,
             extra: Map::new(),
             // payload_ref is reserved: a writer of v1 never emits it.
             absent: Absent(absent::PAYLOAD_REF),
@@ -390,7 +486,8 @@ impl Envelope {
     /// Marks every optional field as written, as rdq does for every envelope
     /// it changes: from then on each is encoded even at its default, so one
     /// state always has one encoding whatever its writer left out before.
-    /// (`payload_ref` stays as it was: rdq never populates it.)
+    /// (`payload_ref` stays as it was: rdq never populates it; an unset
+    /// `dead_reason` is left out.)
     pub fn mark_written(&mut self) {
         self.absent = Absent(self.absent.0 & absent::PAYLOAD_REF);
     }

@@ -13,7 +13,8 @@
 
 use base64::Engine as _;
 use rdq_envelope::{
-    ATTEMPT_KEYS as ATTEMPT_KNOWN, ENVELOPE_KEYS as ENVELOPE_KNOWN, ERROR_KEYS as ERROR_KNOWN,
+    ATTEMPT_KEYS as ATTEMPT_KNOWN, DEAD_REASON_KEYS as DEAD_REASON_KNOWN,
+    ENVELOPE_KEYS as ENVELOPE_KNOWN, ERROR_KEYS as ERROR_KNOWN,
 };
 use rdq_envelope::{Envelope, EnvelopeError, ErrorCode, parse_strict};
 use serde_json::{Map, Value};
@@ -33,7 +34,11 @@ pub const ENVELOPE_OPTIONAL: &[&str] = &[
     "next_attempt_at",
     "lease_expires_at",
     "attempts",
+    "dead_reason",
 ];
+
+/// Dead-reason members a writer may leave out.
+pub const DEAD_REASON_OPTIONAL: &[&str] = &["message"];
 
 /// Attempt-record members a writer may leave out.
 pub const ATTEMPT_OPTIONAL: &[&str] = &["finished_at", "outcome", "error"];
@@ -115,6 +120,14 @@ fn direct(env: Envelope) -> Result<pb::Envelope, Box<Envelope>> {
             }
         })
         .collect();
+    let dead_reason = env.dead_reason.map(|r| pb::DeadReason {
+        omitted: owned(r.left_out()),
+        code: r.code,
+        at: r.at.to_string(),
+        by: r.by,
+        message: r.message,
+        unknown_json: String::new(),
+    });
     Ok(pb::Envelope {
         envelope_version: env.envelope_version,
         id: env.id.to_string(),
@@ -137,6 +150,7 @@ fn direct(env: Envelope) -> Result<pb::Envelope, Box<Envelope>> {
         attempts,
         omitted,
         unknown_json: String::new(),
+        dead_reason,
     })
 }
 
@@ -153,6 +167,10 @@ pub(crate) fn has_unknown_members(env: &Envelope) -> bool {
                     .as_ref()
                     .is_some_and(|e| extra(&e.extra, ERROR_KNOWN))
         })
+        || env
+            .dead_reason
+            .as_ref()
+            .is_some_and(|r| extra(&r.extra, DEAD_REASON_KNOWN))
 }
 
 fn owned(names: Vec<&'static str>) -> Vec<String> {
@@ -242,6 +260,11 @@ fn from_canonical_json(bytes: &[u8]) -> Result<pb::Envelope, EnvelopeError> {
         }
         Some(_) => return Err(malformed("attempts", "is not an array")),
     }
+    match obj.remove("dead_reason") {
+        None => omitted.push("dead_reason"),
+        Some(Value::Null) => {}
+        Some(v) => out.dead_reason = Some(dead_reason_from_json(v, "dead_reason")?),
+    }
     out.omitted = in_order(ENVELOPE_OPTIONAL, &omitted);
     out.unknown_json = unknown_text(obj);
     Ok(out)
@@ -299,6 +322,23 @@ fn error_from_json(value: Value, path: &str) -> Result<pb::ErrorInfo, EnvelopeEr
     }
     out.stack = take_nullable_string(&mut obj, "stack", &mut omitted)?;
     out.omitted = in_order(ERROR_OPTIONAL, &omitted);
+    out.unknown_json = unknown_text(obj);
+    Ok(out)
+}
+
+fn dead_reason_from_json(value: Value, path: &str) -> Result<pb::DeadReason, EnvelopeError> {
+    let Value::Object(mut obj) = value else {
+        return Err(malformed(path, "is not an object"));
+    };
+    let mut omitted = Vec::new();
+    let mut out = pb::DeadReason {
+        code: take_string(&mut obj, "code")?.unwrap_or_default(),
+        at: take_string(&mut obj, "at")?.unwrap_or_default(),
+        by: take_string(&mut obj, "by")?.unwrap_or_default(),
+        ..Default::default()
+    };
+    out.message = take_nullable_string(&mut obj, "message", &mut omitted)?;
+    out.omitted = in_order(DEAD_REASON_OPTIONAL, &omitted);
     out.unknown_json = unknown_text(obj);
     Ok(out)
 }
@@ -521,6 +561,18 @@ fn json_object(msg: &pb::Envelope) -> Result<Map<String, Value>, EnvelopeError> 
         msg.attempts.is_empty(),
         "omitted",
     )?;
+    let dead_reason = match &msg.dead_reason {
+        Some(r) => Value::Object(dead_reason_object(r, "dead_reason")?),
+        None => Value::Null,
+    };
+    put(
+        &mut obj,
+        o,
+        "dead_reason",
+        dead_reason,
+        msg.dead_reason.is_none(),
+        "omitted",
+    )?;
     unknown_members(&msg.unknown_json, ENVELOPE_KNOWN, "unknown_json", &mut obj)?;
     Ok(obj)
 }
@@ -599,6 +651,30 @@ fn error_object(e: &pb::ErrorInfo, path: &str) -> Result<Map<String, Value>, Env
     unknown_members(
         &e.unknown_json,
         ERROR_KNOWN,
+        &format!("{path}.unknown_json"),
+        &mut obj,
+    )?;
+    Ok(obj)
+}
+
+fn dead_reason_object(r: &pb::DeadReason, path: &str) -> Result<Map<String, Value>, EnvelopeError> {
+    let omitted_path = format!("{path}.omitted");
+    let omitted = check_omitted(&r.omitted, DEAD_REASON_OPTIONAL, &omitted_path)?;
+    let mut obj = Map::new();
+    obj.insert("code".into(), r.code.clone().into());
+    obj.insert("at".into(), r.at.clone().into());
+    obj.insert("by".into(), r.by.clone().into());
+    put(
+        &mut obj,
+        &omitted,
+        "message",
+        opt_string(&r.message),
+        r.message.is_none(),
+        &omitted_path,
+    )?;
+    unknown_members(
+        &r.unknown_json,
+        DEAD_REASON_KNOWN,
         &format!("{path}.unknown_json"),
         &mut obj,
     )?;

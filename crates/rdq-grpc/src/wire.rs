@@ -188,6 +188,19 @@ fn envelope_body(env: &Envelope, id: &[u8; 26], scratch: &mut Scratch) -> bool {
     for name in env.left_out() {
         put_bytes(out, 20, name.as_bytes());
     }
+    if let Some(r) = &env.dead_reason {
+        nested.clear();
+        put_str(nested, 1, r.code.as_bytes());
+        put_str(nested, 2, &r.at.text());
+        put_str(nested, 3, r.by.as_bytes());
+        if let Some(m) = &r.message {
+            put_bytes(nested, 4, m.as_bytes());
+        }
+        for name in r.left_out() {
+            put_bytes(nested, 5, name.as_bytes());
+        }
+        put_bytes(out, 22, nested);
+    }
     true
 }
 

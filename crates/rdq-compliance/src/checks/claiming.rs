@@ -230,6 +230,7 @@ pub async fn queue_config_changes_are_seen_by_the_next_claim(factory: StoreFacto
     // Every field away from its default survives the store.
     let unusual = QueuePolicy {
         max_attempts: 17,
+        max_lease_expiries: 3,
         backoff: rdq_engine::Backoff::Exponential {
             base_ms: 250,
             factor: 1.5,

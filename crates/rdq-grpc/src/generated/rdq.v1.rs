@@ -69,15 +69,44 @@ pub struct Envelope {
     /// JSON names of the optional members the JSON writer left out
     /// (`handler_version`, `payload_ref`, `headers`, `priority`,
     /// `deferral_count`, `attempt_count`, `redrive_count`, `claim_count`,
-    /// `next_attempt_at`, `lease_expires_at`, `attempts`), in the order of
-    /// docs/envelope.md. Empty for every envelope rdq writes, except
-    /// `payload_ref`.
+    /// `next_attempt_at`, `lease_expires_at`, `attempts`, `dead_reason`), in
+    /// the order of docs/envelope.md. For every envelope rdq writes: only
+    /// `payload_ref`, and `dead_reason` when the task has none.
     #[prost(string, repeated, tag = "20")]
     pub omitted: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     /// Members of the JSON object this version of rdq does not know, as one
     /// canonical JSON object text (keys sorted, numbers exactly as written);
     /// empty when there are none.
     #[prost(string, tag = "21")]
+    pub unknown_json: ::prost::alloc::string::String,
+    /// JSON `dead_reason`: why the task is DEAD; unset is `null` unless
+    /// `omitted` names it.
+    #[prost(message, optional, tag = "22")]
+    pub dead_reason: ::core::option::Option<DeadReason>,
+}
+/// Why a task is DEAD (JSON: the envelope's `dead_reason`).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeadReason {
+    /// JSON `code`: `ATTEMPTS_EXHAUSTED`, `PERMANENT_FAILURE`,
+    /// `LEASE_EXPIRIES_EXHAUSTED`, `CANCELLED`, `HANDLER_VERSION_MISMATCH`,
+    /// `COUNTERS_EXHAUSTED`, or a newer code (`[A-Z][A-Z0-9_]`, at most 64
+    /// bytes).
+    #[prost(string, tag = "1")]
+    pub code: ::prost::alloc::string::String,
+    /// JSON `at`: when the task became DEAD.
+    #[prost(string, tag = "2")]
+    pub at: ::prost::alloc::string::String,
+    /// JSON `by`: who or what decided (`worker`, `reaper`, a principal).
+    #[prost(string, tag = "3")]
+    pub by: ::prost::alloc::string::String,
+    /// JSON `message`: unset is `null`.
+    #[prost(string, optional, tag = "4")]
+    pub message: ::core::option::Option<::prost::alloc::string::String>,
+    /// JSON names of the optional members left out (`message`).
+    #[prost(string, repeated, tag = "5")]
+    pub omitted: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Unknown members as canonical JSON object text; empty when none.
+    #[prost(string, tag = "6")]
     pub unknown_json: ::prost::alloc::string::String,
 }
 /// One execution of a task (JSON: an element of `attempts`).
