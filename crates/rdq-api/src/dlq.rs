@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::RawEnvelope;
-use crate::schema::{Envelope, Glob, QueueName, TaskId};
+use crate::schema::{DeadReasonCode, Envelope, Glob, QueueName, TaskId};
 
 /// Query of `GET …/dead`.
 #[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
@@ -27,6 +27,13 @@ pub struct PageQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[param(value_type = Option<Glob>)]
     pub error_type: Option<String>,
+    /// Only tasks that died for this reason: a dead reason code rdq writes
+    /// (`ATTEMPTS_EXHAUSTED`, `PERMANENT_FAILURE`, `LEASE_EXPIRIES_EXHAUSTED`,
+    /// `CANCELLED`, `HANDLER_VERSION_MISMATCH`, `COUNTERS_EXHAUSTED`) or
+    /// `UNRECORDED` (dead with no reason recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(value_type = Option<DeadReasonCode>)]
+    pub reason: Option<String>,
 }
 
 /// A page of dead tasks.
@@ -56,6 +63,10 @@ pub struct RedriveBody {
     #[serde(default)]
     #[schema(value_type = Option<Glob>)]
     pub error_type: Option<String>,
+    /// Only tasks that died for this reason (as the listing's `reason`).
+    #[serde(default)]
+    #[schema(value_type = Option<DeadReasonCode>)]
+    pub reason: Option<String>,
     /// At most this many.
     #[serde(default, deserialize_with = "crate::int::option_usize")]
     #[schema(maximum = 18_446_744_073_709_551_615_u64)]
@@ -81,6 +92,28 @@ pub struct RedriveResult {
     pub ids: Vec<String>,
 }
 
+/// The answer of `GET …/dead/reasons`: the queue's dead tasks counted by
+/// why they died.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = DeadReasons)]
+pub struct ReasonsResult {
+    /// The queue.
+    #[schema(value_type = QueueName)]
+    pub queue: String,
+    /// One entry per reason, most tasks first, then by code.
+    pub reasons: Vec<ReasonCount>,
+}
+
+/// How many dead tasks died for one reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ReasonCount {
+    /// The reason code (`UNRECORDED` for tasks without one).
+    #[schema(value_type = DeadReasonCode)]
+    pub reason: String,
+    /// How many.
+    pub count: u64,
+}
+
 /// Query of `GET …/dead/export`.
 #[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -90,6 +123,13 @@ pub struct ExportQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[param(value_type = Option<Glob>)]
     pub error_type: Option<String>,
+    /// Only tasks that died for this reason: a dead reason code rdq writes
+    /// (`ATTEMPTS_EXHAUSTED`, `PERMANENT_FAILURE`, `LEASE_EXPIRIES_EXHAUSTED`,
+    /// `CANCELLED`, `HANDLER_VERSION_MISMATCH`, `COUNTERS_EXHAUSTED`) or
+    /// `UNRECORDED` (dead with no reason recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(value_type = Option<DeadReasonCode>)]
+    pub reason: Option<String>,
 }
 
 /// Query of `POST …/dead/import` and `DELETE …/dead`.

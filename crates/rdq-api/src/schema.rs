@@ -164,6 +164,15 @@ hand_written!(
 );
 
 hand_written!(
+    /// A dead reason code a filter takes: one rdq writes, or `UNRECORDED`.
+    DeadReasonCode,
+    uses [],
+    json!({"type": "string", "enum": ["ATTEMPTS_EXHAUSTED", "PERMANENT_FAILURE",
+        "LEASE_EXPIRIES_EXHAUSTED", "CANCELLED", "HANDLER_VERSION_MISMATCH",
+        "COUNTERS_EXHAUSTED", "UNRECORDED"]})
+);
+
+hand_written!(
     /// The error of a finished attempt, as the envelope stores it.
     AttemptError,
     uses [],
@@ -229,7 +238,15 @@ hand_written!(
             "next_attempt_at": {"type": ["string", "null"], "format": "date-time"},
             "lease_expires_at": {"type": ["string", "null"], "format": "date-time"},
             "created_at": timestamp(),
-            "attempts": {"type": "array", "items": schema_ref("Attempt")}
+            "attempts": {"type": "array", "items": schema_ref("Attempt")},
+            "dead_reason": {"type": ["object", "null"], "required": ["code", "at", "by"],
+                "description": "Why the task is DEAD (docs/lifecycle.md); left out otherwise",
+                "properties": {
+                    "code": {"type": "string", "pattern": "^[A-Z][A-Z0-9_]{0,63}$"},
+                    "at": timestamp(),
+                    "by": {"type": "string", "minLength": 1},
+                    "message": {"type": ["string", "null"]}
+                }}
         },
         "additionalProperties": true
     })
@@ -360,6 +377,7 @@ impl ToSchema for Problem {
 fn policy_properties() -> Value {
     json!({
         "max_attempts": int(1, U32_MAX),
+        "max_lease_expiries": int(0, U32_MAX),
         "backoff": schema_ref("Backoff"),
         "lease_ms": int(1, U64_MAX),
         "retryable_errors": {"type": "array", "items": schema_ref("Glob")},

@@ -16,7 +16,9 @@
 use std::collections::HashSet;
 
 use rdq_api::dlq::{ImportResult, LineError, PurgeResult, RedriveResult};
-use rdq_engine::{EngineError, ListOrder, ListQuery, Page, RedriveRequest};
+use rdq_engine::{
+    DeadReasonFilter, EngineError, ListOrder, ListQuery, Page, ReasonCount, RedriveRequest,
+};
 use rdq_envelope::{Envelope, EnvelopeError, Status, TaskId};
 use serde_json::json;
 
@@ -43,6 +45,20 @@ pub struct ImportEntry {
     pub envelope: Result<Envelope, EnvelopeError>,
 }
 
+/// Which dead tasks a listing or an export shows; every field optional.
+#[derive(Debug, Clone, Default)]
+pub struct DeadFilter {
+    /// Only tasks whose latest error type matches this glob.
+    pub error_type: Option<String>,
+    /// Only tasks that died for this reason (a code of
+    /// `rdq_envelope::dead_reasons`, or `UNRECORDED`).
+    pub reason: Option<String>,
+}
+
+fn reason_filter(reason: Option<&str>) -> Result<Option<DeadReasonFilter>, AppError> {
+    Ok(reason.map(DeadReasonFilter::parse).transpose()?)
+}
+
 /// Which dead tasks a redrive takes; every field optional.
 #[derive(Debug, Clone, Default)]
 pub struct RedriveFilter {
@@ -50,6 +66,8 @@ pub struct RedriveFilter {
     pub ids: Option<Vec<TaskId>>,
     /// Only tasks whose latest error type matches this glob.
     pub error_type: Option<String>,
+    /// Only tasks that died for this reason (see [`DeadFilter::reason`]).
+    pub reason: Option<String>,
     /// At most this many.
     pub limit: Option<usize>,
     /// Report, change nothing.
@@ -64,7 +82,7 @@ impl App {
         &self,
         caller: &Caller,
         queue: &str,
-        error_type: Option<String>,
+        filter: DeadFilter,
         cursor: Option<TaskId>,
         limit: usize,
     ) -> Result<Page, AppError> {
@@ -75,7 +93,7 @@ impl App {
                 format!("must be 1 to {}", rdq_engine::store::MAX_PAGE),
             ));
         }
-        self.dead_list(queue, error_type, cursor, limit, ListOrder::NewestFirst)
+        self.dead_list(queue, filter, cursor, limit, ListOrder::NewestFirst)
             .await
     }
 
@@ -83,7 +101,7 @@ impl App {
     async fn dead_list(
         &self,
         queue: &str,
-        error_type: Option<String>,
+        filter: DeadFilter,
         cursor: Option<TaskId>,
         limit: usize,
         order: ListOrder,
@@ -93,12 +111,23 @@ impl App {
             .list(&ListQuery {
                 queue: queue.to_owned(),
                 status: Some(Status::Dead),
-                error_type,
+                error_type: filter.error_type,
+                reason: reason_filter(filter.reason.as_deref())?,
                 cursor,
                 limit,
                 order,
             })
             .await?)
+    }
+
+    /// How many of `queue`'s dead tasks died for each reason, most first.
+    pub async fn dlq_reasons(
+        &self,
+        caller: &Caller,
+        queue: &str,
+    ) -> Result<Vec<ReasonCount>, AppError> {
+        self.existing_queue(caller, READ_SCOPES, queue).await?;
+        Ok(self.engine.dead_reasons(queue).await?)
     }
 
     /// The dead task `id` of `queue`, on every store that can look a task
@@ -120,7 +149,7 @@ impl App {
         &self,
         caller: &Caller,
         queue: &str,
-        error_type: Option<String>,
+        filter: DeadFilter,
         cursor: Option<TaskId>,
     ) -> Result<Page, AppError> {
         if cursor.is_none() {
@@ -130,7 +159,7 @@ impl App {
         }
         self.dead_list(
             queue,
-            error_type,
+            filter,
             cursor,
             EXPORT_PAGE,
             ListOrder::OldestFirst,
@@ -151,6 +180,7 @@ impl App {
             queue: queue.to_owned(),
             ids: filter.ids.clone(),
             error_type: filter.error_type.clone(),
+            reason: reason_filter(filter.reason.as_deref())?,
             limit: filter.limit,
             dry_run: filter.dry_run,
         };
@@ -166,6 +196,7 @@ impl App {
                 "filter": {
                     "ids": filter.ids.map(|ids| ids.iter().map(ToString::to_string).collect::<Vec<_>>()),
                     "error_type": filter.error_type,
+                    "reason": filter.reason,
                     "limit": filter.limit,
                 },
                 "ids": ids,

@@ -15,10 +15,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use clap::Args;
-use rdq_api::dlq::{LineError, PageQuery, RedriveBody};
+use rdq_api::dlq::{LineError, PageQuery, ReasonCount, RedriveBody};
 use rdq_api::flow::{QueueFlow, ThrottleBody};
 use rdq_api::queues::QueueRow;
 use rdq_api::tasks::SubmitBody;
+pub use rdq_app::dlq::DeadFilter;
 use rdq_app::dlq::RedriveFilter;
 use rdq_app::{App, AppError, AppParts, Caller};
 use rdq_client::{Client, ClientError};
@@ -94,16 +95,18 @@ pub trait Operations {
     async fn dead_page(
         &self,
         queue: &str,
-        error_type: Option<&str>,
+        filter: &DeadFilter,
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<Envelope>, Option<String>), CliError>;
+    /// `queue`'s dead tasks counted by reason, most first.
+    async fn dead_reasons(&self, queue: &str) -> Result<Vec<ReasonCount>, CliError>;
     /// Redrives (or, on a dry run, lists) matching dead tasks; their ids.
     async fn redrive(
         &self,
         queue: &str,
         ids: Option<Vec<String>>,
-        error_type: Option<String>,
+        filter: DeadFilter,
         limit: Option<usize>,
         dry_run: bool,
     ) -> Result<Vec<String>, CliError>;
@@ -112,7 +115,7 @@ pub trait Operations {
     async fn export(
         &self,
         queue: &str,
-        error_type: Option<&str>,
+        filter: &DeadFilter,
         out: &mut dyn Write,
         progress: &dyn Fn(u64),
     ) -> Result<u64, CliError>;
@@ -296,7 +299,7 @@ impl Operations for Local {
     async fn dead_page(
         &self,
         queue: &str,
-        error_type: Option<&str>,
+        filter: &DeadFilter,
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<Envelope>, Option<String>), CliError> {
@@ -305,7 +308,7 @@ impl Operations for Local {
             .dlq_page(
                 &self.caller,
                 queue,
-                error_type.map(str::to_owned),
+                filter.clone(),
                 cursor.map(parse_id).transpose()?,
                 limit,
             )
@@ -313,11 +316,22 @@ impl Operations for Local {
         Ok((page.items, page.next_cursor.map(|c| c.to_string())))
     }
 
+    async fn dead_reasons(&self, queue: &str) -> Result<Vec<ReasonCount>, CliError> {
+        let counts = self.app.dlq_reasons(&self.caller, queue).await?;
+        Ok(counts
+            .into_iter()
+            .map(|c| ReasonCount {
+                reason: c.reason,
+                count: c.count,
+            })
+            .collect())
+    }
+
     async fn redrive(
         &self,
         queue: &str,
         ids: Option<Vec<String>>,
-        error_type: Option<String>,
+        filter: DeadFilter,
         limit: Option<usize>,
         dry_run: bool,
     ) -> Result<Vec<String>, CliError> {
@@ -329,7 +343,8 @@ impl Operations for Local {
                         .collect::<Result<Vec<_>, _>>()
                 })
                 .transpose()?,
-            error_type,
+            error_type: filter.error_type,
+            reason: filter.reason,
             limit,
             dry_run,
         };
@@ -339,7 +354,7 @@ impl Operations for Local {
     async fn export(
         &self,
         queue: &str,
-        error_type: Option<&str>,
+        filter: &DeadFilter,
         out: &mut dyn Write,
         progress: &dyn Fn(u64),
     ) -> Result<u64, CliError> {
@@ -348,7 +363,7 @@ impl Operations for Local {
         loop {
             let page = self
                 .app
-                .dlq_export_page(&self.caller, queue, error_type.map(str::to_owned), cursor)
+                .dlq_export_page(&self.caller, queue, filter.clone(), cursor)
                 .await?;
             let mut chunk = Vec::new();
             for env in &page.items {
@@ -533,29 +548,35 @@ impl Operations for Remote {
     async fn dead_page(
         &self,
         queue: &str,
-        error_type: Option<&str>,
+        filter: &DeadFilter,
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<Envelope>, Option<String>), CliError> {
         let page = PageQuery {
             limit: Some(limit),
             cursor: cursor.map(parse_id).transpose()?.map(|c| c.to_string()),
-            error_type: error_type.map(str::to_owned),
+            error_type: filter.error_type.clone(),
+            reason: filter.reason.clone(),
         };
         Ok(self.client.dlq_page(queue, &page).await?)
+    }
+
+    async fn dead_reasons(&self, queue: &str) -> Result<Vec<ReasonCount>, CliError> {
+        Ok(self.client.dlq_reasons(queue).await?.reasons)
     }
 
     async fn redrive(
         &self,
         queue: &str,
         ids: Option<Vec<String>>,
-        error_type: Option<String>,
+        filter: DeadFilter,
         limit: Option<usize>,
         dry_run: bool,
     ) -> Result<Vec<String>, CliError> {
         let body = RedriveBody {
             ids,
-            error_type,
+            error_type: filter.error_type,
+            reason: filter.reason,
             limit,
             dry_run,
         };
@@ -565,14 +586,14 @@ impl Operations for Remote {
     async fn export(
         &self,
         queue: &str,
-        error_type: Option<&str>,
+        filter: &DeadFilter,
         out: &mut dyn Write,
         progress: &dyn Fn(u64),
     ) -> Result<u64, CliError> {
         let mut written = 0u64;
         let total = self
             .client
-            .dlq_export(queue, error_type, |chunk| {
+            .dlq_export(queue, filter.error_type.as_deref(), filter.reason.as_deref(), |chunk| {
                 out.write_all(chunk)?;
                 written += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
                 progress(written);

@@ -12,7 +12,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use crate::CliError;
-use crate::backend::{Backend, ImportRefusal, TargetArgs};
+use crate::backend::{Backend, DeadFilter, ImportRefusal, TargetArgs};
 use crate::input::read_all;
 use crate::output;
 use crate::output::{out, outln};
@@ -27,9 +27,8 @@ pub enum DlqCommand {
     List {
         /// The queue.
         queue: String,
-        /// Only tasks whose latest error type matches this glob (`http.*`).
-        #[arg(long, value_name = "GLOB")]
-        error_type: Option<String>,
+        #[command(flatten)]
+        filter: FilterArgs,
         /// Page size, 1–1000.
         #[arg(long, default_value_t = 50)]
         limit: usize,
@@ -57,9 +56,8 @@ pub enum DlqCommand {
         /// Write to this file instead of standard output.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
-        /// Only tasks whose latest error type matches this glob.
-        #[arg(long, value_name = "GLOB")]
-        error_type: Option<String>,
+        #[command(flatten)]
+        filter: FilterArgs,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -83,15 +81,21 @@ pub enum DlqCommand {
         /// Only this task (repeatable).
         #[arg(long = "id", value_name = "ID")]
         ids: Vec<String>,
-        /// Only tasks whose latest error type matches this glob.
-        #[arg(long, value_name = "GLOB")]
-        error_type: Option<String>,
+        #[command(flatten)]
+        filter: FilterArgs,
         /// At most this many.
         #[arg(long)]
         limit: Option<usize>,
         /// List what would be redriven, change nothing.
         #[arg(long)]
         dry_run: bool,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// How many dead tasks died for each reason, most first.
+    Reasons {
+        /// The queue.
+        queue: String,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -107,19 +111,41 @@ pub enum DlqCommand {
     },
 }
 
+/// Which dead tasks a listing, an export or a redrive takes.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FilterArgs {
+    /// Only tasks whose latest error type matches this glob (`http.*`).
+    #[arg(long, value_name = "GLOB")]
+    error_type: Option<String>,
+    /// Only tasks that died for this reason: ATTEMPTS_EXHAUSTED,
+    /// PERMANENT_FAILURE, LEASE_EXPIRIES_EXHAUSTED, CANCELLED,
+    /// HANDLER_VERSION_MISMATCH, COUNTERS_EXHAUSTED or UNRECORDED.
+    #[arg(long, value_name = "REASON")]
+    reason: Option<String>,
+}
+
+impl FilterArgs {
+    fn into_filter(self) -> DeadFilter {
+        DeadFilter {
+            error_type: self.error_type,
+            reason: self.reason,
+        }
+    }
+}
+
 /// Runs `rdq dlq …`.
 pub async fn run(cmd: DlqCommand) -> Result<(), CliError> {
     match cmd {
         DlqCommand::List {
             queue,
-            error_type,
+            filter,
             limit,
             cursor,
             target,
         } => {
             list(
                 &queue,
-                error_type.as_deref(),
+                &filter.into_filter(),
                 limit,
                 cursor.as_deref(),
                 &target,
@@ -143,9 +169,9 @@ pub async fn run(cmd: DlqCommand) -> Result<(), CliError> {
         DlqCommand::Export {
             queue,
             output,
-            error_type,
+            filter,
             target,
-        } => export(&queue, output, error_type.as_deref(), &target).await,
+        } => export(&queue, output, &filter.into_filter(), &target).await,
         DlqCommand::Import {
             file,
             queue,
@@ -155,11 +181,12 @@ pub async fn run(cmd: DlqCommand) -> Result<(), CliError> {
         DlqCommand::Redrive {
             queue,
             ids,
-            error_type,
+            filter,
             limit,
             dry_run,
             target,
-        } => redrive(&queue, ids, error_type, limit, dry_run, &target).await,
+        } => redrive(&queue, ids, filter.into_filter(), limit, dry_run, &target).await,
+        DlqCommand::Reasons { queue, target } => reasons(&queue, &target).await,
         DlqCommand::Purge {
             queue,
             dry_run,
@@ -174,15 +201,38 @@ async fn show_in(queue: &str, id: &str, target: &TargetArgs) -> Result<(), CliEr
     crate::task_cmd::print(&env, target)
 }
 
+/// `dlq reasons Q`: the DLQ counted by dead reason.
+async fn reasons(queue: &str, target: &TargetArgs) -> Result<(), CliError> {
+    let counts = Backend::open(target).await?.dead_reasons(queue).await?;
+    if target.json {
+        let reasons: Vec<serde_json::Value> = counts
+            .iter()
+            .map(|c| json!({"reason": c.reason, "count": c.count}))
+            .collect();
+        outln!("{}", json!({"queue": queue, "reasons": reasons}))?;
+        return Ok(());
+    }
+    if counts.is_empty() {
+        outln!("the DLQ of {queue} is empty")?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = counts
+        .iter()
+        .map(|c| vec![c.reason.clone(), c.count.to_string()])
+        .collect();
+    out!("{}", output::table(&["REASON", "COUNT"], &rows))?;
+    Ok(())
+}
+
 async fn list(
     queue: &str,
-    error_type: Option<&str>,
+    filter: &DeadFilter,
     limit: usize,
     cursor: Option<&str>,
     target: &TargetArgs,
 ) -> Result<(), CliError> {
     let backend = Backend::open(target).await?;
-    let (items, next) = backend.dead_page(queue, error_type, cursor, limit).await?;
+    let (items, next) = backend.dead_page(queue, filter, cursor, limit).await?;
     if target.json {
         let items: Vec<serde_json::Value> = items
             .iter()
@@ -201,6 +251,7 @@ async fn list(
                     .map_or_else(|| "—".to_owned(), |t| t.to_string()),
                 e.attempt_count.to_string(),
                 e.redrive_count.to_string(),
+                rdq_engine::store::reason_code(e).to_owned(),
                 e.last_error()
                     .map_or_else(|| "—".to_owned(), |err| err.error_type.clone()),
                 e.last_error()
@@ -216,6 +267,7 @@ async fn list(
                 "DIED",
                 "ATTEMPTS",
                 "REDRIVES",
+                "REASON",
                 "ERROR TYPE",
                 "MESSAGE"
             ],
@@ -242,11 +294,11 @@ async fn dead_count(backend: &dyn crate::backend::Operations, queue: &str) -> u6
 async fn export(
     queue: &str,
     output_file: Option<PathBuf>,
-    error_type: Option<&str>,
+    filter: &DeadFilter,
     target: &TargetArgs,
 ) -> Result<(), CliError> {
     let backend = Backend::open(target).await?;
-    let total = if error_type.is_none() {
+    let total = if filter.error_type.is_none() && filter.reason.is_none() {
         dead_count(&*backend, queue).await
     } else {
         0
@@ -261,7 +313,7 @@ async fn export(
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
     let written = backend
-        .export(queue, error_type, &mut *sink, &|n| bar.set_position(n))
+        .export(queue, filter, &mut *sink, &|n| bar.set_position(n))
         .await?;
     bar.finish_and_clear();
     drop(sink);
@@ -353,7 +405,7 @@ fn first_queue(bytes: &[u8]) -> Option<String> {
 async fn redrive(
     queue: &str,
     ids: Vec<String>,
-    error_type: Option<String>,
+    filter: DeadFilter,
     limit: Option<usize>,
     dry_run: bool,
     target: &TargetArgs,
@@ -363,7 +415,7 @@ async fn redrive(
     let mut redriven: Vec<String> = Vec::new();
     if dry_run {
         redriven = backend
-            .redrive(queue, ids, error_type.clone(), limit, true)
+            .redrive(queue, ids, filter.clone(), limit, true)
             .await?;
     } else {
         let dead = dead_count(&*backend, queue).await;
@@ -380,7 +432,7 @@ async fn redrive(
                 let wanted = ids.into_iter().take(budget as usize).collect::<Vec<_>>();
                 for chunk in wanted.chunks(REDRIVE_BATCH) {
                     let done = backend
-                        .redrive(queue, Some(chunk.to_vec()), error_type.clone(), None, false)
+                        .redrive(queue, Some(chunk.to_vec()), filter.clone(), None, false)
                         .await?;
                     redriven.extend(done);
                     bar.set_position(redriven.len() as u64);
@@ -390,7 +442,7 @@ async fn redrive(
                 while (redriven.len() as u64) < budget {
                     let room = (budget - redriven.len() as u64).min(REDRIVE_BATCH as u64) as usize;
                     let done = backend
-                        .redrive(queue, None, error_type.clone(), Some(room), false)
+                        .redrive(queue, None, filter.clone(), Some(room), false)
                         .await?;
                     let n = done.len();
                     redriven.extend(done);

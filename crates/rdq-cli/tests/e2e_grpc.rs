@@ -505,6 +505,7 @@ async fn every_service_answers_on_the_http_address() {
                 limit: Some(10),
                 cursor: Some(next),
                 error_type: Some("smtp.*".into()),
+                reason: None,
             },
             ALL,
         ))
@@ -533,6 +534,7 @@ async fn every_service_answers_on_the_http_address() {
             pb::ExportRequest {
                 queue: "mail".into(),
                 error_type: None,
+                reason: None,
             },
             ALL,
         ))

@@ -438,7 +438,7 @@ async fn the_dlq_lists_shows_exports_imports_purges_and_redrives(kind: Kind) {
     let mut exported = Vec::new();
     let n = site
         .client
-        .dlq_export(&q, None, |chunk| {
+        .dlq_export(&q, None, None, |chunk| {
             exported.extend_from_slice(chunk);
             Ok(())
         })
@@ -463,7 +463,7 @@ async fn the_dlq_lists_shows_exports_imports_purges_and_redrives(kind: Kind) {
     assert_eq!(imported.checked, 3);
     let mut again = Vec::new();
     site.client
-        .dlq_export(&q, None, |chunk| {
+        .dlq_export(&q, None, None, |chunk| {
             again.extend_from_slice(chunk);
             Ok(())
         })

@@ -24,7 +24,8 @@
 #![forbid(unsafe_code)]
 
 use rdq_api::dlq::{
-    DlqPage, ImportResult, LineError, PageQuery, PurgeResult, RedriveBody, RedriveResult,
+    DlqPage, ImportResult, LineError, PageQuery, PurgeResult, ReasonsResult, RedriveBody,
+    RedriveResult,
 };
 use rdq_api::flow::{QueueFlow, ThrottleBody};
 use rdq_api::queues::{CapabilityList, QueueList, QueueRow};
@@ -356,6 +357,9 @@ impl Client {
         if let Some(g) = &page.error_type {
             pairs.push(("error_type", g.clone()));
         }
+        if let Some(r) = &page.reason {
+            pairs.push(("reason", r.clone()));
+        }
         let answer: DlqPage = self
             .json(
                 Method::GET,
@@ -381,6 +385,16 @@ impl Client {
         .await
     }
 
+    /// `GET /v1/queues/{queue}/dead/reasons`: dead tasks counted by reason.
+    pub async fn dlq_reasons(&self, queue: &str) -> Result<ReasonsResult, ClientError> {
+        self.json(
+            Method::GET,
+            &format!("/v1/queues/{queue}/dead/reasons"),
+            None::<&()>,
+        )
+        .await
+    }
+
     /// `POST /v1/queues/{queue}/dead/redrive`.
     pub async fn dlq_redrive(
         &self,
@@ -401,12 +415,17 @@ impl Client {
         &self,
         queue: &str,
         error_type: Option<&str>,
+        reason: Option<&str>,
         mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
     ) -> Result<u64, ClientError> {
         let mut path = format!("/v1/queues/{queue}/dead/export");
-        if let Some(g) = error_type {
+        let filters: Vec<(&str, String)> = [("error_type", error_type), ("reason", reason)]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v.to_owned())))
+            .collect();
+        if !filters.is_empty() {
             path.push('?');
-            path.push_str(&query(&[("error_type", g.to_owned())]));
+            path.push_str(&query(&filters));
         }
         let mut response = self.call(Method::GET, &path, None::<&()>).await?;
         let mut lines = 0u64;

@@ -32,7 +32,8 @@ use crate::machine::{self, LeaseToken, Settlement};
 use crate::policy::QueuePolicy;
 use crate::store::{
     Capabilities, ClaimRequest, DeadGroup, LeasedUpdate, ListOrder, ListQuery, MAX_PAGE, NewTask,
-    Page, QueueCounts, QueueDepths, RedriveRequest, Store, Submitted, finished_at, unsupported,
+    Page, QueueCounts, QueueDepths, ReasonCount, RedriveRequest, Store, Submitted, finished_at,
+    reason_code, unsupported,
 };
 
 /// A task to submit: the client subset of the envelope plus scheduling options.
@@ -575,10 +576,10 @@ impl Engine {
                 .list(&ListQuery {
                     queue: queue.to_owned(),
                     status: Some(Status::Dead),
-                    error_type: None,
                     cursor,
                     limit: MAX_PAGE,
                     order: ListOrder::NewestFirst,
+                    ..ListQuery::default()
                 })
                 .await?;
             if let Some(env) = page.items.into_iter().find(|e| e.id == id) {
@@ -597,10 +598,89 @@ impl Engine {
         if let Some(glob) = &request.error_type {
             crate::glob::Glob::new(glob).map_err(EngineError::InvalidArgument)?;
         }
-        match self.store.as_redrive() {
-            Some(redrive) => redrive.redrive(request, self.clock.now()).await,
-            None => unsupported("redrive"),
+        let Some(redrive) = self.store.as_redrive() else {
+            return unsupported("redrive");
+        };
+        let Some(reason) = &request.reason else {
+            return redrive.redrive(request, self.clock.now()).await;
+        };
+        // Stores filter on ids and error types; the reason is matched here,
+        // on a listing, and the store redrives the ids that matched (a task
+        // redriven by someone else in between is simply no longer DEAD).
+        let limit = request.limit.unwrap_or(usize::MAX);
+        let mut chosen = Vec::new();
+        let mut cursor = None;
+        while chosen.len() < limit {
+            let page = self
+                .list(&ListQuery {
+                    queue: request.queue.clone(),
+                    status: Some(Status::Dead),
+                    error_type: request.error_type.clone(),
+                    reason: Some(reason.clone()),
+                    cursor,
+                    limit: MAX_PAGE,
+                    order: ListOrder::OldestFirst,
+                })
+                .await?;
+            let wanted = |id: &TaskId| request.ids.as_ref().is_none_or(|ids| ids.contains(id));
+            chosen.extend(
+                page.items
+                    .iter()
+                    .map(|env| env.id)
+                    .filter(wanted)
+                    .take(limit - chosen.len()),
+            );
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
         }
+        if chosen.is_empty() {
+            return Ok(chosen);
+        }
+        let by_id = RedriveRequest {
+            queue: request.queue.clone(),
+            ids: Some(chosen),
+            error_type: None,
+            reason: None,
+            limit: None,
+            dry_run: request.dry_run,
+        };
+        redrive.redrive(&by_id, self.clock.now()).await
+    }
+
+    /// How many of `queue`'s dead tasks died for each reason, most first
+    /// (then by code), on a store that lists: the DLQ is paged through.
+    pub async fn dead_reasons(&self, queue: &str) -> Result<Vec<ReasonCount>, EngineError> {
+        let mut counts: Vec<ReasonCount> = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = self
+                .list(&ListQuery {
+                    queue: queue.to_owned(),
+                    status: Some(Status::Dead),
+                    cursor,
+                    limit: MAX_PAGE,
+                    ..ListQuery::default()
+                })
+                .await?;
+            for env in &page.items {
+                let code = reason_code(env);
+                match counts.iter_mut().find(|c| c.reason == code) {
+                    Some(c) => c.count += 1,
+                    None => counts.push(ReasonCount {
+                        reason: code.to_owned(),
+                        count: 1,
+                    }),
+                }
+            }
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        counts.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
+        Ok(counts)
     }
 
     /// The task with this id, on a store that can look tasks up.
@@ -611,13 +691,49 @@ impl Engine {
         }
     }
 
-    /// One page of a queue's tasks, on a store that lists.
+    /// One page of a queue's tasks, on a store that lists. A reason
+    /// filter is applied here: the store's pages are read on until the
+    /// page is full or the listing ends.
     pub async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
         validate_queue_name(&query.queue)?;
-        match self.store.as_listing() {
-            Some(listing) => listing.list(query).await,
-            None => unsupported("list tasks"),
+        let Some(listing) = self.store.as_listing() else {
+            return unsupported("list tasks");
+        };
+        let Some(reason) = &query.reason else {
+            return listing.list(query).await;
+        };
+        let limit = match query.limit {
+            0 => MAX_PAGE,
+            n => n.min(MAX_PAGE),
+        };
+        let mut inner = ListQuery {
+            reason: None,
+            limit: MAX_PAGE,
+            ..query.clone()
+        };
+        let mut items = Vec::new();
+        loop {
+            let page = listing.list(&inner).await?;
+            for env in page.items {
+                if items.len() == limit {
+                    break;
+                }
+                // Only DEAD tasks have a reason, whatever the status asked.
+                if env.status == Status::Dead && reason.matches(&env) {
+                    items.push(env);
+                }
+            }
+            match page.next_cursor {
+                Some(next) if items.len() < limit => inner.cursor = Some(next),
+                _ => break,
+            }
         }
+        let next_cursor = if items.len() == limit {
+            items.last().map(|env| env.id)
+        } else {
+            None
+        };
+        Ok(Page { items, next_cursor })
     }
 
     /// The id of `queue`'s oldest PENDING task, on a store that lists.

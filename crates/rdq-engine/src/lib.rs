@@ -38,7 +38,7 @@ pub use lease_key::{LeaseKey, TokenMismatch};
 pub use machine::{FailureKind, LeaseToken, RetryOverride, Settlement};
 pub use policy::{Backoff, QueuePolicy, VersionMismatch};
 pub use store::{
-    Capabilities, ClaimRequest, ConfigStore, DeadGroup, LeasedUpdate, ListOrder, ListQuery,
+    Capabilities, ClaimRequest, ConfigStore, DeadGroup, DeadReasonFilter, LeasedUpdate, ListOrder, ListQuery,
     NewTask, Page, Pruning, QueueCounts, QueueDepths, QueueDepthsSource, Redrive, RedriveRequest,
-    Removal, Store, Submitted, TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
+    ReasonCount, Removal, Store, Submitted, TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
 };

@@ -6,7 +6,7 @@
 
 use futures::StreamExt as _;
 use prost::Message as _;
-use rdq_app::dlq::RedriveFilter;
+use rdq_app::dlq::{DeadFilter, RedriveFilter};
 use rdq_app::work::MAX_SETTLE_BATCH;
 use rdq_app::{App, AppError, Caller};
 use rdq_engine::Submitted;
@@ -300,7 +300,7 @@ impl pb::dlq_server::Dlq for GrpcApi {
         let limit = msg.limit.map_or(rdq_api::DEFAULT_PAGE, |l| l as usize);
         let page = self
             .app
-            .dlq_page(&caller, &msg.queue, msg.error_type, cursor, limit)
+            .dlq_page(&caller, &msg.queue, dead_filter(msg.error_type, msg.reason), cursor, limit)
             .await
             .map_err(st)?;
         Ok(Response::new(pb::DlqListResponse {
@@ -353,6 +353,7 @@ impl pb::dlq_server::Dlq for GrpcApi {
                 RedriveFilter {
                     ids,
                     error_type: msg.error_type,
+                    reason: msg.reason,
                     limit,
                     dry_run: msg.dry_run,
                 },
@@ -367,6 +368,29 @@ impl pb::dlq_server::Dlq for GrpcApi {
         }))
     }
 
+    async fn reasons(
+        &self,
+        request: Request<pb::DlqReasonsRequest>,
+    ) -> Result<Response<pb::DlqReasonsResponse>, Status> {
+        let caller = self.caller(request.metadata())?;
+        let msg = request.into_inner();
+        let reasons = self
+            .app
+            .dlq_reasons(&caller, &msg.queue)
+            .await
+            .map_err(st)?;
+        Ok(Response::new(pb::DlqReasonsResponse {
+            queue: msg.queue,
+            reasons: reasons
+                .into_iter()
+                .map(|r| pb::ReasonCount {
+                    reason: r.reason,
+                    count: r.count,
+                })
+                .collect(),
+        }))
+    }
+
     type ExportStream = BoxStream<pb::TaskResponse>;
 
     async fn export(
@@ -378,12 +402,12 @@ impl pb::dlq_server::Dlq for GrpcApi {
         // Refuse before the stream starts if the caller, queue or filter is bad.
         let first = self
             .app
-            .dlq_export_page(&caller, &msg.queue, msg.error_type.clone(), None)
+            .dlq_export_page(&caller, &msg.queue, dead_filter(msg.error_type.clone(), msg.reason.clone()), None)
             .await
             .map_err(st)?;
         let app = self.app.clone();
         let pages = futures::stream::unfold(
-            (Some(first), app, caller, msg.queue, msg.error_type),
+            (Some(first), app, caller, msg.queue, dead_filter(msg.error_type, msg.reason)),
             |(page, app, caller, queue, error_type)| async move {
                 let page = page?;
                 let items: Vec<Result<pb::TaskResponse, Status>> =
@@ -555,4 +579,8 @@ impl pb::workers_server::Workers for GrpcApi {
             stream.map(|m| m.map(WorkOut::into_message)),
         )))
     }
+}
+
+fn dead_filter(error_type: Option<String>, reason: Option<String>) -> DeadFilter {
+    DeadFilter { error_type, reason }
 }

@@ -170,6 +170,9 @@ pub struct ListQuery {
     pub status: Option<Status>,
     /// Only tasks whose latest error type matches this glob.
     pub error_type: Option<String>,
+    /// Only DEAD tasks with this reason ([`DeadReasonFilter`]); the engine
+    /// applies it, stores never see it.
+    pub reason: Option<DeadReasonFilter>,
     /// Continue after this task (the `next_cursor` of the previous page).
     pub cursor: Option<TaskId>,
     /// Page size; 0 means [`MAX_PAGE`], and stores cap it there.
@@ -199,10 +202,63 @@ pub struct RedriveRequest {
     pub ids: Option<Vec<TaskId>>,
     /// Only tasks whose latest error type matches this glob.
     pub error_type: Option<String>,
+    /// Only tasks with this reason; the engine applies it, stores never
+    /// see it.
+    pub reason: Option<DeadReasonFilter>,
     /// At most this many (no limit when `None`).
     pub limit: Option<usize>,
     /// Report what would be redriven, change nothing.
     pub dry_run: bool,
+}
+
+/// A filter on why a task is DEAD: one of the codes rdq writes
+/// ([`rdq_envelope::dead_reasons`]), or `UNRECORDED` for DEAD tasks with no
+/// reason (dead before rdq recorded reasons, or imported so).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadReasonFilter(String);
+
+/// The filter value for DEAD tasks without a recorded reason.
+pub const UNRECORDED_REASON: &str = "UNRECORDED";
+
+impl DeadReasonFilter {
+    /// The filter for `code`; `INVALID_ARGUMENT` for a code rdq does not
+    /// write (a typo would otherwise match nothing, silently).
+    pub fn parse(code: &str) -> Result<Self, EngineError> {
+        if code == UNRECORDED_REASON || rdq_envelope::dead_reasons::ALL.contains(&code) {
+            Ok(Self(code.to_owned()))
+        } else {
+            Err(EngineError::InvalidArgument(format!(
+                "reason {code:?} is not one of {}, {UNRECORDED_REASON}",
+                rdq_envelope::dead_reasons::ALL.join(", ")
+            )))
+        }
+    }
+
+    /// The code it matches.
+    pub fn code(&self) -> &str {
+        &self.0
+    }
+
+    /// True when `env` is DEAD for this reason.
+    pub fn matches(&self, env: &Envelope) -> bool {
+        reason_code(env) == self.0
+    }
+}
+
+/// The reason code of a DEAD task, [`UNRECORDED_REASON`] when it has none.
+pub fn reason_code(env: &Envelope) -> &str {
+    env.dead_reason
+        .as_ref()
+        .map_or(UNRECORDED_REASON, |r| r.code.as_str())
+}
+
+/// How many of a queue's dead tasks died for one reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReasonCount {
+    /// The reason code ([`UNRECORDED_REASON`] for tasks without one).
+    pub reason: String,
+    /// How many.
+    pub count: u64,
 }
 
 /// Tasks of one queue per status.

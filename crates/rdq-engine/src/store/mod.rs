@@ -40,9 +40,9 @@ use crate::error::EngineError;
 use crate::machine::LeaseToken;
 
 pub use admin::{
-    ConfigStore, DeadGroup, ListOrder, ListQuery, MAX_PAGE, Page, Pruning, QueueCounts,
-    QueueDepths, QueueDepthsSource, Redrive, RedriveRequest, Removal, TaskCounts, TaskListing,
-    TaskLookup, sort_groups,
+    ConfigStore, DeadGroup, DeadReasonFilter, ListOrder, ListQuery, MAX_PAGE, Page, Pruning,
+    QueueCounts, QueueDepths, QueueDepthsSource, ReasonCount, Redrive, RedriveRequest, Removal,
+    TaskCounts, TaskListing, TaskLookup, UNRECORDED_REASON, reason_code, sort_groups,
 };
 pub use claim::ClaimRequest;
 

@@ -517,6 +517,10 @@ pub struct DlqListRequest {
     /// Glob on the latest error's type.
     #[prost(string, optional, tag = "4")]
     pub error_type: ::core::option::Option<::prost::alloc::string::String>,
+    /// Only tasks that died for this reason: a `DeadReason` code rdq writes,
+    /// or `UNRECORDED` (dead with no reason recorded).
+    #[prost(string, optional, tag = "5")]
+    pub reason: ::core::option::Option<::prost::alloc::string::String>,
 }
 /// A page of dead tasks.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -556,6 +560,9 @@ pub struct RedriveRequest {
     /// Report, change nothing.
     #[prost(bool, tag = "5")]
     pub dry_run: bool,
+    /// Only tasks that died for this reason (as `DlqListRequest.reason`).
+    #[prost(string, optional, tag = "6")]
+    pub reason: ::core::option::Option<::prost::alloc::string::String>,
 }
 /// The answer of a redrive.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -582,6 +589,36 @@ pub struct ExportRequest {
     /// Only tasks whose latest error type matches this glob.
     #[prost(string, optional, tag = "2")]
     pub error_type: ::core::option::Option<::prost::alloc::string::String>,
+    /// Only tasks that died for this reason (as `DlqListRequest.reason`).
+    #[prost(string, optional, tag = "3")]
+    pub reason: ::core::option::Option<::prost::alloc::string::String>,
+}
+/// Names a queue whose DLQ is counted by reason.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DlqReasonsRequest {
+    /// The queue.
+    #[prost(string, tag = "1")]
+    pub queue: ::prost::alloc::string::String,
+}
+/// A queue's dead tasks counted by reason.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct DlqReasonsResponse {
+    /// The queue.
+    #[prost(string, tag = "1")]
+    pub queue: ::prost::alloc::string::String,
+    /// One entry per reason, most tasks first, then by code.
+    #[prost(message, repeated, tag = "2")]
+    pub reasons: ::prost::alloc::vec::Vec<ReasonCount>,
+}
+/// How many dead tasks died for one reason.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ReasonCount {
+    /// The reason code (`UNRECORDED` for tasks without one).
+    #[prost(string, tag = "1")]
+    pub reason: ::prost::alloc::string::String,
+    /// How many.
+    #[prost(uint64, tag = "2")]
+    pub count: u64,
 }
 /// One entry of an import stream. The first message names the queue and
 /// whether it is a dry run; later messages may leave both out.
@@ -2300,6 +2337,28 @@ pub mod dlq_client {
             req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Dlq", "Purge"));
             self.inner.unary(req, path, codec).await
         }
+        /// How many dead tasks died for each reason, most first.
+        pub async fn reasons(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DlqReasonsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::DlqReasonsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Dlq/Reasons");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Dlq", "Reasons"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -2352,6 +2411,14 @@ pub mod dlq_server {
             &self,
             request: tonic::Request<super::PurgeRequest>,
         ) -> std::result::Result<tonic::Response<super::PurgeResponse>, tonic::Status>;
+        /// How many dead tasks died for each reason, most first.
+        async fn reasons(
+            &self,
+            request: tonic::Request<super::DlqReasonsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::DlqReasonsResponse>,
+            tonic::Status,
+        >;
     }
     /// The dead-letter queue of a queue (scope `admin`).
     #[derive(Debug)]
@@ -2680,6 +2747,49 @@ pub mod dlq_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = PurgeSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Dlq/Reasons" => {
+                    #[allow(non_camel_case_types)]
+                    struct ReasonsSvc<T: Dlq>(pub Arc<T>);
+                    impl<T: Dlq> tonic::server::UnaryService<super::DlqReasonsRequest>
+                    for ReasonsSvc<T> {
+                        type Response = super::DlqReasonsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DlqReasonsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Dlq>::reasons(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ReasonsSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

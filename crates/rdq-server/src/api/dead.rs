@@ -10,11 +10,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rdq_api::DEFAULT_PAGE;
 use rdq_api::dlq::{
-    DlqPage, DryRunQuery, ExportQuery, ImportResult, PageQuery, PurgeResult, RedriveBody,
-    RedriveResult,
+    DlqPage, DryRunQuery, ExportQuery, ImportResult, PageQuery, PurgeResult, ReasonCount,
+    ReasonsResult, RedriveBody, RedriveResult,
 };
 use rdq_app::Caller;
-use rdq_app::dlq::{ImportEntry, RedriveFilter};
+use rdq_app::dlq::{DeadFilter, ImportEntry, RedriveFilter};
 use rdq_envelope::{Envelope, TaskId};
 
 use super::components::{Problem400, Problem404, Problem409, QueuePath, TaskPath};
@@ -47,7 +47,10 @@ pub async fn list(
         .dlq_page(
             &caller,
             &queue,
-            query.error_type,
+            DeadFilter {
+                error_type: query.error_type,
+                reason: query.reason,
+            },
             cursor,
             query.limit.unwrap_or(DEFAULT_PAGE),
         )
@@ -57,6 +60,38 @@ pub async fn list(
         &DlqPage {
             items: page.items.iter().map(raw_envelope).collect(),
             next_cursor: page.next_cursor.map(|c| c.to_string()),
+        },
+    ))
+}
+
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}/dead/reasons", operation_id = "deadReasons", tag = "dlq",
+    summary = "The queue's dead tasks counted by why they died, most first (any scope on the queue)",
+    params(QueuePath),
+    responses(
+        (status = 200, description = "The counts", body = ReasonsResult),
+        (status = 400, response = Problem400),
+        (status = 404, response = Problem404),
+    ),
+)]
+/// `GET /v1/queues/{queue}/dead/reasons`: counts by dead reason.
+pub async fn reasons(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathArgs(queue): PathArgs<String>,
+) -> Result<Response, ApiError> {
+    let reasons = state.app().dlq_reasons(&caller, &queue).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &ReasonsResult {
+            queue,
+            reasons: reasons
+                .into_iter()
+                .map(|r| ReasonCount {
+                    reason: r.reason,
+                    count: r.count,
+                })
+                .collect(),
         },
     ))
 }
@@ -101,6 +136,7 @@ pub async fn redrive(
             RedriveFilter {
                 ids,
                 error_type: body.error_type,
+                reason: body.reason,
                 limit: body.limit,
                 dry_run: body.dry_run,
             },
@@ -151,12 +187,16 @@ pub async fn export(
     QueryArgs(query): QueryArgs<ExportQuery>,
 ) -> Result<Response, ApiError> {
     // Fail before the 200 if the caller, queue or filter is bad: fetch the first page now.
+    let filter = DeadFilter {
+        error_type: query.error_type,
+        reason: query.reason,
+    };
     let first = state
         .app()
-        .dlq_export_page(&caller, &queue, query.error_type.clone(), None)
+        .dlq_export_page(&caller, &queue, filter.clone(), None)
         .await?;
     let stream = futures::stream::unfold(
-        (Some(first), state, caller, queue, query.error_type),
+        (Some(first), state, caller, queue, filter),
         |(page, state, caller, queue, error_type)| async move {
             let page = page?;
             let mut chunk = Vec::with_capacity(page.items.len() * 512);

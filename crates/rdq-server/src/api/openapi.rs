@@ -24,7 +24,9 @@
 
 use std::borrow::Cow;
 
-use rdq_api::schema::{Glob, QueueName, QueueNameItem, SettleBatchItem, TaskId};
+use rdq_api::schema::{
+    DeadReasonCode, Glob, QueueName, QueueNameItem, SettleBatchItem, TaskId,
+};
 use serde_json::{Value, json};
 use utoipa::openapi::extensions::Extensions;
 use utoipa::openapi::path::Operation;
@@ -71,6 +73,7 @@ use super::{dead, health, insights, queues, tasks, workers};
         dead::get,
         dead::redrive,
         dead::export,
+        dead::reasons,
         dead::import,
         dead::purge,
         insights::whoami,
@@ -85,7 +88,7 @@ use super::{dead, health, insights, queues, tasks, workers};
     // What utoipa does not collect by itself: the schemas that only
     // responses, parameters and hand-written schemas refer to.
     components(
-        schemas(rdq_api::Problem, SettleBatchItem, QueueNameItem, TaskId, QueueName, Glob),
+        schemas(rdq_api::Problem, SettleBatchItem, QueueNameItem, TaskId, QueueName, Glob, DeadReasonCode),
         responses(
             Problem400, Problem401, Problem403, Problem404, Problem409, Problem413,
             Problem501, Problem503, UriTooLong
