@@ -380,6 +380,19 @@ func decodeEnvelope(v value) (Envelope, error) {
 		return env, malformed("attempts", "expected an array, found %s", av.typeName())
 	}
 
+	dv, ok := f.take("dead_reason")
+	switch {
+	case !ok:
+	case dv.kind == kindNull:
+		absent |= deadReasonNull
+	default:
+		r, err := decodeDeadReason(dv, "dead_reason")
+		if err != nil {
+			return env, err
+		}
+		env.DeadReason = &r
+	}
+
 	env.Extra = f.extra()
 	env.absent = absent
 	return env, nil
@@ -469,6 +482,36 @@ func decodeError(v value, prefix string) (ErrorInfo, error) {
 	e.absent |= bit(a, absentStack)
 	e.Extra = f.extra()
 	return e, nil
+}
+
+func decodeDeadReason(v value, prefix string) (DeadReason, error) {
+	var r DeadReason
+	f, err := newFields(v, prefix)
+	if err != nil {
+		return r, err
+	}
+	if r.Code, err = f.str("code"); err != nil {
+		return r, err
+	}
+	if !IsValidDeadReasonCode(r.Code) {
+		return r, invalid(f.path("code"), "%q is not a reason code ([A-Z][A-Z0-9_], at most 64 bytes)", r.Code)
+	}
+	if r.At, err = f.timestamp("at"); err != nil {
+		return r, err
+	}
+	if r.By, err = f.str("by"); err != nil {
+		return r, err
+	}
+	if r.By == "" {
+		return r, invalid(f.path("by"), "who decided must not be empty")
+	}
+	var a bool
+	if r.Message, a, err = f.optString("message"); err != nil {
+		return r, err
+	}
+	r.absent = bit(a, absentMessage)
+	r.Extra = f.extra()
+	return r, nil
 }
 
 const stdAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"

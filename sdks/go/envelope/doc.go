@@ -8,8 +8,10 @@
 // refused instead of replaced, and numbers inside unknown fields are kept as
 // the digits that were written, never passed through float64.
 //
-// Unknown fields, at the top level, in attempt records and in error objects,
-// are kept (in Extra) in canonical form and written back sorted by key. An
-// optional field a writer left out, and that still holds its default, is left
-// out again, so envelopes written by other tools round-trip byte for byte.
+// Unknown fields, at the top level, in attempt records, in error objects and
+// in dead reasons, are kept (in Extra) in canonical form and written back
+// sorted by key. An optional field a writer left out, and that still holds its
+// default, is left out again, so envelopes written by other tools round-trip
+// byte for byte. dead_reason is the other way round: an unset reason is left
+// out unless its writer wrote it as null.
 package envelope

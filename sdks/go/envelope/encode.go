@@ -11,9 +11,10 @@ import (
 var envelopeKeys = keySet("envelope_version", "id", "queue", "handler_ref", "handler_version",
 	"payload", "payload_content_type", "payload_ref", "headers", "status", "priority",
 	"deferral_count", "attempt_count", "redrive_count", "claim_count", "next_attempt_at",
-	"lease_expires_at", "created_at", "attempts")
+	"lease_expires_at", "created_at", "attempts", "dead_reason")
 var attemptKeys = keySet("attempt_no", "started_at", "finished_at", "outcome", "error")
 var errorKeys = keySet("type", "message", "detail", "stack")
+var deadReasonKeys = keySet("code", "at", "by", "message")
 
 func keySet(keys ...string) map[string]bool {
 	m := make(map[string]bool, len(keys))
@@ -74,6 +75,17 @@ func (e *Envelope) validate() error {
 		}
 		if at.Error != nil && at.Error.Type == "" {
 			return invalid(prefix+".error.type", "the error type must not be empty")
+		}
+	}
+	if r := e.DeadReason; r != nil {
+		if !IsValidDeadReasonCode(r.Code) {
+			return invalid("dead_reason.code", "%q is not a reason code ([A-Z][A-Z0-9_], at most 64 bytes)", r.Code)
+		}
+		if !timestampInRange(r.At) {
+			return invalid("dead_reason.at", "outside years 0000-9999")
+		}
+		if r.By == "" {
+			return invalid("dead_reason.by", "who decided must not be empty")
 		}
 	}
 	return nil
@@ -235,6 +247,17 @@ func (e *Envelope) appendTo(out []byte) ([]byte, error) {
 		}
 		w.out = append(w.out, ']')
 	}
+	switch {
+	case e.DeadReason != nil:
+		w.key("dead_reason")
+		var err error
+		if w.out, err = e.DeadReason.appendTo(w.out, "dead_reason"); err != nil {
+			return nil, err
+		}
+	case has(a, deadReasonNull):
+		w.key("dead_reason")
+		w.out = append(w.out, "null"...)
+	}
 	if err := w.extra(e.Extra, envelopeKeys, ""); err != nil {
 		return nil, err
 	}
@@ -288,6 +311,20 @@ func (e *ErrorInfo) appendTo(out []byte, prefix string) ([]byte, error) {
 		w.optStr("stack", e.Stack)
 	}
 	if err := w.extra(e.Extra, errorKeys, prefix); err != nil {
+		return nil, err
+	}
+	return append(w.out, '}'), nil
+}
+
+func (r *DeadReason) appendTo(out []byte, prefix string) ([]byte, error) {
+	w := &objectWriter{out: append(out, '{'), first: true}
+	w.str("code", r.Code)
+	w.time("at", r.At)
+	w.str("by", r.By)
+	if !(has(r.absent, absentMessage) && r.Message == nil) {
+		w.optStr("message", r.Message)
+	}
+	if err := w.extra(r.Extra, deadReasonKeys, prefix); err != nil {
 		return nil, err
 	}
 	return append(w.out, '}'), nil

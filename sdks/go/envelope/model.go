@@ -60,6 +60,9 @@ const (
 	absentLeaseExpiresAt
 	absentAttempts
 	absentClaimCount
+	// Unlike the others, set when dead_reason was written as null: an unset
+	// dead reason is left out unless its writer wrote it so.
+	deadReasonNull
 )
 
 const (
@@ -72,6 +75,8 @@ const (
 	absentDetail uint16 = 1 << iota
 	absentStack
 )
+
+const absentMessage uint16 = 1
 
 // ErrorInfo is the error recorded with a failed attempt.
 type ErrorInfo struct {
@@ -100,6 +105,69 @@ type Attempt struct {
 	absent     uint16
 }
 
+// DeadReason is why a task is DEAD: what caused it, who decided, and when.
+// rdq writes one on every transition to DEAD and removes it on redrive;
+// codes from newer writers are kept as written.
+type DeadReason struct {
+	// Code is the cause, [A-Z][A-Z0-9_]* in at most 64 bytes: one of the
+	// DeadReason constants or a newer code.
+	Code string
+	// At is when the task became DEAD.
+	At time.Time
+	// By is who or what decided: "worker" (a settle), "reaper" (a lapsed
+	// lease), or the principal that cancelled the task.
+	By string
+	// Message is details for people, at most 4 KiB when recorded by rdq
+	// (nil: null or absent).
+	Message *string
+	// Extra holds fields this version does not know, in canonical form.
+	Extra  map[string]json.RawMessage
+	absent uint16
+}
+
+// The reason codes rdq writes. Readers meet newer ones too: a code is valid
+// when IsValidDeadReasonCode says so, known or not.
+const (
+	// DeadReasonAttemptsExhausted: a failure spent the last of the queue's
+	// max_attempts (a lapsed lease counts as a failed attempt).
+	DeadReasonAttemptsExhausted = "ATTEMPTS_EXHAUSTED"
+	// DeadReasonPermanentFailure: the handler's failure was permanent.
+	DeadReasonPermanentFailure = "PERMANENT_FAILURE"
+	// DeadReasonLeaseExpiriesExhausted: the lease lapsed max_lease_expiries
+	// times, a handler that keeps killing its worker.
+	DeadReasonLeaseExpiriesExhausted = "LEASE_EXPIRIES_EXHAUSTED"
+	// DeadReasonCancelled: cancelled by an operator or a program.
+	DeadReasonCancelled = "CANCELLED"
+	// DeadReasonHandlerVersionMismatch: the task's handler_version differs
+	// from the worker's and the queue dead-letters such tasks.
+	DeadReasonHandlerVersionMismatch = "HANDLER_VERSION_MISMATCH"
+	// DeadReasonCountersExhausted: a counter reached its maximum, so the
+	// task could never run again.
+	DeadReasonCountersExhausted = "COUNTERS_EXHAUSTED"
+)
+
+// NewDeadReason returns a reason as rdq records it: code, decided by the
+// given by at the given time, with message cut to 4 KiB.
+func NewDeadReason(code, by string, at time.Time, message string) DeadReason {
+	message = TruncateMessage(message)
+	return DeadReason{Code: code, At: at.UTC().Truncate(time.Millisecond), By: by, Message: &message}
+}
+
+// IsValidDeadReasonCode reports whether code is a well-formed reason code,
+// known or not: [A-Z][A-Z0-9_]*, 1 to 64 bytes.
+func IsValidDeadReasonCode(code string) bool {
+	if len(code) == 0 || len(code) > 64 || code[0] < 'A' || code[0] > 'Z' {
+		return false
+	}
+	for i := 1; i < len(code); i++ {
+		c := code[i]
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // Envelope is a task: the one representation every rdq component agrees on.
 // Field notes are in docs/envelope.md.
 type Envelope struct {
@@ -124,6 +192,9 @@ type Envelope struct {
 	LeaseExpiresAt *time.Time
 	CreatedAt      time.Time
 	Attempts       []Attempt
+	// DeadReason is why the task is DEAD; nil while it is not (or when its
+	// writer predates the member).
+	DeadReason *DeadReason
 	// Extra holds fields this version does not know, in canonical form.
 	Extra  map[string]json.RawMessage
 	absent uint16
@@ -168,7 +239,7 @@ func (e *Envelope) LastError() *ErrorInfo {
 
 // MarkWritten marks every optional field as written, as rdq does for each
 // envelope it changes, so one state has one encoding (payload_ref excepted:
-// it is never populated).
+// it is never populated; an unset dead reason is left out).
 func (e *Envelope) MarkWritten() { e.absent &= absentPayloadRef }
 
 // New returns a fresh PENDING envelope with a new id, due at now, the way

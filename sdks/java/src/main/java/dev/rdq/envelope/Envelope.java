@@ -21,6 +21,8 @@ import java.util.TreeMap;
  * <p>Fields a writer left out and that still hold their default stay left
  * out when re-encoded, so envelopes written by other tools round-trip byte for
  * byte; unknown fields ({@link #extra()}) survive at every level.
+ * {@code dead_reason} is the other way round: an unset reason is left out
+ * unless its writer wrote it as null.
  */
 public final class Envelope {
     /** The envelope version this SDK reads and writes. */
@@ -37,6 +39,9 @@ public final class Envelope {
     static final int LEASE_EXPIRES_AT = 1 << 8;
     static final int ATTEMPTS = 1 << 9;
     static final int CLAIM_COUNT = 1 << 10;
+    // Unlike the others, set when dead_reason was written as null: an unset
+    // dead reason is left out unless its writer wrote it so.
+    static final int DEAD_REASON_NULL = 1 << 11;
 
     private final String id;
     private final String queue;
@@ -56,6 +61,7 @@ public final class Envelope {
     private final Instant leaseExpiresAt;
     private final Instant createdAt;
     private final List<AttemptRecord> attempts;
+    private final DeadReason deadReason;
     private final JsonObject extra;
     final int absent;
 
@@ -80,6 +86,7 @@ public final class Envelope {
         this.leaseExpiresAt = b.leaseExpiresAt;
         this.createdAt = b.createdAt;
         this.attempts = List.copyOf(b.attempts);
+        this.deadReason = b.deadReason;
         this.extra = b.extra;
         this.absent = b.absent;
     }
@@ -124,6 +131,7 @@ public final class Envelope {
         b.leaseExpiresAt = leaseExpiresAt;
         b.createdAt = createdAt;
         b.attempts.addAll(attempts);
+        b.deadReason = deadReason;
         b.extra = extra;
         b.absent = absent;
         return b;
@@ -248,6 +256,11 @@ public final class Envelope {
         return Optional.empty();
     }
 
+    /** Why the task is DEAD; empty while it is not (or when its writer predates the field). */
+    public Optional<DeadReason> deadReason() {
+        return Optional.ofNullable(deadReason);
+    }
+
     /** Fields this version does not know, kept as written. */
     public JsonObject extra() {
         return extra;
@@ -270,8 +283,8 @@ public final class Envelope {
                 && deferralCount == e.deferralCount && attemptCount == e.attemptCount
                 && redriveCount == e.redriveCount && claimCount == e.claimCount
                 && Objects.equals(nextAttemptAt, e.nextAttemptAt) && Objects.equals(leaseExpiresAt, e.leaseExpiresAt)
-                && createdAt.equals(e.createdAt) && attempts.equals(e.attempts) && extra.equals(e.extra)
-                && absent == e.absent;
+                && createdAt.equals(e.createdAt) && attempts.equals(e.attempts)
+                && Objects.equals(deadReason, e.deadReason) && extra.equals(e.extra) && absent == e.absent;
     }
 
     @Override
@@ -305,6 +318,7 @@ public final class Envelope {
         private Instant leaseExpiresAt;
         private Instant createdAt;
         private final List<AttemptRecord> attempts = new ArrayList<>();
+        private DeadReason deadReason;
         private JsonObject extra = JsonObject.EMPTY;
         private int absent;
 
@@ -420,6 +434,16 @@ public final class Envelope {
             return this;
         }
 
+        /**
+         * Why the task is DEAD, or {@code null} for none; an unset reason is
+         * left out of the encoding, even one its writer wrote as null.
+         */
+        public Builder deadReason(DeadReason reason) {
+            this.deadReason = reason;
+            absent &= ~DEAD_REASON_NULL;
+            return this;
+        }
+
         /** Unknown fields; keys that name a known field are not written. */
         public Builder extra(JsonObject extra) {
             this.extra = Objects.requireNonNull(extra, "extra");
@@ -443,7 +467,7 @@ public final class Envelope {
 
         Builder rawCounts(int priority, long deferralCount, long attemptCount, long redriveCount, long claimCount,
                 Instant nextAttemptAt, Instant leaseExpiresAt, Instant createdAt, List<AttemptRecord> attempts,
-                JsonObject extra, int absent) {
+                DeadReason deadReason, JsonObject extra, int absent) {
             this.priority = priority;
             this.deferralCount = deferralCount;
             this.attemptCount = attemptCount;
@@ -453,6 +477,7 @@ public final class Envelope {
             this.leaseExpiresAt = leaseExpiresAt;
             this.createdAt = createdAt;
             this.attempts.addAll(attempts);
+            this.deadReason = deadReason;
             this.extra = extra;
             this.absent = absent;
             return this;

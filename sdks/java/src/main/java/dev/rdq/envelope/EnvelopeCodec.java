@@ -41,9 +41,10 @@ public final class EnvelopeCodec {
     private static final Set<String> ENVELOPE_KEYS = Set.of("envelope_version", "id", "queue", "handler_ref",
             "handler_version", "payload", "payload_content_type", "payload_ref", "headers", "status", "priority",
             "deferral_count", "attempt_count", "redrive_count", "claim_count", "next_attempt_at",
-            "lease_expires_at", "created_at", "attempts");
+            "lease_expires_at", "created_at", "attempts", "dead_reason");
     private static final Set<String> ATTEMPT_KEYS = Set.of("attempt_no", "started_at", "finished_at", "outcome", "error");
     private static final Set<String> ERROR_KEYS = Set.of("type", "message", "detail", "stack");
+    private static final Set<String> DEAD_REASON_KEYS = Set.of("code", "at", "by", "message");
     private static final BigInteger I64_MIN = BigInteger.valueOf(Long.MIN_VALUE);
     private static final BigInteger U64_MAX = BigInteger.ONE.shiftLeft(64).subtract(BigInteger.ONE);
     private static final long U32_MAX = 0xffff_ffffL;
@@ -147,6 +148,13 @@ public final class EnvelopeCodec {
             }
             w.endArray();
         }
+        DeadReason dr = e.deadReason().orElse(null);
+        if (dr != null) {
+            w.key("dead_reason");
+            encodeDeadReason(dr, w);
+        } else if ((a & Envelope.DEAD_REASON_NULL) != 0) {
+            w.key("dead_reason").nullValue();
+        }
         extra(w, e.extra(), ENVELOPE_KEYS);
         w.endObject();
     }
@@ -193,6 +201,20 @@ public final class EnvelopeCodec {
             w.key("stack").stringOrNull(stack);
         }
         extra(w, e.extra(), ERROR_KEYS);
+        w.endObject();
+    }
+
+    private static void encodeDeadReason(DeadReason r, JsonWriter w) {
+        w.startObject();
+        w.key("code").string(r.code());
+        w.key("at");
+        timestamp(w, r.at());
+        w.key("by").string(r.by());
+        String message = r.message().orElse(null);
+        if (!((r.absent & DeadReason.MESSAGE) != 0 && message == null)) {
+            w.key("message").stringOrNull(message);
+        }
+        extra(w, r.extra(), DEAD_REASON_KEYS);
         w.endObject();
     }
 
@@ -468,18 +490,21 @@ public final class EnvelopeCodec {
         } else {
             throw malformed("attempts", "expected an array, found " + at.typeName());
         }
+        JsonValue dv = f.take("dead_reason");
+        boolean deadReasonNull = dv == JsonNull.INSTANCE;
+        DeadReason deadReason = dv == null || deadReasonNull ? null : decodeDeadReason(dv, "dead_reason");
 
         int absent = bit(hvAbsent, Envelope.HANDLER_VERSION) | bit(prAbsent, Envelope.PAYLOAD_REF)
                 | (headersAbsent ? Envelope.HEADERS : 0) | bit(pAbsent, Envelope.PRIORITY)
                 | bit(dcAbsent, Envelope.DEFERRAL_COUNT) | bit(acAbsent, Envelope.ATTEMPT_COUNT)
                 | bit(rcAbsent, Envelope.REDRIVE_COUNT) | bit(ccAbsent, Envelope.CLAIM_COUNT)
                 | bit(naAbsent, Envelope.NEXT_ATTEMPT_AT) | bit(leAbsent, Envelope.LEASE_EXPIRES_AT)
-                | (attemptsAbsent ? Envelope.ATTEMPTS : 0);
+                | (attemptsAbsent ? Envelope.ATTEMPTS : 0) | (deadReasonNull ? Envelope.DEAD_REASON_NULL : 0);
 
         return new Envelope.Builder()
                 .raw(id, queue, handlerRef, handlerVersion, payload, contentType, payloadRef, headers, status)
                 .rawCounts((int) priority, deferrals, attemptCount, redrives, claims, nextAttemptAt, leaseExpiresAt,
-                        createdAt, attempts, f.extra(), absent)
+                        createdAt, attempts, deadReason, f.extra(), absent)
                 .buildUnchecked();
     }
 
@@ -527,6 +552,23 @@ public final class EnvelopeCodec {
         String stack = f.optString("stack", stackAbsent);
         return new ErrorInfo(type, message, detail, stack, f.extra(),
                 (detailAbsent ? ErrorInfo.DETAIL : 0) | bit(stackAbsent, ErrorInfo.STACK));
+    }
+
+    private static DeadReason decodeDeadReason(JsonValue value, String prefix) {
+        Fields f = new Fields(value, prefix, DEAD_REASON_KEYS);
+        String code = f.string("code");
+        if (!DeadReason.isValidCode(code)) {
+            throw invalid(f.path("code"),
+                    Utf8.debugQuote(code) + " is not a reason code ([A-Z][A-Z0-9_], at most 64 bytes)");
+        }
+        Instant at = f.timestamp("at");
+        String by = f.string("by");
+        if (by.isEmpty()) {
+            throw invalid(f.path("by"), "who decided must not be empty");
+        }
+        boolean[] messageAbsent = new boolean[1];
+        String message = f.optString("message", messageAbsent);
+        return new DeadReason(code, at, by, message, f.extra(), bit(messageAbsent, DeadReason.MESSAGE));
     }
 
     /**
