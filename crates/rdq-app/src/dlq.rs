@@ -157,14 +157,8 @@ impl App {
         } else {
             caller.require_any(READ_SCOPES, queue)?;
         }
-        self.dead_list(
-            queue,
-            filter,
-            cursor,
-            EXPORT_PAGE,
-            ListOrder::OldestFirst,
-        )
-        .await
+        self.dead_list(queue, filter, cursor, EXPORT_PAGE, ListOrder::OldestFirst)
+            .await
     }
 
     /// Redrives matching dead tasks of `queue` (or, on a dry run, lists

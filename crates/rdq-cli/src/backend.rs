@@ -593,12 +593,17 @@ impl Operations for Remote {
         let mut written = 0u64;
         let total = self
             .client
-            .dlq_export(queue, filter.error_type.as_deref(), filter.reason.as_deref(), |chunk| {
-                out.write_all(chunk)?;
-                written += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
-                progress(written);
-                Ok(())
-            })
+            .dlq_export(
+                queue,
+                filter.error_type.as_deref(),
+                filter.reason.as_deref(),
+                |chunk| {
+                    out.write_all(chunk)?;
+                    written += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
+                    progress(written);
+                    Ok(())
+                },
+            )
             .await?;
         out.flush().map_err(io)?;
         Ok(total)

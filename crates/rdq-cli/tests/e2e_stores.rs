@@ -433,6 +433,48 @@ async fn the_dlq_lists_shows_exports_imports_purges_and_redrives(kind: Kind) {
         site.client.dlq_page(&q, &filtered).await.unwrap().0.len(),
         2
     );
+    // Why they died: their one attempt was spent.
+    for env in &page {
+        let reason = env.dead_reason.as_ref().expect("a dead task has a reason");
+        assert_eq!(
+            (reason.code.as_str(), reason.by.as_str()),
+            ("ATTEMPTS_EXHAUSTED", "worker")
+        );
+    }
+    let reasons = site.client.dlq_reasons(&q).await.unwrap();
+    let counted: Vec<(&str, u64)> = reasons
+        .reasons
+        .iter()
+        .map(|r| (r.reason.as_str(), r.count))
+        .collect();
+    assert_eq!(counted, vec![("ATTEMPTS_EXHAUSTED", 3)]);
+    let by_reason = |reason: &str| PageQuery {
+        reason: Some(reason.into()),
+        ..Default::default()
+    };
+    let exhausted = by_reason("ATTEMPTS_EXHAUSTED");
+    assert_eq!(
+        site.client.dlq_page(&q, &exhausted).await.unwrap().0.len(),
+        3
+    );
+    let cancelled = by_reason("CANCELLED");
+    assert!(
+        site.client
+            .dlq_page(&q, &cancelled)
+            .await
+            .unwrap()
+            .0
+            .is_empty()
+    );
+    let err = site
+        .client
+        .dlq_page(&q, &by_reason("exhausted"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.status, err.code.as_str()),
+        (Some(400), "INVALID_ARGUMENT")
+    );
     let shown = site.client.dlq_task(&q, page[0].id).await.unwrap();
     assert_eq!(shown.encode(), page[0].encode());
     let mut exported = Vec::new();

@@ -38,7 +38,8 @@ pub use lease_key::{LeaseKey, TokenMismatch};
 pub use machine::{FailureKind, LeaseToken, RetryOverride, Settlement};
 pub use policy::{Backoff, QueuePolicy, VersionMismatch};
 pub use store::{
-    Capabilities, ClaimRequest, ConfigStore, DeadGroup, DeadReasonFilter, LeasedUpdate, ListOrder, ListQuery,
-    NewTask, Page, Pruning, QueueCounts, QueueDepths, QueueDepthsSource, Redrive, RedriveRequest,
-    ReasonCount, Removal, Store, Submitted, TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
+    Capabilities, ClaimRequest, ConfigStore, DeadGroup, DeadReasonFilter, LeasedUpdate, ListOrder,
+    ListQuery, NewTask, Page, Pruning, QueueCounts, QueueDepths, QueueDepthsSource, ReasonCount,
+    Redrive, RedriveRequest, Removal, Store, Submitted, TaskCounts, TaskListing, TaskLookup,
+    WorkCapabilities,
 };

@@ -300,7 +300,13 @@ impl pb::dlq_server::Dlq for GrpcApi {
         let limit = msg.limit.map_or(rdq_api::DEFAULT_PAGE, |l| l as usize);
         let page = self
             .app
-            .dlq_page(&caller, &msg.queue, dead_filter(msg.error_type, msg.reason), cursor, limit)
+            .dlq_page(
+                &caller,
+                &msg.queue,
+                dead_filter(msg.error_type, msg.reason),
+                cursor,
+                limit,
+            )
             .await
             .map_err(st)?;
         Ok(Response::new(pb::DlqListResponse {
@@ -402,12 +408,23 @@ impl pb::dlq_server::Dlq for GrpcApi {
         // Refuse before the stream starts if the caller, queue or filter is bad.
         let first = self
             .app
-            .dlq_export_page(&caller, &msg.queue, dead_filter(msg.error_type.clone(), msg.reason.clone()), None)
+            .dlq_export_page(
+                &caller,
+                &msg.queue,
+                dead_filter(msg.error_type.clone(), msg.reason.clone()),
+                None,
+            )
             .await
             .map_err(st)?;
         let app = self.app.clone();
         let pages = futures::stream::unfold(
-            (Some(first), app, caller, msg.queue, dead_filter(msg.error_type, msg.reason)),
+            (
+                Some(first),
+                app,
+                caller,
+                msg.queue,
+                dead_filter(msg.error_type, msg.reason),
+            ),
             |(page, app, caller, queue, error_type)| async move {
                 let page = page?;
                 let items: Vec<Result<pb::TaskResponse, Status>> =

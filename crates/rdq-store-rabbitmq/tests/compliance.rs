@@ -56,6 +56,7 @@ checks! {
     a_dead_task_is_found_by_queue_and_id
     redrive_resets_attempts_and_keeps_history
     redrive_by_filter_with_dry_run_and_limit
+    dead_reasons_are_kept_filtered_and_redriven
     idempotent_submit_returns_the_original
     counts_purge_delete_and_prune
     unknown_ids_are_reported

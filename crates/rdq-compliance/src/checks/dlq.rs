@@ -4,12 +4,12 @@
 
 use std::collections::HashSet;
 
-use rdq_engine::{ListOrder, ListQuery, QueuePolicy, RedriveRequest, Settlement};
+use rdq_engine::{DeadReasonFilter, ListOrder, ListQuery, QueuePolicy, RedriveRequest, Settlement};
 use rdq_envelope::{Status, TaskId};
 
 use crate::StoreFactory;
 use crate::harness::{
-    Harness, Need, Spi as _, assert_same_ids, code_of, kill, retryable, task, test_policy,
+    Harness, Need, Spi as _, assert_same_ids, code_of, ids_of, kill, retryable, task, test_policy,
 };
 
 /// Paging a queue's DEAD tasks with a small page, newest first and oldest
@@ -377,4 +377,164 @@ pub async fn a_dead_task_is_found_by_queue_and_id(factory: StoreFactory) {
     }
     let bad = h.engine.dead_task("Bad Queue", dead[0]).await;
     assert_eq!(code_of(&bad), "INVALID_QUEUE_NAME");
+}
+
+/// Why a task is DEAD survives the store: every dead task read back has the
+/// reason the machine gave it (a permanent failure, spent attempts, lapsed
+/// leases over `max_lease_expiries`); listings, counts and redrives filter
+/// on it; a redrive by reason takes exactly those tasks and removes their
+/// reason.
+pub async fn dead_reasons_are_kept_filtered_and_redriven(factory: StoreFactory) {
+    const QUEUE: &str = "dlq.reasons";
+    let policy = QueuePolicy {
+        max_attempts: 2,
+        max_lease_expiries: 1,
+        ..test_policy()
+    };
+    let h = Harness::with_policy(&factory, policy).await;
+    if h.skips(
+        "dead_reasons_are_kept_filtered_and_redriven",
+        &[Need::List, Need::Redrive],
+    ) {
+        return;
+    }
+    let permanent = h.kill(QUEUE, 3, "app.Invalid").await;
+    // Two retryable failures spend both attempts.
+    let spent = h.submit(task(QUEUE)).await;
+    for _ in 0..2 {
+        let c = h.claim_one(QUEUE).await;
+        assert_eq!(c.envelope.id, spent.id);
+        h.settle(&c, retryable("net.Timeout")).await;
+    }
+    // One lapsed lease spends the poison budget.
+    let poison = h.submit(task(QUEUE)).await;
+    let c = h.claim_one(QUEUE).await;
+    assert_eq!(c.envelope.id, poison.id);
+    h.advance(2_000);
+    let reaped = h.engine.reap_expired(100).await.expect("reap");
+    assert_eq!(ids_of(&reaped), vec![poison.id]);
+
+    let by_reason = |code: &str| {
+        let engine = h.engine.clone();
+        let code = code.to_owned();
+        async move {
+            let mut ids = Vec::new();
+            let mut cursor = None;
+            loop {
+                let page = engine
+                    .list(&ListQuery {
+                        queue: QUEUE.into(),
+                        status: Some(Status::Dead),
+                        reason: Some(DeadReasonFilter::parse(&code).expect("a known code")),
+                        cursor,
+                        limit: 2,
+                        ..ListQuery::default()
+                    })
+                    .await
+                    .expect("list");
+                for env in &page.items {
+                    let reason = env
+                        .dead_reason
+                        .as_ref()
+                        .expect("a dead task has its reason");
+                    assert_eq!(reason.code, code);
+                }
+                ids.extend(page.items.iter().map(|env| env.id));
+                match page.next_cursor {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            ids
+        }
+    };
+    assert_same_ids(
+        &by_reason("PERMANENT_FAILURE").await,
+        &permanent,
+        "PERMANENT_FAILURE",
+    );
+    assert_same_ids(
+        &by_reason("ATTEMPTS_EXHAUSTED").await,
+        &[spent.id],
+        "ATTEMPTS_EXHAUSTED",
+    );
+    assert_same_ids(
+        &by_reason("LEASE_EXPIRIES_EXHAUSTED").await,
+        &[poison.id],
+        "LEASE_EXPIRIES_EXHAUSTED",
+    );
+    assert!(by_reason("CANCELLED").await.is_empty());
+    let poisoned = h
+        .engine
+        .list(&ListQuery {
+            queue: QUEUE.into(),
+            status: Some(Status::Dead),
+            reason: Some(DeadReasonFilter::parse("LEASE_EXPIRIES_EXHAUSTED").expect("known")),
+            ..ListQuery::default()
+        })
+        .await
+        .expect("list");
+    let reason = poisoned.items[0].dead_reason.as_ref().expect("reason");
+    assert_eq!(reason.by, "reaper");
+    assert_eq!(reason.at, h.now());
+
+    let counts = h.engine.dead_reasons(QUEUE).await.expect("reasons");
+    let counted: Vec<(&str, u64)> = counts
+        .iter()
+        .map(|c| (c.reason.as_str(), c.count))
+        .collect();
+    assert_eq!(
+        counted,
+        vec![
+            ("PERMANENT_FAILURE", 3),
+            ("ATTEMPTS_EXHAUSTED", 1),
+            ("LEASE_EXPIRIES_EXHAUSTED", 1)
+        ]
+    );
+    assert_eq!(
+        code_of(&DeadReasonFilter::parse("NO_SUCH_REASON").map(drop)),
+        "INVALID_ARGUMENT"
+    );
+
+    // A redrive by reason: a dry run lists, then exactly those go back.
+    let request = RedriveRequest {
+        queue: QUEUE.into(),
+        reason: Some(DeadReasonFilter::parse("PERMANENT_FAILURE").expect("known")),
+        limit: Some(2),
+        dry_run: true,
+        ..RedriveRequest::default()
+    };
+    let would = h.engine.redrive(&request).await.expect("dry run");
+    assert_eq!(would.len(), 2);
+    assert!(would.iter().all(|id| permanent.contains(id)));
+    assert_eq!(
+        by_reason("PERMANENT_FAILURE").await.len(),
+        3,
+        "a dry run changes nothing"
+    );
+    let done = h
+        .engine
+        .redrive(&RedriveRequest {
+            dry_run: false,
+            limit: None,
+            ..request
+        })
+        .await
+        .expect("redrive");
+    assert_same_ids(&done, &permanent, "redriven by reason");
+    assert!(by_reason("PERMANENT_FAILURE").await.is_empty());
+    for id in &permanent {
+        if let Some(env) = h.stored(*id).await {
+            assert_eq!(env.status, Status::Pending);
+            assert!(
+                env.dead_reason.is_none(),
+                "a redriven task has no dead reason"
+            );
+        }
+    }
+    assert_same_ids(
+        &by_reason("ATTEMPTS_EXHAUSTED").await,
+        &[spent.id],
+        "untouched",
+    );
 }

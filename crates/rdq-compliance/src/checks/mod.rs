@@ -25,8 +25,9 @@ pub use claiming::{
     queue_config_changes_are_seen_by_the_next_claim,
 };
 pub use dlq::{
-    a_dead_task_is_found_by_queue_and_id, dlq_paging_is_stable_under_concurrent_inserts,
-    redrive_by_filter_with_dry_run_and_limit, redrive_resets_attempts_and_keeps_history,
+    a_dead_task_is_found_by_queue_and_id, dead_reasons_are_kept_filtered_and_redriven,
+    dlq_paging_is_stable_under_concurrent_inserts, redrive_by_filter_with_dry_run_and_limit,
+    redrive_resets_attempts_and_keeps_history,
 };
 pub use fixtures::fixtures_round_trip;
 pub use flow::{

@@ -113,7 +113,11 @@ pub fn route_table(max_import_bytes: usize) -> RouteTable {
             dead::redrive,
         )
         .add(Method::GET, "/v1/queues/{queue}/dead/export", dead::export)
-        .add(Method::GET, "/v1/queues/{queue}/dead/reasons", dead::reasons)
+        .add(
+            Method::GET,
+            "/v1/queues/{queue}/dead/reasons",
+            dead::reasons,
+        )
         .add(
             Method::GET,
             "/v1/queues/{queue}/dead/breakdown",

@@ -24,9 +24,7 @@
 
 use std::borrow::Cow;
 
-use rdq_api::schema::{
-    DeadReasonCode, Glob, QueueName, QueueNameItem, SettleBatchItem, TaskId,
-};
+use rdq_api::schema::{DeadReasonCode, Glob, QueueName, QueueNameItem, SettleBatchItem, TaskId};
 use serde_json::{Value, json};
 use utoipa::openapi::extensions::Extensions;
 use utoipa::openapi::path::Operation;
