@@ -114,7 +114,28 @@ fn the_dlq_commands_work_on_a_rabbitmq_store() {
         assert_eq!(ids, dead);
         let out = rdq(&["dlq", "list", queue, "--store", &url]);
         assert!(out.status.success(), "{}", stderr(&out));
-        assert!(String::from_utf8_lossy(&out.stdout).contains("mail.Bounced"));
+        let table = String::from_utf8_lossy(&out.stdout);
+        assert!(table.contains("mail.Bounced") && table.contains("PERMANENT_FAILURE"));
+
+        // Why they died, counted and filtered.
+        let reasons = json(&rdq(&["dlq", "reasons", queue, "--store", &url, "--json"]));
+        assert_eq!(
+            reasons["reasons"],
+            serde_json::json!([{"reason": "PERMANENT_FAILURE", "count": 2}])
+        );
+        let permanent = ["dlq", "list", queue, "--reason", "PERMANENT_FAILURE"];
+        let out = rdq(&[&permanent[..], &["--store", &url, "--json"]].concat());
+        assert_eq!(listed(&out).len(), 2);
+        let cancelled = ["dlq", "list", queue, "--reason", "CANCELLED"];
+        let out = rdq(&[&cancelled[..], &["--store", &url, "--json"]].concat());
+        assert!(listed(&out).is_empty());
+        let out = rdq(&["dlq", "list", queue, "--reason", "nope", "--store", &url]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("INVALID_ARGUMENT"),
+            "{}",
+            stderr(&out)
+        );
 
         // Counts come from queue depths, for named queues: nothing ready,
         // two dead; in flight and succeeded are unknown to a broker.

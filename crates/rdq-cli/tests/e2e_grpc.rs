@@ -528,6 +528,46 @@ async fn every_service_answers_on_the_http_address() {
         .unwrap();
     let error = shown.attempts.last().unwrap().error.as_ref().unwrap();
     assert_eq!(error.r#type, "smtp.Rejected");
+    let reason = shown
+        .dead_reason
+        .as_ref()
+        .expect("a dead task has a reason");
+    assert_eq!(
+        (reason.code.as_str(), reason.by.as_str()),
+        ("PERMANENT_FAILURE", "worker")
+    );
+    let reasons = dlq
+        .reasons(req(
+            pb::DlqReasonsRequest {
+                queue: "mail".into(),
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .reasons;
+    assert_eq!(
+        reasons,
+        vec![pb::ReasonCount {
+            reason: "PERMANENT_FAILURE".into(),
+            count: 2
+        }]
+    );
+    let by_reason = |reason: &str| pb::DlqListRequest {
+        queue: "mail".into(),
+        reason: Some(reason.into()),
+        ..Default::default()
+    };
+    let permanent = dlq.list(req(by_reason("PERMANENT_FAILURE"), ALL)).await;
+    assert_eq!(permanent.unwrap().into_inner().items.len(), 2);
+    let cancelled = dlq.list(req(by_reason("CANCELLED"), ALL)).await;
+    assert!(cancelled.unwrap().into_inner().items.is_empty());
+    assert_refused(
+        dlq.list(req(by_reason("permanent"), ALL)).await,
+        Code::InvalidArgument,
+        "INVALID_ARGUMENT",
+    );
     assert_eq!(error.detail_json.as_deref(), Some(r#"{"smtp":550}"#));
     let exported: Vec<pb::Envelope> = dlq
         .export(req(
