@@ -43,7 +43,8 @@ async function kill(server, queue, kinds) {
 async function dlqRows(page) {
   return page.locator('#dead tbody tr').evaluateAll((rows) => rows.map((r) => ({
     id: r.getAttribute('data-id'),
-    type: r.querySelector('code').textContent,
+    reason: r.querySelectorAll('code')[0].textContent,
+    type: r.querySelectorAll('code')[1].textContent,
   })));
 }
 
@@ -96,7 +97,18 @@ for (const kind of STORES) {
         r.getAttribute('data-error-type'), r.querySelector('td.n').textContent, r.querySelector('a').textContent]));
       assert.deepEqual(groups, [['card.Declined', '3', envs[4].id], ['http.Status503', '2', envs[3].id]]);
       assert.deepEqual((await dlqRows(page)).map((r) => r.id), envs.map((e) => e.id).reverse());
+      // Why they died: each failed permanently.
+      const reasons = await page.locator('#reasons tbody tr').evaluateAll((rows) => rows.map((r) => [
+        r.getAttribute('data-reason'), r.querySelector('td.n').textContent]));
+      assert.deepEqual(reasons, [['PERMANENT_FAILURE', '5']]);
+      assert.deepEqual((await dlqRows(page)).map((r) => r.reason), Array(5).fill('PERMANENT_FAILURE'));
       if (kind === 'embedded') await page.screenshot({ path: join(screenshotDir, 'dashboard-dlq.png'), fullPage: true });
+
+      // Filter by reason: none was cancelled.
+      await page.getByLabel('Why it died').selectOption('CANCELLED');
+      await page.getByRole('button', { name: 'Apply filter' }).click();
+      await page.locator('#dead-empty').waitFor();
+      await page.getByLabel('Why it died').selectOption('');
 
       // Filter by error type.
       await page.getByLabel('Error type (glob)').fill('card.*');

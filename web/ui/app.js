@@ -12,6 +12,8 @@
   const TOKEN_KEY = 'rdq.token';
   const NAMES_KEY = 'rdq.queue-names';
   const PAGE = 50;
+  // The reasons a dead task is filtered by (docs/outcomes.md).
+  const DEAD_REASONS = ['ATTEMPTS_EXHAUSTED', 'PERMANENT_FAILURE', 'LEASE_EXPIRIES_EXHAUSTED', 'CANCELLED', 'HANDLER_VERSION_MISMATCH', 'COUNTERS_EXHAUSTED', 'UNRECORDED'];
   const TIME_FILTER_MAX = 10000;
 
   const state = { me: null, caps: null, keepBanner: false };
@@ -387,6 +389,7 @@
     queueHeader(view, queue, 'dlq');
     const filter = {
       error_type: params.get('error_type') || '',
+      reason: params.get('reason') || '',
       since: params.get('since') || '',
       until: params.get('until') || '',
       cursor: params.get('cursor') || '',
@@ -406,16 +409,23 @@
 
   function filterForm(queue, filter) {
     const et = h('input', { id: 'filter-error-type', name: 'error_type', value: filter.error_type, placeholder: 'http.Status5*', spellcheck: 'false', autocomplete: 'off' });
+    const reason = h('select', { id: 'filter-reason', name: 'reason' },
+      [''].concat(DEAD_REASONS).map((r) => {
+        const o = h('option', { value: r }, r || 'any');
+        o.selected = r === filter.reason;
+        return o;
+      }));
     const since = h('input', { id: 'filter-since', name: 'since', type: 'datetime-local', step: '1', value: filter.since });
     const until = h('input', { id: 'filter-until', name: 'until', type: 'datetime-local', step: '1', value: filter.until });
     return h('form', {
       class: 'filters', id: 'dlq-filter', role: 'search', 'aria-label': 'Filter the DLQ',
       onsubmit: (ev) => {
         ev.preventDefault();
-        location.hash = hashFor(['queues', queue], new URLSearchParams({ error_type: et.value.trim(), since: since.value, until: until.value }));
+        location.hash = hashFor(['queues', queue], new URLSearchParams({ error_type: et.value.trim(), reason: reason.value, since: since.value, until: until.value }));
       },
     },
     h('div', {}, h('label', { for: 'filter-error-type' }, 'Error type (glob)'), et),
+    h('div', {}, h('label', { for: 'filter-reason' }, 'Why it died'), reason),
     h('div', {}, h('label', { for: 'filter-since' }, 'Submitted from'), since),
     h('div', {}, h('label', { for: 'filter-until' }, 'Submitted before'), until),
     h('div', { class: 'buttons' },
@@ -425,8 +435,12 @@
 
   async function breakdown(box, queue, filter) {
     let data;
+    let reasons;
     try {
-      data = await get(`/v1/queues/${q(queue)}/dead/breakdown`);
+      [data, reasons] = await Promise.all([
+        get(`/v1/queues/${q(queue)}/dead/breakdown`),
+        get(`/v1/queues/${q(queue)}/dead/reasons`),
+      ]);
     } catch (e) {
       box.querySelector('.loading').replaceWith(h('p', { class: 'problem' }, errorText(e)));
       return;
@@ -452,7 +466,17 @@
         }, 'Show only these'))));
     }
     table.append(body);
-    loading.replaceWith(table);
+    const byReason = h('table', { class: 'grid', id: 'reasons' },
+      h('caption', {}, 'Dead tasks by reason (docs/outcomes.md).'),
+      h('thead', {}, h('tr', {}, ['Reason', 'Tasks', ''].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, reasons.reasons.map((r) => h('tr', { 'data-reason': r.reason },
+        h('th', { scope: 'row' }, h('code', {}, r.reason)),
+        h('td', { class: 'n' }, num(r.count)),
+        h('td', {}, h('a', {
+          href: hashFor(['queues', queue], new URLSearchParams({ reason: r.reason, since: filter.since, until: filter.until })),
+          'aria-label': `Show only ${r.reason}`,
+        }, 'Show only these'))))));
+    loading.replaceWith(byReason, table);
   }
 
   /** One page of the DLQ under `filter`; the time window narrows it by id (ULIDs sort by time). */
@@ -463,6 +487,7 @@
     const start = cursor || untilId;
     if (start) params.set('cursor', start);
     if (filter.error_type) params.set('error_type', filter.error_type);
+    if (filter.reason) params.set('reason', filter.reason);
     const page = await get(`/v1/queues/${q(queue)}/dead?${params}`);
     if (sinceId) {
       const kept = page.items.filter((e) => e.id >= sinceId);
@@ -483,7 +508,10 @@
     const count = h('span', { id: 'selected-count', 'aria-live': 'polite' }, '0 selected');
     const update = () => { count.textContent = `${selected.size} selected`; };
     const timeFiltered = !!(filter.since || filter.until);
-    const describe = filter.error_type ? `with error type ${filter.error_type}` : 'in the DLQ';
+    const describe = [
+      filter.error_type ? `with error type ${filter.error_type}` : '',
+      filter.reason ? `dead for ${filter.reason}` : '',
+    ].filter(Boolean).join(' and ') || 'in the DLQ';
 
     const actions = h('div', { class: 'toolbar', id: 'dlq-actions' },
       actionButton('Redrive selected', { caps: ['redrive'] }, async () => {
@@ -502,7 +530,9 @@
           if (ids.length === 0) { say('No dead task matches the filter.'); return; }
           body = { ids };
         } else {
-          body = filter.error_type ? { error_type: filter.error_type } : {};
+          body = {};
+          if (filter.error_type) body.error_type = filter.error_type;
+          if (filter.reason) body.reason = filter.reason;
         }
         const dry = await call('POST', `/v1/queues/${q(queue)}/dead/redrive`, Object.assign({ dry_run: true }, body));
         if (dry.count === 0) { say('No dead task matches the filter.'); return; }
@@ -513,7 +543,10 @@
         await route();
       }, { id: 'redrive-matching' }),
       actionButton('Export JSONL', { admin: false, caps: ['list'] }, async () => {
-        const path = `/v1/queues/${q(queue)}/dead/export${filter.error_type ? `?error_type=${q(filter.error_type)}` : ''}`;
+        const only = new URLSearchParams();
+        if (filter.error_type) only.set('error_type', filter.error_type);
+        if (filter.reason) only.set('reason', filter.reason);
+        const path = `/v1/queues/${q(queue)}/dead/export${only.toString() ? `?${only}` : ''}`;
         const resp = await call('GET', path, undefined, { raw: true });
         const blob = await resp.blob();
         const url = URL.createObjectURL(blob);
@@ -545,7 +578,7 @@
       const table = h('table', { class: 'grid', id: 'dead' },
         h('caption', {}, `Dead tasks ${describe}${timeFiltered ? ' in the time window' : ''}, newest first.`),
         h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, all),
-          ['Task', 'Error type', 'Message', 'Attempts', 'Redrives', 'Died'].map((c) => h('th', { scope: 'col' }, c)))));
+          ['Task', 'Reason', 'Error type', 'Message', 'Attempts', 'Redrives', 'Died'].map((c) => h('th', { scope: 'col' }, c)))));
       const body = h('tbody');
       for (const env of page.items) {
         const err = lastError(env);
@@ -555,6 +588,7 @@
         body.append(h('tr', { 'data-id': env.id },
           h('td', {}, cb),
           h('th', { scope: 'row' }, h('a', { href: hashFor(['queues', queue, 'tasks', env.id]) }, env.id)),
+          h('td', {}, h('code', {}, env.dead_reason ? env.dead_reason.code : 'UNRECORDED')),
           h('td', {}, h('code', {}, err ? err.type : '—')),
           h('td', { class: 'message' }, err ? err.message : ''),
           h('td', { class: 'n' }, num(env.attempt_count)),
@@ -566,7 +600,7 @@
     }
     // `back` lists the cursors of the pages before this one ('-' is the first).
     const pager = h('nav', { class: 'pager', 'aria-label': 'DLQ pages' });
-    const base = { error_type: filter.error_type, since: filter.since, until: filter.until };
+    const base = { error_type: filter.error_type, reason: filter.reason, since: filter.since, until: filter.until };
     const backs = filter.back ? filter.back.split(',') : [];
     const link = (cursor, back, id, label) => h('a', {
       id, href: hashFor(['queues', queue], new URLSearchParams(Object.assign({}, base, { cursor, back: back.join(',') }))),
@@ -681,6 +715,12 @@
         location.hash = hashFor(['queues', queue]);
       }, { id: 'delete-task', class: 'danger' })));
 
+    if (env.dead_reason) {
+      const r = env.dead_reason;
+      view.append(h('p', { id: 'dead-reason', class: 'problem' },
+        'Dead: ', h('code', {}, r.code), ` — decided by ${r.by} at `, h('time', { datetime: r.at }, r.at),
+        r.message ? `: ${r.message}` : ''));
+    }
     const fields = h('dl', { class: 'fields', id: 'envelope' });
     for (const [k, v] of Object.entries(env)) {
       if (['payload', 'headers', 'attempts'].includes(k)) continue;

@@ -240,7 +240,7 @@ hand_written!(
             "created_at": timestamp(),
             "attempts": {"type": "array", "items": schema_ref("Attempt")},
             "dead_reason": {"type": ["object", "null"], "required": ["code", "at", "by"],
-                "description": "Why the task is DEAD (docs/lifecycle.md); left out otherwise",
+                "description": "Why the task is DEAD (docs/outcomes.md); left out otherwise",
                 "properties": {
                     "code": {"type": "string", "pattern": "^[A-Z][A-Z0-9_]{0,63}$"},
                     "at": timestamp(),

@@ -295,7 +295,7 @@ impl DeadReason {
     }
 }
 
-/// The reason codes rdq itself writes (`docs/lifecycle.md`).
+/// The reason codes rdq itself writes (`docs/outcomes.md`).
 pub mod dead_reasons {
     /// A failure spent the last of the queue's `max_attempts` (a lapsed
     /// lease counts as a failed attempt).
