@@ -155,7 +155,7 @@ impl Core {
                 if env.queue != q.name {
                     env.queue = q.name.clone();
                 }
-                env
+                *env
             }
             Ok(Incoming::Queuey(job)) => wire::queuey_to_rdq(&job, &q.name, Timestamp::now()),
             Err(e) => {

@@ -66,7 +66,7 @@ async fn read(core: &Core, q: &QueueState) -> Result<Option<DeadRead>, EngineErr
         let envelope = match wire::decode(&delivery.data) {
             Ok(Incoming::Rdq(mut env)) => {
                 env.status = Status::Dead;
-                env
+                *env
             }
             Ok(Incoming::Queuey(job)) => {
                 wire::queuey_dead_to_rdq(&job, &q.name, &delivery.properties)
