@@ -31,10 +31,43 @@ use crate::local::LocalSlots;
 use crate::machine::{self, LeaseToken, Settlement};
 use crate::policy::QueuePolicy;
 use crate::store::{
-    Capabilities, ClaimRequest, DeadGroup, LeasedUpdate, ListOrder, ListQuery, MAX_PAGE, NewTask,
-    Page, QueueCounts, QueueDepths, ReasonCount, RedriveRequest, Store, Submitted, finished_at,
-    reason_code, unsupported,
+    CancelRequest, Capabilities, ClaimRequest, DeadGroup, LeasedUpdate, ListOrder, ListQuery,
+    MAX_PAGE, NewTask, Page, QueueCounts, QueueDepths, ReasonCount, RedriveRequest, Store,
+    Submitted, finished_at, reason_code, unsupported,
 };
+
+/// Which PENDING tasks [`Engine::cancel`] takes, and who cancels them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CancelFilter {
+    /// The queue.
+    pub queue: String,
+    /// Only these tasks.
+    pub ids: Option<Vec<TaskId>>,
+    /// Only tasks of this handler.
+    pub handler_ref: Option<String>,
+    /// Only tasks with every one of these headers, value for value.
+    pub headers: BTreeMap<String, String>,
+    /// Only tasks submitted longer ago than this.
+    pub older_than_ms: Option<u64>,
+    /// At most this many.
+    pub limit: Option<usize>,
+    /// Report what would be cancelled, change nothing.
+    pub dry_run: bool,
+    /// Who cancels (the dead reason's `by`).
+    pub by: String,
+    /// Why, for people (the dead reason's `message`).
+    pub message: String,
+}
+
+impl CancelFilter {
+    /// True when ids are the only filter.
+    fn only_ids(&self) -> bool {
+        self.ids.is_some()
+            && self.handler_ref.is_none()
+            && self.headers.is_empty()
+            && self.older_than_ms.is_none()
+    }
+}
 
 /// A task to submit: the client subset of the envelope plus scheduling options.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -647,6 +680,99 @@ impl Engine {
             dry_run: request.dry_run,
         };
         redrive.redrive(&by_id, self.clock.now()).await
+    }
+
+    /// Cancels PENDING tasks: those among `filter.ids` (when given) that
+    /// match every other filter, oldest first, at most `filter.limit`; each
+    /// becomes DEAD with reason `CANCELLED` in one atomic step against
+    /// concurrent claims. Returns the ids cancelled (that would be, on a dry
+    /// run). One id given alone that cannot be cancelled is an error:
+    /// `TASK_NOT_FOUND`, or `INVALID_TRANSITION` naming its status.
+    pub async fn cancel(&self, filter: &CancelFilter) -> Result<Vec<TaskId>, EngineError> {
+        validate_queue_name(&filter.queue)?;
+        let Some(cancel) = self.store.as_cancel() else {
+            return unsupported("cancel tasks");
+        };
+        let limit = filter.limit.unwrap_or(usize::MAX);
+        let chosen: Vec<TaskId> = match &filter.ids {
+            Some(ids) if filter.only_ids() => ids.iter().copied().take(limit).collect(),
+            _ => self.pending_matching(filter, limit).await?,
+        };
+        let request = CancelRequest {
+            queue: filter.queue.clone(),
+            ids: chosen,
+            by: filter.by.clone(),
+            message: filter.message.clone(),
+            dry_run: filter.dry_run,
+        };
+        let cancelled = if request.ids.is_empty() {
+            Vec::new()
+        } else {
+            cancel.cancel_pending(&request, self.clock.now()).await?
+        };
+        if let Some([id]) = filter.ids.as_deref()
+            && filter.only_ids()
+            && cancelled.is_empty()
+        {
+            let env = match self.store.as_lookup() {
+                Some(lookup) => lookup.get(*id).await?,
+                None => return Err(EngineError::TaskNotFound(*id)),
+            };
+            if env.queue != filter.queue {
+                return Err(EngineError::TaskNotFound(*id));
+            }
+            return Err(EngineError::InvalidTransition(format!(
+                "task {id} is {}; only PENDING tasks can be cancelled",
+                env.status.as_str()
+            )));
+        }
+        Ok(cancelled)
+    }
+
+    /// The PENDING tasks of `filter.queue` matching `filter`, oldest first.
+    async fn pending_matching(
+        &self,
+        filter: &CancelFilter,
+        limit: usize,
+    ) -> Result<Vec<TaskId>, EngineError> {
+        let born_before = filter.older_than_ms.map(|ms| self.clock.now().minus_ms(ms));
+        let mut chosen = Vec::new();
+        let mut cursor = None;
+        while chosen.len() < limit {
+            let page = self
+                .list(&ListQuery {
+                    queue: filter.queue.clone(),
+                    status: Some(Status::Pending),
+                    cursor,
+                    limit: MAX_PAGE,
+                    order: ListOrder::OldestFirst,
+                    ..ListQuery::default()
+                })
+                .await?;
+            for env in &page.items {
+                if chosen.len() == limit {
+                    break;
+                }
+                let wanted = filter.ids.as_ref().is_none_or(|ids| ids.contains(&env.id))
+                    && filter
+                        .handler_ref
+                        .as_ref()
+                        .is_none_or(|h| *h == env.handler_ref)
+                    && filter
+                        .headers
+                        .iter()
+                        .all(|(k, v)| env.headers.get(k) == Some(v))
+                    && born_before.is_none_or(|t| env.created_at < t);
+                if wanted {
+                    chosen.push(env.id);
+                }
+            }
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        Ok(chosen)
     }
 
     /// How many of `queue`'s dead tasks died for each reason, most first

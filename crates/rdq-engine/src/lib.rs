@@ -31,15 +31,15 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::QueueConfig;
-pub use engine::{Claimed, Engine, SettleRequest, SubmitRequest, is_prunable};
+pub use engine::{CancelFilter, Claimed, Engine, SettleRequest, SubmitRequest, is_prunable};
 pub use error::EngineError;
 pub use flow::{FlowLedger, FlowPolicy, FlowStatus};
 pub use lease_key::{LeaseKey, TokenMismatch};
 pub use machine::{FailureKind, LeaseToken, RetryOverride, Settlement};
 pub use policy::{Backoff, QueuePolicy, VersionMismatch};
 pub use store::{
-    Capabilities, ClaimRequest, ConfigStore, DeadGroup, DeadReasonFilter, LeasedUpdate, ListOrder,
-    ListQuery, NewTask, Page, Pruning, QueueCounts, QueueDepths, QueueDepthsSource, ReasonCount,
-    Redrive, RedriveRequest, Removal, Store, Submitted, TaskCounts, TaskListing, TaskLookup,
-    WorkCapabilities,
+    Cancel, CancelRequest, Capabilities, ClaimRequest, ConfigStore, DeadGroup, DeadReasonFilter,
+    LeasedUpdate, ListOrder, ListQuery, NewTask, Page, Pruning, QueueCounts, QueueDepths,
+    QueueDepthsSource, ReasonCount, Redrive, RedriveRequest, Removal, Store, Submitted, TaskCounts,
+    TaskListing, TaskLookup, WorkCapabilities,
 };

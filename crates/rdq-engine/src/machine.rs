@@ -502,6 +502,29 @@ pub fn redrive(env: &Envelope, now: Timestamp) -> Result<Envelope, EngineError> 
     Ok(next)
 }
 
+/// An operator or a program cancels a PENDING task: DEAD now with reason
+/// `CANCELLED`, decided by `by`, its history kept (a redrive reverses it).
+/// Any other status is refused with `INVALID_TRANSITION`.
+pub fn cancel(
+    env: &Envelope,
+    by: &str,
+    message: &str,
+    now: Timestamp,
+) -> Result<Envelope, EngineError> {
+    if env.status != Status::Pending {
+        return Err(EngineError::InvalidTransition(format!(
+            "task {} is {}, only PENDING tasks are cancelled this way",
+            env.id,
+            env.status.as_str()
+        )));
+    }
+    let mut next = env.clone();
+    next.mark_written();
+    restore_base_priority(&mut next);
+    die(&mut next, dead_reasons::CANCELLED, by, now, message);
+    Ok(next)
+}
+
 fn close_attempt(env: &mut Envelope, now: Timestamp, outcome: Outcome, error: Option<ErrorInfo>) {
     if let Some(open) = env.attempts.last_mut().filter(|a| a.is_open()) {
         // Never record a finish before the start, whatever the clocks say.

@@ -45,6 +45,12 @@ impl Timestamp {
         Self(self.0.saturating_add(ms).clamp(MIN_MS, MAX_MS))
     }
 
+    /// This instant minus `ms` milliseconds, saturating at the representable range.
+    pub fn minus_ms(self, ms: u64) -> Self {
+        let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+        Self(self.0.saturating_sub(ms).clamp(MIN_MS, MAX_MS))
+    }
+
     /// This instant plus a duration, saturating at the representable range.
     pub fn plus(self, d: Duration) -> Self {
         self.plus_ms(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

@@ -35,9 +35,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rdq_engine::machine::LeaseToken;
 use rdq_engine::{
-    ClaimRequest, ConfigStore, EngineError, FlowPolicy, FlowStatus, LeasedUpdate, ListQuery,
-    NewTask, Page, Pruning, QueueConfig, QueueCounts, Redrive, RedriveRequest, Removal, Store,
-    Submitted, TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
+    Cancel, CancelRequest, ClaimRequest, ConfigStore, EngineError, FlowPolicy, FlowStatus,
+    LeasedUpdate, ListQuery, NewTask, Page, Pruning, QueueConfig, QueueCounts, Redrive,
+    RedriveRequest, Removal, Store, Submitted, TaskCounts, TaskListing, TaskLookup,
+    WorkCapabilities,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
@@ -529,6 +530,7 @@ impl Store for EmbeddedStore {
         TaskListing,
         TaskCounts,
         Redrive,
+        Cancel,
         Removal,
         Pruning,
         ConfigStore
@@ -584,6 +586,28 @@ impl Redrive for EmbeddedStore {
             reply,
         })
         .await?
+    }
+}
+
+#[async_trait]
+impl Cancel for EmbeddedStore {
+    async fn cancel_pending(
+        &self,
+        request: &CancelRequest,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, EngineError> {
+        let request = request.clone();
+        let cancelled = self
+            .write(|reply| Job::Cancel {
+                request,
+                now,
+                reply,
+            })
+            .await??;
+        for &id in &cancelled {
+            self.inner.pending.forget(id);
+        }
+        Ok(cancelled)
     }
 }
 

@@ -16,9 +16,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use rdq_engine::{
-    ClaimRequest, ConfigStore, EngineError, LeasedUpdate, ListQuery, NewTask, Page, Pruning,
-    QueueConfig, QueueCounts, Redrive, RedriveRequest, Removal, Store, Submitted, TaskCounts,
-    TaskListing, TaskLookup, WorkCapabilities,
+    Cancel, CancelRequest, ClaimRequest, ConfigStore, EngineError, LeasedUpdate, ListQuery,
+    NewTask, Page, Pruning, QueueConfig, QueueCounts, Redrive, RedriveRequest, Removal, Store,
+    Submitted, TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 
@@ -108,6 +108,7 @@ impl Store for MemoryStore {
         TaskListing,
         TaskCounts,
         Redrive,
+        Cancel,
         Removal,
         Pruning,
         ConfigStore
@@ -143,6 +144,17 @@ impl Redrive for MemoryStore {
         now: Timestamp,
     ) -> Result<Vec<TaskId>, EngineError> {
         self.state().redrive(request, now)
+    }
+}
+
+#[async_trait]
+impl Cancel for MemoryStore {
+    async fn cancel_pending(
+        &self,
+        request: &CancelRequest,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, EngineError> {
+        self.state().cancel_pending(request, now)
     }
 }
 

@@ -16,8 +16,8 @@ use rdq_engine::glob::Glob;
 use rdq_engine::machine::{self, LeaseToken};
 use rdq_engine::store::{MAX_PAGE, finished_at, latest_error_type};
 use rdq_engine::{
-    ClaimRequest, EngineError, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, QueueConfig,
-    QueueCounts, RedriveRequest, Submitted,
+    CancelRequest, ClaimRequest, EngineError, LeasedUpdate, ListOrder, ListQuery, NewTask, Page,
+    QueueConfig, QueueCounts, RedriveRequest, Submitted,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 
@@ -408,6 +408,31 @@ impl State {
             redriven.push(id);
         }
         Ok(redriven)
+    }
+
+    pub(crate) fn cancel_pending(
+        &mut self,
+        request: &CancelRequest,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, EngineError> {
+        let mut seen = BTreeSet::new();
+        let mut cancelled = Vec::new();
+        for id in &request.ids {
+            if !seen.insert(*id) {
+                continue;
+            }
+            let Some(env) = self.tasks.get(id).filter(|env| env.queue == request.queue) else {
+                continue;
+            };
+            let Ok(next) = machine::cancel(env, &request.by, &request.message, now) else {
+                continue;
+            };
+            if !request.dry_run {
+                self.replace(next);
+            }
+            cancelled.push(*id);
+        }
+        Ok(cancelled)
     }
 
     pub(crate) fn purge(&mut self, queue: &str, status: Status, dry_run: bool) -> u64 {

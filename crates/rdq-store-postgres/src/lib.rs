@@ -36,9 +36,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rdq_engine::{
-    ClaimRequest, ConfigStore, EngineError, LeaseToken, LeasedUpdate, ListQuery, NewTask, Page,
-    Pruning, QueueConfig, QueueCounts, Redrive, RedriveRequest, Removal, Store, Submitted,
-    TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
+    Cancel, CancelRequest, ClaimRequest, ConfigStore, EngineError, LeaseToken, LeasedUpdate,
+    ListQuery, NewTask, Page, Pruning, QueueConfig, QueueCounts, Redrive, RedriveRequest, Removal,
+    Store, Submitted, TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::{Notify, OnceCell, oneshot};
@@ -491,6 +491,7 @@ impl Store for PostgresStore {
         TaskListing,
         TaskCounts,
         Redrive,
+        Cancel,
         Removal,
         Pruning,
         ConfigStore
@@ -540,6 +541,18 @@ impl Redrive for PostgresStore {
     ) -> Result<Vec<TaskId>, EngineError> {
         self.started().await?;
         writes::redrive(self.shared(), request, now).await
+    }
+}
+
+#[async_trait]
+impl Cancel for PostgresStore {
+    async fn cancel_pending(
+        &self,
+        request: &CancelRequest,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, EngineError> {
+        self.started().await?;
+        writes::cancel_pending(self.shared(), request, now).await
     }
 }
 

@@ -102,6 +102,11 @@ pub(crate) enum Q {
         /// Lock them (a real redrive) or only read (a dry run).
         lock: bool,
     },
+    /// PENDING tasks of a queue by id (cancel).
+    PendingByIds {
+        /// Lock them (a real cancel) or only read (a dry run).
+        lock: bool,
+    },
     /// Dead tasks of a queue in id order (redrive by filter).
     DeadPage {
         /// Lock them (a real redrive) or only read (a dry run).
@@ -413,6 +418,11 @@ impl Sql {
             Q::DeadByIds { lock } => format!(
                 "SELECT id, error_type, envelope FROM {s}.tasks
                  WHERE id = ANY($1) AND queue = $2 AND status = 3 {}",
+                if lock { "FOR UPDATE" } else { "" }
+            ),
+            Q::PendingByIds { lock } => format!(
+                "SELECT id, envelope FROM {s}.tasks
+                 WHERE id = ANY($1) AND queue = $2 AND status = 0 {}",
                 if lock { "FOR UPDATE" } else { "" }
             ),
             Q::DeadPage { lock, cursor } => format!(

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use rdq_engine::glob::Glob;
 use rdq_engine::{
-    ClaimRequest, EngineError, LeasedUpdate, NewTask, QueueConfig, RedriveRequest, Submitted,
-    machine,
+    CancelRequest, ClaimRequest, EngineError, LeasedUpdate, NewTask, QueueConfig, RedriveRequest,
+    Submitted, machine,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
@@ -420,6 +420,48 @@ pub(crate) async fn redrive(
 }
 
 /// The dead tasks a redrive takes, in order, locked when `lock`.
+/// Cancels the request's PENDING tasks in one transaction: they are locked
+/// first, so a concurrent claim (which skips locked rows) cannot take one,
+/// and one claimed first is no longer PENDING here.
+pub(crate) async fn cancel_pending(
+    shared: &Shared,
+    request: &CancelRequest,
+    now: Timestamp,
+) -> Result<Vec<TaskId>, EngineError> {
+    let lock = !request.dry_run;
+    let wanted: Vec<Uuid> = request.ids.iter().map(|&id| uuid_of(id)).collect();
+    retrying!(shared, Retry::RolledBackOnly, |conn, _applied| {
+        if lock {
+            conn.client.batch_execute("BEGIN").await?;
+        }
+        let stmt = conn.stmt(&shared.sql, Q::PendingByIds { lock }).await?;
+        let rows = conn.client.query(&stmt, &[&wanted, &request.queue]).await?;
+        let mut found: HashMap<Uuid, &tokio_postgres::Row> = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            found.insert(row.try_get(0)?, row);
+        }
+        let mut next = Vec::with_capacity(found.len());
+        let mut seen = HashSet::with_capacity(wanted.len());
+        for &id in &wanted {
+            let Some(row) = found.get(&id).filter(|_| seen.insert(id)) else {
+                continue;
+            };
+            let env = Envelope::decode(row.try_get(1)?).map_err(|e| {
+                Failure::Engine(undecodable(&format!("task {}", task_id_of(id)), &e))
+            })?;
+            next.push(
+                machine::cancel(&env, &request.by, &request.message, now)
+                    .map_err(Failure::Engine)?,
+            );
+        }
+        if lock {
+            rewrite(shared, conn, Status::Pending, &next).await?;
+            conn.client.batch_execute("COMMIT").await?;
+        }
+        Ok(next.iter().map(|env| env.id).collect::<Vec<_>>())
+    })
+}
+
 async fn choose_dead(
     shared: &Shared,
     conn: &mut Conn,

@@ -12,7 +12,8 @@ use futures::FutureExt;
 use rdq_engine::glob::Glob;
 use rdq_engine::store::latest_error_type;
 use rdq_engine::{
-    EngineError, LeaseToken, LeasedUpdate, ListOrder, QueueConfig, RedriveRequest, machine,
+    CancelRequest, EngineError, LeaseToken, LeasedUpdate, ListOrder, QueueConfig, RedriveRequest,
+    machine,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 
@@ -95,6 +96,60 @@ pub(crate) async fn redrive(
         }
     }
     Ok(chosen)
+}
+
+/// Cancels the request's PENDING tasks with the compare-and-swap script,
+/// which skips any task that stopped being that PENDING task meanwhile (a
+/// claim won); returns the ids cancelled (that would be, on a dry run).
+pub(crate) async fn cancel_pending(
+    shared: &Shared,
+    request: &CancelRequest,
+    now: Timestamp,
+) -> Result<Vec<TaskId>, EngineError> {
+    let mut seen = HashSet::new();
+    let unique: Vec<TaskId> = request
+        .ids
+        .iter()
+        .copied()
+        .filter(|id| seen.insert(*id))
+        .collect();
+    let mut cancelled = Vec::new();
+    for page in unique.chunks(REDRIVE_PAGE) {
+        let mut updates = Vec::new();
+        for env in fetch(shared, &request.queue, page).await? {
+            if env.queue != request.queue {
+                continue;
+            }
+            if let Ok(next) = machine::cancel(&env, &request.by, &request.message, now) {
+                updates.push(LeasedUpdate {
+                    envelope: next,
+                    // For a PENDING task the script compares the claim count alone.
+                    expected: LeaseToken(env.claim_count),
+                });
+            }
+        }
+        if request.dry_run || updates.is_empty() {
+            cancelled.extend(updates.iter().map(|u| u.envelope.id));
+            continue;
+        }
+        let values: Vec<Vec<u8>> = updates
+            .iter()
+            .map(|u| stored::value_of(&u.envelope))
+            .collect();
+        let (updates, values) = (&updates, &values);
+        let results = retrying(shared.options.wait, Retry::NotAppliedOnly, |_| {
+            swap_attempt(shared, '0', updates, values, false).boxed()
+        })
+        .await?;
+        cancelled.extend(
+            updates
+                .iter()
+                .zip(results)
+                .filter(|(_, r)| r.is_ok())
+                .map(|(u, _)| u.envelope.id),
+        );
+    }
+    Ok(cancelled)
 }
 
 /// The stored tasks of `queue` with these ids (missing ones left out).

@@ -34,9 +34,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use rdq_engine::{
-    ClaimRequest, ConfigStore, EngineError, LeaseToken, LeasedUpdate, ListQuery, NewTask, Page,
-    Pruning, QueueConfig, QueueCounts, Redrive, RedriveRequest, Removal, Store, Submitted,
-    TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
+    Cancel, CancelRequest, ClaimRequest, ConfigStore, EngineError, LeaseToken, LeasedUpdate,
+    ListQuery, NewTask, Page, Pruning, QueueConfig, QueueCounts, Redrive, RedriveRequest, Removal,
+    Store, Submitted, TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::{Notify, OnceCell, oneshot};
@@ -373,6 +373,7 @@ impl Store for RedisStore {
         TaskListing,
         TaskCounts,
         Redrive,
+        Cancel,
         Removal,
         Pruning,
         ConfigStore
@@ -408,6 +409,17 @@ impl Redrive for RedisStore {
         now: Timestamp,
     ) -> Result<Vec<TaskId>, EngineError> {
         admin::redrive(self.shared(), request, now).await
+    }
+}
+
+#[async_trait]
+impl Cancel for RedisStore {
+    async fn cancel_pending(
+        &self,
+        request: &CancelRequest,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, EngineError> {
+        admin::cancel_pending(self.shared(), request, now).await
     }
 }
 

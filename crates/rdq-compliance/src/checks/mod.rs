@@ -3,6 +3,7 @@
 //! returns early when the store lacks a capability the check needs.
 
 mod admin;
+mod cancel;
 mod capabilities;
 mod claim_request;
 mod claiming;
@@ -14,6 +15,10 @@ mod limits;
 
 pub use admin::{
     counts_purge_delete_and_prune, idempotent_submit_returns_the_original, unknown_ids_are_reported,
+};
+pub use cancel::{
+    a_cancel_racing_a_claim_has_exactly_one_winner,
+    cancelling_a_pending_task_is_terminal_and_redrivable,
 };
 pub use capabilities::capabilities_tell_the_truth;
 pub use claim_request::{

@@ -109,6 +109,36 @@ pub trait Redrive: Send + Sync {
     ) -> Result<Vec<TaskId>, EngineError>;
 }
 
+/// Cancels PENDING tasks.
+#[async_trait]
+pub trait Cancel: Send + Sync {
+    /// Cancels the tasks of `request.queue` among `request.ids` that are
+    /// PENDING, with [`crate::machine::cancel`], each in one atomic step
+    /// against concurrent claims (a task claimed first is not cancelled);
+    /// returns the ids cancelled (that would be, on a dry run), in
+    /// `request.ids` order.
+    async fn cancel_pending(
+        &self,
+        request: &CancelRequest,
+        now: Timestamp,
+    ) -> Result<Vec<TaskId>, EngineError>;
+}
+
+/// Which PENDING tasks to cancel, by id (the engine resolves filters).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CancelRequest {
+    /// The queue.
+    pub queue: String,
+    /// The tasks.
+    pub ids: Vec<TaskId>,
+    /// Who cancels: the dead reason's `by`.
+    pub by: String,
+    /// Why, for people: the dead reason's `message`.
+    pub message: String,
+    /// Report what would be cancelled, change nothing.
+    pub dry_run: bool,
+}
+
 /// Removes tasks.
 #[async_trait]
 pub trait Removal: Send + Sync {

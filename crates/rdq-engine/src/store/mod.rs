@@ -40,9 +40,10 @@ use crate::error::EngineError;
 use crate::machine::LeaseToken;
 
 pub use admin::{
-    ConfigStore, DeadGroup, DeadReasonFilter, ListOrder, ListQuery, MAX_PAGE, Page, Pruning,
-    QueueCounts, QueueDepths, QueueDepthsSource, ReasonCount, Redrive, RedriveRequest, Removal,
-    TaskCounts, TaskListing, TaskLookup, UNRECORDED_REASON, reason_code, sort_groups,
+    Cancel, CancelRequest, ConfigStore, DeadGroup, DeadReasonFilter, ListOrder, ListQuery,
+    MAX_PAGE, Page, Pruning, QueueCounts, QueueDepths, QueueDepthsSource, ReasonCount, Redrive,
+    RedriveRequest, Removal, TaskCounts, TaskListing, TaskLookup, UNRECORDED_REASON, reason_code,
+    sort_groups,
 };
 pub use claim::ClaimRequest;
 
@@ -75,6 +76,8 @@ pub struct Capabilities {
     pub list: bool,
     /// [`Redrive`]: sends dead tasks back.
     pub redrive: bool,
+    /// [`Cancel`]: cancels PENDING tasks.
+    pub cancel: bool,
     /// [`Removal`]: `purge` and `delete` remove tasks.
     pub purge: bool,
     /// [`TaskCounts`]: tasks per queue and status.
@@ -110,6 +113,7 @@ impl Capabilities {
             get_by_id: store.as_lookup().is_some(),
             list: store.as_listing().is_some(),
             redrive: store.as_redrive().is_some(),
+            cancel: store.as_cancel().is_some(),
             purge: store.as_removal().is_some(),
             counts: store.as_counts().is_some(),
             queue_config: store.as_config_store().is_some(),
@@ -126,11 +130,12 @@ impl Capabilities {
 
     /// The capability names, each with whether this store has it: what
     /// `GET /v1/capabilities` and the docs' tables show.
-    pub fn named(&self) -> [(&'static str, bool); 12] {
+    pub fn named(&self) -> [(&'static str, bool); 13] {
         [
             ("get_by_id", self.get_by_id),
             ("list", self.list),
             ("redrive", self.redrive),
+            ("cancel", self.cancel),
             ("purge", self.purge),
             ("counts", self.counts),
             ("depths", self.depths),
@@ -333,6 +338,11 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// Cancelling PENDING tasks, if this store can.
+    fn as_cancel(&self) -> Option<&dyn Cancel> {
+        None
+    }
+
     /// Removing tasks (purge, delete), if this store can.
     fn as_removal(&self) -> Option<&dyn Removal> {
         None
@@ -436,6 +446,11 @@ macro_rules! __offer_extension {
     };
     (Removal) => {
         fn as_removal(&self) -> Option<&dyn $crate::Removal> {
+            Some(self)
+        }
+    };
+    (Cancel) => {
+        fn as_cancel(&self) -> Option<&dyn $crate::Cancel> {
             Some(self)
         }
     };

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 
 use rdq_engine::glob::Glob;
-use rdq_engine::{EngineError, RedriveRequest, machine};
+use rdq_engine::{CancelRequest, EngineError, RedriveRequest, machine};
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use rusqlite::types::ValueRef;
 use rusqlite::{OptionalExtension, params};
@@ -105,6 +105,54 @@ pub(super) fn redrive(
     for (seq, env) in &next {
         rewrite(ctx, *seq, env)?;
         ctx.deltas.moved(queue, Status::Dead, env.status, 1);
+        ids.push(env.id);
+    }
+    Ok(Ok(ids))
+}
+
+/// Cancels the request's PENDING tasks in the writer's transaction, so no
+/// claim can take one in between.
+pub(super) fn cancel_pending(
+    ctx: &mut Ctx,
+    request: &CancelRequest,
+    now: Timestamp,
+) -> Result<Result<Vec<TaskId>, EngineError>, Fatal> {
+    let queue = request.queue.as_str();
+    let mut next = Vec::new();
+    {
+        let mut seen = HashSet::with_capacity(request.ids.len());
+        let mut stmt = ctx.conn.prepare_cached(
+            "SELECT seq, envelope FROM tasks WHERE id = ?1 AND queue = ?2 AND status = 0",
+        )?;
+        for &id in &request.ids {
+            if !seen.insert(id) {
+                continue;
+            }
+            let found = stmt
+                .query_row(params![&id.to_bytes()[..], queue], |row| {
+                    Ok((row.get::<_, i64>(0)?, Envelope::decode(bytes(row, 1)?)))
+                })
+                .optional()?;
+            let Some((seq, decoded)) = found else {
+                continue;
+            };
+            let env = match decoded {
+                Ok(env) => env,
+                Err(e) => return Ok(Err(undecodable(&format!("task {id}"), &e))),
+            };
+            match machine::cancel(&env, &request.by, &request.message, now) {
+                Ok(cancelled) => next.push((seq, cancelled)),
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+    }
+    if request.dry_run {
+        return Ok(Ok(next.into_iter().map(|(_, env)| env.id).collect()));
+    }
+    let mut ids = Vec::with_capacity(next.len());
+    for (seq, env) in &next {
+        rewrite(ctx, *seq, env)?;
+        ctx.deltas.moved(queue, Status::Pending, env.status, 1);
         ids.push(env.id);
     }
     Ok(Ok(ids))

@@ -14,7 +14,7 @@ use std::time::Instant;
 use rdq_engine::EngineError;
 use rusqlite::Connection;
 
-use super::admin::{delete, prune, purge, put_config, redrive};
+use super::admin::{cancel_pending, delete, prune, purge, put_config, redrive};
 use super::counts::Deltas;
 use super::flow::throttle;
 use super::health::Health;
@@ -312,6 +312,11 @@ fn execute(ctx: &mut Ctx, job: Job) -> (Done, Option<Fatal>) {
             now,
             reply,
         } => split(redrive(ctx, &request, now), |r| Done::Ids(reply, r)),
+        Job::Cancel {
+            request,
+            now,
+            reply,
+        } => split(cancel_pending(ctx, &request, now), |r| Done::Ids(reply, r)),
         Job::Purge {
             queue,
             status,

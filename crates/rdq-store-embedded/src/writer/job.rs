@@ -7,7 +7,9 @@
 //! [`Encoded`] on the caller's thread, so the one writer thread spends its
 //! time on SQLite rather than on JSON.
 
-use rdq_engine::{EngineError, FlowPolicy, LeasedUpdate, NewTask, RedriveRequest, Submitted};
+use rdq_engine::{
+    CancelRequest, EngineError, FlowPolicy, LeasedUpdate, NewTask, RedriveRequest, Submitted,
+};
 use rdq_envelope::{Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
 
@@ -42,6 +44,11 @@ pub(crate) enum Job {
     },
     Redrive {
         request: RedriveRequest,
+        now: Timestamp,
+        reply: Tx<Result<Vec<TaskId>, EngineError>>,
+    },
+    Cancel {
+        request: CancelRequest,
         now: Timestamp,
         reply: Tx<Result<Vec<TaskId>, EngineError>>,
     },
@@ -150,7 +157,9 @@ impl Job {
                 results: Vec::new(),
             },
             Self::Claim { reply, .. } => Done::Claim(reply, Ok(Vec::new())),
-            Self::Redrive { reply, .. } => Done::Ids(reply, Ok(Vec::new())),
+            Self::Redrive { reply, .. } | Self::Cancel { reply, .. } => {
+                Done::Ids(reply, Ok(Vec::new()))
+            }
             Self::Purge { reply, .. } | Self::Prune { reply, .. } => Done::Count(reply, Ok(0)),
             Self::Delete { reply, .. }
             | Self::PutConfig { reply, .. }
