@@ -129,3 +129,60 @@ pub struct SubmitBatchResponse {
     /// One result per submitted item, in order.
     pub results: Vec<SubmitItemResult>,
 }
+
+/// Body of `POST /v1/queues/{queue}/cancel`: which PENDING tasks to cancel.
+/// Every filter is optional and they combine; `{}` cancels every PENDING
+/// task of the queue (run it with `dry_run` first).
+#[derive(Debug, Default, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelBody {
+    /// Only these tasks (one id alone that cannot be cancelled is an error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<crate::schema::TaskId>>)]
+    pub ids: Option<Vec<String>>,
+    /// Only tasks of this handler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<crate::schema::HandlerRef>)]
+    pub handler_ref: Option<String>,
+    /// Only tasks with every one of these headers, value for value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
+    /// Only tasks submitted more than this many milliseconds ago.
+    #[serde(
+        default,
+        deserialize_with = "crate::int::option_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(maximum = 18_446_744_073_709_551_615_u64)]
+    pub older_than_ms: Option<u64>,
+    /// At most this many, oldest first.
+    #[serde(
+        default,
+        deserialize_with = "crate::int::option_usize",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(maximum = 18_446_744_073_709_551_615_u64)]
+    pub limit: Option<usize>,
+    /// Report what would be cancelled, change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Why, recorded in each task's dead reason (at most 4 KiB; default
+    /// "cancelled").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The answer of a cancel.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CancelResult {
+    /// The queue.
+    #[schema(value_type = crate::schema::QueueName)]
+    pub queue: String,
+    /// True when nothing was changed.
+    pub dry_run: bool,
+    /// How many were (or would be) cancelled.
+    pub count: usize,
+    /// Which, oldest first for a filter, in the given order for ids.
+    #[schema(value_type = Vec<crate::schema::TaskId>)]
+    pub ids: Vec<String>,
+}

@@ -1,10 +1,11 @@
-//! One task by id: read it, delete it.
+//! Tasks by id or filter: read one, delete one, cancel PENDING ones.
 //!
 //! A caller limited to some queues gets `TASK_NOT_FOUND` for a task of
 //! another queue, exactly as for an id that does not exist, so a token
 //! cannot probe which ids exist elsewhere.
 
-use rdq_engine::EngineError;
+use rdq_api::tasks::{CancelBody, CancelResult};
+use rdq_engine::{CancelFilter, EngineError};
 use rdq_envelope::{Envelope, TaskId};
 use serde_json::json;
 
@@ -43,6 +44,80 @@ impl App {
             detail: json!({"id": id.to_string(), "status": env.status.as_str()}),
         });
         Ok(())
+    }
+
+    /// Cancels PENDING tasks of `queue` by id or filter (`admin`); audited,
+    /// dry runs too. Each becomes DEAD with reason `CANCELLED`, `by` the
+    /// caller.
+    pub async fn cancel_tasks(
+        &self,
+        caller: &Caller,
+        queue: &str,
+        body: CancelBody,
+    ) -> Result<CancelResult, AppError> {
+        self.existing_queue(caller, &[Scope::Admin], queue).await?;
+        let ids = body
+            .ids
+            .as_ref()
+            .map(|ids| {
+                ids.iter()
+                    .enumerate()
+                    .map(|(i, id)| {
+                        TaskId::parse(id).ok_or_else(|| {
+                            AppError::invalid_field(&format!("ids[{i}]"), "is not a task id")
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?;
+        if ids.as_ref().is_some_and(Vec::is_empty) {
+            return Err(AppError::invalid_field("ids", "names no task"));
+        }
+        if let Some(message) = &body.message
+            && message.len() > rdq_envelope::MAX_MESSAGE_BYTES
+        {
+            return Err(AppError::invalid_field("message", "is longer than 4 KiB"));
+        }
+        let filter = CancelFilter {
+            queue: queue.to_owned(),
+            ids,
+            handler_ref: body.handler_ref.clone(),
+            headers: body.headers.clone().unwrap_or_default(),
+            older_than_ms: body.older_than_ms,
+            limit: body.limit,
+            dry_run: body.dry_run,
+            by: caller.who().to_owned(),
+            message: body
+                .message
+                .clone()
+                .unwrap_or_else(|| "cancelled".to_owned()),
+        };
+        let cancelled = self.engine.cancel(&filter).await?;
+        let ids: Vec<String> = cancelled.iter().map(ToString::to_string).collect();
+        self.audit().record(AuditRecord {
+            who: caller.who().to_owned(),
+            action: "task.cancel",
+            queue: Some(queue.to_owned()),
+            count: Some(ids.len() as u64),
+            dry_run: body.dry_run,
+            detail: json!({
+                "filter": {
+                    "ids": body.ids,
+                    "handler_ref": body.handler_ref,
+                    "headers": body.headers,
+                    "older_than_ms": body.older_than_ms,
+                    "limit": body.limit,
+                },
+                "message": body.message,
+                "ids": ids,
+            }),
+        });
+        Ok(CancelResult {
+            queue: queue.to_owned(),
+            dry_run: body.dry_run,
+            count: ids.len(),
+            ids,
+        })
     }
 
     async fn lookup(&self, id: TaskId) -> Result<Envelope, AppError> {

@@ -18,7 +18,7 @@ use clap::Args;
 use rdq_api::dlq::{LineError, PageQuery, ReasonCount, RedriveBody};
 use rdq_api::flow::{QueueFlow, ThrottleBody};
 use rdq_api::queues::QueueRow;
-use rdq_api::tasks::SubmitBody;
+use rdq_api::tasks::{CancelBody, CancelResult, SubmitBody};
 pub use rdq_app::dlq::DeadFilter;
 use rdq_app::dlq::RedriveFilter;
 use rdq_app::{App, AppError, AppParts, Caller};
@@ -72,6 +72,8 @@ pub trait Operations {
     async fn submit(&self, body: Value) -> Result<(bool, Envelope), CliError>;
     /// The task with this id.
     async fn task(&self, id: &str) -> Result<Envelope, CliError>;
+    /// Cancels PENDING tasks of `queue` by id or filter.
+    async fn cancel(&self, queue: &str, body: CancelBody) -> Result<CancelResult, CliError>;
     /// The dead task `id` of `queue`, on any store that can list its DLQ.
     async fn dead_task(&self, queue: &str, id: &str) -> Result<Envelope, CliError>;
     /// Every queue with its numbers, or only the named ones.
@@ -245,6 +247,10 @@ impl Operations for Local {
 
     async fn task(&self, id: &str) -> Result<Envelope, CliError> {
         Ok(self.app.task(&self.caller, parse_id(id)?).await?)
+    }
+
+    async fn cancel(&self, queue: &str, body: CancelBody) -> Result<CancelResult, CliError> {
+        Ok(self.app.cancel_tasks(&self.caller, queue, body).await?)
     }
 
     async fn dead_task(&self, queue: &str, id: &str) -> Result<Envelope, CliError> {
@@ -501,6 +507,10 @@ impl Operations for Remote {
 
     async fn task(&self, id: &str) -> Result<Envelope, CliError> {
         Ok(self.client.task(parse_id(id)?).await?)
+    }
+
+    async fn cancel(&self, queue: &str, body: CancelBody) -> Result<CancelResult, CliError> {
+        Ok(self.client.cancel_tasks(queue, &body).await?)
     }
 
     async fn dead_task(&self, queue: &str, id: &str) -> Result<Envelope, CliError> {

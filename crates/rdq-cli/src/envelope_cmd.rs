@@ -114,7 +114,7 @@ pub fn run(cmd: EnvelopeCommand) -> Result<(), CliError> {
     crate::output::write_stdout(format_args!("{}", String::from_utf8_lossy(&out)), true)
 }
 
-fn parse_headers(pairs: &[String]) -> Result<BTreeMap<String, String>, CliError> {
+pub(crate) fn parse_headers(pairs: &[String]) -> Result<BTreeMap<String, String>, CliError> {
     pairs
         .iter()
         .map(|pair| {

@@ -1,7 +1,10 @@
-//! `rdq task show ID`: one task, readable, with its attempt history.
+//! `rdq task show ID`: one task, readable, with its attempt history;
+//! `rdq task cancel QUEUE …`: cancel PENDING tasks by id or filter.
 
 use clap::Subcommand;
+use rdq_api::tasks::CancelBody;
 use rdq_envelope::Envelope;
+use serde_json::json;
 
 use crate::CliError;
 use crate::backend::{Backend, TargetArgs};
@@ -18,13 +21,91 @@ pub enum TaskCommand {
         #[command(flatten)]
         target: TargetArgs,
     },
+    /// Cancel PENDING tasks of a queue: each becomes DEAD with reason
+    /// CANCELLED (its history kept; `rdq dlq redrive` brings it back). The
+    /// filters combine; none cancels every PENDING task, so try --dry-run.
+    Cancel {
+        /// The queue.
+        queue: String,
+        /// Only this task (repeatable).
+        #[arg(long = "id", value_name = "ID")]
+        ids: Vec<String>,
+        /// Only tasks of this handler.
+        #[arg(long = "handler", value_name = "HANDLER")]
+        handler_ref: Option<String>,
+        /// Only tasks with this header `KEY=VALUE` (repeatable; all must match).
+        #[arg(long = "header", value_name = "KEY=VALUE")]
+        headers: Vec<String>,
+        /// Only tasks submitted longer ago than this (`90s`, `15m`, `2h`, `1d`).
+        #[arg(long, value_name = "DURATION")]
+        older_than: Option<String>,
+        /// At most this many, oldest first.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Why, recorded in each task's dead reason.
+        #[arg(long)]
+        message: Option<String>,
+        /// List what would be cancelled, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
 }
 
 /// Runs `rdq task …`.
 pub async fn run(cmd: TaskCommand) -> Result<(), CliError> {
     match cmd {
         TaskCommand::Show { id, target } => show(&id, &target).await,
+        TaskCommand::Cancel {
+            queue,
+            ids,
+            handler_ref,
+            headers,
+            older_than,
+            limit,
+            message,
+            dry_run,
+            target,
+        } => {
+            let headers = crate::envelope_cmd::parse_headers(&headers)?;
+            let body = CancelBody {
+                ids: (!ids.is_empty()).then_some(ids),
+                handler_ref,
+                headers: (!headers.is_empty()).then_some(headers),
+                older_than_ms: older_than
+                    .as_deref()
+                    .map(crate::queue_cmd::parse_duration_ms)
+                    .transpose()?,
+                limit,
+                dry_run,
+                message,
+            };
+            cancel(&queue, body, &target).await
+        }
     }
+}
+
+async fn cancel(queue: &str, body: CancelBody, target: &TargetArgs) -> Result<(), CliError> {
+    let dry_run = body.dry_run;
+    let result = Backend::open(target).await?.cancel(queue, body).await?;
+    if target.json {
+        outln!(
+            "{}",
+            json!({"queue": result.queue, "dry_run": dry_run, "count": result.count, "ids": result.ids})
+        )?;
+    } else if dry_run {
+        for id in &result.ids {
+            outln!("{id}")?;
+        }
+        outln!(
+            "{} PENDING task(s) of {queue} would be cancelled (dry run: nothing changed)",
+            result.count
+        )?;
+    } else {
+        outln!("cancelled {} PENDING task(s) of {queue}", result.count)?;
+    }
+    Ok(())
 }
 
 /// Prints one task for people, or its canonical JSON with `--json`.

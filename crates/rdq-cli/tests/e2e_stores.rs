@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::{FAST_CONFIG, RdqServer, Receiver};
 use rdq_api::dlq::{PageQuery, RedriveBody};
-use rdq_api::tasks::SubmitBody;
+use rdq_api::tasks::{CancelBody, SubmitBody};
 use rdq_api::work::{ReportedError, ReportedOutcome, SettleBody};
 use rdq_client::{Client, ClientError};
 use rdq_envelope::{Envelope, Outcome, Status};
@@ -597,6 +597,84 @@ async fn callbacks_are_dispatched_and_mapped(kind: Kind) {
     site.stop().await;
 }
 
+/// Cancelling PENDING tasks over HTTP: by id, by header filter with a dry
+/// run, refusals with stable codes, the reason in the DLQ, a redrive back.
+async fn pending_tasks_are_cancelled_by_id_and_filter(kind: Kind) {
+    let site = Site::start(kind).await;
+    let q = site.queue("cancel");
+    let a = site.submit(&q, json!({"n": 1})).await;
+    let b = site.submit(&q, json!({"n": 2})).await;
+    let c = site.submit(&q, json!({"n": 3})).await;
+    let by_id = CancelBody {
+        ids: Some(vec![a.id.to_string()]),
+        message: Some("order withdrawn".into()),
+        ..Default::default()
+    };
+    if !site.can("cancel") {
+        let err = site.client.cancel_tasks(&q, &by_id).await.unwrap_err();
+        assert_eq!((err.status, err.code.as_str()), (Some(501), "UNSUPPORTED"));
+        site.stop().await;
+        return;
+    }
+    let done = site.client.cancel_tasks(&q, &by_id).await.unwrap();
+    assert_eq!((done.count, done.ids.clone()), (1, vec![a.id.to_string()]));
+    let err = site.client.cancel_tasks(&q, &by_id).await.unwrap_err();
+    assert_eq!(
+        (err.status, err.code.as_str()),
+        (Some(409), "INVALID_TRANSITION")
+    );
+    let unknown = CancelBody {
+        ids: Some(vec![rdq_envelope::TaskId::generate().to_string()]),
+        ..Default::default()
+    };
+    let err = site.client.cancel_tasks(&q, &unknown).await.unwrap_err();
+    assert_eq!(
+        (err.status, err.code.as_str()),
+        (Some(404), "TASK_NOT_FOUND")
+    );
+    let long = CancelBody {
+        message: Some("x".repeat(5000)),
+        dry_run: true,
+        ..Default::default()
+    };
+    let err = site.client.cancel_tasks(&q, &long).await.unwrap_err();
+    assert_eq!(
+        (err.status, err.code.as_str()),
+        (Some(400), "INVALID_FIELD")
+    );
+    let all = CancelBody {
+        limit: Some(1),
+        dry_run: true,
+        ..Default::default()
+    };
+    let dry = site.client.cancel_tasks(&q, &all).await.unwrap();
+    assert_eq!(dry.ids, vec![b.id.to_string()], "oldest first, limited");
+    let rest = CancelBody {
+        ..Default::default()
+    };
+    let done = site.client.cancel_tasks(&q, &rest).await.unwrap();
+    assert_eq!(done.ids, vec![b.id.to_string(), c.id.to_string()]);
+
+    // In the DLQ with their reason; a redrive by reason brings them back.
+    let cancelled = PageQuery {
+        reason: Some("CANCELLED".into()),
+        ..Default::default()
+    };
+    let (dead, _) = site.client.dlq_page(&q, &cancelled).await.unwrap();
+    assert_eq!(dead.len(), 3);
+    let first = dead.iter().find(|e| e.id == a.id).unwrap();
+    let reason = first.dead_reason.as_ref().unwrap();
+    assert_eq!(reason.message.as_deref(), Some("order withdrawn"));
+    assert!(!reason.by.is_empty());
+    let back = RedriveBody {
+        reason: Some("CANCELLED".into()),
+        ..Default::default()
+    };
+    assert_eq!(site.client.dlq_redrive(&q, &back).await.unwrap().count, 3);
+    assert_eq!(site.claim(&q, 3, None).await.len(), 3);
+    site.stop().await;
+}
+
 macro_rules! e2e_suite {
     ($store:ident, $kind:expr) => {
         mod $store {
@@ -620,6 +698,11 @@ macro_rules! e2e_suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn the_dlq_lists_shows_exports_imports_purges_and_redrives() {
                 super::the_dlq_lists_shows_exports_imports_purges_and_redrives($kind).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn pending_tasks_are_cancelled_by_id_and_filter() {
+                super::pending_tasks_are_cancelled_by_id_and_filter($kind).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,7 +29,7 @@ use rdq_api::dlq::{
 };
 use rdq_api::flow::{QueueFlow, ThrottleBody};
 use rdq_api::queues::{CapabilityList, QueueList, QueueRow};
-use rdq_api::tasks::{SubmitBatchBody, SubmitBatchResponse, SubmitBody};
+use rdq_api::tasks::{CancelBody, CancelResult, SubmitBatchBody, SubmitBatchResponse, SubmitBody};
 use rdq_api::work::{
     ClaimBody, ClaimResponse, ExtendBody, SettleBatchBody, SettleBatchResponse, SettleBody,
 };
@@ -193,6 +193,20 @@ impl Client {
     pub async fn task(&self, id: TaskId) -> Result<Envelope, ClientError> {
         self.envelope(Method::GET, &format!("/v1/tasks/{id}"), None::<&()>)
             .await
+    }
+
+    /// `POST /v1/queues/{queue}/cancel`.
+    pub async fn cancel_tasks(
+        &self,
+        queue: &str,
+        body: &CancelBody,
+    ) -> Result<CancelResult, ClientError> {
+        self.json(
+            Method::POST,
+            &format!("/v1/queues/{queue}/cancel"),
+            Some(body),
+        )
+        .await
     }
 
     /// `DELETE /v1/tasks/{id}`.

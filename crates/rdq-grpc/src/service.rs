@@ -151,6 +151,34 @@ impl pb::tasks_server::Tasks for GrpcApi {
         self.app.delete_task(&caller, id).await.map_err(st)?;
         Ok(Response::new(pb::DeleteTaskResponse {}))
     }
+
+    async fn cancel(
+        &self,
+        request: Request<pb::CancelTasksRequest>,
+    ) -> Result<Response<pb::CancelTasksResponse>, Status> {
+        let caller = self.caller(request.metadata())?;
+        let msg = request.into_inner();
+        let body = rdq_api::tasks::CancelBody {
+            ids: (!msg.ids.is_empty()).then_some(msg.ids),
+            handler_ref: msg.handler_ref,
+            headers: (!msg.headers.is_empty()).then(|| msg.headers.into_iter().collect()),
+            older_than_ms: msg.older_than_ms,
+            limit: msg.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
+            dry_run: msg.dry_run,
+            message: msg.message,
+        };
+        let result = self
+            .app
+            .cancel_tasks(&caller, &msg.queue, body)
+            .await
+            .map_err(st)?;
+        Ok(Response::new(pb::CancelTasksResponse {
+            queue: result.queue,
+            dry_run: result.dry_run,
+            count: result.count as u64,
+            ids: result.ids,
+        }))
+    }
 }
 
 fn policy_response(

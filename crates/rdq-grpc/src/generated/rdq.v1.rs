@@ -593,6 +593,56 @@ pub struct ExportRequest {
     #[prost(string, optional, tag = "3")]
     pub reason: ::core::option::Option<::prost::alloc::string::String>,
 }
+/// Which PENDING tasks to cancel; the filters combine, none set cancels
+/// every PENDING task of the queue (try `dry_run` first).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CancelTasksRequest {
+    /// The queue.
+    #[prost(string, tag = "1")]
+    pub queue: ::prost::alloc::string::String,
+    /// Only these tasks (empty: no id filter). One id alone that cannot be
+    /// cancelled is an error: TASK_NOT_FOUND, or INVALID_TRANSITION naming
+    /// its status.
+    #[prost(string, repeated, tag = "2")]
+    pub ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Only tasks of this handler.
+    #[prost(string, optional, tag = "3")]
+    pub handler_ref: ::core::option::Option<::prost::alloc::string::String>,
+    /// Only tasks with every one of these headers, value for value.
+    #[prost(map = "string, string", tag = "4")]
+    pub headers: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    /// Only tasks submitted more than this many milliseconds ago.
+    #[prost(uint64, optional, tag = "5")]
+    pub older_than_ms: ::core::option::Option<u64>,
+    /// At most this many, oldest first.
+    #[prost(uint64, optional, tag = "6")]
+    pub limit: ::core::option::Option<u64>,
+    /// Report, change nothing.
+    #[prost(bool, tag = "7")]
+    pub dry_run: bool,
+    /// Why, recorded in each task's dead reason (at most 4 KiB).
+    #[prost(string, optional, tag = "8")]
+    pub message: ::core::option::Option<::prost::alloc::string::String>,
+}
+/// The answer of a cancel.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CancelTasksResponse {
+    /// The queue.
+    #[prost(string, tag = "1")]
+    pub queue: ::prost::alloc::string::String,
+    /// True when nothing was changed.
+    #[prost(bool, tag = "2")]
+    pub dry_run: bool,
+    /// How many were (or would be) cancelled.
+    #[prost(uint64, tag = "3")]
+    pub count: u64,
+    /// Which.
+    #[prost(string, repeated, tag = "4")]
+    pub ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
 /// Names a queue whose DLQ is counted by reason.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct DlqReasonsRequest {
@@ -1151,6 +1201,29 @@ pub mod tasks_client {
             req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Tasks", "Delete"));
             self.inner.unary(req, path, codec).await
         }
+        /// Cancels PENDING tasks of a queue by id or filter (scope `admin`;
+        /// audited): each becomes DEAD with reason CANCELLED.
+        pub async fn cancel(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CancelTasksRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::CancelTasksResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Tasks/Cancel");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Tasks", "Cancel"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -1191,6 +1264,15 @@ pub mod tasks_server {
             request: tonic::Request<super::DeleteTaskRequest>,
         ) -> std::result::Result<
             tonic::Response<super::DeleteTaskResponse>,
+            tonic::Status,
+        >;
+        /// Cancels PENDING tasks of a queue by id or filter (scope `admin`;
+        /// audited): each becomes DEAD with reason CANCELLED.
+        async fn cancel(
+            &self,
+            request: tonic::Request<super::CancelTasksRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::CancelTasksResponse>,
             tonic::Status,
         >;
     }
@@ -1428,6 +1510,49 @@ pub mod tasks_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = DeleteSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Tasks/Cancel" => {
+                    #[allow(non_camel_case_types)]
+                    struct CancelSvc<T: Tasks>(pub Arc<T>);
+                    impl<T: Tasks> tonic::server::UnaryService<super::CancelTasksRequest>
+                    for CancelSvc<T> {
+                        type Response = super::CancelTasksResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CancelTasksRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Tasks>::cancel(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CancelSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -57,6 +57,7 @@ use super::{dead, health, insights, queues, tasks, workers};
         tasks::submit_batch,
         tasks::get,
         tasks::delete,
+        tasks::cancel,
         workers::claim,
         workers::settle,
         workers::settle_batch,

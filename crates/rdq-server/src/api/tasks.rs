@@ -9,12 +9,16 @@ use axum::response::Response;
 use base64::Engine as _;
 use rdq_api::IDEMPOTENCY_KEY_HEADER;
 use rdq_api::schema::Envelope;
-use rdq_api::tasks::{SubmitBatchBody, SubmitBatchResponse, SubmitBody, SubmitItemResult};
+use rdq_api::tasks::{
+    CancelBody, CancelResult, SubmitBatchBody, SubmitBatchResponse, SubmitBody, SubmitItemResult,
+};
 use rdq_app::submit::SubmitCommand;
 use rdq_app::{AppError, Caller};
 use rdq_engine::Submitted;
 
-use super::components::{BatchHeaders, Problem400, Problem404, SubmitHeaders, TaskPath};
+use super::components::{
+    BatchHeaders, Problem400, Problem404, Problem409, QueuePath, SubmitHeaders, TaskPath,
+};
 use super::response::{envelope_response, json_response, raw_envelope};
 use super::state::AppState;
 use crate::problem::{ApiError, item_error};
@@ -313,4 +317,27 @@ mod tests {
             assert!(serde_json::from_str::<SubmitBody>(json).is_err(), "{json}");
         }
     }
+}
+
+#[utoipa::path(
+    post, path = "/v1/queues/{queue}/cancel", operation_id = "cancelTasks", tag = "tasks",
+    summary = "Cancel PENDING tasks by id or filter: each becomes DEAD with reason CANCELLED (admin; audited)",
+    params(QueuePath),
+    request_body = CancelBody,
+    responses(
+        (status = 200, description = "How many and which", body = CancelResult),
+        (status = 400, response = Problem400),
+        (status = 404, response = Problem404),
+        (status = 409, response = Problem409),
+    ),
+)]
+/// `POST /v1/queues/{queue}/cancel`: how many and which.
+pub async fn cancel(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathArgs(queue): PathArgs<String>,
+    JsonBody(body): JsonBody<CancelBody>,
+) -> Result<Response, ApiError> {
+    let result = state.app().cancel_tasks(&caller, &queue, body).await?;
+    Ok(json_response(StatusCode::OK, &result))
 }
