@@ -1211,3 +1211,66 @@ async fn get_flow_and_throttle_and_a_deferral_that_throttles_its_key() {
     assert_eq!(b_key.in_flight, 1);
     server.terminate();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_tasks_are_cancelled_over_grpc() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RdqServer::start(dir.path(), &config(), &[]);
+    let ch = channel(&server).await;
+    let mut tasks = TasksClient::new(ch.clone());
+    let mut dlq = DlqClient::new(ch.clone());
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let created = tasks
+            .submit(req(submit("orders", b"x"), ALL))
+            .await
+            .unwrap()
+            .into_inner();
+        ids.push(created.envelope.unwrap().id);
+    }
+    let by_id = pb::CancelTasksRequest {
+        queue: "orders".into(),
+        ids: vec![ids[0].clone()],
+        message: Some("duplicate".into()),
+        ..Default::default()
+    };
+    let done = tasks
+        .cancel(req(by_id.clone(), ALL))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((done.count, done.ids), (1, vec![ids[0].clone()]));
+    assert_refused(
+        tasks.cancel(req(by_id, ALL)).await,
+        Code::FailedPrecondition,
+        "INVALID_TRANSITION",
+    );
+    let dry = pb::CancelTasksRequest {
+        queue: "orders".into(),
+        limit: Some(1),
+        dry_run: true,
+        ..Default::default()
+    };
+    let would = tasks.cancel(req(dry, ALL)).await.unwrap().into_inner();
+    assert_eq!((would.dry_run, would.ids), (true, vec![ids[1].clone()]));
+    let cancelled = dlq
+        .list(req(
+            pb::DlqListRequest {
+                queue: "orders".into(),
+                reason: Some("CANCELLED".into()),
+                ..Default::default()
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .items;
+    assert_eq!(cancelled.len(), 1);
+    let reason = cancelled[0].dead_reason.as_ref().unwrap();
+    assert_eq!(
+        (reason.code.as_str(), reason.message.as_deref()),
+        ("CANCELLED", Some("duplicate"))
+    );
+    drop(server);
+}

@@ -726,3 +726,68 @@ async fn with_tokens_the_cli_authenticates_from_rdq_token_and_tokens_are_never_l
     );
     assert!(server.terminate());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_tasks_are_cancelled_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RdqServer::start(dir.path(), FAST_CONFIG, &[]);
+    let s = server.base.clone();
+    let s = s.as_str();
+    let mut ids = Vec::new();
+    for tenant in ["acme", "acme", "globex"] {
+        let header = format!("tenant={tenant}");
+        let out = rdq(&[
+            "submit",
+            "--queue",
+            "reports",
+            "--handler",
+            "build",
+            "--header",
+            &header,
+            "--server",
+            s,
+            "--json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let env: Value = serde_json::from_slice(&out.stdout).unwrap();
+        ids.push(env["id"].as_str().unwrap().to_owned());
+    }
+    let acme = ["task", "cancel", "reports", "--header", "tenant=acme"];
+    let out = rdq(&[&acme[..], &["--dry-run", "--server", s, "--json"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dry: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(dry["count"], 2);
+    assert_eq!(dry["ids"], serde_json::json!([ids[0], ids[1]]));
+    let out = rdq(&[
+        &acme[..],
+        &["--message", "tenant offboarded", "--server", s],
+    ]
+    .concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        "cancelled 2 PENDING task(s) of reports"
+    );
+    let out = rdq(&["task", "cancel", "reports", "--id", &ids[0], "--server", s]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("INVALID_TRANSITION: "),
+        "{}",
+        stderr(&out)
+    );
+    let out = rdq(&[
+        "task", "cancel", "reports", "--header", "tenant", "--server", s,
+    ]);
+    assert!(
+        stderr(&out).starts_with("INVALID_ARGUMENT: "),
+        "{}",
+        stderr(&out)
+    );
+    let out = rdq(&["dlq", "reasons", "reports", "--server", s, "--json"]);
+    let reasons: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        reasons["reasons"],
+        serde_json::json!([{"reason": "CANCELLED", "count": 2}])
+    );
+    server.terminate();
+}
