@@ -193,6 +193,25 @@ for (const kind of STORES) {
       await page.context().close();
     });
 
+    it('cancels a pending task after a confirmation and shows why it is dead', async () => {
+      const queue = 'outbox';
+      const env = await submit(server, { queue, payload_json: { to: 'a@b.c' } });
+      const page = await newPage(browser);
+      await signIn(page, server.base, TOKENS.admin);
+      await page.goto(`${server.base}/ui#/queues/${queue}/tasks/${env.id}`);
+      await page.locator('#cancel-task').click();
+      await page.locator('#confirm').waitFor();
+      assert.match(await page.locator('#confirm-text').textContent(), /reason CANCELLED/);
+      await page.getByRole('button', { name: 'Cancel task', exact: true }).last().click();
+      await page.locator('#banner').filter({ hasText: 'Cancelled' }).waitFor();
+      await page.locator('#dead-reason').waitFor();
+      assert.match(await page.locator('#dead-reason').textContent(), /CANCELLED — decided by ops/);
+      assert.match(await page.locator('#dead-reason').textContent(), /cancelled from the dashboard/);
+      assert.equal(await page.locator('#cancel-task').count(), 0, 'a dead task has no cancel button');
+      assert.deepEqual(page.problems, []);
+      await page.context().close();
+    });
+
     it('exports, purges with confirmation, pauses and edits the policy with the API\'s codes', async () => {
       const queue = 'mail';
       await kill(server, queue, [{ type: 'smtp.Timeout' }, { type: 'smtp.Refused' }]);

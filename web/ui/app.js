@@ -708,6 +708,12 @@
         say(r.count === 1 ? 'Redriven: the task is PENDING again.' : 'Nothing was redriven: the task is no longer dead.', r.count === 1 ? 'ok' : 'error');
         await route();
       }, { id: 'redrive-task' }) : h('span', { class: 'small' }, `Redrive applies to dead tasks; this one is ${env.status}.`),
+      env.status === 'PENDING' ? actionButton('Cancel task…', { caps: ['cancel'] }, async () => {
+        if (!await confirmAction('Cancel task', `Cancel ${env.id}? It goes to the DLQ with reason CANCELLED and never runs unless redriven.`, 'Cancel task')) return;
+        await call('POST', `/v1/queues/${q(queue)}/cancel`, { ids: [env.id], message: 'cancelled from the dashboard' });
+        say('Cancelled: the task is in the DLQ with reason CANCELLED.', 'ok');
+        await route();
+      }, { id: 'cancel-task', class: 'danger' }) : '',
       actionButton('Delete', { caps: ['purge', 'get_by_id'] }, async () => {
         if (!await confirmAction('Delete task', `Delete ${env.id} for good, whatever its status?`, 'Delete')) return;
         await call('DELETE', `/v1/tasks/${q(env.id)}`);
