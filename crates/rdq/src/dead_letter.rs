@@ -17,7 +17,7 @@ use std::future::Future;
 
 use futures::future::BoxFuture;
 use rdq_envelope::error_types;
-use rdq_envelope::{Envelope, ErrorInfo, Outcome, Status};
+use rdq_envelope::{DeadReason, Envelope, ErrorInfo, Outcome, Status};
 
 /// Why a task went to the DLQ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -104,6 +104,12 @@ impl DeadLetter {
     /// Attempts spent since submit or the last redrive.
     pub fn attempts(&self) -> u32 {
         self.envelope.attempt_count
+    }
+
+    /// Why the task is dead as the envelope records it (`docs/outcomes.md`):
+    /// its code, who decided and when.
+    pub fn reason(&self) -> Option<&DeadReason> {
+        self.envelope.dead_reason.as_ref()
     }
 }
 

@@ -187,6 +187,36 @@ impl<Q: QueueSet> Producer<Q> {
         &self.engine
     }
 
+    /// Cancels PENDING tasks of `queue` among `ids`: each becomes DEAD with
+    /// reason `CANCELLED`, decided by `by` for `message`; returns those
+    /// cancelled (a task already claimed, finished or dead is left alone).
+    /// A redrive brings one back. For filters (handler, headers, age), use
+    /// [`Engine::cancel`] on [`Producer::engine`].
+    pub async fn cancel(
+        &self,
+        queue: Q,
+        ids: &[TaskId],
+        by: &str,
+        message: &str,
+    ) -> Result<Vec<TaskId>, Error> {
+        let filter = rdq_engine::CancelFilter {
+            queue: queue.name().to_owned(),
+            ids: Some(ids.to_vec()),
+            by: by.to_owned(),
+            message: message.to_owned(),
+            ..rdq_engine::CancelFilter::default()
+        };
+        match self.engine.cancel(&filter).await {
+            // One id alone that cannot be cancelled is an error to an API
+            // caller; here the answer (none cancelled) says the same.
+            Err(
+                rdq_engine::EngineError::InvalidTransition(_)
+                | rdq_engine::EngineError::TaskNotFound(_),
+            ) if ids.len() == 1 => Ok(Vec::new()),
+            other => Ok(other?),
+        }
+    }
+
     /// Submits `job`, due now.
     pub async fn enqueue<J: Job<Queue = Q>>(&self, job: &J) -> Result<Enqueued, Error> {
         self.enqueue_with(job, EnqueueOptions::now()).await

@@ -13,6 +13,7 @@ macro_rules! sdk_suite {
                 jobs_run_once_and_see_their_context,
                 a_failing_job_is_retried_until_it_succeeds,
                 a_permanent_failure_dead_letters_at_once_and_tells_the_hook,
+                a_cancelled_job_never_runs_and_says_why_it_is_dead,
                 exhausted_attempts_dead_letter_under_the_worker_override,
                 a_task_without_a_handler_is_dead_lettered_not_looped,
                 an_undecodable_payload_is_dead_lettered_not_looped,

@@ -311,6 +311,60 @@ pub async fn a_permanent_failure_dead_letters_at_once_and_tells_the_hook(h: Harn
     assert_eq!(dead[0].envelope.id, id);
     assert_eq!(dead[0].envelope.status, Status::Dead);
     assert_eq!(dead[0].error().unwrap().error_type, error.error_type);
+    let reason = dead[0].reason().expect("the reason is recorded");
+    assert_eq!(
+        (reason.code.as_str(), reason.by.as_str()),
+        ("PERMANENT_FAILURE", "worker")
+    );
+}
+
+pub async fn a_cancelled_job_never_runs_and_says_why_it_is_dead(h: Harness) {
+    h.policy(WORK, no_backoff(10)).await;
+    let keep = h.producer().enqueue(&Step { n: 1 }).await.unwrap().id;
+    let drop = h.producer().enqueue(&Step { n: 2 }).await.unwrap().id;
+    let cancelled = h
+        .producer()
+        .cancel(App::Work, &[drop], "billing-service", "order withdrawn")
+        .await
+        .unwrap();
+    if !h.producer().engine().capabilities().cancel {
+        return;
+    }
+    assert_eq!(cancelled, vec![drop]);
+    let again = h
+        .producer()
+        .cancel(App::Work, &[drop], "billing-service", "twice")
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "a dead task is not cancelled again");
+    let ran = shared();
+    let sink = Arc::clone(&ran);
+    let worker = h
+        .worker()
+        .handler_fn(move |job: Step, _ctx: JobContext| {
+            let sink = Arc::clone(&sink);
+            async move {
+                sink.lock().unwrap().push(job.n);
+                Ok::<(), rdq::JobError>(())
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    h.until(WORK, "the other job done", |t| {
+        t.iter()
+            .any(|e| e.id == keep && e.status == Status::Succeeded)
+    })
+    .await;
+    worker.shutdown(STOP).await.unwrap();
+    assert_eq!(*ran.lock().unwrap(), vec![1], "only the job kept ran");
+    assert_eq!(h.task(WORK, keep).await.status, Status::Succeeded);
+    let env = h.task(WORK, drop).await;
+    assert_eq!(env.status, Status::Dead);
+    let reason = env.dead_reason.unwrap();
+    assert_eq!(reason.code, "CANCELLED");
+    assert_eq!(reason.by, "billing-service");
+    assert_eq!(reason.message.as_deref(), Some("order withdrawn"));
 }
 
 pub async fn exhausted_attempts_dead_letter_under_the_worker_override(h: Harness) {
