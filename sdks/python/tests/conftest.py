@@ -68,7 +68,7 @@ def start_server(store: str | None) -> Server:
     (tmp / "rdq.toml").write_text(CONFIG)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("RDQ_LISTEN", "RDQ_STORE", "RDQ_CONFIG")}
-    log = open(tmp / "server.log", "wb")  # noqa: SIM115 - closed with the process
+    log = open(tmp / "server.log", "wb")
     proc = subprocess.Popen(
         [binary, "serve", "--listen", f"127.0.0.1:{port}", "--store", store or str(tmp / "data"),
          "--config", str(tmp / "rdq.toml"), "--log", "warn"],
@@ -151,3 +151,21 @@ def wait_for(client: rdq.Client, task_id: str, done: object, what: str, timeout:
         if time.monotonic() > deadline:
             raise AssertionError(f"task {task_id} never became {what}: {rdq.envelope.encode(env)!r}")
         time.sleep(0.02)
+
+
+def kill_by_hand(client: rdq.Client, queue: str, error_type: str = "app.Broken") -> rdq.Envelope:
+    """Submits a task and sends it to the DLQ with a claim and a permanent settle."""
+    from rdq import _calls
+
+    submitted = client.submit(queue, "by-hand", {"n": 1})
+    (leased,) = client._run(_calls.claim(queue, 1, None))
+    assert leased.id == submitted.id
+    settle = {
+        "id": leased.id,
+        "lease_token": leased.lease_token,
+        "outcome": "PERMANENT_FAILURE",
+        "error": {"type": error_type, "message": "broken"},
+    }
+    (result,) = client._run(_calls.settle_batch([settle], True))
+    assert result.envelope is not None and result.envelope.status == "DEAD"
+    return result.envelope

@@ -432,4 +432,9 @@ def extend_lease(task_id: str, lease_token: str, extend_ms: int) -> Call[Envelop
 
 
 def encode_body(body: object) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    """A request body as JSON; what JSON cannot hold is refused before sending."""
+    try:
+        text = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise InvalidRequest("MALFORMED_REQUEST", f"the request is not JSON data: {err}") from None
+    return text.encode("utf-8")

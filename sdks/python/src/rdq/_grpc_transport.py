@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import grpc
@@ -86,10 +86,8 @@ def channel_for(url: str, verify: object) -> grpc.aio.Channel:
 
 def rpc_error(err: grpc.aio.AioRpcError) -> RdqError:
     """The rdq error a gRPC status carries (its `rdq-code` metadata)."""
-    code = ""
-    for key, value in err.trailing_metadata() or ():
-        if key == "rdq-code" and isinstance(value, str):
-            code = value
+    metadata: Any = err.trailing_metadata() or ()
+    code = next((str(v) for k, v in metadata if k == "rdq-code"), "")
     status = _HTTP_STATUS.get(err.code(), 503 if err.code() == grpc.StatusCode.UNAVAILABLE else 500)
     return error_for(status, code or err.code().name, err.details() or "")
 
@@ -99,7 +97,7 @@ class GrpcTransport:
         self.worker = worker
         settings = worker.client.settings
         self.channel = channel_for(settings.url, settings.verify)
-        self.stub = api_pb2_grpc.WorkersStub(self.channel)
+        self.stub = api_pb2_grpc.WorkersStub(self.channel)  # type: ignore[no-untyped-call]
         self.metadata = (("authorization", f"Bearer {settings.token}"),) if settings.token else ()
         self.outbox: asyncio.Queue[Settle | _Extend] = asyncio.Queue()
         self.pending: dict[int, list[Settle] | _Extend] = {}
@@ -132,9 +130,7 @@ class GrpcTransport:
                     entry.answer.set_exception(ConnectionError("the Work stream broke"))
             else:
                 for s in entry:
-                    self.outbox.put_nowait(
-                        Settle(s.id, s.lease_token, s.outcome, s.generation, quiet=True)
-                    )
+                    self.outbox.put_nowait(Settle(s.id, s.lease_token, s.outcome, s.generation, quiet=True))
         self.pending.clear()
 
     async def _stream(self) -> None:
@@ -142,9 +138,7 @@ class GrpcTransport:
         generation = self.generation
         w = self.worker
         call = self.stub.Work(metadata=self.metadata)
-        hello = api_pb2.WorkHello(
-            queues=w.queues, credits=max(1, w.free_slots), bare_acks=not self.want_envelopes
-        )
+        hello = api_pb2.WorkHello(queues=w.queues, credits=max(1, w.free_slots), bare_acks=not self.want_envelopes)
         if w.lease_ms is not None:
             hello.lease_ms = w.lease_ms
         await call.write(api_pb2.WorkRequest(hello=hello))
@@ -152,7 +146,7 @@ class GrpcTransport:
         try:
             while True:
                 resp = await call.read()
-                if resp is grpc.aio.EOF:
+                if resp is grpc.aio.EOF:  # type: ignore[attr-defined]
                     if writer.done():
                         writer.result()
                     return
@@ -207,14 +201,20 @@ class GrpcTransport:
             else:
                 entry.answer.set_exception(error_for(problem.http_status, problem.code, problem.detail))
             return
-        for s, result in zip(entry, ack.results):
+        for s, result in zip(entry, ack.results, strict=False):
             if result.HasField("problem"):
                 self.worker.settled(s, None, result.problem.code, result.problem.detail)
             else:
-                env = envelope_from_proto(result.envelope) if self.want_envelopes and result.HasField("envelope") else None
+                env = (
+                    envelope_from_proto(result.envelope)
+                    if self.want_envelopes and result.HasField("envelope")
+                    else None
+                )
                 self.worker.settled(s, env, None, None)
 
-    async def _write(self, call: grpc.aio.StreamStreamCall[api_pb2.WorkRequest, api_pb2.WorkResponse], generation: int) -> None:
+    async def _write(
+        self, call: grpc.aio.StreamStreamCall[api_pb2.WorkRequest, api_pb2.WorkResponse], generation: int
+    ) -> None:
         while True:
             first = await self.outbox.get()
             batch = [first]
@@ -254,7 +254,7 @@ class GrpcTransport:
             await asyncio.sleep(0.01)
 
     async def close(self) -> None:
-        await self.channel.close()
+        await self.channel.close(None)
 
 
 def _settle_request(s: Settle) -> api_pb2.SettleRequest:

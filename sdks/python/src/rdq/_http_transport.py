@@ -96,7 +96,7 @@ class HttpTransport:
                     continue
                 finally:
                     self.sending -= 1
-                for s, r in zip(batch, results):
+                for s, r in zip(batch, results, strict=False):
                     self.worker.settled(s, r.envelope, r.code, r.detail)
 
     async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> bool:

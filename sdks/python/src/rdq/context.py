@@ -21,9 +21,19 @@ class TaskContext:
     and the grace period has passed; its outcome is then not reported."""
 
     __slots__ = (
-        "id", "lease_token", "queue", "handler_ref", "payload", "headers",
-        "attempt", "deferral_count", "redrive_count", "cancel_reason",
-        "_load", "_envelope", "_cancelled",
+        "_cancelled",
+        "_envelope",
+        "_load",
+        "attempt",
+        "cancel_reason",
+        "deferral_count",
+        "handler_ref",
+        "headers",
+        "id",
+        "lease_token",
+        "payload",
+        "queue",
+        "redrive_count",
     )  # fmt: skip
 
     def __init__(

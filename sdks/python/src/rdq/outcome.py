@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from .envelope import truncate_message, truncate_stack
@@ -34,7 +34,7 @@ NO_HANDLER_ERROR_TYPE = "rdq.NoHandler"
 MAPPER_FAILED_ERROR_TYPE = "rdq.OutcomeMapperFailed"
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     """What a worker reports (the settle's `outcome`)."""
 
     SUCCESS = "SUCCESS"

@@ -113,7 +113,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: ThreadPoolExecutor | None = None
         self._transport: Transport | None = None
-        self._wake_heartbeat: asyncio.Event | None = None
+        self._extensions: set[asyncio.Task[None]] = set()
 
     # -- registration -------------------------------------------------------
 
@@ -162,7 +162,6 @@ class Worker:
 
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
-        self._wake_heartbeat = asyncio.Event()
         if self._stopping:
             self._stop_event.set()
         self._threads = ThreadPoolExecutor(self.concurrency, thread_name_prefix="rdq-handler")
@@ -199,11 +198,11 @@ class Worker:
         """`run()` for a program without an event loop of its own."""
         asyncio.run(self.run(handle_signals=handle_signals))
 
-    def _install_signals(self) -> list[int]:
+    def _install_signals(self) -> list[signal.Signals]:
         if threading.current_thread() is not threading.main_thread():
             return []
         assert self._loop is not None
-        installed = []
+        installed: list[signal.Signals] = []
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 self._loop.add_signal_handler(sig, self._begin_stop)
@@ -273,7 +272,7 @@ class Worker:
             return Outcome(Kind.RELEASE)
         except PayloadError as err:
             return Outcome.permanent_failure(err.__cause__ or err)
-        except BaseException as err:  # noqa: BLE001 - nothing a handler raises may kill the worker
+        except BaseException as err:
             if isinstance(err, (KeyboardInterrupt, SystemExit)):
                 log.warning("rdq worker: handler %r raised %s", handler.name, type(err).__name__)
             return self.ladder.resolve(None, err, handler.outcome_mapper)
@@ -323,7 +322,9 @@ class Worker:
             log.warning("rdq worker: settling %s refused: %s: %s", task_id, code, detail or "")
             return
         if env is not None and self.on_dead_letter is not None and env.status.value == "DEAD":
-            asyncio.get_running_loop().create_task(self._dead_letter(env))
+            hook = asyncio.get_running_loop().create_task(self._dead_letter(env))
+            self._extensions.add(hook)
+            hook.add_done_callback(self._extensions.discard)
 
     async def _dead_letter(self, env: Envelope) -> None:
         assert self.on_dead_letter is not None
@@ -343,7 +344,9 @@ class Worker:
             due = [r for r in self.running.values() if r.renew_at <= now and not r.ctx.cancelled]
             for r in due:
                 r.renew_at = now + r.lease_ms / 2000
-                asyncio.create_task(self._extend(r))
+                extension = asyncio.create_task(self._extend(r))
+                self._extensions.add(extension)
+                extension.add_done_callback(self._extensions.discard)
             nearest = min((r.renew_at for r in self.running.values()), default=now + 1.0)
             await asyncio.sleep(min(1.0, max(0.01, nearest - time.monotonic())))
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Union
+from typing import TypeAlias
 
 MAX_DEPTH = 127
 
@@ -44,7 +44,7 @@ class JsonNumber:
         return f"JsonNumber({self.text!r})"
 
 
-Json = Union[None, bool, str, JsonNumber, list["Json"], dict[str, "Json"]]
+Json: TypeAlias = bool | str | JsonNumber | list["Json"] | dict[str, "Json"] | None
 """A parsed JSON value: objects are dicts, numbers `JsonNumber`s."""
 
 

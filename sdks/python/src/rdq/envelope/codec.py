@@ -76,7 +76,7 @@ class _Fields:
             raise malformed(self.path(key), f"expected a string, found {_type_name(v)}")
         return v
 
-    def str(self, key: str) -> str:
+    def string(self, key: str) -> str:
         return self.as_str(key, self.required(key))
 
     def opt_str(self, key: str) -> str | None:
@@ -171,18 +171,18 @@ def decode_value(value: Json) -> Envelope:
     if f.as_uint("envelope_version", ver, VERSION) == 0:
         raise invalid("envelope_version", "version 0 does not exist; the first is 1")
 
-    ident = f.str("id")
+    ident = f.string("id")
     if not rules.is_valid_id(ident):
         raise invalid("id", f"{ident!r} is not a ULID (26 upper-case Crockford base32 characters)")
-    queue = f.str("queue")
+    queue = f.string("queue")
     rules.check_queue_name(queue)
-    handler_ref = f.str("handler_ref")
+    handler_ref = f.string("handler_ref")
     rules.check_handler_ref(handler_ref)
     handler_version = f.opt_str("handler_version")
-    payload = rules.decode_canonical_base64(f.str("payload"))
+    payload = rules.decode_canonical_base64(f.string("payload"))
     if payload is None:
         raise invalid("payload", "not canonical standard base64 with padding")
-    content_type = f.str("payload_content_type")
+    content_type = f.string("payload_content_type")
     payload_ref = f.opt_str("payload_ref")
 
     headers: dict[str, str] = {}
@@ -198,7 +198,7 @@ def decode_value(value: Json) -> Envelope:
     else:
         raise malformed("headers", f"expected an object of strings, found {_type_name(hv)}")
 
-    status_text = f.str("status")
+    status_text = f.string("status")
     try:
         status = Status(status_text)
     except ValueError:
@@ -285,10 +285,10 @@ def _decode_attempt(value: Json, prefix: str) -> Attempt:
 
 def _decode_error(value: Json, prefix: str) -> ErrorInfo:
     f = _Fields(value, prefix)
-    type_ = f.str("type")
+    type_ = f.string("type")
     if type_ == "":
         raise invalid(f.path("type"), "the error type must not be empty")
-    message = f.str("message")
+    message = f.string("message")
     detail, ok = f.take("detail")
     if not ok:
         f.omitted.add("detail")
@@ -349,14 +349,14 @@ class _Writer:
         write_string(self.out, k)
         self.out.append(":")
 
-    def str(self, k: str, v: str | None) -> None:
+    def string(self, k: str, v: str | None) -> None:
         self.key(k)
         if v is None:
             self.out.append("null")
         else:
             write_string(self.out, v)
 
-    def int(self, k: str, v: int) -> None:
+    def integer(self, k: str, v: int) -> None:
         self.key(k)
         self.out.append(str(int(v)))
 
@@ -385,23 +385,23 @@ def encode(env: Envelope) -> bytes:
     out: list[str] = []
     w = _Writer(out)
     o = env.omitted
-    w.int("envelope_version", VERSION)
-    w.str("id", env.id)
-    w.str("queue", env.queue)
-    w.str("handler_ref", env.handler_ref)
+    w.integer("envelope_version", VERSION)
+    w.string("id", env.id)
+    w.string("queue", env.queue)
+    w.string("handler_ref", env.handler_ref)
     if _keep(o, "handler_version", env.handler_version is None):
-        w.str("handler_version", env.handler_version)
-    w.str("payload", base64.b64encode(env.payload).decode("ascii"))
-    w.str("payload_content_type", env.payload_content_type)
+        w.string("handler_version", env.handler_version)
+    w.string("payload", base64.b64encode(env.payload).decode("ascii"))
+    w.string("payload_content_type", env.payload_content_type)
     if _keep(o, "payload_ref", env.payload_ref is None):
-        w.str("payload_ref", env.payload_ref)
+        w.string("payload_ref", env.payload_ref)
     if _keep(o, "headers", not env.headers):
         w.key("headers")
         hw = _Writer(out)
         for k in sorted(env.headers):
-            hw.str(k, env.headers[k])
+            hw.string(k, env.headers[k])
         hw.close()
-    w.str("status", Status(env.status).value)
+    w.string("status", Status(env.status).value)
     for key, n in (
         ("priority", env.priority),
         ("deferral_count", env.deferral_count),
@@ -410,12 +410,12 @@ def encode(env: Envelope) -> bytes:
         ("claim_count", env.claim_count),
     ):
         if _keep(o, key, n == 0):
-            w.int(key, n)
+            w.integer(key, n)
     if _keep(o, "next_attempt_at", env.next_attempt_at is None):
-        w.str("next_attempt_at", env.next_attempt_at)
+        w.string("next_attempt_at", env.next_attempt_at)
     if _keep(o, "lease_expires_at", env.lease_expires_at is None):
-        w.str("lease_expires_at", env.lease_expires_at)
-    w.str("created_at", env.created_at)
+        w.string("lease_expires_at", env.lease_expires_at)
+    w.string("created_at", env.created_at)
     if _keep(o, "attempts", not env.attempts):
         w.key("attempts")
         out.append("[")
@@ -432,12 +432,12 @@ def encode(env: Envelope) -> bytes:
 def _write_attempt(out: list[str], at: Attempt) -> None:
     w = _Writer(out)
     o = at.omitted
-    w.int("attempt_no", at.attempt_no)
-    w.str("started_at", at.started_at)
+    w.integer("attempt_no", at.attempt_no)
+    w.string("started_at", at.started_at)
     if _keep(o, "finished_at", at.finished_at is None):
-        w.str("finished_at", at.finished_at)
+        w.string("finished_at", at.finished_at)
     if _keep(o, "outcome", at.outcome is None):
-        w.str("outcome", None if at.outcome is None else Outcome(at.outcome).value)
+        w.string("outcome", None if at.outcome is None else Outcome(at.outcome).value)
     if _keep(o, "error", at.error is None):
         w.key("error")
         if at.error is None:
@@ -450,11 +450,11 @@ def _write_attempt(out: list[str], at: Attempt) -> None:
 
 def _write_error(out: list[str], e: ErrorInfo) -> None:
     w = _Writer(out)
-    w.str("type", e.type)
-    w.str("message", e.message)
+    w.string("type", e.type)
+    w.string("message", e.message)
     if _keep(e.omitted, "detail", e.detail is None):
         w.value("detail", e.detail)
     if _keep(e.omitted, "stack", e.stack is None):
-        w.str("stack", e.stack)
+        w.string("stack", e.stack)
     w.extra(e.extra, ERROR_KEYS)
     w.close()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class Code(str, Enum):
+class Code(StrEnum):
     """The envelope's stable error codes, shared with the Rust codec, the
     HTTP API's problem documents and the compliance fixtures."""
 
@@ -15,9 +15,9 @@ class Code(str, Enum):
     UNSUPPORTED_ENVELOPE_VERSION = "UNSUPPORTED_ENVELOPE_VERSION"
     """`envelope_version` is newer than 1."""
     INVALID_QUEUE_NAME = "INVALID_QUEUE_NAME"
-    """`queue` is not 1–240 bytes of `[a-z0-9._-]`."""
+    """`queue` is not 1-240 bytes of `[a-z0-9._-]`."""
     INVALID_HANDLER_REF = "INVALID_HANDLER_REF"
-    """`handler_ref` is not 1–240 bytes of `[a-z0-9._-]`."""
+    """`handler_ref` is not 1-240 bytes of `[a-z0-9._-]`."""
     INVALID_FIELD = "INVALID_FIELD"
     """A value of the right JSON type that breaks a rule."""
     PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"

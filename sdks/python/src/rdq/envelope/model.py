@@ -12,21 +12,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from ._json import Json, JsonNumber, to_python
 
 VERSION = 1
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     PENDING = "PENDING"
     IN_FLIGHT = "IN_FLIGHT"
     SUCCEEDED = "SUCCEEDED"
     DEAD = "DEAD"
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     SUCCESS = "SUCCESS"
     RETRYABLE_FAILURE = "RETRYABLE_FAILURE"
     PERMANENT_FAILURE = "PERMANENT_FAILURE"

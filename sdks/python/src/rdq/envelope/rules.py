@@ -7,7 +7,7 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .errors import Code, EnvelopeError
 
@@ -76,7 +76,7 @@ def is_valid_flow_key(key: str) -> bool:
 
 
 def is_valid_timestamp(value: str) -> bool:
-    """`YYYY-MM-DDTHH:MM:SS.mmmZ`, a real date of years 0000–9999.
+    """`YYYY-MM-DDTHH:MM:SS.mmmZ`, a real date of years 0000-9999.
 
     Timestamps stay strings in the model: year 0000 is legal on the wire
     and `datetime` cannot hold it, and the spelling is the canonical one."""
@@ -93,15 +93,15 @@ def is_valid_timestamp(value: str) -> bool:
 
 def format_timestamp(moment: datetime) -> str:
     """The wire spelling of an aware `datetime`, cut to milliseconds."""
-    utc = moment.astimezone(timezone.utc)
+    utc = moment.astimezone(UTC)
     return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 def parse_timestamp(value: str) -> datetime:
-    """An aware UTC `datetime` from the wire spelling (years 0001–9999)."""
+    """An aware UTC `datetime` from the wire spelling (years 0001-9999)."""
     if not is_valid_timestamp(value):
         raise ValueError(f"{value!r} is not a timestamp of the form 2026-07-20T14:03:22.117Z")
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
 def decode_canonical_base64(value: str) -> bytes | None:
