@@ -59,7 +59,11 @@ def test_submit_bytes_is_an_opaque_payload(server: Server, queue: str) -> None:
 def test_reserved_headers_and_bad_names_are_refused_before_any_request() -> None:
     client = rdq.Client("http://127.0.0.1:9", transport=httpx.MockTransport(_no_request))
     cases = [
-        (dict(queue="q", handler="h", headers={"Rdq.submitted_by": "me"}), "RESERVED_HEADER", "headers.Rdq.submitted_by"),
+        (
+            dict(queue="q", handler="h", headers={"Rdq.submitted_by": "me"}),
+            "RESERVED_HEADER",
+            "headers.Rdq.submitted_by",
+        ),
         (dict(queue="Bad Queue", handler="h"), "INVALID_QUEUE_NAME", "queue"),
         (dict(queue="q", handler=".."), "INVALID_HANDLER_REF", "handler_ref"),
         (dict(queue="q", handler="h", flow_key="no spaces"), "INVALID_FIELD", "flow_key"),
@@ -173,4 +177,3 @@ def test_the_async_client_is_the_same_api(server: Server, queue: str) -> None:
             assert await client.dlq_purge(dlq) == 0
 
     asyncio.run(scenario())
-

@@ -114,6 +114,8 @@ class Worker:
         self._threads: ThreadPoolExecutor | None = None
         self._transport: Transport | None = None
         self._extensions: set[asyncio.Task[None]] = set()
+        self._heartbeat_wake: asyncio.Event | None = None
+        self._next_renewal = 0.0
 
     # -- registration -------------------------------------------------------
 
@@ -162,6 +164,7 @@ class Worker:
 
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
+        self._heartbeat_wake = asyncio.Event()
         if self._stopping:
             self._stop_event.set()
         self._threads = ThreadPoolExecutor(self.concurrency, thread_name_prefix="rdq-handler")
@@ -238,6 +241,8 @@ class Worker:
             self._settle(r, Outcome(Kind.RELEASE))
             return
         r.task = asyncio.create_task(self._execute(r))
+        if self._heartbeat_wake is not None and r.renew_at < self._next_renewal:
+            self._heartbeat_wake.set()
 
     async def _execute(self, r: Running) -> None:
         ctx = r.ctx
@@ -348,7 +353,13 @@ class Worker:
                 self._extensions.add(extension)
                 extension.add_done_callback(self._extensions.discard)
             nearest = min((r.renew_at for r in self.running.values()), default=now + 1.0)
-            await asyncio.sleep(min(1.0, max(0.01, nearest - time.monotonic())))
+            # A task arriving whose renewal is due before `nearest` wakes this early.
+            assert self._heartbeat_wake is not None
+            self._heartbeat_wake.clear()
+            pause = min(1.0, max(0.01, nearest - time.monotonic()))
+            self._next_renewal = time.monotonic() + pause
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._heartbeat_wake.wait(), pause)
 
     async def _extend(self, r: Running) -> None:
         assert self._transport is not None
