@@ -8,9 +8,9 @@ import dataclasses
 
 import httpx
 import pytest
-from conftest import TOKEN, Server, kill_by_hand
 
 import rdq
+from conftest import TOKEN, Server, kill_by_hand
 from rdq.envelope import parse_timestamp
 
 

@@ -119,5 +119,5 @@ def test_recorded_text_is_cut_with_the_marker_on_a_character_boundary() -> None:
     err = rdq.ReportedError("T", "é" * 5000, None, "x" * 70000).to_json()
     message, stack = str(err["message"]), str(err["stack"])
     assert len(message.encode()) <= 4096 and message.endswith("…[truncated]")
-    assert message.rstrip("…[truncated]") == "é" * ((4096 - len("…[truncated]".encode())) // 2)
+    assert message.removesuffix("…[truncated]") == "é" * ((4096 - len("…[truncated]".encode())) // 2)
     assert len(stack.encode()) == 65536 and stack.endswith("…[truncated]")

@@ -20,10 +20,11 @@ from urllib.parse import urlsplit
 import grpc
 import grpc.aio
 
+from . import _calls
 from ._proto import envelope_from_proto
 from ._transport import Settle
 from .context import TaskContext
-from .errors import RdqError, error_for
+from .errors import LeaseLost, NotFound, RdqError, error_for
 from .outcome import Kind
 from .v1 import api_pb2, api_pb2_grpc
 
@@ -99,11 +100,13 @@ class GrpcTransport:
         self.channel = channel_for(settings.url, settings.verify)
         self.stub = api_pb2_grpc.WorkersStub(self.channel)  # type: ignore[no-untyped-call]
         self.metadata = (("authorization", f"Bearer {settings.token}"),) if settings.token else ()
-        self.outbox: asyncio.Queue[Settle | _Extend] = asyncio.Queue()
+        self.outbox: asyncio.Queue[Settle | _Extend | None] = asyncio.Queue()
         self.pending: dict[int, list[Settle] | _Extend] = {}
         self.seq = 0
         self.generation = 0
         self.want_envelopes = worker.on_dead_letter is not None
+        self.http_settles: list[Settle] = []
+        self.http_flusher: asyncio.Task[None] | None = None
 
     async def receive(self) -> None:
         backoff = 0.1
@@ -114,12 +117,19 @@ class GrpcTransport:
             except grpc.aio.AioRpcError as err:
                 if err.code() in _FATAL:
                     raise rpc_error(err) from None
-                log.warning("rdq worker: the Work stream broke: %s: %s", err.code().name, err.details())
+                if not self.worker.stopping:
+                    log.warning("rdq worker: the Work stream broke: %s: %s", err.code().name, err.details())
             self._requeue()
-            if self.worker.stopping and not self.worker.running:
+            if self.worker.stopping:
                 return
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
+
+    def stop_receiving(self) -> None:
+        """Half-closes the stream once what is queued is written: the server
+        then hands out nothing more, and the tasks it already sent are read
+        to the end of the stream (and handed back)."""
+        self.outbox.put_nowait(None)
 
     def _requeue(self) -> None:
         """What a broken stream left unanswered: settles go again, quietly;
@@ -217,9 +227,16 @@ class GrpcTransport:
     ) -> None:
         while True:
             first = await self.outbox.get()
-            batch = [first]
+            if first is None:
+                await call.done_writing()
+                return
+            batch: list[Settle | _Extend] = [first]
             while len(batch) < 1000 and not self.outbox.empty():
-                batch.append(self.outbox.get_nowait())
+                following = self.outbox.get_nowait()
+                if following is None:
+                    self.outbox.put_nowait(None)
+                    break
+                batch.append(following)
             settles = [b for b in batch if isinstance(b, Settle)]
             if settles:
                 self.seq += 1
@@ -240,16 +257,45 @@ class GrpcTransport:
                     await call.write(api_pb2.WorkRequest(extend=api_pb2.WorkExtend(seq=self.seq, extend=request)))
 
     def settle(self, s: Settle) -> None:
+        if self.worker.stopping:
+            # A settle on the stream gives its credit back and the server
+            # hands out the next task; once stopping, settles go over HTTP
+            # so the stream runs dry instead of cycling released tasks.
+            self.http_settles.append(s)
+            if self.http_flusher is None or self.http_flusher.done():
+                self.http_flusher = asyncio.create_task(self._settle_over_http())
+            return
         self.outbox.put_nowait(s)
 
+    async def _settle_over_http(self) -> None:
+        while self.http_settles:
+            batch, self.http_settles = self.http_settles[:1000], self.http_settles[1000:]
+            try:
+                results = await self.worker.client._run(
+                    _calls.settle_batch([s.to_json() for s in batch], self.want_envelopes)
+                )
+            except RdqError as err:
+                log.warning("rdq worker: settling %d tasks failed: %s", len(batch), err)
+                continue
+            for s, r in zip(batch, results, strict=False):
+                self.worker.settled(s, r.envelope, r.code, r.detail)
+
     async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> bool:
+        if self.worker.stopping:
+            try:
+                await self.worker.client._run(_calls.extend_lease(task_id, lease_token, extend_ms))
+            except (LeaseLost, NotFound):
+                return False
+            return True
         answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.outbox.put_nowait(_Extend(task_id, lease_token, extend_ms, answer))
         return await asyncio.wait_for(answer, timeout=max(5.0, extend_ms / 2000))
 
     async def flush(self) -> None:
         for _ in range(1000):
-            if self.outbox.empty() and not any(isinstance(p, list) for p in self.pending.values()):
+            on_stream = any(isinstance(p, list) for p in self.pending.values())
+            over_http = self.http_flusher is not None and not self.http_flusher.done()
+            if not on_stream and not over_http:
                 return
             await asyncio.sleep(0.01)
 

@@ -75,6 +75,9 @@ class HttpTransport:
                     empty_in_a_row = 0
                     await asyncio.sleep(w.poll_interval)
 
+    def stop_receiving(self) -> None:
+        """Claims stop by themselves once the worker is stopping."""
+
     def settle(self, s: Settle) -> None:
         self.buffer.append(s)
         self.wake.set()

@@ -38,6 +38,9 @@ class Transport(Protocol):
         """Hands tasks to the worker (`Worker.accept`) until cancelled;
         raises only for what retrying cannot fix (a bad hello, no permission)."""
 
+    def stop_receiving(self) -> None:
+        """Asks for no more tasks (shutdown has begun)."""
+
     def settle(self, s: Settle) -> None:
         """Queues a settle; it is sent with others in one batch."""
 

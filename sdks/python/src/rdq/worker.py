@@ -148,6 +148,9 @@ class Worker:
     def _begin_stop(self) -> None:
         if not self._stopping:
             log.info("rdq worker: stopping, %d tasks running", len(self.running))
+        if not self._stopping and self._transport is not None:
+            self._stopping = True
+            self._transport.stop_receiving()
         self._stopping = True
         if self._stop_event is not None:
             self._stop_event.set()
@@ -174,6 +177,8 @@ class Worker:
         else:
             transport = HttpTransport(self)
         self._transport = transport
+        if self._stopping:
+            transport.stop_receiving()
         installed = self._install_signals() if handle_signals else []
         heartbeat = asyncio.create_task(self._heartbeat())
         receiving = asyncio.create_task(transport.receive())
@@ -223,9 +228,15 @@ class Worker:
             _, late = await asyncio.wait(waits, timeout=self.shutdown_grace)
             for w in late:
                 w.cancel()
-        for r in list(self.running.values()):
-            if not r.done.is_set():
-                self.cancel(r, "the worker is shutting down", release=True)
+        cancelled = [r for r in self.running.values() if not r.done.is_set()]
+        for r in cancelled:
+            self.cancel(r, "the worker is shutting down", release=True)
+        if cancelled:
+            # Cancelled handlers settle their RELEASE as they unwind.
+            waits = [asyncio.create_task(r.done.wait()) for r in cancelled]
+            _, late = await asyncio.wait(waits, timeout=5.0)
+            for w in late:
+                w.cancel()
         assert self._transport is not None
         await self._transport.flush()
 
