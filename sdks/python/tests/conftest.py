@@ -53,11 +53,11 @@ class Server:
     proc: subprocess.Popen[bytes]
     tmp: Path
 
-    def client(self) -> rdq.Client:
-        return rdq.Client(self.url, token=TOKEN, timeout=30)
+    def client(self, transport: str = "grpc") -> rdq.Client:
+        return rdq.Client(self.url, token=TOKEN, timeout=30, transport=transport)  # type: ignore[arg-type]
 
-    def async_client(self) -> rdq.AsyncClient:
-        return rdq.AsyncClient(self.url, token=TOKEN, timeout=30)
+    def async_client(self, transport: str = "grpc") -> rdq.AsyncClient:
+        return rdq.AsyncClient(self.url, token=TOKEN, timeout=30, transport=transport)  # type: ignore[arg-type]
 
 
 def start_server(store: str | None) -> Server:

@@ -24,8 +24,9 @@ def _no_request(request: httpx.Request) -> httpx.Response:
     raise AssertionError(f"a request was sent: {request.method} {request.url}")
 
 
-def test_submit_sends_every_option(server: Server, queue: str) -> None:
-    with server.client() as client:
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_submit_sends_every_option(server: Server, queue: str, transport: str) -> None:
+    with server.client(transport) as client:
         env = client.submit(
             queue,
             "charge-payment",
@@ -50,14 +51,15 @@ def test_submit_sends_every_option(server: Server, queue: str) -> None:
         assert client.get(env.id) == env
 
 
-def test_submit_bytes_is_an_opaque_payload(server: Server, queue: str) -> None:
-    with server.client() as client:
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_submit_bytes_is_an_opaque_payload(server: Server, queue: str, transport: str) -> None:
+    with server.client(transport) as client:
         env = client.submit(queue, "h", b"\x00\xffraw", content_type="application/x-thing")
         assert (env.payload, env.payload_content_type) == (b"\x00\xffraw", "application/x-thing")
 
 
 def test_reserved_headers_and_bad_names_are_refused_before_any_request() -> None:
-    client = rdq.Client("http://127.0.0.1:9", transport=httpx.MockTransport(_no_request))
+    client = rdq.Client("http://127.0.0.1:9", http_transport=httpx.MockTransport(_no_request))
     cases = [
         (
             dict(queue="q", handler="h", headers={"Rdq.submitted_by": "me"}),
@@ -79,8 +81,9 @@ def test_reserved_headers_and_bad_names_are_refused_before_any_request() -> None
         client.submit_batch([rdq.Submit("q", "h"), rdq.Submit("q", "h", headers={"rdq.x": "1"})])
 
 
-def test_refusals_carry_the_servers_code(server: Server, queue: str) -> None:
-    with server.client() as client:
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_refusals_carry_the_servers_code(server: Server, queue: str, transport: str) -> None:
+    with server.client(transport) as client:
         with pytest.raises(rdq.NotFound) as missing:
             client.get("01J2ZK7Q8XW5H3N9G4T6B8RDQ0")
         assert (missing.value.code, missing.value.status) == ("TASK_NOT_FOUND", 404)
@@ -96,19 +99,23 @@ def test_refusals_carry_the_servers_code(server: Server, queue: str) -> None:
         with pytest.raises(rdq.InvalidRequest) as bad_policy:
             client.set_queue_config(queue, {"max_attempts": "many"})
         assert bad_policy.value.code == "INVALID_POLICY"
-    with rdq.Client(server.url, token="wrong") as stranger, pytest.raises(rdq.Unauthenticated) as denied:
+    stranger = rdq.Client(server.url, token="wrong", transport=transport)  # type: ignore[arg-type]
+    with stranger, pytest.raises(rdq.Unauthenticated) as denied:
         stranger.submit(queue, "h")
     assert denied.value.code == "UNAUTHENTICATED"
 
 
-def test_a_server_that_is_not_there_is_unavailable() -> None:
-    with rdq.Client("http://127.0.0.1:9", timeout=2) as client, pytest.raises(rdq.Unavailable) as down:
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_a_server_that_is_not_there_is_unavailable(transport: str) -> None:
+    client = rdq.Client("http://127.0.0.1:9", timeout=2, transport=transport)  # type: ignore[arg-type]
+    with client, pytest.raises(rdq.Unavailable) as down:
         client.get("01J2ZK7Q8XW5H3N9G4T6B8RDQ0")
     assert down.value.code == "CONNECTION_FAILED"
 
 
-def test_batch_submit_answers_each_item(server: Server, queue: str) -> None:
-    with server.client() as client:
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_batch_submit_answers_each_item(server: Server, queue: str, transport: str) -> None:
+    with server.client(transport) as client:
         results = client.submit_batch(
             [
                 rdq.Submit(queue, "h", {"n": 1}, idempotency_key="k1"),

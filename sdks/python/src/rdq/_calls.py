@@ -16,10 +16,12 @@ from urllib.parse import quote
 import httpx
 
 from . import envelope
+from ._proto import envelope_from_proto
 from .envelope import Envelope, EnvelopeError
 from .envelope._json import Json, JsonSyntaxError, parse
 from .envelope.codec import decode_value
 from .errors import InvalidRequest, RdqError, ServerError, error_for
+from .v1 import api_pb2
 
 T = TypeVar("T")
 
@@ -27,8 +29,19 @@ Seconds = float | timedelta
 
 
 @dataclass(frozen=True)
+class Rpc(Generic[T]):
+    """The same call as a gRPC method (`Tasks/Submit`) and its reader."""
+
+    service: str
+    method: str
+    request: Any
+    read: Callable[[Any], T]
+
+
+@dataclass(frozen=True)
 class Call(Generic[T]):
-    """One request and the reader of its answer."""
+    """One request and the reader of its answer; `rpc`, when set, is the
+    same call over gRPC, which the clients prefer (see `client.py`)."""
 
     method: str
     path: str
@@ -37,6 +50,7 @@ class Call(Generic[T]):
     params: Mapping[str, str] | None = None
     headers: Mapping[str, str] | None = None
     content: bytes | None = None
+    rpc: Rpc[T] | None = None
 
 
 @dataclass(frozen=True)
@@ -257,8 +271,49 @@ def submit_body(s: Submit) -> dict[str, object]:
     return body
 
 
+def submit_request(s: Submit) -> api_pb2.SubmitRequest:
+    """The body of one submit as gRPC's `SubmitRequest` (JSON payloads
+    encoded here, compact, as the HTTP route stores `payload_json`)."""
+    body = submit_body(s)
+    payload = s.payload
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        raw, content_type = bytes(payload), "application/octet-stream"
+    elif payload is None:
+        raw, content_type = b"", "application/octet-stream"
+    else:
+        raw, content_type = encode_body(body["payload_json"]), "application/json"
+    req = api_pb2.SubmitRequest(
+        queue=s.queue,
+        handler_ref=s.handler,
+        payload=raw,
+        payload_content_type=s.content_type or content_type,
+        headers=dict(s.headers),
+    )
+    if "delay_ms" in body:
+        req.delay_ms = int(str(body["delay_ms"]))
+    if s.priority is not None:
+        if not 0 <= s.priority <= 0xFFFFFFFF:  # the server refuses what is above 255
+            raise InvalidRequest("INVALID_FIELD", "priority is 0 to 255", status=400, field="priority")
+        req.priority = s.priority
+    if s.idempotency_key is not None:
+        req.idempotency_key = s.idempotency_key
+    if s.flow_key is not None:
+        req.flow_key = s.flow_key
+    if s.handler_version is not None:
+        req.handler_version = s.handler_version
+    return req
+
+
+def _envelope_of(msg: Any) -> Envelope:
+    try:
+        return envelope_from_proto(msg.envelope)
+    except (KeyError, ValueError, JsonSyntaxError) as err:
+        raise ServerError("INTERNAL", f"the server answered an envelope this SDK refuses: {err}") from None
+
+
 def submit(s: Submit) -> Call[Envelope]:
-    return Call("POST", "/v1/tasks", read_envelope, body=submit_body(s))
+    rpc = Rpc("Tasks", "Submit", submit_request(s), _envelope_of)
+    return Call("POST", "/v1/tasks", read_envelope, body=submit_body(s), rpc=rpc)
 
 
 def _read_submit_results(resp: httpx.Response) -> list[SubmitResult]:
@@ -277,12 +332,27 @@ def _read_submit_results(resp: httpx.Response) -> list[SubmitResult]:
     return out
 
 
+def _read_submit_items(resp: api_pb2.SubmitBatchResponse) -> list[SubmitResult]:
+    out = []
+    for r in resp.results:
+        if r.HasField("problem"):
+            out.append(SubmitResult(status=r.problem.http_status, code=r.problem.code, detail=r.problem.detail))
+        else:
+            out.append(SubmitResult(status=201 if r.created else 200, envelope=_envelope_of(r)))
+    return out
+
+
 def submit_batch(items: Sequence[Submit]) -> Call[list[SubmitResult]]:
-    return Call("POST", "/v1/tasks/batch", _read_submit_results, body={"tasks": [submit_body(s) for s in items]})
+    rpc = Rpc(
+        "Tasks", "SubmitBatch", api_pb2.SubmitBatchRequest(tasks=[submit_request(s) for s in items]), _read_submit_items
+    )
+    body = {"tasks": [submit_body(s) for s in items]}
+    return Call("POST", "/v1/tasks/batch", _read_submit_results, body=body, rpc=rpc)
 
 
 def get(task_id: str) -> Call[Envelope]:
-    return Call("GET", f"/v1/tasks/{_segment(task_id)}", read_envelope)
+    rpc = Rpc("Tasks", "Get", api_pb2.GetTaskRequest(id=task_id), _envelope_of)
+    return Call("GET", f"/v1/tasks/{_segment(task_id)}", read_envelope, rpc=rpc)
 
 
 def delete(task_id: str) -> Call[None]:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING
 
 import grpc
 import grpc.aio
 
 from . import _calls
+from ._grpc import rpc_error
 from ._proto import envelope_from_proto
 from ._transport import Settle
 from .context import TaskContext
@@ -49,13 +49,6 @@ _FATAL = {
     grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.UNIMPLEMENTED,
 }
-_HTTP_STATUS = {
-    grpc.StatusCode.INVALID_ARGUMENT: 400,
-    grpc.StatusCode.UNAUTHENTICATED: 401,
-    grpc.StatusCode.PERMISSION_DENIED: 403,
-    grpc.StatusCode.NOT_FOUND: 404,
-    grpc.StatusCode.UNIMPLEMENTED: 501,
-}
 
 
 @dataclass
@@ -66,38 +59,11 @@ class _Extend:
     answer: asyncio.Future[bool]
 
 
-def channel_for(url: str, verify: object) -> grpc.aio.Channel:
-    """A channel to the server at `url` (gRPC shares the HTTP address)."""
-    parts = urlsplit(url)
-    host = parts.hostname or "127.0.0.1"
-    secure = parts.scheme == "https"
-    port = parts.port or (443 if secure else 80)
-    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    options = [("grpc.keepalive_time_ms", 30000), ("grpc.keepalive_timeout_ms", 20000)]
-    if not secure:
-        return grpc.aio.insecure_channel(target, options=options)
-    if verify is False:
-        raise ValueError("the gRPC transport always verifies TLS; use transport='http' to skip verification")
-    roots = None
-    if isinstance(verify, str):
-        with open(verify, "rb") as f:
-            roots = f.read()
-    return grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(roots), options=options)
-
-
-def rpc_error(err: grpc.aio.AioRpcError) -> RdqError:
-    """The rdq error a gRPC status carries (its `rdq-code` metadata)."""
-    metadata: Any = err.trailing_metadata() or ()
-    code = next((str(v) for k, v in metadata if k == "rdq-code"), "")
-    status = _HTTP_STATUS.get(err.code(), 503 if err.code() == grpc.StatusCode.UNAVAILABLE else 500)
-    return error_for(status, code or err.code().name, err.details() or "")
-
-
 class GrpcTransport:
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
         settings = worker.client.settings
-        self.channel = channel_for(settings.url, settings.verify)
+        self.channel = worker.client.grpc_channel()
         self.stub = api_pb2_grpc.WorkersStub(self.channel)  # type: ignore[no-untyped-call]
         self.metadata = (("authorization", f"Bearer {settings.token}"),) if settings.token else ()
         self.outbox: asyncio.Queue[Settle | _Extend | None] = asyncio.Queue()
@@ -300,7 +266,7 @@ class GrpcTransport:
             await asyncio.sleep(0.01)
 
     async def close(self) -> None:
-        await self.channel.close(None)
+        """The channel is the client's, closed with it."""
 
 
 def _settle_request(s: Settle) -> api_pb2.SettleRequest:

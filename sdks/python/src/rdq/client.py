@@ -1,10 +1,16 @@
 """`AsyncClient` and its sync twin `Client`: submit, read tasks, the DLQ and
-queue configuration over rdq's HTTP API (docs/http-api.md).
+queue configuration (docs/http-api.md, docs/grpc.md).
 
 Both are thin carriers of the calls in `_calls`: each method builds a
-`Call` there and sends it with httpx, so the two APIs are the same by
-construction. One httpx client per rdq client keeps connections alive and
-reuses them; close the client (or use it as a context manager) when done.
+`Call` there and sends it, so the two APIs are the same by construction.
+The task calls (submit, batch submit, get) go over gRPC by default, on one
+HTTP/2 connection that multiplexes every call in flight; the rest over
+HTTP/JSON with httpx, which pools keep-alive connections. Measured on one
+asyncio loop with 64 submits in flight, gRPC carried about ten times the
+submits of httpx's HTTP/1.1 pool (whose bookkeeping grows with the calls
+waiting on it). `transport="http"` sends everything over HTTP, for networks
+that pass only HTTP/1.1. Close the client (or use it as a context
+manager) when done.
 """
 
 from __future__ import annotations
@@ -12,14 +18,17 @@ from __future__ import annotations
 import ssl
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
+import grpc
+import grpc.aio
 import httpx
 
-from . import _calls
+from . import _calls, _grpc
 from ._calls import Call, DeadPage, QueueCounts, RedriveResult, Seconds, Submit, SubmitResult
 from .envelope import Envelope
 from .errors import RdqError, Unavailable
+from .v1 import api_pb2_grpc
 
 T = TypeVar("T")
 
@@ -34,7 +43,11 @@ an `ssl.SSLContext` (client certificates, pinned roots)."""
 class _Settings:
     """What both clients share: where, who, how long to wait."""
 
-    def __init__(self, url: str, token: str | None, timeout: float, verify: Verify) -> None:
+    def __init__(self, url: str, token: str | None, timeout: float, verify: Verify, transport: str) -> None:
+        if transport not in ("grpc", "http"):
+            raise ValueError("transport is 'grpc' or 'http'")
+        self.use_grpc = transport == "grpc"
+        self.metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -50,6 +63,10 @@ class _Settings:
             content = _calls.encode_body(call.body)
             headers["content-type"] = "application/json"
         return {"method": call.method, "url": call.path, "params": call.params, "headers": headers, "content": content}
+
+
+_STUBS = {"Tasks": api_pb2_grpc.TasksStub, "Workers": api_pb2_grpc.WorkersStub}
+Transport = Literal["grpc", "http"]
 
 
 def _transport_error(err: httpx.TransportError) -> RdqError:
@@ -74,17 +91,27 @@ class AsyncClient:
         timeout: float = 30.0,
         verify: Verify = True,
         max_connections: int = 100,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: Transport = "grpc",
+        http_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.settings = _Settings(url, token, timeout, verify)
+        self.settings = _Settings(url, token, timeout, verify, transport)
+        self._channel: grpc.aio.Channel | None = None
+        self._stubs: dict[str, Any] = {}
         self._http = httpx.AsyncClient(
             base_url=self.settings.url,
             headers=self.settings.headers,
             timeout=timeout,
             verify=verify,
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-            transport=transport,
+            transport=http_transport,
         )
+
+    def grpc_channel(self) -> grpc.aio.Channel:
+        """The client's gRPC channel (opened on first use); the worker's
+        Work stream shares it."""
+        if self._channel is None:
+            self._channel = _grpc.aio_channel(self.settings.url, self.settings.verify)
+        return self._channel
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -94,8 +121,23 @@ class AsyncClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        if self._channel is not None:
+            await self._channel.close(None)
+            self._channel = None
 
     async def _run(self, call: Call[T]) -> T:
+        rpc = call.rpc
+        if rpc is not None and self.settings.use_grpc:
+            stub = self._stubs.get(rpc.service)
+            if stub is None:
+                stub = self._stubs[rpc.service] = _STUBS[rpc.service](self.grpc_channel())  # type: ignore[no-untyped-call]
+            try:
+                answer = await getattr(stub, rpc.method)(
+                    rpc.request, metadata=self.settings.metadata, timeout=self.settings.timeout
+                )
+            except grpc.aio.AioRpcError as err:
+                raise _grpc.rpc_error(err) from None
+            return rpc.read(answer)
         try:
             resp = await self._http.request(**self.settings.request(call))
         except httpx.TransportError as err:
@@ -195,16 +237,19 @@ class Client:
         timeout: float = 30.0,
         verify: Verify = True,
         max_connections: int = 100,
-        transport: httpx.BaseTransport | None = None,
+        transport: Transport = "grpc",
+        http_transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.settings = _Settings(url, token, timeout, verify)
+        self.settings = _Settings(url, token, timeout, verify, transport)
+        self._channel: grpc.Channel | None = None
+        self._stubs: dict[str, Any] = {}
         self._http = httpx.Client(
             base_url=self.settings.url,
             headers=self.settings.headers,
             timeout=timeout,
             verify=verify,
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-            transport=transport,
+            transport=http_transport,
         )
 
     def __enter__(self) -> Client:
@@ -217,8 +262,25 @@ class Client:
 
     def close(self) -> None:
         self._http.close()
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
 
     def _run(self, call: Call[T]) -> T:
+        rpc = call.rpc
+        if rpc is not None and self.settings.use_grpc:
+            stub = self._stubs.get(rpc.service)
+            if stub is None:
+                if self._channel is None:
+                    self._channel = _grpc.sync_channel(self.settings.url, self.settings.verify)
+                stub = self._stubs[rpc.service] = _STUBS[rpc.service](self._channel)  # type: ignore[no-untyped-call]
+            try:
+                answer = getattr(stub, rpc.method)(
+                    rpc.request, metadata=self.settings.metadata, timeout=self.settings.timeout
+                )
+            except grpc.RpcError as err:
+                raise _grpc.rpc_error(err) from None
+            return rpc.read(answer)
         try:
             resp = self._http.request(**self.settings.request(call))
         except httpx.TransportError as err:
