@@ -193,6 +193,9 @@ class GrpcTransport:
     ) -> None:
         while True:
             first = await self.outbox.get()
+            # One turn of the loop lets handlers finishing now join the batch:
+            # a message on the stream costs far more than a settle in it.
+            await asyncio.sleep(0)
             if first is None:
                 await call.done_writing()
                 return
