@@ -45,6 +45,7 @@ class Running:
     ctx: TaskContext
     lease_ms: int
     renew_at: float
+    expires_at: float
     generation: int = 0
     task: asyncio.Task[None] | None = None
     released: bool = False
@@ -245,7 +246,7 @@ class Worker:
     def accept(self, ctx: TaskContext, lease_ms: int, generation: int) -> None:
         """A task arrived: run it, or hand it back when stopping."""
         now = time.monotonic()
-        r = Running(ctx, lease_ms, now + lease_ms / 2000, generation)
+        r = Running(ctx, lease_ms, now + lease_ms / 3000, now + lease_ms / 1000, generation)
         self.running[ctx.id] = r
         if self._stopping:
             r.released = True
@@ -354,12 +355,16 @@ class Worker:
     # -- leases -------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
-        """Extends every running task's lease once half of it has passed."""
+        """Extends every running task's lease each third of its length; a
+        lease that ran out with no extension answered cancels its handler."""
         while True:
             now = time.monotonic()
             due = [r for r in self.running.values() if r.renew_at <= now and not r.ctx.cancelled]
             for r in due:
-                r.renew_at = now + r.lease_ms / 2000
+                if r.expires_at <= now:
+                    self.cancel(r, "the lease ran out")
+                    continue
+                r.renew_at = now + r.lease_ms / 3000
                 extension = asyncio.create_task(self._extend(r))
                 self._extensions.add(extension)
                 extension.add_done_callback(self._extensions.discard)
@@ -374,13 +379,16 @@ class Worker:
 
     async def _extend(self, r: Running) -> None:
         assert self._transport is not None
+        sent = time.monotonic()
         try:
             kept = await self._transport.extend(r.ctx.id, r.ctx.lease_token, r.lease_ms)
         except Exception as err:
             log.warning("rdq worker: extending the lease of %s failed: %s", r.ctx.id, err)
-            r.renew_at = time.monotonic() + min(1.0, r.lease_ms / 8000)
+            r.renew_at = min(r.expires_at, time.monotonic() + r.lease_ms / 8000)
             return
-        if not kept and not r.done.is_set():
+        if kept:
+            r.expires_at = sent + r.lease_ms / 1000
+        elif not r.done.is_set():
             self.cancel(r, "the lease was lost")
 
     @property
