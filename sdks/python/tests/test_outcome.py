@@ -50,6 +50,11 @@ def test_permanent_wrapper_records_the_cause() -> None:
     assert out.error.stack is not None and "Declined: card declined" in out.error.stack
 
 
+def test_a_wrapped_message_is_an_error_of_type_rdq_error() -> None:
+    out = Ladder().resolve(None, rdq.Retryable("upstream busy"))
+    assert out.error is not None and (out.error.type, out.error.message) == ("rdq.Error", "upstream busy")
+
+
 def test_retryable_wrapper_beats_a_permanent_classifier() -> None:
     out = Ladder(permanent=(Declined,)).resolve(None, rdq.Retryable(Declined("x")))
     assert out.kind is Kind.RETRYABLE_FAILURE

@@ -161,6 +161,8 @@ def error_type_of(exc: BaseException) -> str:
 
 
 def reported_error(error: BaseException | str, error_type: str | None = None, detail: Any = None) -> ReportedError:
+    if isinstance(error, (Permanent, Retryable)) and isinstance(error.cause, str):
+        return ReportedError(error_type or "rdq.Error", error.cause, detail, "".join(traceback.format_exception(error)))
     if isinstance(error, BaseException):
         cause: BaseException = error
         if isinstance(error, (Permanent, Retryable)) and isinstance(error.cause, BaseException):
