@@ -12,6 +12,7 @@ earlier stream give their credit back with a `WorkCredit`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from .worker import Worker
 
 log = logging.getLogger("rdq.worker")
+
+SETTLE_LINGER = 0.002
+"""How long a settle waits for others to share its message, at most."""
 
 _REPORTED = {
     Kind.SUCCESS: api_pb2.REPORTED_SUCCESS,
@@ -72,6 +76,8 @@ class GrpcTransport:
         self.generation = 0
         self.want_envelopes = worker.on_dead_letter is not None
         self.http_settles: list[Settle] = []
+        self.batch_target = max(1, min(64, worker.concurrency // 4))
+        self.enough = asyncio.Event()
         self.http_flusher: asyncio.Task[None] | None = None
 
     async def receive(self) -> None:
@@ -153,7 +159,7 @@ class GrpcTransport:
             queue=env.queue,
             handler_ref=env.handler_ref,
             payload=env.payload,
-            headers=dict(env.headers),
+            headers=env.headers,
             attempt=env.attempt_count,
             deferral_count=env.deferral_count,
             redrive_count=env.redrive_count,
@@ -193,9 +199,13 @@ class GrpcTransport:
     ) -> None:
         while True:
             first = await self.outbox.get()
-            # One turn of the loop lets handlers finishing now join the batch:
-            # a message on the stream costs far more than a settle in it.
-            await asyncio.sleep(0)
+            if isinstance(first, Settle) and self.outbox.qsize() + 1 < self.batch_target:
+                # Linger for a batch: a message on the stream costs far more
+                # than a settle in it, and the server hands out tasks once a
+                # quarter of the credits is free anyway.
+                self.enough.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.enough.wait(), SETTLE_LINGER)
             if first is None:
                 await call.done_writing()
                 return
@@ -226,6 +236,11 @@ class GrpcTransport:
                     await call.write(api_pb2.WorkRequest(extend=api_pb2.WorkExtend(seq=self.seq, extend=request)))
 
     def settle(self, s: Settle) -> None:
+        if not self.worker.stopping:
+            self.outbox.put_nowait(s)
+            if self.outbox.qsize() >= self.batch_target:
+                self.enough.set()
+            return
         if self.worker.stopping:
             # A settle on the stream gives its credit back and the server
             # hands out the next task; once stopping, settles go over HTTP
@@ -234,7 +249,6 @@ class GrpcTransport:
             if self.http_flusher is None or self.http_flusher.done():
                 self.http_flusher = asyncio.create_task(self._settle_over_http())
             return
-        self.outbox.put_nowait(s)
 
     async def _settle_over_http(self) -> None:
         while self.http_settles:

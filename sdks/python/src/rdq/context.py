@@ -22,6 +22,7 @@ class TaskContext:
 
     __slots__ = (
         "_cancelled",
+        "_event",
         "_envelope",
         "_load",
         "attempt",
@@ -63,7 +64,9 @@ class TaskContext:
         self.cancel_reason: str | None = None
         self._load = load
         self._envelope: Envelope | None = None
-        self._cancelled = threading.Event()
+        self._cancelled = False
+        # Made on first use: most runs are never waited on.
+        self._event: threading.Event | None = None
 
     @property
     def envelope(self) -> Envelope:
@@ -82,13 +85,21 @@ class TaskContext:
 
     @property
     def cancelled(self) -> bool:
-        return self._cancelled.is_set()
+        return self._cancelled
 
     @property
     def cancelled_event(self) -> threading.Event:
-        return self._cancelled
+        """Set when the run is cancelled: `ctx.cancelled_event.wait(5)`
+        sleeps five seconds unless the run is cancelled first."""
+        if self._event is None:
+            self._event = threading.Event()
+            if self._cancelled:
+                self._event.set()
+        return self._event
 
     def _cancel(self, reason: str) -> None:
         if self.cancel_reason is None:
             self.cancel_reason = reason
-        self._cancelled.set()
+        self._cancelled = True
+        if self._event is not None:
+            self._event.set()
