@@ -60,6 +60,7 @@ def main() -> None:
         [sys.executable, "-m", "celery", "-A", "celery_tasks", "worker", "-Q", RUN, "-P", "threads", "-c", "64",
          "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"],
         cwd=HERE, env={**os.environ, "BENCH_RUN": RUN, "JOBS": str(JOBS)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 600

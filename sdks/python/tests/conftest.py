@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -60,7 +61,9 @@ class Server:
         return rdq.AsyncClient(self.url, token=TOKEN, timeout=30, transport=transport)  # type: ignore[arg-type]
 
 
-def start_server(store: str | None) -> Server:
+def start_server(
+    store: str | None, extra: tuple[str, ...] = (), scheme: str = "http", verify: str | bool = True
+) -> Server:
     binary = os.environ.get("RDQ_BIN")
     if not binary:
         pytest.exit("RDQ_BIN must name the rdq binary (scripts/test.sh sets it)", returncode=2)
@@ -71,14 +74,15 @@ def start_server(store: str | None) -> Server:
     log = open(tmp / "server.log", "wb")
     proc = subprocess.Popen(
         [binary, "serve", "--listen", f"127.0.0.1:{port}", "--store", store or str(tmp / "data"),
-         "--config", str(tmp / "rdq.toml"), "--log", "warn"],
+         "--config", str(tmp / "rdq.toml"), "--log", "warn", *extra],
         stdout=log, stderr=subprocess.STDOUT, env=env,
     )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    url = f"{scheme}://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
         try:
-            if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+            context = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
+            if httpx.get(url + "/readyz", timeout=2, verify=context).status_code == 200:
                 return Server(url, proc, tmp)
         except httpx.TransportError:
             pass

@@ -23,7 +23,7 @@ import grpc.aio
 from . import _calls
 from ._grpc import rpc_error
 from ._proto import envelope_from_proto
-from ._transport import Settle
+from ._transport import Settle, lease_duration_ms
 from .context import TaskContext
 from .errors import LeaseLost, NotFound, RdqError, error_for
 from .outcome import Kind
@@ -150,8 +150,6 @@ class GrpcTransport:
         if lease_ms is None:
             started = env.attempts[-1].started_at if env.attempts else None
             expires = env.lease_expires_at if env.HasField("lease_expires_at") else None
-            from .worker import lease_duration_ms
-
             lease_ms = lease_duration_ms(expires, started, 30000)
         ctx = TaskContext(
             id=t.id,

@@ -9,7 +9,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from . import _calls
-from ._transport import Settle
+from ._transport import Settle, lease_duration_ms
 from .context import TaskContext
 from .errors import LeaseLost, NotFound, RdqError
 
@@ -29,8 +29,6 @@ class HttpTransport:
         self.flusher: asyncio.Task[None] | None = None
 
     async def receive(self) -> None:
-        from .worker import lease_duration_ms
-
         w = self.worker
         self.flusher = asyncio.create_task(self._flush_loop())
         turn = 0
@@ -38,7 +36,9 @@ class HttpTransport:
         while not w.stopping:
             free = w.free_slots
             if free <= 0:
-                await asyncio.sleep(0.002)
+                assert w.slot_freed is not None
+                w.slot_freed.clear()
+                await w.slot_freed.wait()
                 continue
             queue = w.queues[turn % len(w.queues)]
             turn += 1

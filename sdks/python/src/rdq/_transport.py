@@ -5,6 +5,7 @@ settles and lease extensions out. `GrpcTransport` (the `Work` stream) and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from .outcome import Kind, Outcome
@@ -51,3 +52,16 @@ class Transport(Protocol):
         """Waits until every queued settle has been answered."""
 
     async def close(self) -> None: ...
+
+
+def lease_duration_ms(lease_expires_at: str | None, started_at: str | None, default: int) -> int:
+    """The lease as the server granted it: its end minus the attempt's
+    start, both the server's clock, so local clock skew does not matter."""
+    if not lease_expires_at or not started_at:
+        return default
+    try:
+        end = datetime.fromisoformat(lease_expires_at)
+        start = datetime.fromisoformat(started_at)
+    except ValueError:
+        return default
+    return max(1, int((end - start).total_seconds() * 1000))

@@ -52,6 +52,10 @@ class _Settings:
         self.token = token
         self.timeout = timeout
         self.verify = verify
+        # httpx takes a CA bundle as an SSLContext; gRPC reads the path.
+        self.http_verify: bool | ssl.SSLContext = (
+            ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
+        )
         self.headers = {"user-agent": USER_AGENT, "accept": "application/json"}
         if token:
             self.headers["authorization"] = f"Bearer {token}"
@@ -101,7 +105,7 @@ class AsyncClient:
             base_url=self.settings.url,
             headers=self.settings.headers,
             timeout=timeout,
-            verify=verify,
+            verify=self.settings.http_verify,
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
             transport=http_transport,
         )
@@ -247,7 +251,7 @@ class Client:
             base_url=self.settings.url,
             headers=self.settings.headers,
             timeout=timeout,
-            verify=verify,
+            verify=self.settings.http_verify,
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
             transport=http_transport,
         )

@@ -22,8 +22,8 @@ class TaskContext:
 
     __slots__ = (
         "_cancelled",
-        "_event",
         "_envelope",
+        "_event",
         "_load",
         "attempt",
         "cancel_reason",

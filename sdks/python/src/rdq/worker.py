@@ -19,7 +19,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from ._handlers import Handler, PayloadError
@@ -50,19 +49,6 @@ class Running:
     task: asyncio.Task[None] | None = None
     released: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-def lease_duration_ms(lease_expires_at: str | None, started_at: str | None, default: int) -> int:
-    """The lease as the server granted it: its end minus the attempt's
-    start, both the server's clock, so local clock skew does not matter."""
-    if not lease_expires_at or not started_at:
-        return default
-    try:
-        end = datetime.fromisoformat(lease_expires_at)
-        start = datetime.fromisoformat(started_at)
-    except ValueError:
-        return default
-    return max(1, int((end - start).total_seconds() * 1000))
 
 
 class Worker:
@@ -117,6 +103,7 @@ class Worker:
         self._extensions: set[asyncio.Task[None]] = set()
         self._heartbeat_wake: asyncio.Event | None = None
         self._next_renewal = 0.0
+        self.slot_freed: asyncio.Event | None = None
 
     # -- registration -------------------------------------------------------
 
@@ -141,7 +128,11 @@ class Worker:
         if loop is None or event is None:
             self._stopping = True
             return
-        if threading.get_ident() == getattr(loop, "_thread_id", None):
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        if current is loop:
             self._begin_stop()
         else:
             loop.call_soon_threadsafe(self._begin_stop)
@@ -169,6 +160,7 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
         self._heartbeat_wake = asyncio.Event()
+        self.slot_freed = asyncio.Event()
         if self._stopping:
             self._stop_event.set()
         self._threads = ThreadPoolExecutor(self.concurrency, thread_name_prefix="rdq-handler")
@@ -322,6 +314,8 @@ class Worker:
         if self.running.get(r.ctx.id) is r:
             del self.running[r.ctx.id]
         r.done.set()
+        if self.slot_freed is not None:
+            self.slot_freed.set()
 
     def _settle(self, r: Running, outcome: Outcome, *, quiet: bool = False) -> None:
         if r.done.is_set():
