@@ -1,12 +1,14 @@
 """docs/benchmarks.md W1 (drain) through the Python SDK: submit JOBS no-op
 tasks (about 100 bytes of JSON each) with 64 `submit` calls in flight, then
 work them with one `rdq.Worker` of concurrency 64 on the gRPC Work stream
-(an `async def` no-op handler), and report submits/s and worked/s (until
+(an `async def` no-op handler; 192 tasks prefetched beyond the 64 running,
+as Celery's worker prefetches its `worker_prefetch_multiplier` × 64), and
+report submits/s and worked/s (until
 the server counts every task SUCCEEDED). Prints one JSON line. Run through
 run.sh, against a running `rdq serve` (RDQ_URL).
 
 Environment: RDQ_URL (default http://127.0.0.1:7480), JOBS (20000),
-CONCURRENCY (64), TRANSPORT (grpc or http).
+CONCURRENCY (64), PREFETCH (192), TRANSPORT (grpc or http).
 """
 
 from __future__ import annotations
@@ -23,11 +25,16 @@ URL = os.environ.get("RDQ_URL", "http://127.0.0.1:7480")
 JOBS = int(os.environ.get("JOBS", "20000"))
 CONCURRENCY = int(os.environ.get("CONCURRENCY", "64"))
 TRANSPORT = os.environ.get("TRANSPORT", "grpc")
+PREFETCH = int(os.environ.get("PREFETCH", "192"))
 IN_FLIGHT = 64
 
 
 def payload(i: int) -> dict[str, object]:
-    return {"submitted_us": time.time_ns() // 1000, "order_id": i, "note": "rdq python bench no-op task, about 100 bytes"}
+    return {
+        "submitted_us": time.time_ns() // 1000,
+        "order_id": i,
+        "note": "rdq python bench no-op task, about 100 bytes",
+    }
 
 
 async def main() -> None:
@@ -43,7 +50,13 @@ async def main() -> None:
         await asyncio.gather(*(submitter() for _ in range(IN_FLIGHT)))
         submit_s = time.perf_counter() - start
 
-        worker = rdq.Worker(client, queues=[queue], concurrency=CONCURRENCY, transport=TRANSPORT)  # type: ignore[arg-type]
+        worker = rdq.Worker(
+            client,
+            queues=[queue],
+            concurrency=CONCURRENCY,
+            prefetch=PREFETCH,
+            transport=TRANSPORT,  # type: ignore[arg-type]
+        )
 
         @worker.handler("noop")
         async def noop() -> None:
@@ -55,13 +68,13 @@ async def main() -> None:
             (counts,) = await client.queues([queue])
             if counts.succeeded == JOBS:
                 break
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.025)
         work_s = time.perf_counter() - start
         worker.stop()
         await running
     print(json.dumps({
         "peer": "rdq-sdk-python", "transport": TRANSPORT, "workload": "drain", "jobs": JOBS,
-        "concurrency": CONCURRENCY, "submits_per_s": round(JOBS / submit_s), "worked_per_s": round(JOBS / work_s),
+        "concurrency": CONCURRENCY, "prefetch": PREFETCH, "submits_per_s": round(JOBS / submit_s), "worked_per_s": round(JOBS / work_s),
         "submit_s": round(submit_s, 3), "work_s": round(work_s, 3),
     }))  # fmt: skip
 

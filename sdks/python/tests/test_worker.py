@@ -66,7 +66,8 @@ def work(
             if policy:
                 await client.set_queue_config(queue, policy)
             ids = [(await client.submit(queue, handler, payload)).id for handler, payload in submits]
-            worker = rdq.Worker(client, queues=[queue], transport=transport, concurrency=4, **options)  # type: ignore[arg-type]
+            options.setdefault("concurrency", 4)
+            worker = rdq.Worker(client, queues=[queue], transport=transport, **options)  # type: ignore[arg-type]
             register(worker)
             running = asyncio.create_task(worker.run(handle_signals=False))
             try:
@@ -341,3 +342,50 @@ def test_a_bad_hello_fails_run_with_its_code(server: Server) -> None:
             assert refused.value.code == "INVALID_QUEUE_NAME"
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_prefetched_tasks_wait_for_a_handler_slot(server: Server, queue: str, transport: str) -> None:
+    lock = threading.Lock()
+    running = [0]
+    most = [0]
+
+    def register(w: rdq.Worker) -> None:
+        @w.handler("busy")
+        async def busy() -> None:
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            await asyncio.sleep(0.05)
+            with lock:
+                running[0] -= 1
+
+    envs = work(server, queue, transport, register, [("busy", None)] * 12, concurrency=2, prefetch=6)
+    assert all(e.status == Status.SUCCEEDED for e in envs)
+    assert most[0] == 2
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_stopping_hands_back_prefetched_and_running_tasks(server: Server, queue: str, transport: str) -> None:
+    async def scenario() -> list[Envelope]:
+        async with server.async_client() as client:
+            ids = [(await client.submit(queue, "hang")).id for _ in range(4)]
+            worker = rdq.Worker(client, queues=[queue], transport=transport, concurrency=1, prefetch=3,  # type: ignore[arg-type]
+                                shutdown_grace=0.1)  # fmt: skip
+            started = asyncio.Event()
+
+            @worker.handler("hang")
+            async def hang() -> None:
+                started.set()
+                await asyncio.Event().wait()
+
+            running = asyncio.create_task(worker.run(handle_signals=False))
+            await asyncio.wait_for(started.wait(), 60)
+            while [e.status for e in [await client.get(i) for i in ids]] != [Status.IN_FLIGHT] * 4:
+                await asyncio.sleep(0.02)
+            worker.stop()
+            await running
+            return [await client.get(i) for i in ids]
+
+    envs = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert [(e.status, e.attempt_count, e.attempts) for e in envs] == [(Status.PENDING, 0, [])] * 4

@@ -76,7 +76,7 @@ class GrpcTransport:
         self.generation = 0
         self.want_envelopes = worker.on_dead_letter is not None
         self.http_settles: list[Settle] = []
-        self.batch_target = max(1, min(64, worker.concurrency // 4))
+        self.batch_target = max(1, min(64, worker.capacity // 4))
         self.enough = asyncio.Event()
         self.http_flusher: asyncio.Task[None] | None = None
 

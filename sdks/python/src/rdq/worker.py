@@ -48,6 +48,7 @@ class Running:
     generation: int = 0
     task: asyncio.Task[None] | None = None
     released: bool = False
+    started: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -79,11 +80,12 @@ class Worker:
         on_dead_letter: DeadLetterHook | None = None,
         shutdown_grace: float = 30.0,
         poll_interval: float = 0.5,
+        prefetch: int = 0,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
-        if not 1 <= concurrency <= 10000:
-            raise ValueError("concurrency is 1 to 10000")
+        if not 1 <= concurrency or not 0 <= prefetch or concurrency + prefetch > 10000:
+            raise ValueError("concurrency is at least 1, prefetch at least 0, and together at most 10000")
         self.client = client
         self.queues = list(queues)
         self.concurrency = concurrency
@@ -93,6 +95,9 @@ class Worker:
         self.on_dead_letter = on_dead_letter
         self.shutdown_grace = shutdown_grace
         self.poll_interval = poll_interval
+        self.prefetch = prefetch
+        # At most `concurrency` handlers run; prefetched tasks wait here.
+        self._slots = asyncio.Semaphore(concurrency)
         self.handlers: dict[str, Handler] = {}
         self.running: dict[str, Running] = {}
         self._stopping = False
@@ -213,8 +218,12 @@ class Worker:
         return installed
 
     async def _drain(self) -> None:
-        """Lets running tasks finish within the grace period, then cancels
-        and releases the rest, then waits for the last settles."""
+        """Hands back prefetched tasks, lets running ones finish within the
+        grace period, then cancels and releases the rest, then waits for the
+        last settles."""
+        for r in list(self.running.values()):
+            if not r.started:
+                self.cancel(r, "the worker is shutting down", release=True)
         pending = [r.done for r in self.running.values()]
         if pending:
             waits = [asyncio.create_task(e.wait()) for e in pending]
@@ -250,21 +259,33 @@ class Worker:
 
     async def _execute(self, r: Running) -> None:
         ctx = r.ctx
-        handler = self.handlers.get(ctx.handler_ref)
-        if handler is None:
-            outcome = Outcome.permanent_failure(
-                f"no handler is registered for {ctx.handler_ref!r} on this worker",
-                error_type=NO_HANDLER_ERROR_TYPE,
-            )
-        else:
-            outcome = await self._call(handler, ctx)
-        if ctx.cancelled:
+        outcome: Outcome | None = None
+        try:
+            async with self._slots:
+                r.started = True
+                if self._stopping:
+                    r.released = True  # prefetched, never started: hand it back
+                elif not ctx.cancelled:
+                    outcome = await self._run_handler(ctx)
+        except asyncio.CancelledError:
+            if not ctx.cancelled:
+                raise
+        if outcome is None or ctx.cancelled:
             # Handed back at shutdown, or the lease is gone: the RELEASE of a
             # lost lease is refused (LEASE_LOST) and changes nothing, but on
             # the Work stream it gives the task's credit back.
             self._settle(r, Outcome(Kind.RELEASE), quiet=not r.released)
             return
         self._settle(r, outcome)
+
+    async def _run_handler(self, ctx: TaskContext) -> Outcome:
+        handler = self.handlers.get(ctx.handler_ref)
+        if handler is None:
+            return Outcome.permanent_failure(
+                f"no handler is registered for {ctx.handler_ref!r} on this worker",
+                error_type=NO_HANDLER_ERROR_TYPE,
+            )
+        return await self._call(handler, ctx)
 
     async def _call(self, handler: Handler, ctx: TaskContext) -> Outcome:
         returned: Any = None
@@ -386,8 +407,13 @@ class Worker:
             self.cancel(r, "the lease was lost")
 
     @property
+    def capacity(self) -> int:
+        """Tasks held at once: running handlers and prefetched tasks."""
+        return self.concurrency + self.prefetch
+
+    @property
     def free_slots(self) -> int:
-        return self.concurrency - len(self.running)
+        return self.capacity - len(self.running)
 
 
 def _call_sync(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
