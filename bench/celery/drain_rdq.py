@@ -2,7 +2,7 @@
 tasks (about 100 bytes of JSON each) with 64 `submit` calls in flight, then
 work them with one `rdq.Worker` of concurrency 64 on the gRPC Work stream
 (an `async def` no-op handler; 192 tasks prefetched beyond the 64 running,
-as Celery's worker prefetches its `worker_prefetch_multiplier` × 64), and
+as Celery's worker prefetches its `worker_prefetch_multiplier` times 64), and
 report submits/s and worked/s (until
 the server counts every task SUCCEEDED). Prints one JSON line. Run through
 run.sh, against a running `rdq serve` (RDQ_URL).
@@ -74,8 +74,8 @@ async def main() -> None:
         await running
     print(json.dumps({
         "peer": "rdq-sdk-python", "transport": TRANSPORT, "workload": "drain", "jobs": JOBS,
-        "concurrency": CONCURRENCY, "prefetch": PREFETCH, "submits_per_s": round(JOBS / submit_s), "worked_per_s": round(JOBS / work_s),
-        "submit_s": round(submit_s, 3), "work_s": round(work_s, 3),
+        "concurrency": CONCURRENCY, "prefetch": PREFETCH, "submits_per_s": round(JOBS / submit_s),
+        "worked_per_s": round(JOBS / work_s), "submit_s": round(submit_s, 3), "work_s": round(work_s, 3),
     }))  # fmt: skip
 
 
