@@ -28,11 +28,15 @@ RUN = f"bench-celery-{uuid.uuid4().hex[:8]}"
 os.environ["BENCH_RUN"] = RUN
 sys.path.insert(0, str(HERE))
 
-from celery_tasks import BROKER, noop  # noqa: E402
+from celery_tasks import BROKER, noop
 
 
 def payload(i: int) -> dict[str, object]:
-    return {"submitted_us": time.time_ns() // 1000, "order_id": i, "note": "celery bench no-op task, about 100 bytes"}
+    return {
+        "submitted_us": time.time_ns() // 1000,
+        "order_id": i,
+        "note": "celery bench no-op task, about 100 bytes",
+    }
 
 
 def main() -> None:
