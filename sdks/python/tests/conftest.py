@@ -62,14 +62,18 @@ class Server:
 
 
 def start_server(
-    store: str | None, extra: tuple[str, ...] = (), scheme: str = "http", verify: str | bool = True
+    store: str | None,
+    extra: tuple[str, ...] = (),
+    scheme: str = "http",
+    verify: str | bool = True,
+    port: int | None = None,
 ) -> Server:
     binary = os.environ.get("RDQ_BIN")
     if not binary:
         pytest.exit("RDQ_BIN must name the rdq binary (scripts/test.sh sets it)", returncode=2)
     tmp = Path(tempfile.mkdtemp(prefix="rdq-py-"))
     (tmp / "rdq.toml").write_text(CONFIG)
-    port = _free_port()
+    port = port or _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("RDQ_LISTEN", "RDQ_STORE", "RDQ_CONFIG")}
     log = open(tmp / "server.log", "wb")
     proc = subprocess.Popen(

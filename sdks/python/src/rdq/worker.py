@@ -105,7 +105,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: ThreadPoolExecutor | None = None
         self._transport: Transport | None = None
-        self._extensions: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] = set()
         self._heartbeat_wake: asyncio.Event | None = None
         self._next_renewal = 0.0
         self.slot_freed: asyncio.Event | None = None
@@ -355,8 +355,8 @@ class Worker:
             return
         if env is not None and self.on_dead_letter is not None and env.status.value == "DEAD":
             hook = asyncio.get_running_loop().create_task(self._dead_letter(env))
-            self._extensions.add(hook)
-            hook.add_done_callback(self._extensions.discard)
+            self._background.add(hook)
+            hook.add_done_callback(self._background.discard)
 
     async def _dead_letter(self, env: Envelope) -> None:
         assert self.on_dead_letter is not None
@@ -381,8 +381,8 @@ class Worker:
                     continue
                 r.renew_at = now + r.lease_ms / 3000
                 extension = asyncio.create_task(self._extend(r))
-                self._extensions.add(extension)
-                extension.add_done_callback(self._extensions.discard)
+                self._background.add(extension)
+                extension.add_done_callback(self._background.discard)
             nearest = min((r.renew_at for r in self.running.values()), default=now + 1.0)
             # A task arriving whose renewal is due before `nearest` wakes this early.
             assert self._heartbeat_wake is not None
