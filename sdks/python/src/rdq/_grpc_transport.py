@@ -133,10 +133,13 @@ class GrpcTransport:
                         writer.result()
                     return
                 kind = resp.WhichOneof("kind")
-                if kind == "task":
-                    self._task(resp.task, generation)
-                elif kind == "ack":
-                    self._ack(resp.ack)
+                try:
+                    if kind == "task":
+                        self._task(resp.task, generation)
+                    elif kind == "ack":
+                        self._ack(resp.ack)
+                except Exception:
+                    log.exception("rdq worker: a %s message from the server could not be handled", kind)
                 # Any other kind comes from a newer server; a cancellation
                 # notice will call `self.worker.cancel_task(id, reason)`.
         finally:
@@ -239,16 +242,15 @@ class GrpcTransport:
             if self.outbox.qsize() >= self.batch_target:
                 self.enough.set()
             return
-        if self.worker.stopping:
-            # A settle on the stream gives its credit back and the server
-            # hands out the next task; once stopping, settles go over HTTP
-            # so the stream runs dry instead of cycling released tasks.
-            self.http_settles.append(s)
-            if self.http_flusher is None or self.http_flusher.done():
-                self.http_flusher = asyncio.create_task(self._settle_over_http())
-            return
+        # A settle on the stream gives its credit back and the server hands
+        # out the next task; once stopping, settles go over HTTP so the
+        # stream runs dry instead of cycling released tasks.
+        self.http_settles.append(s)
+        if self.http_flusher is None or self.http_flusher.done():
+            self.http_flusher = asyncio.create_task(self._settle_over_http())
 
     async def _settle_over_http(self) -> None:
+        failures = 0
         while self.http_settles:
             batch, self.http_settles = self.http_settles[:1000], self.http_settles[1000:]
             try:
@@ -256,7 +258,11 @@ class GrpcTransport:
                     _calls.settle_batch([s.to_json() for s in batch], self.want_envelopes)
                 )
             except RdqError as err:
+                failures += 1
                 log.warning("rdq worker: settling %d tasks failed: %s", len(batch), err)
+                if failures < 5:
+                    self.http_settles[:0] = [Settle(s.id, s.lease_token, s.outcome, quiet=True) for s in batch]
+                    await asyncio.sleep(0.2 * failures)
                 continue
             for s, r in zip(batch, results, strict=False):
                 self.worker.settled(s, r.envelope, r.code, r.detail)
