@@ -39,7 +39,7 @@ def test_the_worker_survives_a_server_restart(queue: str, transport: str) -> Non
                     await asyncio.sleep(0.02)
                 await asyncio.to_thread(stop_server_keeping_data, first)
                 first = await asyncio.to_thread(lambda: start_server(str(data / "store"), port=port))
-                after = (await client.submit(queue, "h")).id
+                after = await submit_until_answered(client, queue)
                 deadline = time.monotonic() + 60
                 while (await client.get(after)).status != Status.SUCCEEDED:
                     assert time.monotonic() < deadline, "the task submitted after the restart was never worked"
@@ -53,6 +53,18 @@ def test_the_worker_survives_a_server_restart(queue: str, transport: str) -> Non
     finally:
         stop_server(first)
         shutil.rmtree(data, ignore_errors=True)
+
+
+async def submit_until_answered(client: rdq.AsyncClient, queue: str) -> str:
+    """A call while the connection comes back may fail `Unavailable`, which
+    says to try again later."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return (await client.submit(queue, "h")).id
+        except rdq.Unavailable:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
 
 
 def stop_server_keeping_data(server: Server) -> None:

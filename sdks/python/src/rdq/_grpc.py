@@ -23,7 +23,15 @@ _HTTP_STATUS = {
     grpc.StatusCode.UNIMPLEMENTED: 501,
     grpc.StatusCode.UNAVAILABLE: 503,
 }
-_OPTIONS = [("grpc.keepalive_time_ms", 30000), ("grpc.keepalive_timeout_ms", 20000)]
+_OPTIONS = [
+    ("grpc.keepalive_time_ms", 30000),
+    ("grpc.keepalive_timeout_ms", 20000),
+    # Reconnect about as soon as an HTTP client would after a server
+    # restart (gRPC's default backoff starts at 1 s and grows to 120 s).
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
 
 
 def _target(url: str) -> tuple[str, bool]:
