@@ -24,13 +24,11 @@ export JOBS="${JOBS:-20000}"
 export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379}"
 [ -x "$rdq" ] || { echo "build rdq first: cargo build --release -p rdq-cli --bin rdq" >&2; exit 1; }
 
-venv() { # dir requirement...
+venv() { # dir requirement... (the local SDK is installed afresh every run)
   local dir=$1
   shift
-  if [ ! -x "$dir/bin/python" ]; then
-    python3 -m venv "$dir"
-    "$dir/bin/pip" install --quiet --disable-pip-version-check "$@"
-  fi
+  if [ ! -x "$dir/bin/python" ]; then python3 -m venv "$dir"; fi
+  "$dir/bin/pip" install --quiet --disable-pip-version-check "$@"
 }
 venv "$root/target/bench-celery-venv" -r "$here/requirements.txt"
 venv "$root/target/bench-rdq-py-venv" "$root/sdks/python"

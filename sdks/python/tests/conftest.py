@@ -106,9 +106,9 @@ def stop_server(server: Server) -> None:
     shutil.rmtree(server.tmp, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    """The embedded store's server, shared by the whole run."""
+    """The embedded store's server, shared by a test module."""
     s = start_server(None)
     yield s
     stop_server(s)

@@ -78,7 +78,7 @@ def test_the_rust_codec_agrees_on_every_mutation() -> None:
 
 
 def test_json_members_of_every_kind_survive_unknown() -> None:
-    base = json.loads((FIXTURES / "valid" / "seed_canonical.json").read_bytes())
+    base = json.loads((FIXTURES / "valid" / "lease_expired_then_success.json").read_bytes())
     raw = json.dumps(base, separators=(",", ":"))[:-1].encode()
     data = raw + b',"x":{"big":18446744073709551616,"exp":1E5,"neg0":-0,"s":"\\u2028\\/","z":[0.10,null]}}'
     env = envelope.decode(data)
