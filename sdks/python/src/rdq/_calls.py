@@ -271,10 +271,9 @@ def submit_body(s: Submit) -> dict[str, object]:
     return body
 
 
-def submit_request(s: Submit) -> api_pb2.SubmitRequest:
-    """The body of one submit as gRPC's `SubmitRequest` (JSON payloads
-    encoded here, compact, as the HTTP route stores `payload_json`)."""
-    body = submit_body(s)
+def submit_request(s: Submit, body: dict[str, object]) -> api_pb2.SubmitRequest:
+    """The submit whose HTTP body is `body` as gRPC's `SubmitRequest` (JSON
+    payloads encoded here, compact, as the HTTP route stores `payload_json`)."""
     payload = s.payload
     if isinstance(payload, (bytes, bytearray, memoryview)):
         raw, content_type = bytes(payload), "application/octet-stream"
@@ -312,8 +311,10 @@ def _envelope_of(msg: Any) -> Envelope:
 
 
 def submit(s: Submit) -> Call[Envelope]:
-    rpc = Rpc("Tasks", "Submit", submit_request(s), _envelope_of)
-    return Call("POST", "/v1/tasks", read_envelope, body=submit_body(s), rpc=rpc)
+    body = submit_body(s)
+    return Call(
+        "POST", "/v1/tasks", read_envelope, body=body, rpc=Rpc("Tasks", "Submit", submit_request(s, body), _envelope_of)
+    )
 
 
 def _read_submit_results(resp: httpx.Response) -> list[SubmitResult]:
@@ -343,11 +344,10 @@ def _read_submit_items(resp: api_pb2.SubmitBatchResponse) -> list[SubmitResult]:
 
 
 def submit_batch(items: Sequence[Submit]) -> Call[list[SubmitResult]]:
-    rpc = Rpc(
-        "Tasks", "SubmitBatch", api_pb2.SubmitBatchRequest(tasks=[submit_request(s) for s in items]), _read_submit_items
-    )
-    body = {"tasks": [submit_body(s) for s in items]}
-    return Call("POST", "/v1/tasks/batch", _read_submit_results, body=body, rpc=rpc)
+    bodies = [submit_body(s) for s in items]
+    request = api_pb2.SubmitBatchRequest(tasks=[submit_request(s, b) for s, b in zip(items, bodies, strict=True)])
+    rpc = Rpc("Tasks", "SubmitBatch", request, _read_submit_items)
+    return Call("POST", "/v1/tasks/batch", _read_submit_results, body={"tasks": bodies}, rpc=rpc)
 
 
 def get(task_id: str) -> Call[Envelope]:
