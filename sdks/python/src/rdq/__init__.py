@@ -4,7 +4,8 @@
 Installed as the distribution `rdq-sdk`; imported as `rdq`.
 """
 
-from ._calls import DeadPage, LeasedTask, QueueCounts, RedriveResult, SettleResult, Submit, SubmitResult
+from ._calls import Submit
+from .answers import DeadPage, LeasedTask, QueueCounts, RedriveResult, SettleResult, SubmitResult
 from .client import AsyncClient, Client
 from .context import TaskContext
 from .envelope import Envelope, EnvelopeError

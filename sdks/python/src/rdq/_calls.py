@@ -1,6 +1,7 @@
-"""Every HTTP call the clients make, written once: what to send and how to
-read the answer. `AsyncClient` and `Client` only carry a `Call` over their
-httpx client, so the async API and its sync twin cannot drift apart."""
+"""Every call the clients make, written once: what to send over HTTP (and
+over gRPC where the client prefers it) and how to read the answer.
+`AsyncClient` and `Client` only carry a `Call`, so the async API and its
+sync twin cannot drift apart."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import httpx
 
 from . import envelope
 from ._proto import envelope_from_proto
+from .answers import DeadPage, LeasedTask, QueueCounts, RedriveResult, SettleResult, SubmitResult
 from .envelope import Envelope, EnvelopeError
 from .envelope._json import Json, JsonSyntaxError, parse
 from .envelope.codec import decode_value
@@ -71,71 +73,6 @@ class Submit:
     headers: Mapping[str, str] = field(default_factory=dict)
     handler_version: str | None = None
     content_type: str | None = None
-
-
-@dataclass(frozen=True)
-class SubmitResult:
-    """One item of a batch submit: `status` 201 (created), 200 (an
-    idempotent repeat: `envelope` is the original) or an error status with
-    its `code`."""
-
-    status: int
-    envelope: Envelope | None = None
-    code: str | None = None
-    detail: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status in (200, 201)
-
-
-@dataclass(frozen=True)
-class DeadPage:
-    """A page of the DLQ, newest first; pass `next_cursor` for the next."""
-
-    items: list[Envelope]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class RedriveResult:
-    queue: str
-    dry_run: bool
-    count: int
-    ids: list[str]
-
-
-@dataclass(frozen=True)
-class QueueCounts:
-    """Tasks per status; `None` where the store cannot count (a broker)."""
-
-    queue: str
-    pending: int | None
-    in_flight: int | None
-    succeeded: int | None
-    dead: int | None
-    source: str
-
-
-@dataclass(frozen=True)
-class LeasedTask:
-    """A claimed task and the token to settle or extend it with."""
-
-    id: str
-    lease_token: str
-    envelope: Envelope
-
-
-@dataclass(frozen=True)
-class SettleResult:
-    """One settle's result: the new envelope (when asked for), or why it
-    was refused (`LEASE_LOST`)."""
-
-    id: str
-    status: int
-    envelope: Envelope | None = None
-    code: str | None = None
-    detail: str | None = None
 
 
 def milliseconds(value: Seconds) -> int:

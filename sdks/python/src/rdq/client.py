@@ -25,7 +25,8 @@ import grpc.aio
 import httpx
 
 from . import _calls, _grpc
-from ._calls import Call, DeadPage, QueueCounts, RedriveResult, Seconds, Submit, SubmitResult
+from ._calls import Call, Seconds, Submit
+from .answers import DeadPage, QueueCounts, RedriveResult, SubmitResult
 from .envelope import Envelope
 from .errors import RdqError, Unavailable
 from .v1 import api_pb2_grpc
