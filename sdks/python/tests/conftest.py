@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,12 +149,14 @@ def queue(request: pytest.FixtureRequest) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
-def wait_for(client: rdq.Client, task_id: str, done: object, what: str, timeout: float = 60) -> rdq.Envelope:
+def wait_for(
+    client: rdq.Client, task_id: str, done: Callable[[rdq.Envelope], object], what: str, timeout: float = 60
+) -> rdq.Envelope:
     """Polls the task until `done(envelope)` holds (a wait, not a timing assertion)."""
     deadline = time.monotonic() + timeout
     while True:
         env = client.get(task_id)
-        if done(env):  # type: ignore[operator]
+        if done(env):
             return env
         if time.monotonic() > deadline:
             raise AssertionError(f"task {task_id} never became {what}: {rdq.envelope.encode(env)!r}")

@@ -389,3 +389,22 @@ def test_stopping_hands_back_prefetched_and_running_tasks(server: Server, queue:
 
     envs = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert [(e.status, e.attempt_count, e.attempts) for e in envs] == [(Status.PENDING, 0, [])] * 4
+
+
+def test_a_program_without_an_event_loop_runs_the_worker_in_a_thread(server: Server, queue: str) -> None:
+    client = server.async_client()
+    worker = rdq.Worker(client, queues=[queue])
+    worker.handler("plain")(lambda payload: None)
+    thread = threading.Thread(target=worker.run_sync)
+    thread.start()
+    try:
+        with server.client() as sync_client:
+            task = sync_client.submit(queue, "plain", {"n": 1})
+            deadline = time.monotonic() + 60
+            while sync_client.get(task.id).status != Status.SUCCEEDED:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+    finally:
+        worker.stop()  # from another thread than the worker's
+        thread.join(60)
+    assert not thread.is_alive()

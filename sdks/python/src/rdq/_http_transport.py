@@ -5,18 +5,24 @@ every queue is empty; settles sent in batches of up to 1000 by one flusher."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import TYPE_CHECKING
 
 from . import _calls
 from ._transport import Settle, lease_duration_ms
 from .context import TaskContext
+from .envelope import Envelope
 from .errors import LeaseLost, NotFound, RdqError
 
 if TYPE_CHECKING:
     from .worker import Worker
 
 log = logging.getLogger("rdq.worker")
+
+
+def _same(env: Envelope) -> Envelope:
+    return env
 
 
 class HttpTransport:
@@ -64,7 +70,7 @@ class HttpTransport:
                     attempt=env.attempt_count,
                     deferral_count=env.deferral_count,
                     redrive_count=env.redrive_count,
-                    load=lambda env=env: env,  # type: ignore[misc]
+                    load=functools.partial(_same, env),
                 )
                 w.accept(ctx, lease_ms, 0)
             if tasks:
