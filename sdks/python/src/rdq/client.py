@@ -138,7 +138,7 @@ class AsyncClient:
                 stub = self._stubs[rpc.service] = _STUBS[rpc.service](self.grpc_channel())  # type: ignore[no-untyped-call]
             try:
                 answer = await getattr(stub, rpc.method)(
-                    rpc.request, metadata=self.settings.metadata, timeout=self.settings.timeout
+                    rpc.request, metadata=self.settings.metadata, timeout=self.settings.timeout, wait_for_ready=True
                 )
             except grpc.aio.AioRpcError as err:
                 raise _grpc.rpc_error(err) from None
@@ -281,7 +281,7 @@ class Client:
                 stub = self._stubs[rpc.service] = _STUBS[rpc.service](self._channel)  # type: ignore[no-untyped-call]
             try:
                 answer = getattr(stub, rpc.method)(
-                    rpc.request, metadata=self.settings.metadata, timeout=self.settings.timeout
+                    rpc.request, metadata=self.settings.metadata, timeout=self.settings.timeout, wait_for_ready=True
                 )
             except grpc.RpcError as err:
                 raise _grpc.rpc_error(err) from None
