@@ -7,11 +7,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import grpc
 import grpc.aio
+import pytest
 
 import rdq
+from conftest import Server
 from rdq._grpc_transport import GrpcTransport
-from rdq.v1 import api_pb2, envelope_pb2
+from rdq.envelope import Status
+from rdq.v1 import api_pb2, api_pb2_grpc, envelope_pb2
 
 # Field 3 of WorkResponse, length-delimited and empty: a kind added later.
 UNKNOWN_KIND = b"\x1a\x00"
@@ -74,3 +78,28 @@ def test_a_message_of_an_unknown_kind_is_ignored() -> None:
 
     asyncio.run(asyncio.wait_for(scenario(), 30))
     assert seen == ["01J2ZK7Q8XW5H3N9G4T6B8RDQ0"]
+
+
+class Unimplemented:
+    def Work(self, metadata: object = None) -> Any:
+        raise grpc.aio.AioRpcError(grpc.StatusCode.UNIMPLEMENTED, grpc.aio.Metadata(), grpc.aio.Metadata(), "404", None)
+
+
+def test_a_server_without_the_work_stream_is_worked_over_http(
+    server: Server, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(api_pb2_grpc, "WorkersStub", lambda channel: Unimplemented())
+
+    async def scenario() -> None:
+        async with server.async_client() as client:
+            task = await client.submit(queue, "h")
+            worker = rdq.Worker(client, queues=[queue], transport="grpc")
+            worker.handler("h")(lambda: None)
+            running = asyncio.create_task(worker.run(handle_signals=False))
+            while (await client.get(task.id)).status != Status.SUCCEEDED:
+                await asyncio.sleep(0.02)
+            assert type(worker._transport).__name__ == "HttpTransport"
+            worker.stop()
+            await running
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))

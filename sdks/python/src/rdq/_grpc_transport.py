@@ -55,6 +55,12 @@ _FATAL = {
 }
 
 
+class GrpcUnsupported(Exception):
+    """The first Work stream was answered UNIMPLEMENTED: the server, or a
+    proxy in front of it (gRPC maps an HTTP 404 so), has no gRPC API. The
+    worker goes on over HTTP."""
+
+
 @dataclass
 class _Extend:
     id: str
@@ -79,6 +85,7 @@ class GrpcTransport:
         self.batch_target = max(1, min(64, worker.capacity // 4))
         self.enough = asyncio.Event()
         self.http_flusher: asyncio.Task[None] | None = None
+        self.received = False
 
     async def receive(self) -> None:
         backoff = 0.1
@@ -87,6 +94,8 @@ class GrpcTransport:
                 await self._stream()
                 backoff = 0.1
             except grpc.aio.AioRpcError as err:
+                if err.code() == grpc.StatusCode.UNIMPLEMENTED and not self.received:
+                    raise GrpcUnsupported(err.details()) from None
                 if err.code() in _FATAL:
                     raise rpc_error(err) from None
                 if not self.worker.stopping:
@@ -132,6 +141,7 @@ class GrpcTransport:
                     if writer.done():
                         writer.result()
                     return
+                self.received = True
                 kind = resp.WhichOneof("kind")
                 try:
                     if kind == "task":

@@ -159,7 +159,7 @@ class Worker:
     async def run(self, *, handle_signals: bool = True) -> None:
         """Works tasks until `stop()` (or SIGTERM/SIGINT with
         `handle_signals`, in the main thread), then shuts down gracefully."""
-        from ._grpc_transport import GrpcTransport
+        from ._grpc_transport import GrpcTransport, GrpcUnsupported
         from ._http_transport import HttpTransport
 
         self._loop = asyncio.get_running_loop()
@@ -180,15 +180,23 @@ class Worker:
         installed = self._install_signals() if handle_signals else []
         heartbeat = asyncio.create_task(self._heartbeat())
         receiving = asyncio.create_task(transport.receive())
+        stop_wait = asyncio.create_task(self._stop_event.wait())
         try:
-            stop_wait = asyncio.create_task(self._stop_event.wait())
-            done, _ = await asyncio.wait({receiving, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-            stop_wait.cancel()
-            if receiving in done:
-                receiving.result()  # a fatal error (a bad hello, no permission) surfaces here
+            while True:
+                done, _ = await asyncio.wait({receiving, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if receiving in done and isinstance(receiving.exception(), GrpcUnsupported):
+                    log.warning("rdq worker: the server has no gRPC Work stream; working over HTTP")
+                    await transport.close()
+                    transport = self._transport = HttpTransport(self)
+                    receiving = asyncio.create_task(transport.receive())
+                    continue
+                if receiving in done:
+                    receiving.result()  # a fatal error (a bad hello, no permission) surfaces here
+                break
             self._stopping = True
             await self._drain()
         finally:
+            stop_wait.cancel()
             receiving.cancel()
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
