@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -25,7 +26,10 @@ _FLOW_KEY = re.compile(r"[A-Za-z0-9._:/@=+-]{1,128}")
 _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
 
 
+@functools.lru_cache(maxsize=4096)
 def is_valid_name(name: str) -> bool:
+    # Cached: a producer checks the same few queue and handler names on
+    # every submit.
     return name not in (".", "..") and _NAME.fullmatch(name) is not None
 
 
