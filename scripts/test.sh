@@ -5,9 +5,9 @@
 #   bash scripts/test.sh              # everything
 #   bash scripts/test.sh rust go      # only the named suites
 #
-# Suites: rust, go (sdks/go), java (sdks/java), web (the dashboard's browser
-# tests), grpc (a Python grpcio client against `rdq serve`), api (the
-# schema-driven fuzzer against `rdq serve`). A suite whose
+# Suites: rust, go (sdks/go), java (sdks/java), python (sdks/python), web
+# (the dashboard's browser tests), grpc (a Python grpcio client against
+# `rdq serve`), api (the schema-driven fuzzer against `rdq serve`). A suite whose
 # sources are in the tree but whose toolchain is missing fails with a message
 # saying what to install; none is skipped silently.
 #
@@ -124,6 +124,29 @@ java_flakes() {
     "${reports[@]}"
 }
 
+# The Python SDK in a venv of its own (sdks/python/.venv, pinned dev tools
+# from its pyproject.toml): ruff, mypy --strict, then pytest against
+# `rdq serve` on every store.
+suite_python() {
+  [ -f sdks/python/pyproject.toml ] || return 0
+  need python3 "Python 3.11 with pip and venv (Debian's python3-venv)"
+  build_rdq
+  (
+    cd sdks/python
+    # A venv copied or moved from elsewhere has scripts pointing at its old path.
+    if [ -d .venv ] && ! .venv/bin/pip --version >/dev/null 2>&1; then rm -rf .venv; fi
+    if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
+    if [ ! -f .venv/.installed ] || [ pyproject.toml -nt .venv/.installed ]; then
+      .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+      touch .venv/.installed
+    fi
+    .venv/bin/ruff format --check .
+    .venv/bin/ruff check .
+    .venv/bin/mypy
+    .venv/bin/pytest -q
+  )
+}
+
 suite_web() {
   [ -f web/package.json ] || return 0
   need node "Node.js 20 (Debian's nodejs package)"
@@ -150,14 +173,14 @@ suite_api() {
 }
 
 suites=("$@")
-if [ ${#suites[@]} -eq 0 ]; then suites=(rust go java web grpc api); fi
+if [ ${#suites[@]} -eq 0 ]; then suites=(rust go java python web grpc api); fi
 
 ensure_services
 for s in "${suites[@]}"; do
   case "$s" in
-    rust | go | java | web | grpc | api) echo "test.sh: == $s ==" && "suite_$s" ;;
+    rust | go | java | python | web | grpc | api) echo "test.sh: == $s ==" && "suite_$s" ;;
     *)
-      echo "test.sh: unknown suite '$s' (rust, go, java, web, grpc, api)" >&2
+      echo "test.sh: unknown suite '$s' (rust, go, java, python, web, grpc, api)" >&2
       exit 2
       ;;
   esac

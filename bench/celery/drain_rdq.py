@@ -1,0 +1,83 @@
+"""docs/benchmarks.md W1 (drain) through the Python SDK: submit JOBS no-op
+tasks (about 100 bytes of JSON each) with 64 `submit` calls in flight, then
+work them with one `rdq.Worker` of concurrency 64 on the gRPC Work stream
+(an `async def` no-op handler; 192 tasks prefetched beyond the 64 running,
+as Celery's worker prefetches its `worker_prefetch_multiplier` times 64), and
+report submits/s and worked/s (until
+the server counts every task SUCCEEDED). Prints one JSON line. Run through
+run.sh, against a running `rdq serve` (RDQ_URL).
+
+Environment: RDQ_URL (default http://127.0.0.1:7480), JOBS (20000),
+CONCURRENCY (64), PREFETCH (192), TRANSPORT (grpc or http).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+
+import rdq
+
+URL = os.environ.get("RDQ_URL", "http://127.0.0.1:7480")
+JOBS = int(os.environ.get("JOBS", "20000"))
+CONCURRENCY = int(os.environ.get("CONCURRENCY", "64"))
+TRANSPORT = os.environ.get("TRANSPORT", "grpc")
+PREFETCH = int(os.environ.get("PREFETCH", "192"))
+IN_FLIGHT = 64
+
+
+def payload(i: int) -> dict[str, object]:
+    return {
+        "submitted_us": time.time_ns() // 1000,
+        "order_id": i,
+        "note": "rdq python bench no-op task, about 100 bytes",
+    }
+
+
+async def main() -> None:
+    queue = f"bench-py-{uuid.uuid4().hex[:8]}"
+    async with rdq.AsyncClient(URL, max_connections=IN_FLIGHT) as client:
+        counter = iter(range(JOBS))
+
+        async def submitter() -> None:
+            for i in counter:
+                await client.submit(queue, "noop", payload(i))
+
+        start = time.perf_counter()
+        await asyncio.gather(*(submitter() for _ in range(IN_FLIGHT)))
+        submit_s = time.perf_counter() - start
+
+        worker = rdq.Worker(
+            client,
+            queues=[queue],
+            concurrency=CONCURRENCY,
+            prefetch=PREFETCH,
+            transport=TRANSPORT,  # type: ignore[arg-type]
+        )
+
+        @worker.handler("noop")
+        async def noop() -> None:
+            pass
+
+        start = time.perf_counter()
+        running = asyncio.create_task(worker.run(handle_signals=False))
+        while True:
+            (counts,) = await client.queues([queue])
+            if counts.succeeded == JOBS:
+                break
+            await asyncio.sleep(0.025)
+        work_s = time.perf_counter() - start
+        worker.stop()
+        await running
+    print(json.dumps({
+        "peer": "rdq-sdk-python", "transport": TRANSPORT, "workload": "drain", "jobs": JOBS,
+        "concurrency": CONCURRENCY, "prefetch": PREFETCH, "submits_per_s": round(JOBS / submit_s),
+        "worked_per_s": round(JOBS / work_s), "submit_s": round(submit_s, 3), "work_s": round(work_s, 3),
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,61 @@
+"""rdq's Python SDK: a client for rdq's HTTP API, a worker on the gRPC
+`Work` stream, the outcome ladder, and the v1 envelope codec.
+
+Installed as the distribution `rdq-sdk`; imported as `rdq`.
+"""
+
+from ._calls import Submit
+from .answers import DeadPage, LeasedTask, QueueCounts, RedriveResult, SettleResult, SubmitResult
+from .client import AsyncClient, Client
+from .context import TaskContext
+from .envelope import Envelope, EnvelopeError
+from .errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    LeaseLost,
+    NotFound,
+    PayloadTooLarge,
+    RdqError,
+    ServerError,
+    Unauthenticated,
+    Unavailable,
+    Unsupported,
+)
+from .outcome import Defer, Kind, Outcome, OutcomeMapper, Permanent, ReportedError, Retryable, error_type_of
+from .worker import Worker
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "Conflict",
+    "DeadPage",
+    "Defer",
+    "Envelope",
+    "EnvelopeError",
+    "Forbidden",
+    "InvalidRequest",
+    "Kind",
+    "LeaseLost",
+    "LeasedTask",
+    "NotFound",
+    "Outcome",
+    "OutcomeMapper",
+    "PayloadTooLarge",
+    "Permanent",
+    "QueueCounts",
+    "RdqError",
+    "RedriveResult",
+    "ReportedError",
+    "Retryable",
+    "ServerError",
+    "SettleResult",
+    "Submit",
+    "SubmitResult",
+    "TaskContext",
+    "Unauthenticated",
+    "Unavailable",
+    "Unsupported",
+    "Worker",
+    "error_type_of",
+]

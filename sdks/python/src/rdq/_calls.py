@@ -1,0 +1,447 @@
+"""Every call the clients make, written once: what to send over HTTP (and
+over gRPC where the client prefers it) and how to read the answer.
+`AsyncClient` and `Client` only carry a `Call`, so the async API and its
+sync twin cannot drift apart."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from . import envelope
+from ._proto import envelope_from_proto
+from .answers import DeadPage, LeasedTask, QueueCounts, RedriveResult, SettleResult, SubmitResult
+from .envelope import Envelope, EnvelopeError
+from .envelope._json import Json, JsonSyntaxError, parse
+from .envelope.codec import decode_value
+from .errors import InvalidRequest, RdqError, ServerError, error_for
+from .v1 import api_pb2
+
+T = TypeVar("T")
+
+Seconds = float | timedelta
+
+
+@dataclass(frozen=True)
+class Rpc(Generic[T]):
+    """The same call as a gRPC method (`Tasks/Submit`) and its reader."""
+
+    service: str
+    method: str
+    request: Any
+    read: Callable[[Any], T]
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request and the reader of its answer; `rpc`, when set, is the
+    same call over gRPC, which the clients prefer (see `client.py`)."""
+
+    method: str
+    path: str
+    read: Callable[[httpx.Response], T]
+    body: object = None
+    params: Mapping[str, str] | None = None
+    headers: Mapping[str, str] | None = None
+    content: bytes | None = None
+    rpc: Rpc[T] | None = None
+
+
+@dataclass(frozen=True)
+class Submit:
+    """One task to submit (the client subset of the envelope).
+
+    `payload` is sent as opaque bytes when it is `bytes`, otherwise as JSON:
+    any JSON-able value, a dataclass or a pydantic model. Headers must not
+    use the `rdq.` prefix (`RESERVED_HEADER`, refused before any request)."""
+
+    queue: str
+    handler: str
+    payload: object = None
+    delay: Seconds | None = None
+    priority: int | None = None
+    idempotency_key: str | None = None
+    flow_key: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    handler_version: str | None = None
+    content_type: str | None = None
+
+
+def milliseconds(value: Seconds) -> int:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds < 0:
+        raise InvalidRequest("INVALID_FIELD", "a delay must not be negative", field="delay_ms")
+    return round(seconds * 1000)
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+# -- reading answers ---------------------------------------------------------
+
+
+def _refusal(resp: httpx.Response) -> RdqError:
+    try:
+        problem = resp.json()
+    except ValueError:
+        problem = None
+    if isinstance(problem, dict) and isinstance(problem.get("code"), str):
+        return error_for(resp.status_code, problem["code"], str(problem.get("detail") or ""), problem)
+    code = "INTERNAL" if resp.status_code >= 500 else "HTTP_" + str(resp.status_code)
+    return error_for(resp.status_code, code, resp.text[:500])
+
+
+def _document(resp: httpx.Response) -> Json:
+    """The answer as exact JSON (numbers kept as written), or the refusal."""
+    if resp.status_code >= 400:
+        raise _refusal(resp)
+    try:
+        return parse(resp.content)
+    except JsonSyntaxError as err:
+        raise ServerError("INTERNAL", f"the server answered something that is not JSON: {err}") from None
+
+
+def _envelope(value: Json) -> Envelope:
+    try:
+        return decode_value(value)
+    except EnvelopeError as err:
+        raise ServerError(err.code.value, f"the server answered an envelope this SDK refuses: {err}") from None
+
+
+def _obj(value: Json) -> dict[str, Json]:
+    if not isinstance(value, dict):
+        raise ServerError("INTERNAL", "the server answered JSON of an unexpected shape")
+    return value
+
+
+def _list(value: Json) -> list[Json]:
+    if not isinstance(value, list):
+        raise ServerError("INTERNAL", "the server answered JSON of an unexpected shape")
+    return value
+
+
+def _opt_str(value: Json) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Json) -> int:
+    if isinstance(value, envelope.JsonNumber) and value.is_integer_text():
+        return int(value.text)
+    return 0
+
+
+def read_envelope(resp: httpx.Response) -> Envelope:
+    return _envelope(_document(resp))
+
+
+def read_plain(resp: httpx.Response) -> Any:
+    if resp.status_code >= 400:
+        raise _refusal(resp)
+    return resp.json()
+
+
+def read_nothing(resp: httpx.Response) -> None:
+    if resp.status_code >= 400:
+        raise _refusal(resp)
+
+
+# -- building requests -------------------------------------------------------
+
+
+def payload_fields(payload: object, content_type: str | None) -> dict[str, object]:
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        body: dict[str, object] = {"payload": base64.b64encode(bytes(payload)).decode("ascii")}
+    elif payload is None:
+        body = {}
+    else:
+        body = {"payload_json": to_jsonable(payload)}
+    if content_type is not None:
+        body["payload_content_type"] = content_type
+    return body
+
+
+def to_jsonable(value: object) -> object:
+    """A pydantic model or a dataclass as JSON data; anything else as is."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def submit_body(s: Submit) -> dict[str, object]:
+    """The body of one submit, checked as far as it can be without asking."""
+    try:
+        envelope.check_queue_name(s.queue)
+        envelope.check_handler_ref(s.handler)
+        envelope.check_user_headers(s.headers)
+    except EnvelopeError as err:
+        raise InvalidRequest(err.code.value, err.message, status=400, field=err.path) from None
+    if s.flow_key is not None and not envelope.is_valid_flow_key(s.flow_key):
+        raise InvalidRequest(
+            "INVALID_FIELD", "a flow key is 1 to 128 bytes of [A-Za-z0-9._:/@=+-]", status=400, field="flow_key"
+        )
+    body: dict[str, object] = {"queue": s.queue, "handler_ref": s.handler}
+    body.update(payload_fields(s.payload, s.content_type))
+    if s.headers:
+        body["headers"] = dict(s.headers)
+    if s.delay is not None:
+        body["delay_ms"] = milliseconds(s.delay)
+    if s.priority is not None:
+        body["priority"] = s.priority
+    if s.idempotency_key is not None:
+        body["idempotency_key"] = s.idempotency_key
+    if s.flow_key is not None:
+        body["flow_key"] = s.flow_key
+    if s.handler_version is not None:
+        body["handler_version"] = s.handler_version
+    return body
+
+
+def submit_request(s: Submit, body: dict[str, object]) -> api_pb2.SubmitRequest:
+    """The submit whose HTTP body is `body` as gRPC's `SubmitRequest` (JSON
+    payloads encoded here, compact, as the HTTP route stores `payload_json`)."""
+    payload = s.payload
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        raw, content_type = bytes(payload), "application/octet-stream"
+    elif payload is None:
+        raw, content_type = b"", "application/octet-stream"
+    else:
+        raw, content_type = encode_body(body["payload_json"]), "application/json"
+    req = api_pb2.SubmitRequest(
+        queue=s.queue,
+        handler_ref=s.handler,
+        payload=raw,
+        payload_content_type=s.content_type or content_type,
+        headers=dict(s.headers),
+    )
+    if "delay_ms" in body:
+        req.delay_ms = int(str(body["delay_ms"]))
+    if s.priority is not None:
+        if not 0 <= s.priority <= 0xFFFFFFFF:  # the server refuses what is above 255
+            raise InvalidRequest("INVALID_FIELD", "priority is 0 to 255", status=400, field="priority")
+        req.priority = s.priority
+    if s.idempotency_key is not None:
+        req.idempotency_key = s.idempotency_key
+    if s.flow_key is not None:
+        req.flow_key = s.flow_key
+    if s.handler_version is not None:
+        req.handler_version = s.handler_version
+    return req
+
+
+def _envelope_of(msg: Any) -> Envelope:
+    try:
+        return envelope_from_proto(msg.envelope)
+    except (KeyError, ValueError, JsonSyntaxError) as err:
+        raise ServerError("INTERNAL", f"the server answered an envelope this SDK refuses: {err}") from None
+
+
+def submit(s: Submit) -> Call[Envelope]:
+    body = submit_body(s)
+    return Call(
+        "POST", "/v1/tasks", read_envelope, body=body, rpc=Rpc("Tasks", "Submit", submit_request(s, body), _envelope_of)
+    )
+
+
+def _read_submit_results(resp: httpx.Response) -> list[SubmitResult]:
+    out = []
+    for item in _list(_obj(_document(resp)).get("results")):
+        r = _obj(item)
+        env = r.get("envelope")
+        out.append(
+            SubmitResult(
+                status=_int(r.get("status")),
+                envelope=None if env is None else _envelope(env),
+                code=_opt_str(r.get("code")),
+                detail=_opt_str(r.get("detail")),
+            )
+        )
+    return out
+
+
+def _read_submit_items(resp: api_pb2.SubmitBatchResponse) -> list[SubmitResult]:
+    out = []
+    for r in resp.results:
+        if r.HasField("problem"):
+            out.append(SubmitResult(status=r.problem.http_status, code=r.problem.code, detail=r.problem.detail))
+        else:
+            out.append(SubmitResult(status=201 if r.created else 200, envelope=_envelope_of(r)))
+    return out
+
+
+def submit_batch(items: Sequence[Submit]) -> Call[list[SubmitResult]]:
+    bodies = [submit_body(s) for s in items]
+    request = api_pb2.SubmitBatchRequest(tasks=[submit_request(s, b) for s, b in zip(items, bodies, strict=True)])
+    rpc = Rpc("Tasks", "SubmitBatch", request, _read_submit_items)
+    return Call("POST", "/v1/tasks/batch", _read_submit_results, body={"tasks": bodies}, rpc=rpc)
+
+
+def get(task_id: str) -> Call[Envelope]:
+    rpc = Rpc("Tasks", "Get", api_pb2.GetTaskRequest(id=task_id), _envelope_of)
+    return Call("GET", f"/v1/tasks/{_segment(task_id)}", read_envelope, rpc=rpc)
+
+
+def delete(task_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/tasks/{_segment(task_id)}", read_nothing)
+
+
+def _read_queues(resp: httpx.Response) -> list[QueueCounts]:
+    doc = read_plain(resp)
+    return [
+        QueueCounts(
+            queue=q["queue"],
+            pending=q.get("pending"),
+            in_flight=q.get("in_flight"),
+            succeeded=q.get("succeeded"),
+            dead=q.get("dead"),
+            source=q.get("source", "counts"),
+        )
+        for q in doc["queues"]
+    ]
+
+
+def list_queues(names: Sequence[str] | None = None) -> Call[list[QueueCounts]]:
+    params = {"names": ",".join(names)} if names else None
+    return Call("GET", "/v1/queues", _read_queues, params=params)
+
+
+def get_config(queue: str) -> Call[dict[str, Any]]:
+    return Call("GET", f"/v1/queues/{_segment(queue)}/config", read_plain)
+
+
+def set_config(queue: str, patch: Mapping[str, object]) -> Call[dict[str, Any]]:
+    return Call("PUT", f"/v1/queues/{_segment(queue)}/config", read_plain, body=dict(patch))
+
+
+def _read_dead_page(resp: httpx.Response) -> DeadPage:
+    doc = _obj(_document(resp))
+    return DeadPage(
+        items=[_envelope(e) for e in _list(doc.get("items"))],
+        next_cursor=_opt_str(doc.get("next_cursor")),
+    )
+
+
+def dlq_list(queue: str, limit: int | None, cursor: str | None, error_type: str | None) -> Call[DeadPage]:
+    params = {}
+    if limit is not None:
+        params["limit"] = str(limit)
+    if cursor is not None:
+        params["cursor"] = cursor
+    if error_type is not None:
+        params["error_type"] = error_type
+    return Call("GET", f"/v1/queues/{_segment(queue)}/dead", _read_dead_page, params=params)
+
+
+def dlq_show(queue: str, task_id: str) -> Call[Envelope]:
+    return Call("GET", f"/v1/queues/{_segment(queue)}/dead/{_segment(task_id)}", read_envelope)
+
+
+def _read_redrive(resp: httpx.Response) -> RedriveResult:
+    doc = read_plain(resp)
+    return RedriveResult(queue=doc["queue"], dry_run=doc["dry_run"], count=doc["count"], ids=list(doc["ids"]))
+
+
+def dlq_redrive(
+    queue: str, ids: Sequence[str] | None, error_type: str | None, limit: int | None, dry_run: bool
+) -> Call[RedriveResult]:
+    body: dict[str, object] = {"dry_run": dry_run}
+    if ids is not None:
+        body["ids"] = list(ids)
+    if error_type is not None:
+        body["error_type"] = error_type
+    if limit is not None:
+        body["limit"] = limit
+    return Call("POST", f"/v1/queues/{_segment(queue)}/dead/redrive", _read_redrive, body=body)
+
+
+def _read_purged(resp: httpx.Response) -> int:
+    return int(read_plain(resp)["purged"])
+
+
+def dlq_purge(queue: str, dry_run: bool) -> Call[int]:
+    params = {"dry_run": "true"} if dry_run else None
+    return Call("DELETE", f"/v1/queues/{_segment(queue)}/dead", _read_purged, params=params)
+
+
+def dlq_export(queue: str, error_type: str | None) -> Call[None]:
+    """The request of an export; its lines are read by `export_line`."""
+    params = {"error_type": error_type} if error_type is not None else None
+    return Call("GET", f"/v1/queues/{_segment(queue)}/dead/export", read_nothing, params=params)
+
+
+def export_line(line: bytes) -> Envelope | None:
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        return envelope.decode(line, max_bytes=1 << 62)
+    except EnvelopeError as err:
+        raise ServerError(err.code.value, f"the export holds an envelope this SDK refuses: {err}") from None
+
+
+def _read_claim(resp: httpx.Response) -> list[LeasedTask]:
+    out = []
+    for item in _list(_obj(_document(resp)).get("tasks")):
+        t = _obj(item)
+        out.append(
+            LeasedTask(
+                id=str(t.get("id")),
+                lease_token=str(t.get("lease_token")),
+                envelope=_envelope(t.get("envelope")),
+            )
+        )
+    return out
+
+
+def claim(queue: str, max_tasks: int, lease_ms: int | None) -> Call[list[LeasedTask]]:
+    body: dict[str, object] = {"max": max_tasks}
+    if lease_ms is not None:
+        body["lease_ms"] = lease_ms
+    return Call("POST", f"/v1/queues/{_segment(queue)}/claim", _read_claim, body=body)
+
+
+def _read_settles(resp: httpx.Response) -> list[SettleResult]:
+    out = []
+    for item in _list(_obj(_document(resp)).get("results")):
+        r = _obj(item)
+        env = r.get("envelope")
+        out.append(
+            SettleResult(
+                id=str(r.get("id")),
+                status=_int(r.get("status")),
+                envelope=None if env is None else _envelope(env),
+                code=_opt_str(r.get("code")),
+                detail=_opt_str(r.get("detail")),
+            )
+        )
+    return out
+
+
+def settle_batch(settles: Sequence[Mapping[str, object]], envelopes: bool) -> Call[list[SettleResult]]:
+    """Up to 1000 settles (`{"id", "lease_token", "outcome", …}`) in one call."""
+    return Call("POST", "/v1/settle", _read_settles, body={"settles": list(settles), "envelopes": envelopes})
+
+
+def extend_lease(task_id: str, lease_token: str, extend_ms: int) -> Call[Envelope]:
+    body = {"lease_token": lease_token, "extend_ms": extend_ms}
+    return Call("POST", f"/v1/tasks/{_segment(task_id)}/lease", read_envelope, body=body)
+
+
+def encode_body(body: object) -> bytes:
+    """A request body as JSON; what JSON cannot hold is refused before sending."""
+    try:
+        text = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise InvalidRequest("MALFORMED_REQUEST", f"the request is not JSON data: {err}") from None
+    return text.encode("utf-8")

@@ -1,0 +1,318 @@
+"""The worker on the gRPC `Work` stream (docs/grpc.md, "The Work stream").
+
+One bidirectional stream carries everything: a hello with the worker's
+credits (its concurrency), tasks in, settles out in batches (everything
+queued when the writer wakes goes in one `WorkSettle`), lease extensions
+out, acknowledgements in, matched by `seq`. A broken stream is opened again
+with backoff; settles whose acknowledgement was lost are sent again (a
+repeat is refused with LEASE_LOST and changes nothing), and tasks of an
+earlier stream give their credit back with a `WorkCredit`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import grpc
+import grpc.aio
+
+from . import _calls
+from ._grpc import rpc_error
+from ._proto import envelope_from_proto
+from ._transport import Settle, lease_duration_ms
+from .context import TaskContext
+from .errors import LeaseLost, NotFound, RdqError, error_for
+from .outcome import Kind
+from .v1 import api_pb2, api_pb2_grpc
+
+if TYPE_CHECKING:
+    from .worker import Worker
+
+log = logging.getLogger("rdq.worker")
+
+SETTLE_LINGER = 0.002
+"""How long a settle waits for others to share its message, at most."""
+
+_REPORTED = {
+    Kind.SUCCESS: api_pb2.REPORTED_SUCCESS,
+    Kind.RETRYABLE_FAILURE: api_pb2.REPORTED_RETRYABLE_FAILURE,
+    Kind.PERMANENT_FAILURE: api_pb2.REPORTED_PERMANENT_FAILURE,
+    Kind.FAILURE: api_pb2.REPORTED_FAILURE,
+    Kind.DEFER: api_pb2.REPORTED_DEFER,
+    Kind.RELEASE: api_pb2.REPORTED_RELEASE,
+}
+_THROTTLE = {"key": api_pb2.DEFER_THROTTLE_KEY, "queue": api_pb2.DEFER_THROTTLE_QUEUE}
+# Refusals of a hello that a new stream would only repeat.
+_FATAL = {
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.UNIMPLEMENTED,
+}
+
+
+class GrpcUnsupported(Exception):
+    """The first Work stream was answered UNIMPLEMENTED: the server, or a
+    proxy in front of it (gRPC maps an HTTP 404 so), has no gRPC API. The
+    worker goes on over HTTP."""
+
+
+@dataclass
+class _Extend:
+    id: str
+    lease_token: str
+    extend_ms: int
+    answer: asyncio.Future[bool]
+
+
+class GrpcTransport:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        settings = worker.client.settings
+        self.channel = worker.client.grpc_channel()
+        self.stub = api_pb2_grpc.WorkersStub(self.channel)  # type: ignore[no-untyped-call]
+        self.metadata = (("authorization", f"Bearer {settings.token}"),) if settings.token else ()
+        self.outbox: asyncio.Queue[Settle | _Extend | None] = asyncio.Queue()
+        self.pending: dict[int, list[Settle] | _Extend] = {}
+        self.seq = 0
+        self.generation = 0
+        self.want_envelopes = worker.on_dead_letter is not None
+        self.http_settles: list[Settle] = []
+        self.batch_target = max(1, min(64, worker.capacity // 4))
+        self.enough = asyncio.Event()
+        self.http_flusher: asyncio.Task[None] | None = None
+        self.received = False
+
+    async def receive(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                await self._stream()
+                backoff = 0.1
+            except grpc.aio.AioRpcError as err:
+                if err.code() == grpc.StatusCode.UNIMPLEMENTED and not self.received:
+                    raise GrpcUnsupported(err.details()) from None
+                if err.code() in _FATAL:
+                    raise rpc_error(err) from None
+                if not self.worker.stopping:
+                    log.warning("rdq worker: the Work stream broke: %s: %s", err.code().name, err.details())
+            self._requeue()
+            if self.worker.stopping:
+                return
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    def stop_receiving(self) -> None:
+        """Half-closes the stream once what is queued is written: the server
+        then hands out nothing more, and the tasks it already sent are read
+        to the end of the stream (and handed back)."""
+        self.outbox.put_nowait(None)
+
+    def _requeue(self) -> None:
+        """What a broken stream left unanswered: settles go again, quietly;
+        extensions are answered with an error, so the heartbeat retries."""
+        for entry in self.pending.values():
+            if isinstance(entry, _Extend):
+                if not entry.answer.done():
+                    entry.answer.set_exception(ConnectionError("the Work stream broke"))
+            else:
+                for s in entry:
+                    self.outbox.put_nowait(Settle(s.id, s.lease_token, s.outcome, s.generation, quiet=True))
+        self.pending.clear()
+
+    async def _stream(self) -> None:
+        self.generation += 1
+        generation = self.generation
+        w = self.worker
+        call = self.stub.Work(metadata=self.metadata)
+        hello = api_pb2.WorkHello(queues=w.queues, credits=max(1, w.free_slots), bare_acks=not self.want_envelopes)
+        if w.lease_ms is not None:
+            hello.lease_ms = w.lease_ms
+        await call.write(api_pb2.WorkRequest(hello=hello))
+        writer = asyncio.create_task(self._write(call, generation))
+        try:
+            while True:
+                resp = await call.read()
+                if resp is grpc.aio.EOF:  # type: ignore[attr-defined]
+                    if writer.done():
+                        writer.result()
+                    return
+                self.received = True
+                kind = resp.WhichOneof("kind")
+                try:
+                    if kind == "task":
+                        self._task(resp.task, generation)
+                    elif kind == "ack":
+                        self._ack(resp.ack)
+                except Exception:
+                    log.exception("rdq worker: a %s message from the server could not be handled", kind)
+                # Any other kind comes from a newer server; a cancellation
+                # notice will call `self.worker.cancel_task(id, reason)`.
+        finally:
+            writer.cancel()
+            call.cancel()
+
+    def _task(self, t: api_pb2.LeasedTask, generation: int) -> None:
+        env = t.envelope
+        w = self.worker
+        lease_ms = w.lease_ms
+        if lease_ms is None:
+            started = env.attempts[-1].started_at if env.attempts else None
+            expires = env.lease_expires_at if env.HasField("lease_expires_at") else None
+            lease_ms = lease_duration_ms(expires, started, 30000)
+        ctx = TaskContext(
+            id=t.id,
+            lease_token=t.lease_token,
+            queue=env.queue,
+            handler_ref=env.handler_ref,
+            payload=env.payload,
+            headers=env.headers,
+            attempt=env.attempt_count,
+            deferral_count=env.deferral_count,
+            redrive_count=env.redrive_count,
+            load=lambda: envelope_from_proto(env),
+        )
+        w.accept(ctx, lease_ms, generation)
+
+    def _ack(self, ack: api_pb2.WorkAck) -> None:
+        entry = self.pending.pop(ack.seq, None)
+        if entry is None:
+            return
+        if isinstance(entry, _Extend):
+            if entry.answer.done():
+                return
+            if not ack.results or not ack.results[0].HasField("problem"):
+                entry.answer.set_result(True)
+                return
+            problem = ack.results[0].problem
+            if problem.code in ("LEASE_LOST", "TASK_NOT_FOUND"):
+                entry.answer.set_result(False)
+            else:
+                entry.answer.set_exception(error_for(problem.http_status, problem.code, problem.detail))
+            return
+        for s, result in zip(entry, ack.results, strict=False):
+            if result.HasField("problem"):
+                self.worker.settled(s, None, result.problem.code, result.problem.detail)
+            else:
+                env = (
+                    envelope_from_proto(result.envelope)
+                    if self.want_envelopes and result.HasField("envelope")
+                    else None
+                )
+                self.worker.settled(s, env, None, None)
+
+    async def _write(
+        self, call: grpc.aio.StreamStreamCall[api_pb2.WorkRequest, api_pb2.WorkResponse], generation: int
+    ) -> None:
+        while True:
+            first = await self.outbox.get()
+            if isinstance(first, Settle) and self.outbox.qsize() + 1 < self.batch_target:
+                # Linger for a batch: a message on the stream costs far more
+                # than a settle in it, and the server hands out tasks once a
+                # quarter of the credits is free anyway.
+                self.enough.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.enough.wait(), SETTLE_LINGER)
+            if first is None:
+                await call.done_writing()
+                return
+            batch: list[Settle | _Extend] = [first]
+            while len(batch) < 1000 and not self.outbox.empty():
+                following = self.outbox.get_nowait()
+                if following is None:
+                    self.outbox.put_nowait(None)
+                    break
+                batch.append(following)
+            settles = [b for b in batch if isinstance(b, Settle)]
+            if settles:
+                self.seq += 1
+                self.pending[self.seq] = settles
+                await call.write(
+                    api_pb2.WorkRequest(
+                        settle=api_pb2.WorkSettle(seq=self.seq, settles=[_settle_request(s) for s in settles])
+                    )
+                )
+                earlier = sum(1 for s in settles if s.generation != generation)
+                if earlier:
+                    await call.write(api_pb2.WorkRequest(credit=api_pb2.WorkCredit(credits=earlier)))
+            for e in batch:
+                if isinstance(e, _Extend):
+                    self.seq += 1
+                    self.pending[self.seq] = e
+                    request = api_pb2.ExtendLeaseRequest(id=e.id, lease_token=e.lease_token, extend_ms=e.extend_ms)
+                    await call.write(api_pb2.WorkRequest(extend=api_pb2.WorkExtend(seq=self.seq, extend=request)))
+
+    def settle(self, s: Settle) -> None:
+        if not self.worker.stopping:
+            self.outbox.put_nowait(s)
+            if self.outbox.qsize() >= self.batch_target:
+                self.enough.set()
+            return
+        # A settle on the stream gives its credit back and the server hands
+        # out the next task; once stopping, settles go over HTTP so the
+        # stream runs dry instead of cycling released tasks.
+        self.http_settles.append(s)
+        if self.http_flusher is None or self.http_flusher.done():
+            self.http_flusher = asyncio.create_task(self._settle_over_http())
+
+    async def _settle_over_http(self) -> None:
+        failures = 0
+        while self.http_settles:
+            batch, self.http_settles = self.http_settles[:1000], self.http_settles[1000:]
+            try:
+                results = await self.worker.client._run(
+                    _calls.settle_batch([s.to_json() for s in batch], self.want_envelopes)
+                )
+            except RdqError as err:
+                failures += 1
+                log.warning("rdq worker: settling %d tasks failed: %s", len(batch), err)
+                if failures < 5:
+                    self.http_settles[:0] = [Settle(s.id, s.lease_token, s.outcome, quiet=True) for s in batch]
+                    await asyncio.sleep(0.2 * failures)
+                continue
+            for s, r in zip(batch, results, strict=False):
+                self.worker.settled(s, r.envelope, r.code, r.detail)
+
+    async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> bool:
+        if self.worker.stopping:
+            try:
+                await self.worker.client._run(_calls.extend_lease(task_id, lease_token, extend_ms))
+            except (LeaseLost, NotFound):
+                return False
+            return True
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.outbox.put_nowait(_Extend(task_id, lease_token, extend_ms, answer))
+        return await asyncio.wait_for(answer, timeout=max(5.0, extend_ms / 2000))
+
+    async def flush(self) -> None:
+        for _ in range(1000):
+            on_stream = any(isinstance(p, list) for p in self.pending.values())
+            over_http = self.http_flusher is not None and not self.http_flusher.done()
+            if not on_stream and not over_http:
+                return
+            await asyncio.sleep(0.01)
+
+    async def close(self) -> None:
+        """The channel is the client's, closed with it."""
+
+
+def _settle_request(s: Settle) -> api_pb2.SettleRequest:
+    o = s.outcome
+    req = api_pb2.SettleRequest(id=s.id, lease_token=s.lease_token, outcome=_REPORTED[o.kind])
+    if o.error is not None:
+        e = o.error.to_json()
+        err = api_pb2.ReportedError(type=o.error.type, message=str(e["message"]))
+        if o.error.detail is not None:
+            err.detail_json = o.error.detail_json() or "null"
+        if "stack" in e:
+            err.stack = str(e["stack"])
+        req.error.CopyFrom(err)
+    if o.kind is Kind.DEFER:
+        req.defer_ms = o.defer_ms or 0
+        if o.throttle is not None:
+            req.throttle = _THROTTLE[o.throttle]
+    return req

@@ -1,0 +1,67 @@
+"""What the worker needs from a way of talking to the server: tasks in,
+settles and lease extensions out. `GrpcTransport` (the `Work` stream) and
+`HttpTransport` (claims and batch settles) implement it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from .outcome import Kind, Outcome
+
+
+@dataclass(frozen=True)
+class Settle:
+    """One settle waiting to be sent; `generation` is the Work stream the
+    task came on, `quiet` says a LEASE_LOST answer is expected."""
+
+    id: str
+    lease_token: str
+    outcome: Outcome
+    generation: int = 0
+    quiet: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        body: dict[str, object] = {"id": self.id, "lease_token": self.lease_token, "outcome": self.outcome.kind.value}
+        o = self.outcome
+        if o.error is not None:
+            body["error"] = o.error.to_json()
+        if o.kind is Kind.DEFER:
+            body["defer_ms"] = o.defer_ms or 0
+            if o.throttle is not None:
+                body["throttle"] = o.throttle
+        return body
+
+
+class Transport(Protocol):
+    async def receive(self) -> None:
+        """Hands tasks to the worker (`Worker.accept`) until cancelled;
+        raises only for what retrying cannot fix (a bad hello, no permission)."""
+
+    def stop_receiving(self) -> None:
+        """Asks for no more tasks (shutdown has begun)."""
+
+    def settle(self, s: Settle) -> None:
+        """Queues a settle; it is sent with others in one batch."""
+
+    async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> bool:
+        """Extends a lease; False when it is lost."""
+
+    async def flush(self) -> None:
+        """Waits until every queued settle has been answered."""
+
+    async def close(self) -> None: ...
+
+
+def lease_duration_ms(lease_expires_at: str | None, started_at: str | None, default: int) -> int:
+    """The lease as the server granted it: its end minus the attempt's
+    start, both the server's clock, so local clock skew does not matter."""
+    if not lease_expires_at or not started_at:
+        return default
+    try:
+        end = datetime.fromisoformat(lease_expires_at)
+        start = datetime.fromisoformat(started_at)
+    except ValueError:
+        return default
+    return max(1, int((end - start).total_seconds() * 1000))

@@ -1,0 +1,73 @@
+"""What the server answers, as values: batch results, DLQ pages, redrive
+and queue counts, claimed tasks, settle results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .envelope import Envelope
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """One item of a batch submit: `status` 201 (created), 200 (an
+    idempotent repeat: `envelope` is the original) or an error status with
+    its `code`."""
+
+    status: int
+    envelope: Envelope | None = None
+    code: str | None = None
+    detail: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (200, 201)
+
+
+@dataclass(frozen=True)
+class DeadPage:
+    """A page of the DLQ, newest first; pass `next_cursor` for the next."""
+
+    items: list[Envelope]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class RedriveResult:
+    queue: str
+    dry_run: bool
+    count: int
+    ids: list[str]
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    """Tasks per status; `None` where the store cannot count (a broker)."""
+
+    queue: str
+    pending: int | None
+    in_flight: int | None
+    succeeded: int | None
+    dead: int | None
+    source: str
+
+
+@dataclass(frozen=True)
+class LeasedTask:
+    """A claimed task and the token to settle or extend it with."""
+
+    id: str
+    lease_token: str
+    envelope: Envelope
+
+
+@dataclass(frozen=True)
+class SettleResult:
+    """One settle's result: the new envelope (when asked for), or why it
+    was refused (`LEASE_LOST`)."""
+
+    id: str
+    status: int
+    envelope: Envelope | None = None
+    code: str | None = None
+    detail: str | None = None

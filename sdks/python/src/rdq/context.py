@@ -1,0 +1,105 @@
+"""`TaskContext`: what a handler knows about the task it runs."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .envelope import Envelope
+
+
+class TaskContext:
+    """The running task: its id, payload, headers and counters, the full
+    envelope on demand, and whether the run was cancelled.
+
+    A sync handler polls `cancelled` (or waits on `cancelled_event`) at
+    safe points; an async handler is cancelled with `asyncio.CancelledError`
+    instead. A run is cancelled when its lease is lost (the task was
+    reclaimed, deleted or cancelled on the server) or the worker shuts down
+    and the grace period has passed; its outcome is then not reported."""
+
+    __slots__ = (
+        "_cancelled",
+        "_envelope",
+        "_event",
+        "_load",
+        "attempt",
+        "cancel_reason",
+        "deferral_count",
+        "handler_ref",
+        "headers",
+        "id",
+        "lease_token",
+        "payload",
+        "queue",
+        "redrive_count",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        lease_token: str,
+        queue: str,
+        handler_ref: str,
+        payload: bytes,
+        headers: Mapping[str, str],
+        attempt: int,
+        deferral_count: int,
+        redrive_count: int,
+        load: Callable[[], Envelope],
+    ) -> None:
+        self.id = id
+        self.lease_token = lease_token
+        self.queue = queue
+        self.handler_ref = handler_ref
+        self.payload = payload
+        self.headers = headers
+        self.attempt = attempt
+        """This attempt's number since submit or the last redrive (1 first)."""
+        self.deferral_count = deferral_count
+        self.redrive_count = redrive_count
+        self.cancel_reason: str | None = None
+        self._load = load
+        self._envelope: Envelope | None = None
+        self._cancelled = False
+        # Made on first use: most runs are never waited on.
+        self._event: threading.Event | None = None
+
+    @property
+    def envelope(self) -> Envelope:
+        """The task as claimed: IN_FLIGHT, its open attempt last."""
+        if self._envelope is None:
+            self._envelope = self._load()
+        return self._envelope
+
+    @property
+    def flow_key(self) -> str | None:
+        return self.headers.get("rdq.flow_key")
+
+    def json(self) -> Any:
+        """The payload parsed as JSON."""
+        return json.loads(self.payload)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    @property
+    def cancelled_event(self) -> threading.Event:
+        """Set when the run is cancelled: `ctx.cancelled_event.wait(5)`
+        sleeps five seconds unless the run is cancelled first."""
+        if self._event is None:
+            self._event = threading.Event()
+            if self._cancelled:
+                self._event.set()
+        return self._event
+
+    def _cancel(self, reason: str) -> None:
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+        self._cancelled = True
+        if self._event is not None:
+            self._event.set()

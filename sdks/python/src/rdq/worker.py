@@ -1,0 +1,428 @@
+"""`Worker`: runs registered handlers on the tasks of some queues.
+
+Tasks arrive on the gRPC `Work` stream (or by HTTP claims, the fallback);
+each runs as an asyncio task (an `async def` handler) or in a thread (a
+plain function), at most `concurrency` at once. Outcomes are resolved by
+the ladder (`rdq.outcome`) and settled in batches; leases are extended
+while a handler runs; SIGTERM stops taking tasks, lets running ones finish
+within `shutdown_grace`, and hands the rest back (RELEASE, no attempt spent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from ._handlers import Handler, PayloadError
+from ._transport import Settle, Transport
+from .client import AsyncClient
+from .context import TaskContext
+from .envelope import Envelope
+from .outcome import NO_HANDLER_ERROR_TYPE, Kind, Ladder, Outcome, OutcomeMapper
+
+log = logging.getLogger("rdq.worker")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DeadLetterHook = Callable[[Envelope], Any]
+"""Called with the task's envelope when a settle from this worker sent it
+to the DLQ; may be `async def`. Its exceptions are logged, never raised."""
+
+
+@dataclass(eq=False)
+class Running:
+    """A task this worker holds, from arrival to settle."""
+
+    ctx: TaskContext
+    lease_ms: int
+    renew_at: float
+    expires_at: float
+    generation: int = 0
+    task: asyncio.Task[None] | None = None
+    released: bool = False
+    started: bool = False
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Worker:
+    """Runs handlers on the tasks of `queues`.
+
+    ```python
+    worker = rdq.Worker(client, queues=["payments"], concurrency=32)
+
+    @worker.handler("charge-payment")
+    async def charge(order: Order, ctx: rdq.TaskContext) -> None:
+        ...
+
+    await worker.run()     # until SIGTERM / SIGINT or worker.stop()
+    ```
+    """
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        queues: Sequence[str],
+        concurrency: int = 16,
+        transport: Literal["grpc", "http"] = "grpc",
+        lease_ms: int | None = None,
+        outcome_mapper: OutcomeMapper | None = None,
+        retryable: Sequence[type[BaseException]] = (),
+        permanent: Sequence[type[BaseException]] = (),
+        on_dead_letter: DeadLetterHook | None = None,
+        shutdown_grace: float = 30.0,
+        poll_interval: float = 0.5,
+        prefetch: int = 0,
+    ) -> None:
+        if not queues:
+            raise ValueError("a worker needs at least one queue")
+        if not 1 <= concurrency or not 0 <= prefetch or concurrency + prefetch > 10000:
+            raise ValueError("concurrency is at least 1, prefetch at least 0, and together at most 10000")
+        self.client = client
+        self.queues = list(queues)
+        self.concurrency = concurrency
+        self.transport_kind = transport
+        self.lease_ms = lease_ms
+        self.ladder = Ladder(outcome_mapper, tuple(retryable), tuple(permanent))
+        self.on_dead_letter = on_dead_letter
+        self.shutdown_grace = shutdown_grace
+        self.poll_interval = poll_interval
+        self.prefetch = prefetch
+        # At most `concurrency` handlers run; prefetched tasks wait here.
+        self._slots = asyncio.Semaphore(concurrency)
+        self.handlers: dict[str, Handler] = {}
+        self.running: dict[str, Running] = {}
+        self._stopping = False
+        self._stop_event: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._threads: ThreadPoolExecutor | None = None
+        self._transport: Transport | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._heartbeat_wake: asyncio.Event | None = None
+        self._next_renewal = 0.0
+        self.slot_freed: asyncio.Event | None = None
+
+    # -- registration -------------------------------------------------------
+
+    def handler(self, name: str, *, outcome_mapper: OutcomeMapper | None = None) -> Callable[[F], F]:
+        """Registers the decorated function for tasks whose `handler_ref` is
+        `name`. It may be `async def` or plain, and take the payload
+        (annotated with a pydantic model, a dataclass, `bytes`, or anything
+        else for parsed JSON), a `TaskContext`, both, or nothing."""
+
+        def register(fn: F) -> F:
+            self.handlers[name] = Handler.of(name, fn, outcome_mapper)
+            return fn
+
+        return register
+
+    # -- running ------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stops taking tasks; `run()` returns once running ones finished or
+        were handed back. Safe to call from any thread and more than once."""
+        loop, event = self._loop, self._stop_event
+        if loop is None or event is None:
+            self._stopping = True
+            return
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        if current is loop:
+            self._begin_stop()
+        else:
+            loop.call_soon_threadsafe(self._begin_stop)
+
+    def _begin_stop(self) -> None:
+        if not self._stopping:
+            log.info("rdq worker: stopping, %d tasks running", len(self.running))
+        if not self._stopping and self._transport is not None:
+            self._stopping = True
+            self._transport.stop_receiving()
+        self._stopping = True
+        if self._stop_event is not None:
+            self._stop_event.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    async def run(self, *, handle_signals: bool = True) -> None:
+        """Works tasks until `stop()` (or SIGTERM/SIGINT with
+        `handle_signals`, in the main thread), then shuts down gracefully."""
+        from ._grpc_transport import GrpcTransport, GrpcUnsupported
+        from ._http_transport import HttpTransport
+
+        self._loop = asyncio.get_running_loop()
+        self._stop_event = asyncio.Event()
+        self._heartbeat_wake = asyncio.Event()
+        self.slot_freed = asyncio.Event()
+        if self._stopping:
+            self._stop_event.set()
+        self._threads = ThreadPoolExecutor(self.concurrency, thread_name_prefix="rdq-handler")
+        transport: Transport
+        if self.transport_kind == "grpc":
+            transport = GrpcTransport(self)
+        else:
+            transport = HttpTransport(self)
+        self._transport = transport
+        if self._stopping:
+            transport.stop_receiving()
+        installed = self._install_signals() if handle_signals else []
+        heartbeat = asyncio.create_task(self._heartbeat())
+        receiving = asyncio.create_task(transport.receive())
+        stop_wait = asyncio.create_task(self._stop_event.wait())
+        try:
+            while True:
+                done, _ = await asyncio.wait({receiving, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if receiving in done and isinstance(receiving.exception(), GrpcUnsupported):
+                    log.warning("rdq worker: the server has no gRPC Work stream; working over HTTP")
+                    await transport.close()
+                    transport = self._transport = HttpTransport(self)
+                    receiving = asyncio.create_task(transport.receive())
+                    continue
+                if receiving in done:
+                    receiving.result()  # a fatal error (a bad hello, no permission) surfaces here
+                break
+            self._stopping = True
+            await self._drain()
+        finally:
+            stop_wait.cancel()
+            receiving.cancel()
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await receiving
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            await transport.close()
+            for sig in installed:
+                self._loop.remove_signal_handler(sig)
+            self._threads.shutdown(wait=False, cancel_futures=True)
+
+    def run_sync(self, *, handle_signals: bool = True) -> None:
+        """`run()` for a program without an event loop of its own."""
+        asyncio.run(self.run(handle_signals=handle_signals))
+
+    def _install_signals(self) -> list[signal.Signals]:
+        if threading.current_thread() is not threading.main_thread():
+            return []
+        assert self._loop is not None
+        installed: list[signal.Signals] = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._loop.add_signal_handler(sig, self._begin_stop)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+        return installed
+
+    async def _drain(self) -> None:
+        """Hands back prefetched tasks, lets running ones finish within the
+        grace period, then cancels and releases the rest, then waits for the
+        last settles."""
+        for r in list(self.running.values()):
+            if not r.started:
+                self.cancel(r, "the worker is shutting down", release=True)
+        pending = [r.done for r in self.running.values()]
+        if pending:
+            waits = [asyncio.create_task(e.wait()) for e in pending]
+            _, late = await asyncio.wait(waits, timeout=self.shutdown_grace)
+            for w in late:
+                w.cancel()
+        cancelled = [r for r in self.running.values() if not r.done.is_set()]
+        for r in cancelled:
+            self.cancel(r, "the worker is shutting down", release=True)
+        if cancelled:
+            # Cancelled handlers settle their RELEASE as they unwind.
+            waits = [asyncio.create_task(r.done.wait()) for r in cancelled]
+            _, late = await asyncio.wait(waits, timeout=5.0)
+            for w in late:
+                w.cancel()
+        assert self._transport is not None
+        await self._transport.flush()
+
+    # -- one task -----------------------------------------------------------
+
+    def accept(self, ctx: TaskContext, lease_ms: int, generation: int) -> None:
+        """A task arrived: run it, or hand it back when stopping."""
+        now = time.monotonic()
+        r = Running(ctx, lease_ms, now + lease_ms / 3000, now + lease_ms / 1000, generation)
+        self.running[ctx.id] = r
+        if self._stopping:
+            r.released = True
+            self._settle(r, Outcome(Kind.RELEASE))
+            return
+        r.task = asyncio.create_task(self._execute(r))
+        if self._heartbeat_wake is not None and r.renew_at < self._next_renewal:
+            self._heartbeat_wake.set()
+
+    async def _execute(self, r: Running) -> None:
+        ctx = r.ctx
+        outcome: Outcome | None = None
+        try:
+            async with self._slots:
+                r.started = True
+                if self._stopping:
+                    r.released = True  # prefetched, never started: hand it back
+                elif not ctx.cancelled:
+                    outcome = await self._run_handler(ctx)
+        except asyncio.CancelledError:
+            if not ctx.cancelled:
+                raise
+        if outcome is None or ctx.cancelled:
+            # Handed back at shutdown, or the lease is gone: the RELEASE of a
+            # lost lease is refused (LEASE_LOST) and changes nothing, but on
+            # the Work stream it gives the task's credit back.
+            self._settle(r, Outcome(Kind.RELEASE), quiet=not r.released)
+            return
+        self._settle(r, outcome)
+
+    async def _run_handler(self, ctx: TaskContext) -> Outcome:
+        handler = self.handlers.get(ctx.handler_ref)
+        if handler is None:
+            return Outcome.permanent_failure(
+                f"no handler is registered for {ctx.handler_ref!r} on this worker",
+                error_type=NO_HANDLER_ERROR_TYPE,
+            )
+        return await self._call(handler, ctx)
+
+    async def _call(self, handler: Handler, ctx: TaskContext) -> Outcome:
+        returned: Any = None
+        try:
+            args = handler.arguments(ctx)
+            if handler.is_async:
+                returned = await handler.fn(*args)
+            else:
+                assert self._loop is not None
+                returned = await self._loop.run_in_executor(self._threads, _call_sync, handler.fn, args)
+        except asyncio.CancelledError:
+            if not ctx.cancelled:
+                raise
+            return Outcome(Kind.RELEASE)
+        except PayloadError as err:
+            return Outcome.permanent_failure(err.__cause__ or err)
+        except BaseException as err:
+            if isinstance(err, (KeyboardInterrupt, SystemExit)):
+                log.warning("rdq worker: handler %r raised %s", handler.name, type(err).__name__)
+            return self.ladder.resolve(None, err, handler.outcome_mapper)
+        return self.ladder.resolve(returned, None, handler.outcome_mapper)
+
+    def cancel(self, r: Running, reason: str, *, release: bool = False) -> None:
+        """Cancels a running task: `CancelledError` in an async handler, the
+        context's flag for a sync one. Its outcome is not reported; with
+        `release` the task is handed back instead (shutdown)."""
+        if r.done.is_set() or r.ctx.cancelled:
+            return
+        r.released = release
+        r.ctx._cancel(reason)
+        log.info("rdq worker: task %s cancelled: %s", r.ctx.id, reason)
+        handler = self.handlers.get(r.ctx.handler_ref)
+        if r.task is not None and handler is not None and handler.is_async:
+            r.task.cancel()
+        elif r.task is not None and release:
+            # A thread cannot be interrupted: hand the task back now, and
+            # drop the handler's outcome when it eventually returns.
+            self._settle(r, Outcome(Kind.RELEASE))
+
+    def cancel_task(self, task_id: str, reason: str) -> None:
+        """The hook for the server's cancellation notices (and lost leases)."""
+        r = self.running.get(task_id)
+        if r is not None:
+            self.cancel(r, reason)
+
+    def _forget(self, r: Running) -> None:
+        if self.running.get(r.ctx.id) is r:
+            del self.running[r.ctx.id]
+        r.done.set()
+        if self.slot_freed is not None:
+            self.slot_freed.set()
+
+    def _settle(self, r: Running, outcome: Outcome, *, quiet: bool = False) -> None:
+        if r.done.is_set():
+            return
+        self._forget(r)
+        assert self._transport is not None
+        self._transport.settle(Settle(r.ctx.id, r.ctx.lease_token, outcome, r.generation, quiet))
+
+    def settled(self, s: Settle, env: Envelope | None, code: str | None, detail: str | None) -> None:
+        """A settle's answer arrived (called by the transport)."""
+        task_id = s.id
+        if code is not None:
+            if s.quiet and code == "LEASE_LOST":
+                return
+            log.warning("rdq worker: settling %s refused: %s: %s", task_id, code, detail or "")
+            return
+        if env is not None and self.on_dead_letter is not None and env.status.value == "DEAD":
+            hook = asyncio.get_running_loop().create_task(self._dead_letter(env))
+            self._background.add(hook)
+            hook.add_done_callback(self._background.discard)
+
+    async def _dead_letter(self, env: Envelope) -> None:
+        assert self.on_dead_letter is not None
+        try:
+            result = self.on_dead_letter(env)
+            if isinstance(result, Awaitable):
+                await result
+        except Exception:
+            log.exception("rdq worker: the dead-letter hook failed for task %s", env.id)
+
+    # -- leases -------------------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        """Extends every running task's lease each third of its length; a
+        lease that ran out with no extension answered cancels its handler."""
+        while True:
+            now = time.monotonic()
+            due = [r for r in self.running.values() if r.renew_at <= now and not r.ctx.cancelled]
+            for r in due:
+                if r.expires_at <= now:
+                    self.cancel(r, "the lease ran out")
+                    continue
+                r.renew_at = now + r.lease_ms / 3000
+                extension = asyncio.create_task(self._extend(r))
+                self._background.add(extension)
+                extension.add_done_callback(self._background.discard)
+            nearest = min((r.renew_at for r in self.running.values()), default=now + 1.0)
+            # A task arriving whose renewal is due before `nearest` wakes this early.
+            assert self._heartbeat_wake is not None
+            self._heartbeat_wake.clear()
+            pause = min(1.0, max(0.01, nearest - time.monotonic()))
+            self._next_renewal = time.monotonic() + pause
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._heartbeat_wake.wait(), pause)
+
+    async def _extend(self, r: Running) -> None:
+        assert self._transport is not None
+        sent = time.monotonic()
+        try:
+            kept = await self._transport.extend(r.ctx.id, r.ctx.lease_token, r.lease_ms)
+        except Exception as err:
+            log.warning("rdq worker: extending the lease of %s failed: %s", r.ctx.id, err)
+            r.renew_at = min(r.expires_at, time.monotonic() + r.lease_ms / 8000)
+            return
+        if kept:
+            r.expires_at = sent + r.lease_ms / 1000
+        elif not r.done.is_set():
+            self.cancel(r, "the lease was lost")
+
+    @property
+    def capacity(self) -> int:
+        """Tasks held at once: running handlers and prefetched tasks."""
+        return self.concurrency + self.prefetch
+
+    @property
+    def free_slots(self) -> int:
+        return self.capacity - len(self.running)
+
+
+def _call_sync(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    return fn(*args)
