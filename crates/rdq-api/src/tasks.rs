@@ -186,3 +186,47 @@ pub struct CancelResult {
     #[schema(value_type = Vec<crate::schema::TaskId>)]
     pub ids: Vec<String>,
 }
+
+/// Query of `GET /v1/queues/{queue}/tasks`: a page of a queue's tasks.
+#[derive(Debug, Default, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct TaskPageQuery {
+    /// Only tasks in this status (`PENDING`, `IN_FLIGHT`, `SUCCEEDED`,
+    /// `DEAD`); every status when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(value_type = Option<String>, pattern = "^(PENDING|IN_FLIGHT|SUCCEEDED|DEAD)$")]
+    pub status: Option<String>,
+    /// Only tasks of this handler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(value_type = Option<HandlerRef>)]
+    pub handler_ref: Option<String>,
+    /// Only tasks with this header, `KEY=VALUE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(pattern = "^[^=]+=")]
+    pub header: Option<String>,
+    /// Page size, 1–1000 (default 50).
+    #[serde(
+        default,
+        deserialize_with = "crate::int::query_option_usize",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<usize>,
+    /// `next_cursor` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(value_type = Option<crate::schema::TaskId>)]
+    pub cursor: Option<String>,
+}
+
+/// A page of tasks, newest first.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[schema(as = TaskPage)]
+pub struct TaskPage {
+    /// The envelopes, newest first.
+    #[schema(value_type = Vec<Envelope>)]
+    pub items: Vec<RawEnvelope>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    #[schema(value_type = Option<crate::schema::TaskId>, required = true)]
+    pub next_cursor: Option<String>,
+}

@@ -113,6 +113,8 @@ impl App {
                 status: Some(Status::Dead),
                 error_type: filter.error_type,
                 reason: reason_filter(filter.reason.as_deref())?,
+                handler_ref: None,
+                headers: Default::default(),
                 cursor,
                 limit,
                 order,

@@ -16,6 +16,17 @@ use crate::{App, AuditRecord};
 /// Where a store that cannot look tasks up by id sends the caller.
 const NO_LOOKUP_HINT: &str = "this store cannot find a task by id; a dead task is found by queue: GET /v1/queues/{queue}/dead/{id} (rdq dlq show ID --queue Q)";
 
+/// Which tasks [`App::tasks_page`] lists; every field optional.
+#[derive(Debug, Clone, Default)]
+pub struct TaskFilter {
+    /// Only tasks in this status.
+    pub status: Option<rdq_envelope::Status>,
+    /// Only tasks of this handler.
+    pub handler_ref: Option<String>,
+    /// Only tasks with every one of these headers, value for value.
+    pub headers: std::collections::BTreeMap<String, String>,
+}
+
 impl App {
     /// The task `id`, as a caller with any scope on its queue sees it.
     pub async fn task(&self, caller: &Caller, id: TaskId) -> Result<Envelope, AppError> {
@@ -118,6 +129,39 @@ impl App {
             count: ids.len(),
             ids,
         })
+    }
+
+    /// One page of `queue`'s tasks, newest first, filtered by status,
+    /// handler and headers (any scope on the queue): how an operator finds
+    /// the task to look at or cancel.
+    pub async fn tasks_page(
+        &self,
+        caller: &Caller,
+        queue: &str,
+        filter: TaskFilter,
+        cursor: Option<TaskId>,
+        limit: usize,
+    ) -> Result<rdq_engine::Page, AppError> {
+        self.existing_queue(caller, crate::auth::READ_SCOPES, queue)
+            .await?;
+        if !(1..=rdq_engine::store::MAX_PAGE).contains(&limit) {
+            return Err(AppError::invalid_field(
+                "limit",
+                format!("must be 1 to {}", rdq_engine::store::MAX_PAGE),
+            ));
+        }
+        Ok(self
+            .engine
+            .list(&rdq_engine::ListQuery {
+                queue: queue.to_owned(),
+                status: filter.status,
+                handler_ref: filter.handler_ref,
+                headers: filter.headers,
+                cursor,
+                limit,
+                ..rdq_engine::ListQuery::default()
+            })
+            .await?)
     }
 
     async fn lookup(&self, id: TaskId) -> Result<Envelope, AppError> {

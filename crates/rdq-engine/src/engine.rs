@@ -650,6 +650,8 @@ impl Engine {
                     status: Some(Status::Dead),
                     error_type: request.error_type.clone(),
                     reason: Some(reason.clone()),
+                    handler_ref: None,
+                    headers: Default::default(),
                     cursor,
                     limit: MAX_PAGE,
                     order: ListOrder::OldestFirst,
@@ -817,23 +819,25 @@ impl Engine {
         }
     }
 
-    /// One page of a queue's tasks, on a store that lists. A reason
-    /// filter is applied here: the store's pages are read on until the
-    /// page is full or the listing ends.
+    /// One page of a queue's tasks, on a store that lists. Filters on the
+    /// reason, the handler and headers are applied here: the store's pages
+    /// are read on until the page is full or the listing ends.
     pub async fn list(&self, query: &ListQuery) -> Result<Page, EngineError> {
         validate_queue_name(&query.queue)?;
         let Some(listing) = self.store.as_listing() else {
             return unsupported("list tasks");
         };
-        let Some(reason) = &query.reason else {
+        if !query.filters_in_engine() {
             return listing.list(query).await;
-        };
+        }
         let limit = match query.limit {
             0 => MAX_PAGE,
             n => n.min(MAX_PAGE),
         };
         let mut inner = ListQuery {
             reason: None,
+            handler_ref: None,
+            headers: BTreeMap::new(),
             limit: MAX_PAGE,
             ..query.clone()
         };
@@ -844,8 +848,7 @@ impl Engine {
                 if items.len() == limit {
                     break;
                 }
-                // Only DEAD tasks have a reason, whatever the status asked.
-                if env.status == Status::Dead && reason.matches(&env) {
+                if query.matches(&env) {
                     items.push(env);
                 }
             }

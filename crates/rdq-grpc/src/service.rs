@@ -152,6 +152,42 @@ impl pb::tasks_server::Tasks for GrpcApi {
         Ok(Response::new(pb::DeleteTaskResponse {}))
     }
 
+    async fn list(
+        &self,
+        request: Request<pb::ListTasksRequest>,
+    ) -> Result<Response<pb::ListTasksResponse>, Status> {
+        let caller = self.caller(request.metadata())?;
+        let msg = request.into_inner();
+        let status = match pb::Status::try_from(msg.status) {
+            Ok(pb::Status::Unspecified) => None,
+            Ok(s) => rdq_envelope::Status::parse(s.as_str_name()),
+            Err(_) => {
+                return Err(st(AppError::invalid_field("status", "is not a status")));
+            }
+        };
+        let cursor = msg
+            .cursor
+            .as_deref()
+            .map(parse_id)
+            .transpose()
+            .map_err(st)?;
+        let filter = rdq_app::tasks::TaskFilter {
+            status,
+            handler_ref: msg.handler_ref,
+            headers: msg.headers.into_iter().collect(),
+        };
+        let limit = msg.limit.map_or(rdq_api::DEFAULT_PAGE, |l| l as usize);
+        let page = self
+            .app
+            .tasks_page(&caller, &msg.queue, filter, cursor, limit)
+            .await
+            .map_err(st)?;
+        Ok(Response::new(pb::ListTasksResponse {
+            items: page.items.iter().map(codec::to_proto).collect(),
+            next_cursor: page.next_cursor.map(|c| c.to_string()),
+        }))
+    }
+
     async fn cancel(
         &self,
         request: Request<pb::CancelTasksRequest>,

@@ -200,15 +200,43 @@ pub struct ListQuery {
     pub status: Option<Status>,
     /// Only tasks whose latest error type matches this glob.
     pub error_type: Option<String>,
-    /// Only DEAD tasks with this reason ([`DeadReasonFilter`]); the engine
-    /// applies it, stores never see it.
+    /// Only DEAD tasks with this reason ([`DeadReasonFilter`]). This and
+    /// the two filters below are applied by the engine; stores never see
+    /// them.
     pub reason: Option<DeadReasonFilter>,
+    /// Only tasks of this handler.
+    pub handler_ref: Option<String>,
+    /// Only tasks with every one of these headers, value for value.
+    pub headers: std::collections::BTreeMap<String, String>,
     /// Continue after this task (the `next_cursor` of the previous page).
     pub cursor: Option<TaskId>,
     /// Page size; 0 means [`MAX_PAGE`], and stores cap it there.
     pub limit: usize,
     /// Sort order; the cursor is stable under concurrent inserts either way.
     pub order: ListOrder,
+}
+
+impl ListQuery {
+    /// True when the query has a filter the engine applies
+    /// ([`ListQuery::matches`]) rather than the store.
+    pub fn filters_in_engine(&self) -> bool {
+        self.reason.is_some() || self.handler_ref.is_some() || !self.headers.is_empty()
+    }
+
+    /// Whether `env` passes the filters the engine applies.
+    pub fn matches(&self, env: &Envelope) -> bool {
+        self.reason
+            .as_ref()
+            .is_none_or(|r| env.status == Status::Dead && r.matches(env))
+            && self
+                .handler_ref
+                .as_ref()
+                .is_none_or(|h| *h == env.handler_ref)
+            && self
+                .headers
+                .iter()
+                .all(|(k, v)| env.headers.get(k) == Some(v))
+    }
 }
 
 /// Largest page a store returns.

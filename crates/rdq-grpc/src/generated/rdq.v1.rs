@@ -627,6 +627,41 @@ pub struct CancelTasksRequest {
     #[prost(string, optional, tag = "8")]
     pub message: ::core::option::Option<::prost::alloc::string::String>,
 }
+/// Which tasks of a queue to list.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListTasksRequest {
+    /// The queue.
+    #[prost(string, tag = "1")]
+    pub queue: ::prost::alloc::string::String,
+    /// Only tasks in this status; every status when STATUS_UNSPECIFIED.
+    #[prost(enumeration = "Status", tag = "2")]
+    pub status: i32,
+    /// Only tasks of this handler.
+    #[prost(string, optional, tag = "3")]
+    pub handler_ref: ::core::option::Option<::prost::alloc::string::String>,
+    /// Only tasks with every one of these headers, value for value.
+    #[prost(map = "string, string", tag = "4")]
+    pub headers: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    /// Page size, 1 to 1000; 50 when unset.
+    #[prost(uint32, optional, tag = "5")]
+    pub limit: ::core::option::Option<u32>,
+    /// `next_cursor` of the previous page.
+    #[prost(string, optional, tag = "6")]
+    pub cursor: ::core::option::Option<::prost::alloc::string::String>,
+}
+/// A page of tasks.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListTasksResponse {
+    /// The envelopes, newest first.
+    #[prost(message, repeated, tag = "1")]
+    pub items: ::prost::alloc::vec::Vec<Envelope>,
+    /// Pass as `cursor` for the next page; unset on the last.
+    #[prost(string, optional, tag = "2")]
+    pub next_cursor: ::core::option::Option<::prost::alloc::string::String>,
+}
 /// The answer of a cancel.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct CancelTasksResponse {
@@ -1224,6 +1259,29 @@ pub mod tasks_client {
             req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Tasks", "Cancel"));
             self.inner.unary(req, path, codec).await
         }
+        /// One page of a queue's tasks, newest first, by status, handler and
+        /// headers (any scope on the queue).
+        pub async fn list(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListTasksRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListTasksResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Tasks/List");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Tasks", "List"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -1273,6 +1331,15 @@ pub mod tasks_server {
             request: tonic::Request<super::CancelTasksRequest>,
         ) -> std::result::Result<
             tonic::Response<super::CancelTasksResponse>,
+            tonic::Status,
+        >;
+        /// One page of a queue's tasks, newest first, by status, handler and
+        /// headers (any scope on the queue).
+        async fn list(
+            &self,
+            request: tonic::Request<super::ListTasksRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListTasksResponse>,
             tonic::Status,
         >;
     }
@@ -1553,6 +1620,49 @@ pub mod tasks_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CancelSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Tasks/List" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListSvc<T: Tasks>(pub Arc<T>);
+                    impl<T: Tasks> tonic::server::UnaryService<super::ListTasksRequest>
+                    for ListSvc<T> {
+                        type Response = super::ListTasksResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListTasksRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Tasks>::list(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -92,6 +92,7 @@ pub fn route_table(max_import_bytes: usize) -> RouteTable {
         .add(Method::GET, "/v1/tasks/{id}", tasks::get)
         .add(Method::DELETE, "/v1/tasks/{id}", tasks::delete)
         .add(Method::POST, "/v1/queues/{queue}/cancel", tasks::cancel)
+        .add(Method::GET, "/v1/queues/{queue}/tasks", tasks::list)
         .add(Method::POST, "/v1/tasks/{id}/settle", workers::settle)
         .add(Method::POST, "/v1/tasks/{id}/lease", workers::extend_lease)
         .add(Method::POST, "/v1/settle", workers::settle_batch)

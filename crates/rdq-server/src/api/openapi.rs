@@ -58,6 +58,7 @@ use super::{dead, health, insights, queues, tasks, workers};
         tasks::get,
         tasks::delete,
         tasks::cancel,
+        tasks::list,
         workers::claim,
         workers::settle,
         workers::settle_batch,

@@ -11,6 +11,7 @@ use rdq_api::IDEMPOTENCY_KEY_HEADER;
 use rdq_api::schema::Envelope;
 use rdq_api::tasks::{
     CancelBody, CancelResult, SubmitBatchBody, SubmitBatchResponse, SubmitBody, SubmitItemResult,
+    TaskPage, TaskPageQuery,
 };
 use rdq_app::submit::SubmitCommand;
 use rdq_app::{AppError, Caller};
@@ -22,7 +23,7 @@ use super::components::{
 use super::response::{envelope_response, json_response, raw_envelope};
 use super::state::AppState;
 use crate::problem::{ApiError, item_error};
-use crate::request::{JsonBody, PathArgs, parse_task_id};
+use crate::request::{JsonBody, PathArgs, QueryArgs, parse_task_id};
 
 /// Most submits in one batch.
 pub const MAX_SUBMIT_BATCH: usize = rdq_api::MAX_SUBMIT_BATCH;
@@ -340,4 +341,64 @@ pub async fn cancel(
 ) -> Result<Response, ApiError> {
     let result = state.app().cancel_tasks(&caller, &queue, body).await?;
     Ok(json_response(StatusCode::OK, &result))
+}
+
+#[utoipa::path(
+    get, path = "/v1/queues/{queue}/tasks", operation_id = "listTasks", tag = "tasks",
+    summary = "A page of the queue's tasks, newest first, by status, handler and header (any scope on the queue)",
+    params(QueuePath, TaskPageQuery),
+    responses(
+        (status = 200, description = "The page", body = TaskPage),
+        (status = 400, response = Problem400),
+        (status = 404, response = Problem404),
+    ),
+)]
+/// `GET /v1/queues/{queue}/tasks?status=&handler_ref=&header=K=V&limit=&cursor=`.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathArgs(queue): PathArgs<String>,
+    QueryArgs(query): QueryArgs<TaskPageQuery>,
+) -> Result<Response, ApiError> {
+    let status = query
+        .status
+        .as_deref()
+        .map(|s| {
+            rdq_envelope::Status::parse(s).ok_or_else(|| {
+                ApiError::invalid_field("status", "is not PENDING, IN_FLIGHT, SUCCEEDED or DEAD")
+            })
+        })
+        .transpose()?;
+    let headers = match query.header.as_deref() {
+        None => std::collections::BTreeMap::new(),
+        Some(pair) => match pair.split_once('=') {
+            Some((k, v)) if !k.is_empty() => {
+                std::collections::BTreeMap::from([(k.to_owned(), v.to_owned())])
+            }
+            _ => return Err(ApiError::invalid_field("header", "is not KEY=VALUE")),
+        },
+    };
+    let cursor = query.cursor.as_deref().map(parse_task_id).transpose()?;
+    let filter = rdq_app::tasks::TaskFilter {
+        status,
+        handler_ref: query.handler_ref,
+        headers,
+    };
+    let page = state
+        .app()
+        .tasks_page(
+            &caller,
+            &queue,
+            filter,
+            cursor,
+            query.limit.unwrap_or(rdq_api::DEFAULT_PAGE),
+        )
+        .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &TaskPage {
+            items: page.items.iter().map(raw_envelope).collect(),
+            next_cursor: page.next_cursor.map(|c| c.to_string()),
+        },
+    ))
 }
