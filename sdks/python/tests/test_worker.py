@@ -219,8 +219,10 @@ def test_payloads_arrive_typed_and_a_bad_one_is_permanent(server: Server, queue:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_deferral_spends_no_attempt_and_the_dead_letter_hook_runs(server: Server, queue: str, transport: str) -> None:
-    dead: list[str] = []
+def test_deferral_spends_no_attempt_and_the_dead_letter_hook_gets_the_reason(
+    server: Server, queue: str, transport: str
+) -> None:
+    dead: list[tuple[str, str | None]] = []
 
     def register(w: rdq.Worker) -> None:
         @w.handler("defers-once")
@@ -233,7 +235,7 @@ def test_deferral_spends_no_attempt_and_the_dead_letter_hook_runs(server: Server
             raise rdq.Permanent("no")
 
     async def on_dead_letter(env: Envelope) -> None:
-        dead.append(env.id)
+        dead.append((env.id, None if env.dead_reason is None else env.dead_reason.code))
 
     envs = work(
         server, queue, transport, register, [("defers-once", None), ("dies", None)], on_dead_letter=on_dead_letter
@@ -245,7 +247,8 @@ def test_deferral_spends_no_attempt_and_the_dead_letter_hook_runs(server: Server
     deadline = time.monotonic() + 30
     while not dead and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert dead == [died.id]
+    assert dead == [(died.id, "PERMANENT_FAILURE")]
+    assert died.dead_reason is not None and died.dead_reason.by == "worker"
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -4,11 +4,20 @@
 Installed as the distribution `rdq-sdk`; imported as `rdq`.
 """
 
-from ._calls import Submit
-from .answers import DeadPage, LeasedTask, QueueCounts, RedriveResult, SettleResult, SubmitResult
+from ._calls import UNRECORDED, Submit
+from .answers import (
+    CancelResult,
+    DeadPage,
+    LeasedTask,
+    QueueCounts,
+    ReasonCount,
+    RedriveResult,
+    SettleResult,
+    SubmitResult,
+)
 from .client import AsyncClient, Client
 from .context import TaskContext
-from .envelope import Envelope, EnvelopeError
+from .envelope import DeadReason, DeadReasonCode, Envelope, EnvelopeError
 from .errors import (
     Conflict,
     Forbidden,
@@ -26,10 +35,14 @@ from .outcome import Defer, Kind, Outcome, OutcomeMapper, Permanent, ReportedErr
 from .worker import Worker
 
 __all__ = [
+    "UNRECORDED",
     "AsyncClient",
+    "CancelResult",
     "Client",
     "Conflict",
     "DeadPage",
+    "DeadReason",
+    "DeadReasonCode",
     "Defer",
     "Envelope",
     "EnvelopeError",
@@ -45,6 +58,7 @@ __all__ = [
     "Permanent",
     "QueueCounts",
     "RdqError",
+    "ReasonCount",
     "RedriveResult",
     "ReportedError",
     "Retryable",

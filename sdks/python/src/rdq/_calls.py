@@ -18,7 +18,16 @@ import httpx
 
 from . import envelope
 from ._proto import envelope_from_proto
-from .answers import DeadPage, LeasedTask, QueueCounts, RedriveResult, SettleResult, SubmitResult
+from .answers import (
+    CancelResult,
+    DeadPage,
+    LeasedTask,
+    QueueCounts,
+    ReasonCount,
+    RedriveResult,
+    SettleResult,
+    SubmitResult,
+)
 from .envelope import Envelope, EnvelopeError
 from .envelope._json import Json, JsonSyntaxError, parse
 from .envelope.codec import decode_value
@@ -28,6 +37,11 @@ from .v1 import api_pb2
 T = TypeVar("T")
 
 Seconds = float | timedelta
+Millis = int | timedelta
+
+UNRECORDED = "UNRECORDED"
+"""The reason filter of dead tasks with no reason recorded (they died
+before rdq recorded reasons, or were imported so)."""
 
 
 @dataclass(frozen=True)
@@ -296,6 +310,40 @@ def delete(task_id: str) -> Call[None]:
     return Call("DELETE", f"/v1/tasks/{_segment(task_id)}", read_nothing)
 
 
+def _read_cancel(resp: httpx.Response) -> CancelResult:
+    doc = read_plain(resp)
+    return CancelResult(queue=doc["queue"], dry_run=doc["dry_run"], count=doc["count"], ids=list(doc["ids"]))
+
+
+def cancel(
+    queue: str,
+    ids: Sequence[str] | None,
+    handler_ref: str | None,
+    headers: Mapping[str, str] | None,
+    older_than: Millis | None,
+    limit: int | None,
+    dry_run: bool,
+    message: str | None,
+) -> Call[CancelResult]:
+    body: dict[str, object] = {"dry_run": dry_run}
+    if ids is not None:
+        body["ids"] = list(ids)
+    if handler_ref is not None:
+        body["handler_ref"] = handler_ref
+    if headers is not None:
+        body["headers"] = dict(headers)
+    if older_than is not None:
+        ms = round(older_than.total_seconds() * 1000) if isinstance(older_than, timedelta) else int(older_than)
+        if ms < 0:
+            raise InvalidRequest("INVALID_FIELD", "older_than must not be negative", field="older_than_ms")
+        body["older_than_ms"] = ms
+    if limit is not None:
+        body["limit"] = limit
+    if message is not None:
+        body["message"] = message
+    return Call("POST", f"/v1/queues/{_segment(queue)}/cancel", _read_cancel, body=body)
+
+
 def _read_queues(resp: httpx.Response) -> list[QueueCounts]:
     doc = read_plain(resp)
     return [
@@ -332,14 +380,23 @@ def _read_dead_page(resp: httpx.Response) -> DeadPage:
     )
 
 
-def dlq_list(queue: str, limit: int | None, cursor: str | None, error_type: str | None) -> Call[DeadPage]:
+def _filter(error_type: str | None, reason: str | None) -> dict[str, str]:
     params = {}
+    if error_type is not None:
+        params["error_type"] = error_type
+    if reason is not None:
+        params["reason"] = reason
+    return params
+
+
+def dlq_list(
+    queue: str, limit: int | None, cursor: str | None, error_type: str | None, reason: str | None
+) -> Call[DeadPage]:
+    params = _filter(error_type, reason)
     if limit is not None:
         params["limit"] = str(limit)
     if cursor is not None:
         params["cursor"] = cursor
-    if error_type is not None:
-        params["error_type"] = error_type
     return Call("GET", f"/v1/queues/{_segment(queue)}/dead", _read_dead_page, params=params)
 
 
@@ -353,13 +410,17 @@ def _read_redrive(resp: httpx.Response) -> RedriveResult:
 
 
 def dlq_redrive(
-    queue: str, ids: Sequence[str] | None, error_type: str | None, limit: int | None, dry_run: bool
+    queue: str,
+    ids: Sequence[str] | None,
+    error_type: str | None,
+    reason: str | None,
+    limit: int | None,
+    dry_run: bool,
 ) -> Call[RedriveResult]:
     body: dict[str, object] = {"dry_run": dry_run}
     if ids is not None:
         body["ids"] = list(ids)
-    if error_type is not None:
-        body["error_type"] = error_type
+    body.update(_filter(error_type, reason))
     if limit is not None:
         body["limit"] = limit
     return Call("POST", f"/v1/queues/{_segment(queue)}/dead/redrive", _read_redrive, body=body)
@@ -374,9 +435,9 @@ def dlq_purge(queue: str, dry_run: bool) -> Call[int]:
     return Call("DELETE", f"/v1/queues/{_segment(queue)}/dead", _read_purged, params=params)
 
 
-def dlq_export(queue: str, error_type: str | None) -> Call[None]:
+def dlq_export(queue: str, error_type: str | None, reason: str | None) -> Call[None]:
     """The request of an export; its lines are read by `export_line`."""
-    params = {"error_type": error_type} if error_type is not None else None
+    params = _filter(error_type, reason)
     return Call("GET", f"/v1/queues/{_segment(queue)}/dead/export", read_nothing, params=params)
 
 
@@ -388,6 +449,15 @@ def export_line(line: bytes) -> Envelope | None:
         return envelope.decode(line, max_bytes=1 << 62)
     except EnvelopeError as err:
         raise ServerError(err.code.value, f"the export holds an envelope this SDK refuses: {err}") from None
+
+
+def _read_reasons(resp: httpx.Response) -> list[ReasonCount]:
+    doc = read_plain(resp)
+    return [ReasonCount(reason=r["reason"], count=r["count"]) for r in doc["reasons"]]
+
+
+def dlq_reasons(queue: str) -> Call[list[ReasonCount]]:
+    return Call("GET", f"/v1/queues/{_segment(queue)}/dead/reasons", _read_reasons)
 
 
 def _read_claim(resp: httpx.Response) -> list[LeasedTask]:

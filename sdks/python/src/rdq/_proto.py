@@ -1,10 +1,14 @@
 """`rdq.v1.Envelope` (protobuf) to the JSON model, as docs/grpc.md maps
-them: unset optional fields are null unless named in `omitted`, unknown
-members arrive as canonical JSON text in `unknown_json`."""
+them (and crates/rdq-grpc/src/codec.rs does): unset optional fields are
+null unless named in `omitted`, unknown members arrive as canonical JSON
+text in `unknown_json`. An unset `dead_reason` is null too unless `omitted`
+names it, which it does for every task without a reason."""
 
 from __future__ import annotations
 
-from .envelope import Attempt, Envelope, ErrorInfo, Outcome, Status
+from collections.abc import Sequence
+
+from .envelope import Attempt, DeadReason, Envelope, ErrorInfo, Outcome, Status
 from .envelope._json import Json, parse
 from .v1 import envelope_pb2
 
@@ -15,6 +19,27 @@ _OUTCOME = {
     3: Outcome.PERMANENT_FAILURE,
     4: Outcome.LEASE_EXPIRED,
 }
+
+
+_ENVELOPE_OPTIONAL = (
+    "handler_version", "payload_ref", "headers", "priority", "deferral_count", "attempt_count",
+    "redrive_count", "claim_count", "next_attempt_at", "lease_expires_at", "attempts", "dead_reason",
+)  # fmt: skip
+_ATTEMPT_OPTIONAL = ("finished_at", "outcome", "error")
+_ERROR_OPTIONAL = ("detail", "stack")
+_DEAD_REASON_OPTIONAL = ("message",)
+
+
+def _omitted(names: Sequence[str], allowed: tuple[str, ...], path: str) -> set[str]:
+    """`omitted` as the server checks it: members a writer may leave out, each once."""
+    out: set[str] = set()
+    for name in names:
+        if name not in allowed:
+            raise ValueError(f"{path}: {name!r} is not a member a writer may leave out")
+        if name in out:
+            raise ValueError(f"{path}: names {name!r} twice")
+        out.add(name)
+    return out
 
 
 def _unknown(text: str) -> dict[str, Json]:
@@ -31,6 +56,13 @@ def _opt(msg: object, name: str) -> str | None:
 
 
 def envelope_from_proto(p: envelope_pb2.Envelope) -> Envelope:
+    # The model marks the opposite of `omitted` for dead_reason: a null one.
+    omitted = _omitted(p.omitted, _ENVELOPE_OPTIONAL, "omitted")
+    has_reason = p.HasField("dead_reason")
+    if has_reason and "dead_reason" in omitted:
+        raise ValueError("omitted: names 'dead_reason', which has a value")
+    dead_reason_null = not has_reason and "dead_reason" not in omitted
+    omitted.discard("dead_reason")
     return Envelope(
         envelope_version=p.envelope_version,
         id=p.id,
@@ -51,8 +83,24 @@ def envelope_from_proto(p: envelope_pb2.Envelope) -> Envelope:
         lease_expires_at=_opt(p, "lease_expires_at"),
         created_at=p.created_at,
         attempts=[_attempt(a) for a in p.attempts],
+        dead_reason=_dead_reason(p.dead_reason) if has_reason else None,
         extra=_unknown(p.unknown_json),
-        omitted=set(p.omitted),
+        omitted=omitted,
+        dead_reason_null=dead_reason_null,
+    )
+
+
+def _dead_reason(r: envelope_pb2.DeadReason) -> DeadReason:
+    omitted = _omitted(r.omitted, _DEAD_REASON_OPTIONAL, "dead_reason.omitted")
+    if r.HasField("message") and "message" in omitted:
+        raise ValueError("dead_reason.omitted: names 'message', which has a value")
+    return DeadReason(
+        code=r.code,
+        at=r.at,
+        by=r.by,
+        message=_opt(r, "message"),
+        extra=_unknown(r.unknown_json),
+        omitted=omitted,
     )
 
 
@@ -67,7 +115,7 @@ def _attempt(a: envelope_pb2.AttemptRecord) -> Attempt:
             detail=detail,
             stack=_opt(e, "stack"),
             extra=_unknown(e.unknown_json),
-            omitted=set(e.omitted),
+            omitted=_omitted(e.omitted, _ERROR_OPTIONAL, "error.omitted"),
         )
     return Attempt(
         attempt_no=a.attempt_no,
@@ -76,5 +124,5 @@ def _attempt(a: envelope_pb2.AttemptRecord) -> Attempt:
         outcome=_OUTCOME.get(a.outcome),
         error=error,
         extra=_unknown(a.unknown_json),
-        omitted=set(a.omitted),
+        omitted=_omitted(a.omitted, _ATTEMPT_OPTIONAL, "attempts.omitted"),
     )

@@ -1,5 +1,5 @@
-"""What the server answers, as values: batch results, DLQ pages, redrive
-and queue counts, claimed tasks, settle results."""
+"""What the server answers, as values: batch results, DLQ pages, redrive,
+cancel and reason counts, queue counts, claimed tasks, settle results."""
 
 from __future__ import annotations
 
@@ -38,6 +38,26 @@ class RedriveResult:
     dry_run: bool
     count: int
     ids: list[str]
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """The tasks a cancel made DEAD (reason CANCELLED), or would have on a
+    dry run."""
+
+    queue: str
+    dry_run: bool
+    count: int
+    ids: list[str]
+
+
+@dataclass(frozen=True)
+class ReasonCount:
+    """How many dead tasks of a queue died for one reason (`UNRECORDED`:
+    dead with no reason recorded)."""
+
+    reason: str
+    count: int
 
 
 @dataclass(frozen=True)

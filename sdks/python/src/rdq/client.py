@@ -1,5 +1,5 @@
-"""`AsyncClient` and its sync twin `Client`: submit, read tasks, the DLQ and
-queue configuration (docs/http-api.md, docs/grpc.md).
+"""`AsyncClient` and its sync twin `Client`: submit, read and cancel tasks,
+the DLQ and queue configuration (docs/http-api.md, docs/grpc.md).
 
 Both are thin carriers of the calls in `_calls`: each method builds a
 `Call` there and sends it, so the two APIs are the same by construction.
@@ -25,8 +25,8 @@ import grpc.aio
 import httpx
 
 from . import _calls, _grpc
-from ._calls import Call, Seconds, Submit
-from .answers import DeadPage, QueueCounts, RedriveResult, SubmitResult
+from ._calls import Call, Millis, Seconds, Submit
+from .answers import CancelResult, DeadPage, QueueCounts, ReasonCount, RedriveResult, SubmitResult
 from .envelope import Envelope
 from .errors import RdqError, Unavailable
 from .v1 import api_pb2_grpc
@@ -181,6 +181,26 @@ class AsyncClient:
     async def delete(self, task_id: str) -> None:
         await self._run(_calls.delete(task_id))
 
+    async def cancel(
+        self,
+        queue: str,
+        *,
+        ids: Sequence[str] | None = None,
+        handler_ref: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        older_than: Millis | None = None,
+        limit: int | None = None,
+        dry_run: bool = False,
+        message: str | None = None,
+    ) -> CancelResult:
+        """Cancels PENDING tasks of `queue`: each becomes DEAD with reason
+        CANCELLED, `message` recorded as why. The filters combine (ids,
+        handler, headers value for value, submitted more than `older_than`
+        ago: a timedelta or milliseconds); none cancels every PENDING task,
+        so try `dry_run` first. One id alone that cannot be cancelled raises
+        `NotFound` (TASK_NOT_FOUND) or `Conflict` (INVALID_TRANSITION)."""
+        return await self._run(_calls.cancel(queue, ids, handler_ref, headers, older_than, limit, dry_run, message))
+
     async def queues(self, names: Sequence[str] | None = None) -> list[QueueCounts]:
         return await self._run(_calls.list_queues(names))
 
@@ -193,9 +213,18 @@ class AsyncClient:
         return await self._run(_calls.set_config(queue, patch))
 
     async def dlq_list(
-        self, queue: str, *, limit: int | None = None, cursor: str | None = None, error_type: str | None = None
+        self,
+        queue: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        error_type: str | None = None,
+        reason: str | None = None,
     ) -> DeadPage:
-        return await self._run(_calls.dlq_list(queue, limit, cursor, error_type))
+        """A page of the DLQ, newest first. `error_type` globs the latest
+        error's type; `reason` is a dead reason code or `UNRECORDED` (any
+        other value: INVALID_ARGUMENT)."""
+        return await self._run(_calls.dlq_list(queue, limit, cursor, error_type, reason))
 
     async def dlq_show(self, queue: str, task_id: str) -> Envelope:
         return await self._run(_calls.dlq_show(queue, task_id))
@@ -206,18 +235,25 @@ class AsyncClient:
         *,
         ids: Sequence[str] | None = None,
         error_type: str | None = None,
+        reason: str | None = None,
         limit: int | None = None,
         dry_run: bool = False,
     ) -> RedriveResult:
-        return await self._run(_calls.dlq_redrive(queue, ids, error_type, limit, dry_run))
+        return await self._run(_calls.dlq_redrive(queue, ids, error_type, reason, limit, dry_run))
+
+    async def dlq_reasons(self, queue: str) -> list[ReasonCount]:
+        """The queue's dead tasks counted by reason, most first, then by code."""
+        return await self._run(_calls.dlq_reasons(queue))
 
     async def dlq_purge(self, queue: str, *, dry_run: bool = False) -> int:
         """Removes the queue's dead tasks; returns how many (would have) gone."""
         return await self._run(_calls.dlq_purge(queue, dry_run))
 
-    async def dlq_export(self, queue: str, *, error_type: str | None = None) -> AsyncIterator[Envelope]:
+    async def dlq_export(
+        self, queue: str, *, error_type: str | None = None, reason: str | None = None
+    ) -> AsyncIterator[Envelope]:
         """The queue's dead tasks, oldest first, streamed."""
-        call = _calls.dlq_export(queue, error_type)
+        call = _calls.dlq_export(queue, error_type, reason)
         try:
             async with self._http.stream(**self.settings.request(call)) as resp:
                 if resp.status_code >= 400:
@@ -324,6 +360,26 @@ class Client:
     def delete(self, task_id: str) -> None:
         self._run(_calls.delete(task_id))
 
+    def cancel(
+        self,
+        queue: str,
+        *,
+        ids: Sequence[str] | None = None,
+        handler_ref: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        older_than: Millis | None = None,
+        limit: int | None = None,
+        dry_run: bool = False,
+        message: str | None = None,
+    ) -> CancelResult:
+        """Cancels PENDING tasks of `queue`: each becomes DEAD with reason
+        CANCELLED, `message` recorded as why. The filters combine (ids,
+        handler, headers value for value, submitted more than `older_than`
+        ago: a timedelta or milliseconds); none cancels every PENDING task,
+        so try `dry_run` first. One id alone that cannot be cancelled raises
+        `NotFound` (TASK_NOT_FOUND) or `Conflict` (INVALID_TRANSITION)."""
+        return self._run(_calls.cancel(queue, ids, handler_ref, headers, older_than, limit, dry_run, message))
+
     def queues(self, names: Sequence[str] | None = None) -> list[QueueCounts]:
         return self._run(_calls.list_queues(names))
 
@@ -336,9 +392,18 @@ class Client:
         return self._run(_calls.set_config(queue, patch))
 
     def dlq_list(
-        self, queue: str, *, limit: int | None = None, cursor: str | None = None, error_type: str | None = None
+        self,
+        queue: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        error_type: str | None = None,
+        reason: str | None = None,
     ) -> DeadPage:
-        return self._run(_calls.dlq_list(queue, limit, cursor, error_type))
+        """A page of the DLQ, newest first. `error_type` globs the latest
+        error's type; `reason` is a dead reason code or `UNRECORDED` (any
+        other value: INVALID_ARGUMENT)."""
+        return self._run(_calls.dlq_list(queue, limit, cursor, error_type, reason))
 
     def dlq_show(self, queue: str, task_id: str) -> Envelope:
         return self._run(_calls.dlq_show(queue, task_id))
@@ -349,18 +414,23 @@ class Client:
         *,
         ids: Sequence[str] | None = None,
         error_type: str | None = None,
+        reason: str | None = None,
         limit: int | None = None,
         dry_run: bool = False,
     ) -> RedriveResult:
-        return self._run(_calls.dlq_redrive(queue, ids, error_type, limit, dry_run))
+        return self._run(_calls.dlq_redrive(queue, ids, error_type, reason, limit, dry_run))
+
+    def dlq_reasons(self, queue: str) -> list[ReasonCount]:
+        """The queue's dead tasks counted by reason, most first, then by code."""
+        return self._run(_calls.dlq_reasons(queue))
 
     def dlq_purge(self, queue: str, *, dry_run: bool = False) -> int:
         """Removes the queue's dead tasks; returns how many (would have) gone."""
         return self._run(_calls.dlq_purge(queue, dry_run))
 
-    def dlq_export(self, queue: str, *, error_type: str | None = None) -> Iterator[Envelope]:
+    def dlq_export(self, queue: str, *, error_type: str | None = None, reason: str | None = None) -> Iterator[Envelope]:
         """The queue's dead tasks, oldest first, streamed."""
-        call = _calls.dlq_export(queue, error_type)
+        call = _calls.dlq_export(queue, error_type, reason)
         try:
             with self._http.stream(**self.settings.request(call)) as resp:
                 if resp.status_code >= 400:

@@ -34,7 +34,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 DeadLetterHook = Callable[[Envelope], Any]
 """Called with the task's envelope when a settle from this worker sent it
-to the DLQ; may be `async def`. Its exceptions are logged, never raised."""
+to the DLQ; why is in `envelope.dead_reason` (PERMANENT_FAILURE,
+ATTEMPTS_EXHAUSTED, HANDLER_VERSION_MISMATCH, …) when the server records
+reasons. May be `async def`. Its exceptions are logged, never raised."""
 
 
 @dataclass(eq=False)

@@ -7,13 +7,14 @@ for byte with the Rust codec on every case of compliance/fixtures.
 from ._json import Json, JsonNumber
 from .codec import DEFAULT_MAX_BYTES, check_size, decode, encode
 from .errors import Code, EnvelopeError
-from .model import VERSION, Attempt, Envelope, ErrorInfo, Outcome, Status
+from .model import VERSION, Attempt, DeadReason, DeadReasonCode, Envelope, ErrorInfo, Outcome, Status
 from .rules import (
     check_handler_ref,
     check_queue_name,
     check_user_headers,
     format_timestamp,
     is_reserved_header,
+    is_valid_dead_reason_code,
     is_valid_flow_key,
     is_valid_name,
     parse_timestamp,
@@ -26,6 +27,8 @@ __all__ = [
     "VERSION",
     "Attempt",
     "Code",
+    "DeadReason",
+    "DeadReasonCode",
     "Envelope",
     "EnvelopeError",
     "ErrorInfo",
@@ -41,6 +44,7 @@ __all__ = [
     "encode",
     "format_timestamp",
     "is_reserved_header",
+    "is_valid_dead_reason_code",
     "is_valid_flow_key",
     "is_valid_name",
     "parse_timestamp",

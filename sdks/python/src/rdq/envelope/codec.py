@@ -13,7 +13,7 @@ from typing import TypeVar
 from . import rules
 from ._json import Json, JsonNumber, JsonSyntaxError, parse, write_string, write_value
 from .errors import Code, EnvelopeError, invalid, malformed
-from .model import VERSION, Attempt, Envelope, ErrorInfo, Outcome, Status
+from .model import VERSION, Attempt, DeadReason, Envelope, ErrorInfo, Outcome, Status
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 _U8 = 255
@@ -25,10 +25,11 @@ ENVELOPE_KEYS = (
     "envelope_version", "id", "queue", "handler_ref", "handler_version", "payload",
     "payload_content_type", "payload_ref", "headers", "status", "priority", "deferral_count",
     "attempt_count", "redrive_count", "claim_count", "next_attempt_at", "lease_expires_at",
-    "created_at", "attempts",
+    "created_at", "attempts", "dead_reason",
 )  # fmt: skip
 ATTEMPT_KEYS = ("attempt_no", "started_at", "finished_at", "outcome", "error")
 ERROR_KEYS = ("type", "message", "detail", "stack")
+DEAD_REASON_KEYS = ("code", "at", "by", "message")
 
 T = TypeVar("T")
 
@@ -224,6 +225,14 @@ def decode_value(value: Json) -> Envelope:
     else:
         raise malformed("attempts", f"expected an array, found {_type_name(av)}")
 
+    # Unlike the other optional members, an unset reason is left out unless
+    # its writer wrote it as null.
+    dead_reason = None
+    dv, dead_reason_null = f.take("dead_reason")
+    if dv is not None:
+        dead_reason = _decode_dead_reason(dv, "dead_reason")
+        dead_reason_null = False
+
     return Envelope(
         id=ident,
         queue=queue,
@@ -243,8 +252,10 @@ def decode_value(value: Json) -> Envelope:
         lease_expires_at=lease_expires_at,
         created_at=created_at,
         attempts=attempts,
+        dead_reason=dead_reason,
         extra=f.m,
         omitted=f.omitted,
+        dead_reason_null=dead_reason_null,
     )
 
 
@@ -296,6 +307,22 @@ def _decode_error(value: Json, prefix: str) -> ErrorInfo:
     return ErrorInfo(type=type_, message=message, detail=detail, stack=stack, extra=f.m, omitted=f.omitted)
 
 
+_CODE_RULE = "is not a reason code ([A-Z][A-Z0-9_], at most 64 bytes)"
+
+
+def _decode_dead_reason(value: Json, prefix: str) -> DeadReason:
+    f = _Fields(value, prefix)
+    code = f.string("code")
+    if not rules.is_valid_dead_reason_code(code):
+        raise invalid(f.path("code"), f"{code!r} {_CODE_RULE}")
+    at = f.timestamp("at")
+    by = f.string("by")
+    if by == "":
+        raise invalid(f.path("by"), "who decided must not be empty")
+    message = f.opt_str("message")
+    return DeadReason(code=code, at=at, by=by, message=message, extra=f.m, omitted=f.omitted)
+
+
 def _validate(env: Envelope) -> None:
     """Refuses what a decoder would refuse, so every encoding decodes again."""
     if not rules.is_valid_id(env.id):
@@ -332,6 +359,14 @@ def _validate(env: Envelope) -> None:
             raise invalid(prefix + ".finished_at", f"{at.finished_at!r} is not a timestamp")
         if at.error is not None and at.error.type == "":
             raise invalid(prefix + ".error.type", "the error type must not be empty")
+    r = env.dead_reason
+    if r is not None:
+        if not rules.is_valid_dead_reason_code(r.code):
+            raise invalid("dead_reason.code", f"{r.code!r} {_CODE_RULE}")
+        if not rules.is_valid_timestamp(r.at):
+            raise invalid("dead_reason.at", f"{r.at!r} is not a timestamp")
+        if r.by == "":
+            raise invalid("dead_reason.by", "who decided must not be empty")
 
 
 class _Writer:
@@ -424,6 +459,11 @@ def encode(env: Envelope) -> bytes:
                 out.append(",")
             _write_attempt(out, at)
         out.append("]")
+    if env.dead_reason is not None:
+        w.key("dead_reason")
+        _write_dead_reason(out, env.dead_reason)
+    elif env.dead_reason_null:
+        w.string("dead_reason", None)
     w.extra(env.extra, ENVELOPE_KEYS)
     w.close()
     return "".join(out).encode("utf-8")
@@ -457,4 +497,15 @@ def _write_error(out: list[str], e: ErrorInfo) -> None:
     if _keep(e.omitted, "stack", e.stack is None):
         w.string("stack", e.stack)
     w.extra(e.extra, ERROR_KEYS)
+    w.close()
+
+
+def _write_dead_reason(out: list[str], r: DeadReason) -> None:
+    w = _Writer(out)
+    w.string("code", r.code)
+    w.string("at", r.at)
+    w.string("by", r.by)
+    if _keep(r.omitted, "message", r.message is None):
+        w.string("message", r.message)
+    w.extra(r.extra, DEAD_REASON_KEYS)
     w.close()

@@ -5,7 +5,9 @@ the wire allows year 0000, which `datetime` cannot hold, and the string is
 already the one canonical spelling; `rules.parse_timestamp` gives a
 `datetime`. `extra` holds the members this version does not know, and
 `omitted` the optional members the writer left out, so an envelope comes
-back byte for byte as it was read.
+back byte for byte as it was read. `dead_reason` is the other way round:
+an unset reason is left out unless its writer wrote it as null
+(`dead_reason_null`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,42 @@ class Attempt:
     omitted: set[str] = field(default_factory=set)
 
 
+class DeadReasonCode(StrEnum):
+    """The reason codes rdq writes. Readers meet newer ones too: any code
+    `rules.is_valid_dead_reason_code` accepts is kept as written."""
+
+    ATTEMPTS_EXHAUSTED = "ATTEMPTS_EXHAUSTED"
+    """A failure spent the last of the queue's max_attempts (a lapsed lease
+    counts as a failed attempt)."""
+    PERMANENT_FAILURE = "PERMANENT_FAILURE"
+    """The handler's failure was permanent."""
+    LEASE_EXPIRIES_EXHAUSTED = "LEASE_EXPIRIES_EXHAUSTED"
+    """The lease lapsed max_lease_expiries times: a handler that keeps
+    killing its worker."""
+    CANCELLED = "CANCELLED"
+    """Cancelled while PENDING by an operator or a program."""
+    HANDLER_VERSION_MISMATCH = "HANDLER_VERSION_MISMATCH"
+    """The task's handler_version is not the worker's and the queue
+    dead-letters such tasks."""
+    COUNTERS_EXHAUSTED = "COUNTERS_EXHAUSTED"
+    """A counter reached its maximum, so the task could never run again."""
+
+
+@dataclass
+class DeadReason:
+    """Why a task is DEAD: the cause (`code`, a `DeadReasonCode` or a newer
+    code), when (`at`), who or what decided (`by`: `worker`, `reaper`, or
+    the principal that cancelled it), and details for people (`message`,
+    None when null or left out)."""
+
+    code: str
+    at: str
+    by: str
+    message: str | None = None
+    extra: dict[str, Json] = field(default_factory=dict)
+    omitted: set[str] = field(default_factory=set)
+
+
 @dataclass
 class Envelope:
     """A task. Decode with `rdq.envelope.decode`, encode with `encode`."""
@@ -81,8 +119,13 @@ class Envelope:
     next_attempt_at: str | None = None
     lease_expires_at: str | None = None
     attempts: list[Attempt] = field(default_factory=list)
+    dead_reason: DeadReason | None = None
+    """Why the task is DEAD; None while it is not (or when its writer
+    predates the member)."""
     extra: dict[str, Json] = field(default_factory=dict)
     omitted: set[str] = field(default_factory=set)
+    dead_reason_null: bool = False
+    """`dead_reason` was written as null: kept so while the reason is unset."""
     envelope_version: int = VERSION
 
     @property
@@ -96,6 +139,13 @@ class Envelope:
                 return attempt.error
         return None
 
+    def mark_written(self) -> None:
+        """Marks every optional member as written, as rdq does for each
+        envelope it changes, so one state has one encoding (`payload_ref`
+        excepted: it is never populated; an unset dead reason is left out)."""
+        self.omitted &= {"payload_ref"}
+        self.dead_reason_null = False
+
     def payload_json(self) -> object:
         """The payload parsed as JSON (numbers as int or float)."""
         return json.loads(self.payload)
@@ -105,4 +155,15 @@ class Envelope:
         return to_python(self.extra[key])
 
 
-__all__ = ["VERSION", "Attempt", "Envelope", "ErrorInfo", "Json", "JsonNumber", "Outcome", "Status"]
+__all__ = [
+    "VERSION",
+    "Attempt",
+    "DeadReason",
+    "DeadReasonCode",
+    "Envelope",
+    "ErrorInfo",
+    "Json",
+    "JsonNumber",
+    "Outcome",
+    "Status",
+]

@@ -1,5 +1,5 @@
 """The value rules of the v1 envelope: names, ids, timestamps, base64,
-headers, flow keys and the truncation of error text (docs/envelope.md)."""
+headers, flow keys, dead reason codes and the truncation of error text (docs/envelope.md)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ _NAME = re.compile(r"[a-z0-9._-]{1,240}")
 _ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z")
 _FLOW_KEY = re.compile(r"[A-Za-z0-9._:/@=+-]{1,128}")
+_DEAD_REASON_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 _BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
 
 
@@ -77,6 +78,11 @@ def check_user_headers(headers: Mapping[str, str]) -> None:
 
 def is_valid_flow_key(key: str) -> bool:
     return _FLOW_KEY.fullmatch(key) is not None
+
+
+def is_valid_dead_reason_code(code: str) -> bool:
+    """A well-formed reason code, known or not: `[A-Z][A-Z0-9_]*`, 1 to 64 bytes."""
+    return _DEAD_REASON_CODE.fullmatch(code) is not None
 
 
 def is_valid_timestamp(value: str) -> bool:

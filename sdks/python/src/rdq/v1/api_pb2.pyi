@@ -245,16 +245,18 @@ class FlowResponse(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., limits_json: _Optional[str] = ..., tokens: _Optional[float] = ..., blocked_until: _Optional[str] = ..., in_flight: _Optional[int] = ..., keys: _Optional[_Iterable[_Union[FlowKeyStatus, _Mapping]]] = ..., throttled_claims: _Optional[int] = ...) -> None: ...
 
 class DlqListRequest(_message.Message):
-    __slots__ = ("queue", "limit", "cursor", "error_type")
+    __slots__ = ("queue", "limit", "cursor", "error_type", "reason")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     queue: str
     limit: int
     cursor: str
     error_type: str
-    def __init__(self, queue: _Optional[str] = ..., limit: _Optional[int] = ..., cursor: _Optional[str] = ..., error_type: _Optional[str] = ...) -> None: ...
+    reason: str
+    def __init__(self, queue: _Optional[str] = ..., limit: _Optional[int] = ..., cursor: _Optional[str] = ..., error_type: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class DlqListResponse(_message.Message):
     __slots__ = ("items", "next_cursor")
@@ -273,18 +275,20 @@ class DlqShowRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
 
 class RedriveRequest(_message.Message):
-    __slots__ = ("queue", "ids", "error_type", "limit", "dry_run")
+    __slots__ = ("queue", "ids", "error_type", "limit", "dry_run", "reason")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     queue: str
     ids: _containers.RepeatedScalarFieldContainer[str]
     error_type: str
     limit: int
     dry_run: bool
-    def __init__(self, queue: _Optional[str] = ..., ids: _Optional[_Iterable[str]] = ..., error_type: _Optional[str] = ..., limit: _Optional[int] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    reason: str
+    def __init__(self, queue: _Optional[str] = ..., ids: _Optional[_Iterable[str]] = ..., error_type: _Optional[str] = ..., limit: _Optional[int] = ..., dry_run: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RedriveResponse(_message.Message):
     __slots__ = ("queue", "dry_run", "count", "ids")
@@ -299,12 +303,75 @@ class RedriveResponse(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., dry_run: _Optional[bool] = ..., count: _Optional[int] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ExportRequest(_message.Message):
-    __slots__ = ("queue", "error_type")
+    __slots__ = ("queue", "error_type", "reason")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     queue: str
     error_type: str
-    def __init__(self, queue: _Optional[str] = ..., error_type: _Optional[str] = ...) -> None: ...
+    reason: str
+    def __init__(self, queue: _Optional[str] = ..., error_type: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelTasksRequest(_message.Message):
+    __slots__ = ("queue", "ids", "handler_ref", "headers", "older_than_ms", "limit", "dry_run", "message")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    HANDLER_REF_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    OLDER_THAN_MS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    handler_ref: str
+    headers: _containers.ScalarMap[str, str]
+    older_than_ms: int
+    limit: int
+    dry_run: bool
+    message: str
+    def __init__(self, queue: _Optional[str] = ..., ids: _Optional[_Iterable[str]] = ..., handler_ref: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., older_than_ms: _Optional[int] = ..., limit: _Optional[int] = ..., dry_run: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CancelTasksResponse(_message.Message):
+    __slots__ = ("queue", "dry_run", "count", "ids")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    dry_run: bool
+    count: int
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, queue: _Optional[str] = ..., dry_run: _Optional[bool] = ..., count: _Optional[int] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DlqReasonsRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class DlqReasonsResponse(_message.Message):
+    __slots__ = ("queue", "reasons")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    reasons: _containers.RepeatedCompositeFieldContainer[ReasonCount]
+    def __init__(self, queue: _Optional[str] = ..., reasons: _Optional[_Iterable[_Union[ReasonCount, _Mapping]]] = ...) -> None: ...
+
+class ReasonCount(_message.Message):
+    __slots__ = ("reason", "count")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    count: int
+    def __init__(self, reason: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class ImportRequest(_message.Message):
     __slots__ = ("queue", "dry_run", "envelope", "envelope_json")

@@ -55,6 +55,11 @@ class TasksStub:
                 request_serializer=rdq_dot_v1_dot_api__pb2.DeleteTaskRequest.SerializeToString,
                 response_deserializer=rdq_dot_v1_dot_api__pb2.DeleteTaskResponse.FromString,
                 _registered_method=True)
+        self.Cancel = channel.unary_unary(
+                '/rdq.v1.Tasks/Cancel',
+                request_serializer=rdq_dot_v1_dot_api__pb2.CancelTasksRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.CancelTasksResponse.FromString,
+                _registered_method=True)
 
 
 class TasksServicer:
@@ -90,6 +95,14 @@ class TasksServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Cancel(self, request, context):
+        """Cancels PENDING tasks of a queue by id or filter (scope `admin`;
+        audited): each becomes DEAD with reason CANCELLED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TasksServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -112,6 +125,11 @@ def add_TasksServicer_to_server(servicer, server):
                     servicer.Delete,
                     request_deserializer=rdq_dot_v1_dot_api__pb2.DeleteTaskRequest.FromString,
                     response_serializer=rdq_dot_v1_dot_api__pb2.DeleteTaskResponse.SerializeToString,
+            ),
+            'Cancel': grpc.unary_unary_rpc_method_handler(
+                    servicer.Cancel,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.CancelTasksRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.CancelTasksResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -223,6 +241,33 @@ class Tasks:
             '/rdq.v1.Tasks/Delete',
             rdq_dot_v1_dot_api__pb2.DeleteTaskRequest.SerializeToString,
             rdq_dot_v1_dot_api__pb2.DeleteTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Cancel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Tasks/Cancel',
+            rdq_dot_v1_dot_api__pb2.CancelTasksRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.CancelTasksResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -572,6 +617,11 @@ class DlqStub:
                 request_serializer=rdq_dot_v1_dot_api__pb2.PurgeRequest.SerializeToString,
                 response_deserializer=rdq_dot_v1_dot_api__pb2.PurgeResponse.FromString,
                 _registered_method=True)
+        self.Reasons = channel.unary_unary(
+                '/rdq.v1.Dlq/Reasons',
+                request_serializer=rdq_dot_v1_dot_api__pb2.DlqReasonsRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.DlqReasonsResponse.FromString,
+                _registered_method=True)
 
 
 class DlqServicer:
@@ -621,6 +671,13 @@ class DlqServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Reasons(self, request, context):
+        """How many dead tasks died for each reason, most first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DlqServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -653,6 +710,11 @@ def add_DlqServicer_to_server(servicer, server):
                     servicer.Purge,
                     request_deserializer=rdq_dot_v1_dot_api__pb2.PurgeRequest.FromString,
                     response_serializer=rdq_dot_v1_dot_api__pb2.PurgeResponse.SerializeToString,
+            ),
+            'Reasons': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reasons,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.DlqReasonsRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.DlqReasonsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -818,6 +880,33 @@ class Dlq:
             '/rdq.v1.Dlq/Purge',
             rdq_dot_v1_dot_api__pb2.PurgeRequest.SerializeToString,
             rdq_dot_v1_dot_api__pb2.PurgeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reasons(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Dlq/Reasons',
+            rdq_dot_v1_dot_api__pb2.DlqReasonsRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.DlqReasonsResponse.FromString,
             options,
             channel_credentials,
             insecure,
