@@ -339,6 +339,37 @@ class CancelTasksRequest(_message.Message):
     message: str
     def __init__(self, queue: _Optional[str] = ..., ids: _Optional[_Iterable[str]] = ..., handler_ref: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., older_than_ms: _Optional[int] = ..., limit: _Optional[int] = ..., dry_run: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
 
+class ListTasksRequest(_message.Message):
+    __slots__ = ("queue", "status", "handler_ref", "headers", "limit", "cursor")
+    class HeadersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    HANDLER_REF_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    status: _envelope_pb2.Status
+    handler_ref: str
+    headers: _containers.ScalarMap[str, str]
+    limit: int
+    cursor: str
+    def __init__(self, queue: _Optional[str] = ..., status: _Optional[_Union[_envelope_pb2.Status, str]] = ..., handler_ref: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., limit: _Optional[int] = ..., cursor: _Optional[str] = ...) -> None: ...
+
+class ListTasksResponse(_message.Message):
+    __slots__ = ("items", "next_cursor")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[_envelope_pb2.Envelope]
+    next_cursor: str
+    def __init__(self, items: _Optional[_Iterable[_Union[_envelope_pb2.Envelope, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
+
 class CancelTasksResponse(_message.Message):
     __slots__ = ("queue", "dry_run", "count", "ids")
     QUEUE_FIELD_NUMBER: _ClassVar[int]

@@ -60,6 +60,11 @@ class TasksStub:
                 request_serializer=rdq_dot_v1_dot_api__pb2.CancelTasksRequest.SerializeToString,
                 response_deserializer=rdq_dot_v1_dot_api__pb2.CancelTasksResponse.FromString,
                 _registered_method=True)
+        self.List = channel.unary_unary(
+                '/rdq.v1.Tasks/List',
+                request_serializer=rdq_dot_v1_dot_api__pb2.ListTasksRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.ListTasksResponse.FromString,
+                _registered_method=True)
 
 
 class TasksServicer:
@@ -103,6 +108,14 @@ class TasksServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def List(self, request, context):
+        """One page of a queue's tasks, newest first, by status, handler and
+        headers (any scope on the queue).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TasksServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -130,6 +143,11 @@ def add_TasksServicer_to_server(servicer, server):
                     servicer.Cancel,
                     request_deserializer=rdq_dot_v1_dot_api__pb2.CancelTasksRequest.FromString,
                     response_serializer=rdq_dot_v1_dot_api__pb2.CancelTasksResponse.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.ListTasksRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.ListTasksResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -268,6 +286,33 @@ class Tasks:
             '/rdq.v1.Tasks/Cancel',
             rdq_dot_v1_dot_api__pb2.CancelTasksRequest.SerializeToString,
             rdq_dot_v1_dot_api__pb2.CancelTasksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Tasks/List',
+            rdq_dot_v1_dot_api__pb2.ListTasksRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.ListTasksResponse.FromString,
             options,
             channel_credentials,
             insecure,
