@@ -18,7 +18,7 @@ use clap::Args;
 use rdq_api::dlq::{LineError, PageQuery, ReasonCount, RedriveBody};
 use rdq_api::flow::{QueueFlow, ThrottleBody};
 use rdq_api::queues::QueueRow;
-use rdq_api::tasks::{CancelBody, CancelResult, SubmitBody};
+use rdq_api::tasks::{CancelBody, CancelResult, SubmitBody, TaskPageQuery};
 pub use rdq_app::dlq::DeadFilter;
 use rdq_app::dlq::RedriveFilter;
 use rdq_app::{App, AppError, AppParts, Caller};
@@ -74,6 +74,12 @@ pub trait Operations {
     async fn task(&self, id: &str) -> Result<Envelope, CliError>;
     /// Cancels PENDING tasks of `queue` by id or filter.
     async fn cancel(&self, queue: &str, body: CancelBody) -> Result<CancelResult, CliError>;
+    /// One page of `queue`'s tasks, newest first, and the next cursor.
+    async fn tasks(
+        &self,
+        queue: &str,
+        query: TaskPageQuery,
+    ) -> Result<(Vec<Envelope>, Option<String>), CliError>;
     /// The dead task `id` of `queue`, on any store that can list its DLQ.
     async fn dead_task(&self, queue: &str, id: &str) -> Result<Envelope, CliError>;
     /// Every queue with its numbers, or only the named ones.
@@ -251,6 +257,45 @@ impl Operations for Local {
 
     async fn cancel(&self, queue: &str, body: CancelBody) -> Result<CancelResult, CliError> {
         Ok(self.app.cancel_tasks(&self.caller, queue, body).await?)
+    }
+
+    async fn tasks(
+        &self,
+        queue: &str,
+        query: TaskPageQuery,
+    ) -> Result<(Vec<Envelope>, Option<String>), CliError> {
+        let status = query
+            .status
+            .as_deref()
+            .map(|s| {
+                rdq_envelope::Status::parse(s).ok_or_else(|| {
+                    CliError::new(
+                        "INVALID_ARGUMENT",
+                        format!("--status {s:?}: expected PENDING, IN_FLIGHT, SUCCEEDED or DEAD"),
+                    )
+                })
+            })
+            .transpose()?;
+        let headers = match query.header.as_deref() {
+            None => Default::default(),
+            Some(pair) => crate::envelope_cmd::parse_headers(&[pair.to_owned()])?,
+        };
+        let filter = rdq_app::tasks::TaskFilter {
+            status,
+            handler_ref: query.handler_ref,
+            headers,
+        };
+        let page = self
+            .app
+            .tasks_page(
+                &self.caller,
+                queue,
+                filter,
+                query.cursor.as_deref().map(parse_id).transpose()?,
+                query.limit.unwrap_or(rdq_api::DEFAULT_PAGE),
+            )
+            .await?;
+        Ok((page.items, page.next_cursor.map(|c| c.to_string())))
     }
 
     async fn dead_task(&self, queue: &str, id: &str) -> Result<Envelope, CliError> {
@@ -511,6 +556,14 @@ impl Operations for Remote {
 
     async fn cancel(&self, queue: &str, body: CancelBody) -> Result<CancelResult, CliError> {
         Ok(self.client.cancel_tasks(queue, &body).await?)
+    }
+
+    async fn tasks(
+        &self,
+        queue: &str,
+        query: TaskPageQuery,
+    ) -> Result<(Vec<Envelope>, Option<String>), CliError> {
+        Ok(self.client.tasks_page(queue, &query).await?)
     }
 
     async fn dead_task(&self, queue: &str, id: &str) -> Result<Envelope, CliError> {

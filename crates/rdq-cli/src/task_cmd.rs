@@ -2,7 +2,7 @@
 //! `rdq task cancel QUEUE …`: cancel PENDING tasks by id or filter.
 
 use clap::Subcommand;
-use rdq_api::tasks::CancelBody;
+use rdq_api::tasks::{CancelBody, TaskPageQuery};
 use rdq_envelope::Envelope;
 use serde_json::json;
 
@@ -18,6 +18,28 @@ pub enum TaskCommand {
     Show {
         /// The task id.
         id: String,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// A page of a queue's tasks, newest first, by status, handler and headers.
+    List {
+        /// The queue.
+        queue: String,
+        /// Only tasks in this status: PENDING, IN_FLIGHT, SUCCEEDED or DEAD.
+        #[arg(long)]
+        status: Option<String>,
+        /// Only tasks of this handler.
+        #[arg(long = "handler", value_name = "HANDLER")]
+        handler_ref: Option<String>,
+        /// Only tasks with this header `KEY=VALUE`.
+        #[arg(long = "header", value_name = "KEY=VALUE")]
+        header: Option<String>,
+        /// Page size, 1–1000.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Continue after this cursor (printed at the end of a page).
+        #[arg(long)]
+        cursor: Option<String>,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -57,6 +79,24 @@ pub enum TaskCommand {
 pub async fn run(cmd: TaskCommand) -> Result<(), CliError> {
     match cmd {
         TaskCommand::Show { id, target } => show(&id, &target).await,
+        TaskCommand::List {
+            queue,
+            status,
+            handler_ref,
+            header,
+            limit,
+            cursor,
+            target,
+        } => {
+            let query = TaskPageQuery {
+                status,
+                handler_ref,
+                header,
+                limit: Some(limit),
+                cursor,
+            };
+            list(&queue, query, &target).await
+        }
         TaskCommand::Cancel {
             queue,
             ids,
@@ -84,6 +124,41 @@ pub async fn run(cmd: TaskCommand) -> Result<(), CliError> {
             cancel(&queue, body, &target).await
         }
     }
+}
+
+async fn list(queue: &str, query: TaskPageQuery, target: &TargetArgs) -> Result<(), CliError> {
+    let (items, next) = Backend::open(target).await?.tasks(queue, query).await?;
+    if target.json {
+        let items: Vec<serde_json::Value> = items
+            .iter()
+            .filter_map(|e| serde_json::from_slice(&e.encode()).ok())
+            .collect();
+        outln!("{}", json!({"items": items, "next_cursor": next}))?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|e| {
+            vec![
+                e.id.to_string(),
+                e.status.as_str().to_owned(),
+                e.handler_ref.clone(),
+                e.attempt_count.to_string(),
+                e.next_attempt_at
+                    .map_or_else(|| "—".to_owned(), |t| t.to_string()),
+            ]
+        })
+        .collect();
+    out!(
+        "{}",
+        output::table(&["ID", "STATUS", "HANDLER", "ATTEMPTS", "DUE"], &rows)
+    )?;
+    match next {
+        Some(c) => outln!("more: rdq task list {queue} … --cursor {c}")?,
+        None if items.is_empty() => outln!("no task of {queue} matches")?,
+        None => {}
+    }
+    Ok(())
 }
 
 async fn cancel(queue: &str, body: CancelBody, target: &TargetArgs) -> Result<(), CliError> {

@@ -1253,6 +1253,21 @@ async fn pending_tasks_are_cancelled_over_grpc() {
     };
     let would = tasks.cancel(req(dry, ALL)).await.unwrap().into_inner();
     assert_eq!((would.dry_run, would.ids), (true, vec![ids[1].clone()]));
+    let pending = tasks
+        .list(req(
+            pb::ListTasksRequest {
+                queue: "orders".into(),
+                status: pb::Status::Pending.into(),
+                ..Default::default()
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .items;
+    let listed: Vec<String> = pending.into_iter().map(|e| e.id).collect();
+    assert_eq!(listed, vec![ids[2].clone(), ids[1].clone()], "newest first");
     let cancelled = dlq
         .list(req(
             pb::DlqListRequest {

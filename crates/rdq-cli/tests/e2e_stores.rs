@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::{FAST_CONFIG, RdqServer, Receiver};
 use rdq_api::dlq::{PageQuery, RedriveBody};
-use rdq_api::tasks::{CancelBody, SubmitBody};
+use rdq_api::tasks::{CancelBody, SubmitBody, TaskPageQuery};
 use rdq_api::work::{ReportedError, ReportedOutcome, SettleBody};
 use rdq_client::{Client, ClientError};
 use rdq_envelope::{Envelope, Outcome, Status};
@@ -616,6 +616,57 @@ async fn pending_tasks_are_cancelled_by_id_and_filter(kind: Kind) {
         site.stop().await;
         return;
     }
+    // The operator's view first: the queue's tasks by status, handler, header.
+    let tagged = SubmitBody {
+        queue: q.clone(),
+        handler_ref: "report".into(),
+        headers: [("tenant".to_owned(), "acme".to_owned())].into(),
+        ..Default::default()
+    };
+    let (_, d) = site.client.submit(&tagged).await.unwrap();
+    let page = |status: Option<&str>, handler: Option<&str>, header: Option<&str>| TaskPageQuery {
+        status: status.map(str::to_owned),
+        handler_ref: handler.map(str::to_owned),
+        header: header.map(str::to_owned),
+        ..Default::default()
+    };
+    let ids = |items: Vec<Envelope>| items.into_iter().map(|e| e.id).collect::<Vec<_>>();
+    let (pending, _) = site
+        .client
+        .tasks_page(&q, &page(Some("PENDING"), None, None))
+        .await
+        .unwrap();
+    assert_eq!(ids(pending), vec![d.id, c.id, b.id, a.id], "newest first");
+    let (reports, _) = site
+        .client
+        .tasks_page(&q, &page(None, Some("report"), None))
+        .await
+        .unwrap();
+    assert_eq!(ids(reports), vec![d.id]);
+    let (acme, _) = site
+        .client
+        .tasks_page(&q, &page(None, None, Some("tenant=acme")))
+        .await
+        .unwrap();
+    assert_eq!(ids(acme), vec![d.id]);
+    let err = site
+        .client
+        .tasks_page(&q, &page(Some("LOST"), None, None))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.status, err.code.as_str()),
+        (Some(400), "INVALID_FIELD")
+    );
+    let by_d = CancelBody {
+        headers: Some([("tenant".to_owned(), "acme".to_owned())].into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        site.client.cancel_tasks(&q, &by_d).await.unwrap().ids,
+        vec![d.id.to_string()]
+    );
+
     let done = site.client.cancel_tasks(&q, &by_id).await.unwrap();
     assert_eq!((done.count, done.ids.clone()), (1, vec![a.id.to_string()]));
     let err = site.client.cancel_tasks(&q, &by_id).await.unwrap_err();
@@ -661,7 +712,7 @@ async fn pending_tasks_are_cancelled_by_id_and_filter(kind: Kind) {
         ..Default::default()
     };
     let (dead, _) = site.client.dlq_page(&q, &cancelled).await.unwrap();
-    assert_eq!(dead.len(), 3);
+    assert_eq!(dead.len(), 4);
     let first = dead.iter().find(|e| e.id == a.id).unwrap();
     let reason = first.dead_reason.as_ref().unwrap();
     assert_eq!(reason.message.as_deref(), Some("order withdrawn"));
@@ -670,8 +721,8 @@ async fn pending_tasks_are_cancelled_by_id_and_filter(kind: Kind) {
         reason: Some("CANCELLED".into()),
         ..Default::default()
     };
-    assert_eq!(site.client.dlq_redrive(&q, &back).await.unwrap().count, 3);
-    assert_eq!(site.claim(&q, 3, None).await.len(), 3);
+    assert_eq!(site.client.dlq_redrive(&q, &back).await.unwrap().count, 4);
+    assert_eq!(site.claim(&q, 4, None).await.len(), 4);
     site.stop().await;
 }
 

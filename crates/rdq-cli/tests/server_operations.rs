@@ -783,6 +783,22 @@ async fn pending_tasks_are_cancelled_from_the_cli() {
         "{}",
         stderr(&out)
     );
+    let pending = ["task", "list", "reports", "--status", "PENDING"];
+    let out = rdq(&[&pending[..], &["--server", s, "--json"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert_eq!(page["items"][0]["id"], ids[2].as_str());
+    let out = rdq(&[
+        "task",
+        "list",
+        "reports",
+        "--header",
+        "tenant=acme",
+        "--server",
+        s,
+    ]);
+    assert_eq!(stdout(&out).matches("DEAD").count(), 2, "{}", stdout(&out));
     let out = rdq(&["dlq", "reasons", "reports", "--server", s, "--json"]);
     let reasons: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(

@@ -29,7 +29,10 @@ use rdq_api::dlq::{
 };
 use rdq_api::flow::{QueueFlow, ThrottleBody};
 use rdq_api::queues::{CapabilityList, QueueList, QueueRow};
-use rdq_api::tasks::{CancelBody, CancelResult, SubmitBatchBody, SubmitBatchResponse, SubmitBody};
+use rdq_api::tasks::{
+    CancelBody, CancelResult, SubmitBatchBody, SubmitBatchResponse, SubmitBody, TaskPage,
+    TaskPageQuery,
+};
 use rdq_api::work::{
     ClaimBody, ClaimResponse, ExtendBody, SettleBatchBody, SettleBatchResponse, SettleBody,
 };
@@ -207,6 +210,37 @@ impl Client {
             Some(body),
         )
         .await
+    }
+
+    /// `GET /v1/queues/{queue}/tasks`: a page of tasks and the next cursor.
+    pub async fn tasks_page(
+        &self,
+        queue: &str,
+        page: &TaskPageQuery,
+    ) -> Result<(Vec<Envelope>, Option<String>), ClientError> {
+        let pairs: Vec<(&str, String)> = [
+            ("status", page.status.clone()),
+            ("handler_ref", page.handler_ref.clone()),
+            ("header", page.header.clone()),
+            ("limit", page.limit.map(|l| l.to_string())),
+            ("cursor", page.cursor.clone()),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+        .collect();
+        let answer: TaskPage = self
+            .json(
+                Method::GET,
+                &format!("/v1/queues/{queue}/tasks?{}", query(&pairs)),
+                None::<&()>,
+            )
+            .await?;
+        let items = answer
+            .items
+            .iter()
+            .map(decode_raw)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((items, answer.next_cursor))
     }
 
     /// `DELETE /v1/tasks/{id}`.
