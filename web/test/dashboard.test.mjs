@@ -195,10 +195,18 @@ for (const kind of STORES) {
 
     it('cancels a pending task after a confirmation and shows why it is dead', async () => {
       const queue = 'outbox';
-      const env = await submit(server, { queue, payload_json: { to: 'a@b.c' } });
+      const env = await submit(server, { queue, handler_ref: 'send', payload_json: { to: 'a@b.c' }, headers: { tenant: 'acme' } });
+      await submit(server, { queue, handler_ref: 'send', payload_json: { to: 'd@e.f' }, headers: { tenant: 'globex' } });
       const page = await newPage(browser);
       await signIn(page, server.base, TOKENS.admin);
-      await page.goto(`${server.base}/ui#/queues/${queue}/tasks/${env.id}`);
+      // Find it among the queue's tasks by header, then open it.
+      await page.goto(`${server.base}/ui#/queues/${queue}/tasks`);
+      await page.locator('#tasks').waitFor();
+      assert.equal(await page.locator('#tasks tbody tr').count(), 2);
+      await page.getByLabel('Header (KEY=VALUE)').fill('tenant=acme');
+      await page.getByRole('button', { name: 'Apply filter' }).click();
+      await page.waitForFunction(() => document.querySelectorAll('#tasks tbody tr').length === 1);
+      await page.locator(`#tasks tbody tr[data-id="${env.id}"] a`).click();
       await page.locator('#cancel-task').click();
       await page.locator('#confirm').waitFor();
       assert.match(await page.locator('#confirm-text').textContent(), /reason CANCELLED/);

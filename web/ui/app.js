@@ -273,6 +273,7 @@
       else if (parts[0] === 'audit') await auditPage(view, params);
       else if (parts[0] === 'tasks' && parts[1]) await taskPage(view, null, parts[1]);
       else if (parts[0] === 'queues' && parts[1] && parts[2] === 'tasks' && parts[3]) await taskPage(view, parts[1], parts[3]);
+      else if (parts[0] === 'queues' && parts[1] && parts[2] === 'tasks') await tasksPage(view, parts[1], params);
       else if (parts[0] === 'queues' && parts[1] && parts[2] === 'policy') await policyPage(view, parts[1]);
       else if (parts[0] === 'queues' && parts[1] && parts[2] === 'flow') await flowPage(view, parts[1]);
       else if (parts[0] === 'queues' && parts[1]) await dlqPage(view, parts[1], params);
@@ -376,13 +377,74 @@
 
   function queueHeader(view, queue, current) {
     view.append(h('p', { class: 'crumbs' }, h('a', { href: '#/' }, 'Queues'), ' › ', queue));
-    const titles = { dlq: `DLQ of ${queue}`, policy: `Policy of ${queue}`, flow: `Flow of ${queue}` };
+    const titles = { dlq: `DLQ of ${queue}`, tasks: `Tasks of ${queue}`, policy: `Policy of ${queue}`, flow: `Flow of ${queue}` };
     view.append(h('h1', { tabindex: '-1' }, titles[current]));
     view.append(h('nav', { class: 'tabs', 'aria-label': `Queue ${queue}` },
       h('a', { href: hashFor(['queues', queue]), 'aria-current': current === 'dlq' ? 'page' : null }, 'Dead-letter queue'),
+      h('a', { href: hashFor(['queues', queue, 'tasks']), 'aria-current': current === 'tasks' ? 'page' : null }, 'Tasks'),
       h('a', { href: hashFor(['queues', queue, 'policy']), 'aria-current': current === 'policy' ? 'page' : null }, 'Policy'),
       h('a', { href: hashFor(['queues', queue, 'flow']), 'aria-current': current === 'flow' ? 'page' : null }, 'Flow'),
       h('a', { href: hashFor(['audit'], new URLSearchParams({ queue })) }, 'Audit log')));
+  }
+
+  /** Every task of a queue by status, handler and header: where an operator finds the task to open or cancel. */
+  async function tasksPage(view, queue, params) {
+    queueHeader(view, queue, 'tasks');
+    if (!can('list')) {
+      view.append(notice('This store cannot list tasks (capability list is off).'));
+      return;
+    }
+    const filter = {
+      status: params.get('status') || 'PENDING',
+      handler_ref: params.get('handler_ref') || '',
+      header: params.get('header') || '',
+      cursor: params.get('cursor') || '',
+    };
+    const status = h('select', { id: 'tasks-status', name: 'status' },
+      ['PENDING', 'IN_FLIGHT', 'SUCCEEDED', 'DEAD', ''].map((v) => {
+        const o = h('option', { value: v }, v || 'any');
+        o.selected = v === filter.status;
+        return o;
+      }));
+    const handler = h('input', { id: 'tasks-handler', name: 'handler_ref', value: filter.handler_ref, spellcheck: 'false', autocomplete: 'off' });
+    const header = h('input', { id: 'tasks-header', name: 'header', value: filter.header, placeholder: 'tenant=acme', spellcheck: 'false', autocomplete: 'off' });
+    view.append(h('form', {
+      class: 'filters', id: 'tasks-filter', role: 'search', 'aria-label': 'Filter the tasks',
+      onsubmit: (ev) => {
+        ev.preventDefault();
+        location.hash = hashFor(['queues', queue, 'tasks'], new URLSearchParams({ status: status.value, handler_ref: handler.value.trim(), header: header.value.trim() }));
+      },
+    },
+    h('div', {}, h('label', { for: 'tasks-status' }, 'Status'), status),
+    h('div', {}, h('label', { for: 'tasks-handler' }, 'Handler'), handler),
+    h('div', {}, h('label', { for: 'tasks-header' }, 'Header (KEY=VALUE)'), header),
+    h('div', { class: 'buttons' }, h('button', { type: 'submit', id: 'apply-tasks-filter' }, 'Apply filter'))));
+    const query = new URLSearchParams({ limit: String(PAGE) });
+    for (const k of ['status', 'handler_ref', 'header', 'cursor']) if (filter[k]) query.set(k, filter[k]);
+    let page;
+    try {
+      page = await get(`/v1/queues/${q(queue)}/tasks?${query}`);
+    } catch (e) {
+      view.append(h('p', { class: 'problem' }, errorText(e)));
+      return;
+    }
+    if (page.items.length === 0) {
+      view.append(h('p', { id: 'tasks-empty' }, 'No task matches.'));
+      return;
+    }
+    view.append(h('div', { class: 'scroll' }, h('table', { class: 'grid', id: 'tasks' },
+      h('caption', {}, 'Tasks, newest first; open one to see it whole or to cancel it.'),
+      h('thead', {}, h('tr', {}, ['Task', 'Status', 'Handler', 'Attempts', 'Due'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, page.items.map((env) => h('tr', { 'data-id': env.id },
+        h('th', { scope: 'row' }, h('a', { href: hashFor(['queues', queue, 'tasks', env.id]) }, env.id)),
+        h('td', {}, env.status),
+        h('td', {}, h('code', {}, env.handler_ref)),
+        h('td', { class: 'n' }, num(env.attempt_count || 0)),
+        h('td', {}, env.next_attempt_at || '—')))))));
+    if (page.next_cursor) {
+      const next = new URLSearchParams({ status: filter.status, handler_ref: filter.handler_ref, header: filter.header, cursor: page.next_cursor });
+      view.append(h('nav', { class: 'pager', 'aria-label': 'Task pages' }, h('a', { id: 'tasks-older', href: hashFor(['queues', queue, 'tasks'], next) }, 'Older →')));
+    }
   }
 
   async function dlqPage(view, queue, params) {
