@@ -95,13 +95,9 @@ func (c *Client) doWithHeader(ctx context.Context, method, path string, body any
 		return resp.StatusCode, fmt.Errorf("rdq: reading the answer to %s %s: %w", method, path, err)
 	}
 	if out != nil && len(data) > 0 {
-		var err error
-		if d, ok := out.(answerDecoder); ok {
-			err = d.decodeAnswer(data)
-		} else {
-			err = json.Unmarshal(data, out)
-		}
-		if err != nil {
+		// Envelopes inside an answer decode through envelope.Envelope's
+		// UnmarshalJSON, the canonical codec; the rest is encoding/json's.
+		if err := json.Unmarshal(data, out); err != nil {
 			return resp.StatusCode, fmt.Errorf("rdq: decoding the answer to %s %s: %w", method, path, err)
 		}
 	}
@@ -120,12 +116,6 @@ func readBody(resp *http.Response) ([]byte, error) {
 		return buf, nil
 	}
 	return io.ReadAll(resp.Body)
-}
-
-// answerDecoder is an answer that decodes itself without encoding/json,
-// which would scan the whole document (twice) before handing it over.
-type answerDecoder interface {
-	decodeAnswer(data []byte) error
 }
 
 // send issues a request and returns a 2xx response with its body unread.
