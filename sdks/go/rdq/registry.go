@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"rdq.dev/sdk/go/envelope"
 )
@@ -17,8 +18,9 @@ type Handler func(ctx context.Context, task envelope.Envelope) error
 type ResultHandler func(ctx context.Context, task envelope.Envelope) (any, error)
 
 type registered struct {
-	run    ResultHandler
-	mapper OutcomeMapper
+	run     ResultHandler
+	mapper  OutcomeMapper
+	timeout time.Duration
 }
 
 // HandlerOption configures one registration.
