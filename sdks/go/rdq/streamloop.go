@@ -34,7 +34,7 @@ func (w *Worker) streamLoop(ctx, base context.Context) bool {
 		s, err := w.client.openWorkStream(w.cfg.Queues, free, w.cfg.Lease, w.cfg.OnDeadLetter == nil,
 			func(s *workStream, t ClaimedTask, err error) { w.arrived(ctx, base, s, t, err) })
 		if err != nil {
-			if w.cfg.Transport == TransportAuto && w.offersNoGRPC(ctx, err) {
+			if w.cfg.Transport == TransportAuto && w.offersNoGRPC(ctx, err, false) {
 				w.report(fmt.Errorf("rdq: the server offers no Work stream, working over HTTP: %w", err))
 				return false
 			}
@@ -47,6 +47,12 @@ func (w *Worker) streamLoop(ctx, base context.Context) bool {
 		case <-ctx.Done():
 			s.close(requestTimeout)
 		case <-s.done:
+			// A gRPC server without the service may answer headers
+			// first, so UNIMPLEMENTED can also end an opened stream.
+			if s.err != nil && w.cfg.Transport == TransportAuto && w.offersNoGRPC(ctx, s.err, true) {
+				w.report(fmt.Errorf("rdq: the server offers no Work stream, working over HTTP: %w", s.err))
+				return false
+			}
 			if s.err != nil {
 				w.report(s.err)
 			}
@@ -79,18 +85,19 @@ func (w *Worker) arrived(ctx, base context.Context, s *workStream, t ClaimedTask
 	w.start(base, t, s)
 }
 
-// offersNoGRPC reports whether a failure to open the stream says the server
-// has no gRPC to offer: the RPC is UNIMPLEMENTED, or it failed without an
-// rdq code (not an rdq server answering) while the server answers HTTP.
-func (w *Worker) offersNoGRPC(ctx context.Context, err error) bool {
+// offersNoGRPC reports whether a stream's failure says the server has no
+// gRPC to offer: the RPC is UNIMPLEMENTED, or opening the stream failed
+// without an rdq code (no rdq server answered it) while the server answers
+// HTTP. A stream that was open and then broke is never taken for that.
+func (w *Worker) offersNoGRPC(ctx context.Context, err error, opened bool) bool {
 	var e *Error
 	if errors.As(err, &e) {
 		return false
 	}
-	if st, ok := status.FromError(err); ok && st.Code() == codes.Unimplemented {
+	if status.Code(errors.Unwrap(err)) == codes.Unimplemented {
 		return true
 	}
-	return w.client.answersHTTP(ctx)
+	return !opened && w.client.answersHTTP(ctx)
 }
 
 // answersHTTP reports whether the server answers an HTTP request at all.
