@@ -128,6 +128,10 @@ type Worker struct {
 
 	handlers sync.WaitGroup
 	settlers sync.WaitGroup
+	// runs feeds the handler goroutines, Concurrency of them for the whole
+	// of Run: a goroutine per task would pay for its start and for growing
+	// its stack every time.
+	runs chan *run
 
 	// stream is the Work stream open now (nil before the first, and over
 	// HTTP); settles and extensions go on it while it takes messages.
@@ -155,6 +159,7 @@ const (
 // run is one claimed task being worked.
 type run struct {
 	task   ClaimedTask
+	ctx    context.Context // the handler's
 	cancel context.CancelCauseFunc
 	state  runState // guarded by Worker.mu
 	// from is the Work stream that handed the task out (nil over HTTP):
@@ -264,6 +269,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelAll(ErrShutdown)
 	go w.leaseLoop()
 
+	w.runs = make(chan *run, w.cfg.Concurrency)
+	for i := 0; i < w.cfg.Concurrency; i++ {
+		go func() {
+			for r := range w.runs {
+				w.work(r)
+			}
+		}()
+	}
+	defer close(w.runs)
 	if w.cfg.Transport == TransportHTTP || !w.streamLoop(ctx, base) {
 		w.claimLoops(ctx, base)
 	}
@@ -300,7 +314,7 @@ func (w *Worker) start(base context.Context, t ClaimedTask, from *workStream) {
 	hctx, cancel := context.WithCancelCause(handlerContext(base, t.Envelope))
 	lease := w.leaseOf(t.Envelope)
 	now := time.Now()
-	r := &run{task: t, cancel: cancel, from: from, lease: lease, interval: max(lease/3, 10*time.Millisecond), deadline: now.Add(lease)}
+	r := &run{task: t, ctx: hctx, cancel: cancel, from: from, lease: lease, interval: max(lease/3, 10*time.Millisecond), deadline: now.Add(lease)}
 	r.next = now.Add(r.interval)
 	w.mu.Lock()
 	w.running[t.ID] = r
@@ -316,7 +330,7 @@ func (w *Worker) start(base context.Context, t ClaimedTask, from *workStream) {
 		}
 	}
 	w.handlers.Add(1) // its slot was reserved before the claim
-	go w.work(hctx, r)
+	w.runs <- r
 }
 
 // handlerContext carries the task's trace context: its well-formed
@@ -328,7 +342,7 @@ func handlerContext(base context.Context, task envelope.Envelope) context.Contex
 	return ContextWithTraceParent(base, tp)
 }
 
-func (w *Worker) work(ctx context.Context, r *run) {
+func (w *Worker) work(r *run) {
 	defer func() {
 		r.cancel(nil)
 		w.mu.Lock()
@@ -341,7 +355,7 @@ func (w *Worker) work(ctx context.Context, r *run) {
 		w.handlers.Done()
 	}()
 
-	outcome := w.execute(ctx, r.task.Envelope)
+	outcome := w.execute(r.ctx, r.task.Envelope)
 	w.mu.Lock()
 	r.finished = true // no further extension
 	pending := r.extending

@@ -3,7 +3,8 @@
 // one at a time with 64 submits in flight, then worked by one Worker with 64
 // handlers. It prints one JSON line with submits/s and worked/s. Work ends
 // when the server counts every task SUCCEEDED (settles answered), not when
-// the last handler returns.
+// the last handler returns. -transport grpc works on the Work stream (each
+// Worker's -concurrency is its stream's credits), -transport http polls.
 package main
 
 import (
@@ -19,7 +20,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"rdq.dev/sdk/go/envelope"
+	"rdq.dev/sdk/go/internal/rdqpb"
 	"rdq.dev/sdk/go/rdq"
 )
 
@@ -36,9 +40,20 @@ func main() {
 	claimLinger := flag.Duration("claim-linger", 0, "WorkerConfig.ClaimLinger (0: the default; negative: none)")
 	settleLinger := flag.Duration("settle-linger", 0, "WorkerConfig.SettleLinger (0: the default; negative: none)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the work phase here")
+	transportName := flag.String("transport", "grpc", "grpc (the Work stream), http (polling) or auto")
 	flag.Parse()
+	transport, ok := map[string]rdq.Transport{"grpc": rdq.TransportGRPC, "http": rdq.TransportHTTP, "auto": rdq.TransportAuto}[*transportName]
+	if !ok {
+		log.Fatalf("-transport %q: grpc, http or auto", *transportName)
+	}
 	ctx := context.Background()
-	c, err := rdq.NewClient(rdq.ClientConfig{URL: *url})
+	// Settles sent on Work streams, and the settles they carried.
+	var settleMessages, settleItems atomic.Int64
+	countSettles := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		return &countedStream{ClientStream: s, messages: &settleMessages, items: &settleItems}, err
+	}
+	c, err := rdq.NewClient(rdq.ClientConfig{URL: *url, GRPCDialOptions: []grpc.DialOption{grpc.WithStreamInterceptor(countSettles)}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -87,7 +102,7 @@ func main() {
 	var running sync.WaitGroup
 	start := time.Now()
 	for i := 0; i < *workers; i++ {
-		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Queues: []string{*queue}, Registry: reg, Concurrency: *concurrency,
+		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Transport: transport, Queues: []string{*queue}, Registry: reg, Concurrency: *concurrency,
 			ClaimBatch: *claimBatch, ClaimConcurrency: *claimers, PollInterval: 20 * time.Millisecond,
 			ClaimLinger: *claimLinger, SettleLinger: *settleLinger,
 			OnError: func(err error) { log.Print(err) }})
@@ -122,8 +137,23 @@ func main() {
 	stop()
 	running.Wait()
 	out, _ := json.Marshal(map[string]any{
-		"system": "rdq-go-sdk", "jobs": *jobs, "payload_bytes": len(payload),
+		"system": "rdq-go-sdk", "transport": transport.String(), "jobs": *jobs, "payload_bytes": len(payload),
 		"submits_per_s": submitRate, "worked_per_s": workRate,
+		"stream_settles": settleMessages.Load(), "stream_settled": settleItems.Load(),
 	})
 	fmt.Println(string(out))
+}
+
+// countedStream counts the WorkSettle messages a Work stream sends.
+type countedStream struct {
+	grpc.ClientStream
+	messages, items *atomic.Int64
+}
+
+func (s *countedStream) SendMsg(m any) error {
+	if req, ok := m.(*rdqpb.WorkRequest); ok && req.GetSettle() != nil {
+		s.messages.Add(1)
+		s.items.Add(int64(len(req.GetSettle().GetSettles())))
+	}
+	return s.ClientStream.SendMsg(m)
 }
