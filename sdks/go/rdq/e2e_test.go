@@ -273,6 +273,23 @@ func TestTheOutcomeLadderDecidesEveryRung(t *testing.T) {
 					WithType("billing.Rejected").WithDetail(json.RawMessage(`{"status":"` + ret.(*response).Status + `"}`))
 			}
 		})
+		type typedArgs struct {
+			N int `json:"n"`
+		}
+		reg.Register("typed", rdq.JSONHandler(func(ctx context.Context, a typedArgs, task envelope.Envelope) error {
+			if a.N != 1 {
+				return fmt.Errorf("decoded %d", a.N)
+			}
+			return nil
+		}))
+		reg.Register("timeout", func(ctx context.Context, task envelope.Envelope) error {
+			<-ctx.Done()
+			var cause *rdq.TimeoutError
+			if !errors.As(context.Cause(ctx), &cause) {
+				return rdq.Permanent(fmt.Errorf("cancelled by %v", context.Cause(ctx)))
+			}
+			return ctx.Err()
+		}, rdq.WithTimeout(20*time.Millisecond))
 		runWorker(t, c, rdq.WorkerConfig{
 			Transport: tr, Queues: []string{q}, Registry: reg, Concurrency: 8, PollInterval: 20 * time.Millisecond,
 			Classifiers: []rdq.Classifier{
@@ -311,6 +328,9 @@ func TestTheOutcomeLadderDecidesEveryRung(t *testing.T) {
 			{"mapper-result", "OK", envelope.StatusSucceeded, 1, envelope.OutcomeSuccess, ""},
 			{"mapper-result", "REJECTED", envelope.StatusDead, 1, envelope.OutcomePermanentFailure, "billing.Rejected"},
 			{"no-such-handler", "", envelope.StatusDead, 1, envelope.OutcomePermanentFailure, rdq.NoHandlerErrorType},
+			{"typed", `{"n":1}`, envelope.StatusSucceeded, 1, envelope.OutcomeSuccess, ""},
+			{"typed", `{"n":`, envelope.StatusDead, 1, envelope.OutcomePermanentFailure, rdq.UndecodablePayloadErrorType},
+			{"timeout", "", envelope.StatusDead, 3, envelope.OutcomeRetryableFailure, "*rdq.TimeoutError"},
 		}
 		ids := make([]string, len(cases))
 		for i, tc := range cases {
@@ -357,6 +377,14 @@ func TestTheOutcomeLadderDecidesEveryRung(t *testing.T) {
 				msg := last.Error.Message
 				if len(msg) > envelope.MaxMessageBytes || !strings.HasSuffix(msg, envelope.TruncationMarker) || msg != envelope.TruncateMessage(strings.Repeat("é", 5000)) {
 					t.Errorf("long message: %d bytes, suffix %q", len(msg), msg[len(msg)-20:])
+				}
+			case "timeout":
+				if !strings.HasPrefix(last.Error.Message, "the handler did not finish within its timeout of 20ms: context deadline exceeded") {
+					t.Errorf("timeout message %q", last.Error.Message)
+				}
+			case "typed":
+				if tc.status == envelope.StatusDead && !strings.Contains(last.Error.Message, `handler "typed" does not decode into rdq_test.typedArgs`) {
+					t.Errorf("undecodable message %q", last.Error.Message)
 				}
 			case "mapper-result":
 				if tc.payload == "REJECTED" && (last.Error.Message != "rejected: REJECTED" || string(last.Error.Detail) != `{"status":"REJECTED"}`) {

@@ -11,8 +11,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -381,4 +383,58 @@ scopes = ["submit", "work", "admin"]
 	<-failed
 	stop()
 	<-done
+}
+
+// stackError supplies the stack recorded with it.
+type stackError struct{ msg string }
+
+func (e *stackError) Error() string { return e.msg }
+func (e *stackError) Stack() string { return "frame one\nframe two" }
+
+// What a handler sees is the envelope the server stores, byte for byte,
+// whichever transport brought it: headers, priority, versions, a failed
+// attempt's detail (numbers exact) and stack.
+func TestAHandlerSeesTheStoredEnvelopeOnEitherTransport(t *testing.T) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
+		q := queueName(t)
+		configure(t, c, q, map[string]any{"max_priority": 9, "backoff": map[string]any{"kind": "none"}})
+		compared := make(chan string, 1)
+		reg := rdq.NewRegistry()
+		reg.Register("h", func(ctx context.Context, task envelope.Envelope) error {
+			if task.AttemptCount == 1 {
+				return &stackError{"first attempt"}
+			}
+			stored, err := c.Get(ctx, task.ID)
+			if err != nil {
+				compared <- err.Error()
+				return nil
+			}
+			seen, _ := task.Encode()
+			want, _ := stored.Encode()
+			if string(seen) != string(want) {
+				compared <- fmt.Sprintf("the handler saw\n%s\nthe server stores\n%s", seen, want)
+				return nil
+			}
+			if len(task.Attempts) != 2 || task.Attempts[0].Error == nil || task.Attempts[0].Error.Stack == nil ||
+				string(task.Attempts[0].Error.Detail) != `{"big":123456789012345678901234567890,"e":1e+5,"s":"é\n"}` {
+				compared <- fmt.Sprintf("the first attempt is not the one recorded: %s", seen)
+				return nil
+			}
+			compared <- ""
+			return nil
+		}, rdq.WithOutcomeMapper(func(ret any, err error) rdq.Outcome {
+			if err == nil {
+				return rdq.Success()
+			}
+			return rdq.RetryableFailure(err).WithType("app.First").
+				WithDetail(json.RawMessage(`{"big":123456789012345678901234567890,"e":1E5,"s":"é\n"}`))
+		}))
+		runWorker(t, c, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
+		submit(t, c, rdq.Task{Queue: q, HandlerRef: "h", Payload: []byte{0, 1, 2, 255}, Priority: 7,
+			HandlerVersion: "v2", FlowKey: "tenant:42", CorrelationID: "corr-1",
+			Headers: map[string]string{"x-note": "ünïcode", "traceparent": newTraceParent(t)}})
+		if diff := <-compared; diff != "" {
+			t.Fatal(diff)
+		}
+	})
 }
