@@ -91,9 +91,8 @@ type workStream struct {
 
 // openWorkStream opens a Work stream and sends its hello; it returns once
 // the server has accepted the hello (a refused hello, or a server without
-// the RPC, is the error). Tasks are handed to onTask from one goroutine, in
-// the order they arrive.
-func (c *Client) openWorkStream(queues []string, credits int, lease time.Duration, bareAcks bool, onTask streamHandler) (*workStream, error) {
+// the RPC, is the error). Nothing is read from it before start.
+func (c *Client) openWorkStream(queues []string, credits int, lease time.Duration, bareAcks bool) (*workStream, error) {
 	conn, err := c.conn()
 	if err != nil {
 		return nil, err
@@ -127,10 +126,12 @@ func (c *Client) openWorkStream(queues []string, credits int, lease time.Duratio
 		cancel()
 		return nil, statusError("opening the Work stream", err)
 	}
-	s := &workStream{stream: stream, cancel: cancel, acks: map[uint64]ackFunc{}, done: make(chan struct{})}
-	go s.receive(onTask)
-	return s, nil
+	return &workStream{stream: stream, cancel: cancel, acks: map[uint64]ackFunc{}, done: make(chan struct{})}, nil
 }
+
+// start reads the stream from now on: tasks are handed to onTask from one
+// goroutine, in the order they arrive.
+func (s *workStream) start(onTask streamHandler) { go s.receive(onTask) }
 
 // receive reads the stream until it ends: tasks go to onTask, acks to
 // whoever waits for their seq. It then fails the acks still awaited.
@@ -213,8 +214,12 @@ func (s *workStream) send(req *rdqpb.WorkRequest, seq uint64, ack ackFunc) error
 		s.closed = true
 		if ack != nil {
 			s.mu.Lock()
+			_, mine := s.acks[seq]
 			delete(s.acks, seq)
 			s.mu.Unlock()
+			if !mine {
+				return nil // the receiving loop has failed it: ack is called
+			}
 		}
 		return errStreamClosed
 	}

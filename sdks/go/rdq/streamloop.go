@@ -31,8 +31,7 @@ func (w *Worker) streamLoop(ctx, base context.Context) bool {
 			}
 			continue
 		}
-		s, err := w.client.openWorkStream(w.cfg.Queues, free, w.cfg.Lease, w.cfg.OnDeadLetter == nil,
-			func(s *workStream, t ClaimedTask, err error) { w.arrived(ctx, base, s, t, err) })
+		s, err := w.client.openWorkStream(w.cfg.Queues, free, w.cfg.Lease, w.cfg.OnDeadLetter == nil)
 		if err != nil {
 			if w.cfg.Transport == TransportAuto && w.offersNoGRPC(ctx, err, false) {
 				w.report(fmt.Errorf("rdq: the server offers no Work stream, working over HTTP: %w", err))
@@ -42,7 +41,9 @@ func (w *Worker) streamLoop(ctx, base context.Context) bool {
 			sleep(ctx, w.cfg.PollInterval)
 			continue
 		}
+		// Settles and extensions go on the stream from its first task on.
 		w.stream.Store(s)
+		s.start(func(s *workStream, t ClaimedTask, err error) { w.arrived(ctx, base, s, t, err) })
 		select {
 		case <-ctx.Done():
 			s.close(requestTimeout)
