@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -100,6 +101,7 @@ func main() {
 	}
 	wctx, stop := context.WithCancel(ctx)
 	var running sync.WaitGroup
+	cpuBefore := cpuTime()
 	start := time.Now()
 	for i := 0; i < *workers; i++ {
 		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Transport: transport, Queues: []string{*queue}, Registry: reg, Concurrency: *concurrency,
@@ -134,14 +136,25 @@ func main() {
 		time.Sleep(2 * time.Millisecond)
 	}
 	workRate := float64(*jobs) / time.Since(start).Seconds()
+	workCPU := cpuTime() - cpuBefore
 	stop()
 	running.Wait()
 	out, _ := json.Marshal(map[string]any{
 		"system": "rdq-go-sdk", "transport": transport.String(), "jobs": *jobs, "payload_bytes": len(payload),
 		"submits_per_s": submitRate, "worked_per_s": workRate,
 		"stream_settles": settleMessages.Load(), "stream_settled": settleItems.Load(),
+		"work_cpu_us_per_task": float64(workCPU.Microseconds()) / float64(*jobs),
 	})
 	fmt.Println(string(out))
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // countedStream counts the WorkSettle messages a Work stream sends.
