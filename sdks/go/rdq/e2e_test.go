@@ -501,20 +501,20 @@ func TestALongHandlerKeepsItsLeaseByExtension(t *testing.T) {
 func TestASlowExtensionWithinTheLeaseKeepsIt(t *testing.T) {
 	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		q := queueName(t)
-		configure(t, c, q, map[string]any{"lease_ms": 1500}) // extensions every 500 ms
+		configure(t, c, q, map[string]any{"lease_ms": 2400}) // extensions every 800 ms, each answered after 1 s
 		var slow *rdq.Client
 		switch tr {
 		case rdq.TransportHTTP:
 			slow = newClient(t, proxyTo(t, url, func(r *http.Request, _ []byte) {
 				if strings.HasSuffix(r.URL.Path, "/lease") {
-					time.Sleep(700 * time.Millisecond)
+					time.Sleep(time.Second)
 				}
 			}).URL)
 		default:
 			slow = newClientWith(t, rdq.ClientConfig{URL: url, GRPCDialOptions: []grpc.DialOption{
 				grpc.WithStreamInterceptor(watchWork(nil, func(ack *rdqpb.WorkAck, extension bool) {
 					if extension {
-						time.Sleep(700 * time.Millisecond)
+						time.Sleep(time.Second)
 					}
 				})),
 			}})
@@ -523,7 +523,7 @@ func TestASlowExtensionWithinTheLeaseKeepsIt(t *testing.T) {
 		reg := rdq.NewRegistry()
 		reg.Register("slow", func(ctx context.Context, task envelope.Envelope) error {
 			select {
-			case <-time.After(3500 * time.Millisecond): // at least two slow extensions
+			case <-time.After(5600 * time.Millisecond): // at least two slow extensions
 				causes <- nil
 				return nil
 			case <-ctx.Done():

@@ -47,8 +47,11 @@ func (e *TimeoutError) Is(target error) bool { return target == context.Deadline
 // timedOut is err, or a *TimeoutError around it when the handler's timeout
 // cancelled ctx and err is that deadline (the handler gave up because of it).
 func timedOut(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
 	var cause *TimeoutError
-	if err == nil || !errors.As(context.Cause(ctx), &cause) || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.As(context.Cause(ctx), &cause) || !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	var already *TimeoutError

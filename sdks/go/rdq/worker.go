@@ -126,8 +126,12 @@ type Worker struct {
 	closed   bool
 	settleCh chan settleItem
 
-	handlers sync.WaitGroup
-	settlers sync.WaitGroup
+	handlers   sync.WaitGroup
+	settlers   sync.WaitGroup
+	registered map[string]registered // the Registry as Run found it
+	// untraced is the handlers' base context for tasks without a trace
+	// context (made once: most tasks have none).
+	untraced context.Context
 	// runs feeds the handler goroutines, Concurrency of them for the whole
 	// of Run: a goroutine per task would pay for its start and for growing
 	// its stack every time.
@@ -265,8 +269,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.settlers.Add(1)
 	go w.settleLoop()
-	base, cancelAll := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer cancelAll(ErrShutdown)
+	// Handlers' contexts keep Run's values but not its cancellation: each is
+	// cancelled on its own (a lost lease, the end of the grace period).
+	base := context.WithoutCancel(ctx)
+	w.registered = w.cfg.Registry.snapshot()
+	w.untraced = ContextWithTraceParent(base, "")
 	go w.leaseLoop()
 
 	w.runs = make(chan *run, w.cfg.Concurrency)
@@ -311,7 +318,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // start runs the handler of a claimed task whose handler slot is taken.
 func (w *Worker) start(base context.Context, t ClaimedTask, from *workStream) {
-	hctx, cancel := context.WithCancelCause(handlerContext(base, t.Envelope))
+	hctx, cancel := context.WithCancelCause(w.handlerContext(base, t.Envelope))
 	lease := w.leaseOf(t.Envelope)
 	now := time.Now()
 	r := &run{task: t, ctx: hctx, cancel: cancel, from: from, lease: lease, interval: max(lease/3, 10*time.Millisecond), deadline: now.Add(lease)}
@@ -337,39 +344,17 @@ func (w *Worker) start(base context.Context, t ClaimedTask, from *workStream) {
 // "traceparent" header, or none (hiding any traceparent Run's context
 // carried), so submits from the handler continue the task's trace and a
 // task without one never joins an unrelated trace.
-func handlerContext(base context.Context, task envelope.Envelope) context.Context {
-	tp, _ := wellFormedTraceParent(task.Headers[TraceParentHeader])
+func (w *Worker) handlerContext(base context.Context, task envelope.Envelope) context.Context {
+	tp, ok := wellFormedTraceParent(task.Headers[TraceParentHeader])
+	if !ok {
+		return w.untraced
+	}
 	return ContextWithTraceParent(base, tp)
 }
 
 func (w *Worker) work(r *run) {
-	defer func() {
-		r.cancel(nil)
-		w.mu.Lock()
-		if w.running[r.task.ID] == r { // the task may have been claimed again since its lease was lost
-			delete(w.running, r.task.ID)
-		}
-		w.mu.Unlock()
-		w.inflight.Add(-1)
-		w.signalSlot()
-		w.handlers.Done()
-	}()
-
 	outcome := w.execute(r.ctx, r.task.Envelope)
-	w.mu.Lock()
-	r.finished = true // no further extension
-	pending := r.extending
-	w.mu.Unlock()
-	if pending != nil {
-		<-pending // settle after the extension in flight, not alongside it
-	}
-
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if r.state != stateRunning {
-		return // released at shutdown, or the lease was lost
-	}
-	r.state = stateDone
+	r.cancel(nil)
 	s := Settle{ID: r.task.ID, LeaseToken: r.task.LeaseToken, Outcome: outcome.Settlement(), Error: outcome.settleError()}
 	if outcome.kind == kindDefer {
 		ms := outcome.delay.Milliseconds()
@@ -377,15 +362,34 @@ func (w *Worker) work(r *run) {
 		s.Error = nil
 		s.Throttle = outcome.throttle
 	}
-	if !w.closed {
-		w.settleCh <- settleItem{s, r.from}
+
+	w.mu.Lock()
+	r.finished = true // no further extension
+	if pending := r.extending; pending != nil {
+		w.mu.Unlock()
+		<-pending // settle after the extension in flight, not alongside it
+		w.mu.Lock()
 	}
+	// Not settled when released at shutdown, or when the lease was lost.
+	if r.state == stateRunning {
+		r.state = stateDone
+		if !w.closed {
+			w.settleCh <- settleItem{s, r.from}
+		}
+	}
+	if w.running[r.task.ID] == r { // the task may have been claimed again since its lease was lost
+		delete(w.running, r.task.ID)
+	}
+	w.mu.Unlock()
+	w.inflight.Add(-1)
+	w.signalSlot()
+	w.handlers.Done()
 }
 
 // execute runs the handler and resolves its outcome; panics in the handler
 // or the mapper are retryable failures, never a dead worker.
 func (w *Worker) execute(ctx context.Context, task envelope.Envelope) (out Outcome) {
-	reg, ok := w.cfg.Registry.lookup(task.HandlerRef)
+	reg, ok := w.registered[task.HandlerRef]
 	if !ok {
 		return PermanentFailure(fmt.Errorf("no handler for %q on queue %q in this worker", task.HandlerRef, task.Queue)).
 			WithType(NoHandlerErrorType)
