@@ -104,7 +104,14 @@ func main() {
 	cpuBefore := cpuTime()
 	start := time.Now()
 	for i := 0; i < *workers; i++ {
-		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Transport: transport, Queues: []string{*queue}, Registry: reg, Concurrency: *concurrency,
+		// Each Worker has a client, so a connection, of its own, as
+		// separate processes would (and as rdq bench's workers do).
+		wc, err := rdq.NewClient(rdq.ClientConfig{URL: *url, GRPCDialOptions: []grpc.DialOption{grpc.WithStreamInterceptor(countSettles)}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer wc.Close()
+		w, err := rdq.NewWorker(wc, rdq.WorkerConfig{Transport: transport, Queues: []string{*queue}, Registry: reg, Concurrency: *concurrency,
 			ClaimBatch: *claimBatch, ClaimConcurrency: *claimers, PollInterval: 20 * time.Millisecond,
 			ClaimLinger: *claimLinger, SettleLinger: *settleLinger,
 			OnError: func(err error) { log.Print(err) }})
