@@ -2,6 +2,7 @@ package rdq_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -17,8 +18,9 @@ type creditedWorkers struct {
 	rdqpb.UnimplementedWorkersServer
 	task    *rdqpb.LeasedTask
 	settled atomic.Int64
-	done    chan struct{}
 	total   int64
+	done    chan struct{} // closed once total tasks are settled
+	once    sync.Once
 }
 
 func (f *creditedWorkers) Work(stream rdqpb.Workers_WorkServer) error {
@@ -40,7 +42,7 @@ func (f *creditedWorkers) Work(stream rdqpb.Workers_WorkServer) error {
 				_ = stream.Send(&rdqpb.WorkResponse{Kind: &rdqpb.WorkResponse_Ack{Ack: ack}})
 				credits <- len(s.GetSettles())
 				if f.settled.Add(int64(len(s.GetSettles()))) >= f.total {
-					close(f.done)
+					f.once.Do(func() { close(f.done) })
 				}
 			}
 		}
@@ -61,7 +63,7 @@ func (f *creditedWorkers) Work(stream rdqpb.Workers_WorkServer) error {
 func BenchmarkAWorkerOnTheWorkStream(b *testing.B) {
 	fake := &creditedWorkers{task: leasedTask("noop", []byte(`{"order_id":12345,"customer":"cus_0123456789abcdef"}`)),
 		done: make(chan struct{}), total: int64(b.N)}
-	url := serveFakeB(b, fake)
+	url := serveFake(b, fake)
 	c, err := rdq.NewClient(rdq.ClientConfig{URL: url})
 	if err != nil {
 		b.Fatal(err)

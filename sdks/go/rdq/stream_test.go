@@ -136,9 +136,7 @@ func (f *fakeWorkers) Work(stream rdqpb.Workers_WorkServer) error {
 }
 
 // serveFake serves service on a loopback port until the test ends; its URL.
-func serveFake(t *testing.T, service rdqpb.WorkersServer) string { return serveFakeB(t, service) }
-
-func serveFakeB(t testing.TB, service rdqpb.WorkersServer) string {
+func serveFake(t testing.TB, service rdqpb.WorkersServer) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
