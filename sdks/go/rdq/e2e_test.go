@@ -893,3 +893,49 @@ func TestAWorkerClaimsFromEveryQueueItServesAndNoOther(t *testing.T) {
 		}
 	})
 }
+
+// Prefetched tasks wait under their leases for a free handler, and those
+// still waiting at shutdown are handed back unrun.
+func TestPrefetchedTasksWaitForAHandlerAndAreHandedBackUnrun(t *testing.T) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
+		q := queueName(t)
+		started := make(chan string, 3)
+		reg := rdq.NewRegistry()
+		reg.Register("block", func(ctx context.Context, task envelope.Envelope) error {
+			started <- task.ID
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		var ids []string
+		for i := 0; i < 3; i++ {
+			ids = append(ids, submit(t, c, rdq.Task{Queue: q, HandlerRef: "block"}).ID)
+		}
+		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg,
+			Concurrency: 1, Prefetch: 2, PollInterval: 20 * time.Millisecond, ShutdownGrace: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		first := <-started
+		for _, id := range ids { // one running, two held for it
+			waitFor(t, c, id, "IN_FLIGHT", func(e envelope.Envelope) bool { return e.Status == envelope.StatusInFlight })
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		close(started)
+		for id := range started {
+			t.Fatalf("%s started beside %s with one handler", id, first)
+		}
+		for _, id := range ids {
+			env, err := c.Get(context.Background(), id)
+			if err != nil || env.Status != envelope.StatusPending || env.AttemptCount != 0 || env.ClaimCount != 1 {
+				b, _ := env.Encode()
+				t.Fatalf("not handed back unspent: %v %s", err, b)
+			}
+		}
+	})
+}

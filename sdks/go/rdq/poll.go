@@ -30,7 +30,7 @@ func (w *Worker) claimLoops(ctx, base context.Context) {
 func (w *Worker) reserve() int64 {
 	for {
 		cur := w.inflight.Load()
-		free := int64(w.cfg.Concurrency) - cur
+		free := int64(w.capacity()) - cur
 		if free <= 0 {
 			return 0
 		}
@@ -60,7 +60,7 @@ func (w *Worker) signalSlot() {
 // slots is free, so that claims stay large when handlers are quick.
 func (w *Worker) gather(ctx context.Context, linger *time.Timer) {
 	enough := int64(max(1, min(w.cfg.ClaimBatch, w.cfg.Concurrency)))
-	free := func() int64 { return int64(w.cfg.Concurrency) - w.inflight.Load() }
+	free := func() int64 { return int64(w.capacity()) - w.inflight.Load() }
 	if w.cfg.ClaimLinger <= 0 || free() <= 0 || free() >= enough {
 		return
 	}

@@ -1,7 +1,7 @@
 package rdq
 
 // Working on the Work stream: one stream at a time, opened with the free
-// handler slots as its credits; the server pushes tasks while credits
+// slots (handlers and prefetch) as its credits; the server pushes tasks while credits
 // allow, and each settle on the stream gives its task's credit back. A
 // stream that fails is opened again after PollInterval (tasks it handed out
 // keep running, and settle on the next stream or over HTTP). At shutdown
@@ -23,7 +23,7 @@ import (
 // the caller then works over HTTP.
 func (w *Worker) streamLoop(ctx, base context.Context) bool {
 	for ctx.Err() == nil {
-		free := w.cfg.Concurrency - int(w.inflight.Load())
+		free := w.capacity() - int(w.inflight.Load())
 		if free <= 0 {
 			select {
 			case <-w.slotFree:

@@ -63,6 +63,13 @@ type WorkerConfig struct {
 	// Work stream it is the stream's credits: the server hands out no more
 	// tasks than that at once.
 	Concurrency int
+	// Prefetch is how many tasks the worker holds ready beyond its free
+	// handler slots (default 0), so the next tasks are on their way while
+	// the handlers work: on the stream, its credits are Concurrency +
+	// Prefetch; over HTTP, claims ask for as many more. Each waits under its
+	// own lease (extended like a running one); those still waiting at
+	// shutdown are handed back unrun (RELEASE).
+	Prefetch int
 	// ClaimBatch is the most tasks one HTTP claim asks for (default 64, at most 1000).
 	ClaimBatch int
 	// SettleBatch is the most outcomes one POST /v1/settle carries (default 512, at most 1000).
@@ -166,6 +173,7 @@ type run struct {
 	ctx    context.Context // the handler's
 	cancel context.CancelCauseFunc
 	state  runState // guarded by Worker.mu
+	began  bool     // a handler goroutine has taken it (guarded by Worker.mu)
 	// from is the Work stream that handed the task out (nil over HTTP):
 	// settling it there gives the stream its credit back.
 	from *workStream
@@ -207,6 +215,7 @@ func NewWorker(client *Client, cfg WorkerConfig) (*Worker, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 64
 	}
+	cfg.Prefetch = max(cfg.Prefetch, 0)
 	if cfg.ClaimBatch <= 0 {
 		cfg.ClaimBatch = 64
 	}
@@ -235,7 +244,7 @@ func NewWorker(client *Client, cfg WorkerConfig) (*Worker, error) {
 		cfg:       cfg,
 		slotFree:  make(chan struct{}, 1),
 		running:   map[string]*run{},
-		settleCh:  make(chan settleItem, 2*cfg.Concurrency+cfg.SettleBatch),
+		settleCh:  make(chan settleItem, 2*(cfg.Concurrency+cfg.Prefetch)+cfg.SettleBatch),
 		leaseWake: make(chan struct{}, 1),
 		leaseStop: make(chan struct{}),
 		leaseDone: make(chan struct{}),
@@ -276,7 +285,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.untraced = ContextWithTraceParent(base, "")
 	go w.leaseLoop()
 
-	w.runs = make(chan *run, w.cfg.Concurrency)
+	w.runs = make(chan *run, w.capacity())
 	for i := 0; i < w.cfg.Concurrency; i++ {
 		go func() {
 			for r := range w.runs {
@@ -288,6 +297,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.cfg.Transport == TransportHTTP || !w.streamLoop(ctx, base) {
 		w.claimLoops(ctx, base)
 	}
+	// Tasks still waiting for a handler are handed back now, unrun.
+	w.mu.Lock()
+	for _, r := range w.running {
+		if r.state == stateRunning && !r.began {
+			r.state = stateReleased
+			r.cancel(ErrShutdown)
+			w.settleCh <- settleItem{Settle{ID: r.task.ID, LeaseToken: r.task.LeaseToken, Outcome: SettleRelease}, r.from}
+		}
+	}
+	w.mu.Unlock()
 
 	done := make(chan struct{})
 	go func() { w.handlers.Wait(); close(done) }()
@@ -316,7 +335,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// start runs the handler of a claimed task whose handler slot is taken.
+// capacity is how many tasks the worker holds at once: its handler slots
+// and the tasks prefetched for them.
+func (w *Worker) capacity() int { return w.cfg.Concurrency + w.cfg.Prefetch }
+
+// start runs the handler of a claimed task whose slot is taken.
 func (w *Worker) start(base context.Context, t ClaimedTask, from *workStream) {
 	hctx, cancel := context.WithCancelCause(w.handlerContext(base, t.Envelope))
 	lease := w.leaseOf(t.Envelope)
@@ -353,7 +376,14 @@ func (w *Worker) handlerContext(base context.Context, task envelope.Envelope) co
 }
 
 func (w *Worker) work(r *run) {
-	outcome := w.execute(r.ctx, r.task.Envelope)
+	w.mu.Lock()
+	waited := r.state != stateRunning // released at shutdown, or its lease lost, while it waited
+	r.began = true
+	w.mu.Unlock()
+	var outcome Outcome
+	if !waited {
+		outcome = w.execute(r.ctx, r.task.Envelope)
+	}
 	r.cancel(nil)
 	s := Settle{ID: r.task.ID, LeaseToken: r.task.LeaseToken, Outcome: outcome.Settlement(), Error: outcome.settleError()}
 	if outcome.kind == kindDefer {

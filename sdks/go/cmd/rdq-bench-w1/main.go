@@ -34,6 +34,7 @@ func main() {
 	jobs := flag.Int("jobs", 20000, "tasks")
 	inflight := flag.Int("inflight", 64, "submits in flight")
 	concurrency := flag.Int("concurrency", 64, "worker handlers")
+	prefetch := flag.Int("prefetch", 0, "WorkerConfig.Prefetch: tasks held ready beyond the free handlers")
 	claimBatch := flag.Int("claim-batch", 64, "most tasks per claim")
 	workers := flag.Int("workers", 1, "Worker instances, each with -concurrency handlers")
 	claimers := flag.Int("claimers", 2, "claims in flight per Worker (ClaimConcurrency)")
@@ -111,7 +112,7 @@ func main() {
 			log.Fatal(err)
 		}
 		defer wc.Close()
-		w, err := rdq.NewWorker(wc, rdq.WorkerConfig{Transport: transport, Queues: []string{*queue}, Registry: reg, Concurrency: *concurrency,
+		w, err := rdq.NewWorker(wc, rdq.WorkerConfig{Transport: transport, Queues: []string{*queue}, Registry: reg, Concurrency: *concurrency, Prefetch: *prefetch,
 			ClaimBatch: *claimBatch, ClaimConcurrency: *claimers, PollInterval: 20 * time.Millisecond,
 			ClaimLinger: *claimLinger, SettleLinger: *settleLinger,
 			OnError: func(err error) { log.Print(err) }})
