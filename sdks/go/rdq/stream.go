@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -87,11 +88,14 @@ type workStream struct {
 
 	done chan struct{} // closed when the receiving loop has ended
 	err  error         // why it ended (nil: the server ended the stream); read after done
+	// opened: the server answered the stream (its headers, or a message),
+	// so a later failure is a broken stream, not one the server refused.
+	opened atomic.Bool
 }
 
-// openWorkStream opens a Work stream and sends its hello; it returns once
-// the server has accepted the hello (a refused hello, or a server without
-// the RPC, is the error). Nothing is read from it before start.
+// openWorkStream opens a Work stream and sends its hello. A refused hello,
+// or a server without the RPC, ends the stream with that status (s.err),
+// before it is opened. Nothing is read from it before start.
 func (c *Client) openWorkStream(queues []string, credits int, lease time.Duration, bareAcks bool) (*workStream, error) {
 	conn, err := c.conn()
 	if err != nil {
@@ -109,20 +113,8 @@ func (c *Client) openWorkStream(queues []string, credits int, lease time.Duratio
 		ms := uint64(max(lease.Milliseconds(), 1))
 		hello.LeaseMs = &ms
 	}
+	// io.EOF: the stream has already ended; the receiving loop reads why.
 	if err := stream.Send(&rdqpb.WorkRequest{Kind: &rdqpb.WorkRequest_Hello{Hello: hello}}); err != nil && !errors.Is(err, io.EOF) {
-		cancel()
-		return nil, statusError("opening the Work stream", err)
-	}
-	// The server answers its headers once it has checked the hello; a
-	// stream refused before that ends with its status and no headers.
-	md, err := stream.Header()
-	if err == nil && md == nil {
-		_, err = stream.Recv()
-		if err == nil || errors.Is(err, io.EOF) {
-			err = errors.New("the server ended the stream at once")
-		}
-	}
-	if err != nil {
 		cancel()
 		return nil, statusError("opening the Work stream", err)
 	}
@@ -136,6 +128,11 @@ func (s *workStream) start(onTask streamHandler) { go s.receive(onTask) }
 // receive reads the stream until it ends: tasks go to onTask, acks to
 // whoever waits for their seq. It then fails the acks still awaited.
 func (s *workStream) receive(onTask streamHandler) {
+	// Headers come before any message, or not at all when the stream is
+	// refused (then Recv reports why).
+	if md, err := s.stream.Header(); err == nil && md != nil {
+		s.opened.Store(true)
+	}
 	var err error
 	for {
 		var msg *rdqpb.WorkResponse
@@ -143,6 +140,7 @@ func (s *workStream) receive(onTask streamHandler) {
 		if err != nil {
 			break
 		}
+		s.opened.Store(true)
 		switch kind := msg.GetKind().(type) {
 		case *rdqpb.WorkResponse_Task:
 			t := kind.Task
@@ -167,9 +165,12 @@ func (s *workStream) receive(onTask streamHandler) {
 			// task would find its run by id (Worker.running).
 		}
 	}
-	if errors.Is(err, io.EOF) {
+	switch {
+	case errors.Is(err, io.EOF) && s.opened.Load():
 		err = nil
-	} else {
+	case errors.Is(err, io.EOF):
+		err = errors.New("rdq: the server ended the Work stream without answering it")
+	default:
 		err = statusError("the Work stream", err)
 	}
 	s.sendMu.Lock()

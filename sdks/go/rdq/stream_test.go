@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -437,4 +438,81 @@ func TestAHandlerSeesTheStoredEnvelopeOnEitherTransport(t *testing.T) {
 			t.Fatal(diff)
 		}
 	})
+}
+
+// brokenFirstStream ends its first Work stream with an error right after
+// handing out one task; later streams hand out nothing and report what
+// they are sent.
+type brokenFirstStream struct {
+	rdqpb.UnimplementedWorkersServer
+	task    *rdqpb.LeasedTask
+	calls   atomic.Int32
+	hellos  chan *rdqpb.WorkHello
+	settles chan *rdqpb.SettleRequest
+	credits chan uint32
+}
+
+func (f *brokenFirstStream) Work(stream rdqpb.Workers_WorkServer) error {
+	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	f.hellos <- req.GetHello()
+	if f.calls.Add(1) == 1 {
+		if err := stream.Send(&rdqpb.WorkResponse{Kind: &rdqpb.WorkResponse_Task{Task: f.task}}); err != nil {
+			return err
+		}
+		return status.Error(codes.Unavailable, "the node is going away")
+	}
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		if c := req.GetCredit(); c != nil {
+			f.credits <- c.GetCredits()
+		}
+		if s := req.GetSettle(); s != nil {
+			ack := &rdqpb.WorkAck{Seq: s.GetSeq()}
+			for _, item := range s.GetSettles() {
+				f.settles <- item
+				ack.Results = append(ack.Results, &rdqpb.SettleItemResult{Id: item.GetId()})
+			}
+			if err := stream.Send(&rdqpb.WorkResponse{Kind: &rdqpb.WorkResponse_Ack{Ack: ack}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func TestAStreamThatBreaksIsOpenedAgainAndItsTasksSettleOnTheNext(t *testing.T) {
+	fake := &brokenFirstStream{task: leasedTask("h", nil),
+		hellos: make(chan *rdqpb.WorkHello, 4), settles: make(chan *rdqpb.SettleRequest, 4), credits: make(chan uint32, 4)}
+	c := newClient(t, serveFake(t, fake))
+	release := make(chan struct{})
+	reg := rdq.NewRegistry()
+	reg.Register("h", func(ctx context.Context, task envelope.Envelope) error {
+		<-release // until the next stream is open
+		return nil
+	})
+	onError, broke := errorsOf(func(err error) bool { return status.Code(errors.Unwrap(err)) == codes.Unavailable })
+	runWorker(t, c, rdq.WorkerConfig{Transport: rdq.TransportGRPC, Queues: []string{"fake"}, Registry: reg,
+		Concurrency: 4, PollInterval: 20 * time.Millisecond, OnError: onError})
+
+	if h := <-fake.hellos; h.GetCredits() != 4 {
+		t.Fatalf("first hello: %v", h)
+	}
+	<-broke
+	// The task of the broken stream still holds its slot.
+	if h := <-fake.hellos; h.GetCredits() != 3 {
+		t.Fatalf("second hello: %v", h)
+	}
+	close(release)
+	if s := <-fake.settles; s.GetId() != fake.task.GetId() || s.GetOutcome() != rdqpb.ReportedOutcome_REPORTED_SUCCESS {
+		t.Fatalf("settle %v", s)
+	}
+	// Its settle gives the new stream no credit back, so the worker adds one.
+	if n := <-fake.credits; n != 1 {
+		t.Fatalf("credit %d", n)
+	}
 }

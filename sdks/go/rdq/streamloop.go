@@ -48,9 +48,7 @@ func (w *Worker) streamLoop(ctx, base context.Context) bool {
 		case <-ctx.Done():
 			s.close(requestTimeout)
 		case <-s.done:
-			// A gRPC server without the service may answer headers
-			// first, so UNIMPLEMENTED can also end an opened stream.
-			if s.err != nil && w.cfg.Transport == TransportAuto && w.offersNoGRPC(ctx, s.err, true) {
+			if s.err != nil && w.cfg.Transport == TransportAuto && w.offersNoGRPC(ctx, s.err, s.opened.Load()) {
 				w.report(fmt.Errorf("rdq: the server offers no Work stream, working over HTTP: %w", s.err))
 				return false
 			}
@@ -87,9 +85,11 @@ func (w *Worker) arrived(ctx, base context.Context, s *workStream, t ClaimedTask
 }
 
 // offersNoGRPC reports whether a stream's failure says the server has no
-// gRPC to offer: the RPC is UNIMPLEMENTED, or opening the stream failed
-// without an rdq code (no rdq server answered it) while the server answers
-// HTTP. A stream that was open and then broke is never taken for that.
+// gRPC to offer: the RPC is UNIMPLEMENTED (a gRPC server without the
+// service may answer headers first, so also once opened), or the stream
+// failed before the server answered it, without an rdq code, while the
+// server answers HTTP. A stream that was open and then broke is never
+// taken for that.
 func (w *Worker) offersNoGRPC(ctx context.Context, err error, opened bool) bool {
 	var e *Error
 	if errors.As(err, &e) {
