@@ -11,6 +11,7 @@
 #                                                # 128 credits each, on both sides
 #   GO_TRANSPORT=http bash bench/river/run.sh    # W1 with the Go worker polling over HTTP
 #                                                # (default: grpc, the Work stream)
+#   GO_FLAGS="-prefetch 64" bash bench/river/run.sh   # more flags for the Go program
 #
 # RDQ_BIN names a release rdq binary; without it the script runs
 # `cargo build --release -p rdq-cli --bin rdq` and uses target/release/rdq.
@@ -67,14 +68,16 @@ for i in $(seq 1 "$PAIRS"); do
       | tail -n 1 | tee -a "$OUT/a.jsonl"
     stop_server
     rm -rf "$OUT/data" && start_server "$OUT/data"
-    "$OUT/rdq-bench-w1" -url "http://127.0.0.1:$PORT" -jobs "$JOBS" -workers 4 "${go[@]}" \
+    # shellcheck disable=SC2086 # GO_FLAGS is a list of flags
+    "$OUT/rdq-bench-w1" -url "http://127.0.0.1:$PORT" -jobs "$JOBS" -workers 4 "${go[@]}" ${GO_FLAGS:-} \
       | tee -a "$OUT/b.jsonl"
     stop_server
   else
     "$OUT/river-w1" -db "$PG_URL" -schema river_w1 -jobs "$JOBS" -fetch-cooldown "${RIVER_FETCH_COOLDOWN:-1ms}" 2>/dev/null | tee -a "$OUT/a.jsonl"
     drop_schema rdq_go_w1
     start_server "$PG_URL?schema=rdq_go_w1"
-    "$OUT/rdq-bench-w1" -url "http://127.0.0.1:$PORT" -jobs "$JOBS" -transport "${GO_TRANSPORT:-grpc}" | tee -a "$OUT/b.jsonl"
+    # shellcheck disable=SC2086 # GO_FLAGS is a list of flags
+    "$OUT/rdq-bench-w1" -url "http://127.0.0.1:$PORT" -jobs "$JOBS" -transport "${GO_TRANSPORT:-grpc}" ${GO_FLAGS:-} | tee -a "$OUT/b.jsonl"
     stop_server
     drop_schema rdq_go_w1
   fi
