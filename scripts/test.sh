@@ -56,7 +56,7 @@ suite_rust() {
 
 suite_go() {
   [ -d sdks/go ] || return 0
-  need go "Go 1.22 or newer (https://go.dev/dl or Debian's golang package)"
+  need go "Go 1.25 or newer (https://go.dev/dl or Debian's golang package)"
   build_rdq
   (
     cd sdks/go

@@ -6,7 +6,12 @@
 #   PAIRS=5 JOBS=20000 bash bench/river/run.sh
 #   RIVER_FETCH_COOLDOWN=100ms bash bench/river/run.sh   # River's default (1 ms, its minimum, otherwise)
 #   WORKLOAD=pull bash bench/river/run.sh   # Go SDK worker vs `rdq bench --workload pull`,
-#                                           # both against one `rdq serve` on the embedded store
+#                                           # both against one `rdq serve` on the embedded store, HTTP
+#   WORKLOAD=pull-grpc bash bench/river/run.sh   # the same on the gRPC Work stream: 4 workers,
+#                                                # 128 credits each, on both sides
+#   GO_TRANSPORT=http bash bench/river/run.sh    # W1 with the Go worker polling over HTTP
+#                                                # (default: grpc, the Work stream)
+#   GO_FLAGS="-prefetch 64" bash bench/river/run.sh   # more flags for the Go program
 #
 # RDQ_BIN names a release rdq binary; without it the script runs
 # `cargo build --release -p rdq-cli --bin rdq` and uses target/release/rdq.
@@ -50,22 +55,29 @@ stop_server() {
 drop_schema() { psql "$PG_URL" -q -c "DROP SCHEMA IF EXISTS $1 CASCADE" >/dev/null 2>&1 || true; }
 
 for i in $(seq 1 "$PAIRS"); do
-  if [ "$WORKLOAD" = pull ]; then
+  if [ "$WORKLOAD" = pull ] || [ "$WORKLOAD" = pull-grpc ]; then
+    if [ "$WORKLOAD" = pull ]; then
+      rust=() go=(-transport http -concurrency 64)
+    else
+      rust=(--grpc) go=(-transport grpc -concurrency 128)
+    fi
     # A fresh server and data directory for each run, so neither runs on
     # the other's leftovers.
     rm -rf "$OUT/data" && start_server "$OUT/data"
-    "$RDQ_BIN" bench --workload pull --server "http://127.0.0.1:$PORT" --jobs "$JOBS" --workers 4 --json \
+    "$RDQ_BIN" bench --workload pull "${rust[@]}" --server "http://127.0.0.1:$PORT" --jobs "$JOBS" --workers 4 --json \
       | tail -n 1 | tee -a "$OUT/a.jsonl"
     stop_server
     rm -rf "$OUT/data" && start_server "$OUT/data"
-    "$OUT/rdq-bench-w1" -url "http://127.0.0.1:$PORT" -jobs "$JOBS" -workers 4 -concurrency 64 \
+    # shellcheck disable=SC2086 # GO_FLAGS is a list of flags
+    "$OUT/rdq-bench-w1" -url "http://127.0.0.1:$PORT" -jobs "$JOBS" -workers 4 "${go[@]}" ${GO_FLAGS:-} \
       | tee -a "$OUT/b.jsonl"
     stop_server
   else
     "$OUT/river-w1" -db "$PG_URL" -schema river_w1 -jobs "$JOBS" -fetch-cooldown "${RIVER_FETCH_COOLDOWN:-1ms}" 2>/dev/null | tee -a "$OUT/a.jsonl"
     drop_schema rdq_go_w1
     start_server "$PG_URL?schema=rdq_go_w1"
-    "$OUT/rdq-bench-w1" -url "http://127.0.0.1:$PORT" -jobs "$JOBS" | tee -a "$OUT/b.jsonl"
+    # shellcheck disable=SC2086 # GO_FLAGS is a list of flags
+    "$OUT/rdq-bench-w1" -url "http://127.0.0.1:$PORT" -jobs "$JOBS" -transport "${GO_TRANSPORT:-grpc}" ${GO_FLAGS:-} | tee -a "$OUT/b.jsonl"
     stop_server
     drop_schema rdq_go_w1
   fi
@@ -75,7 +87,7 @@ python3 - "$OUT/a.jsonl" "$OUT/b.jsonl" "$WORKLOAD" <<'EOF'
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1])]
 b = [json.loads(l) for l in open(sys.argv[2])]
-pull = sys.argv[3] == "pull"
+pull = sys.argv[3].startswith("pull")
 name = "rdq bench pull (Rust)" if pull else "River"
 def rate(d, k):
     return d.get(k) or d.get(k.replace("submits", "submit").replace("worked", "work"))

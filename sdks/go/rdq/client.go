@@ -3,6 +3,7 @@ package rdq
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +12,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 // ClientConfig configures a Client. Only URL is required.
@@ -34,10 +38,20 @@ type ClientConfig struct {
 	// well formed, the traceparent ContextWithTraceParent put in the
 	// context is used, as when TraceParent is nil.
 	TraceParent func(ctx context.Context) string
+	// TLSConfig is used for an https:// URL by both the HTTP client and the
+	// gRPC connection: a private CA in RootCAs, a client certificate. When
+	// nil, the TLSClientConfig of HTTPClient's *http.Transport is used if
+	// there is one, otherwise the system's roots.
+	TLSConfig *tls.Config
+	// GRPCDialOptions are added to the options of the gRPC connection the
+	// Worker's Work stream uses (interceptors, keep-alive parameters, …).
+	GRPCDialOptions []grpc.DialOption
 }
 
-// Client talks to `rdq serve` over HTTP. It is safe for concurrent use; make
-// one and share it. Every call honours its context's cancellation and deadline.
+// Client talks to `rdq serve`: its methods over HTTP, a Worker's Work
+// stream over gRPC on the same address (h2c for http://, TLS with ALPN h2
+// for https://). It is safe for concurrent use; make one and share it.
+// Every call honours its context's cancellation and deadline.
 type Client struct {
 	base  string
 	token string
@@ -45,6 +59,13 @@ type Client struct {
 	http  *http.Client
 	// traceParent is ClientConfig.TraceParent.
 	traceParent func(ctx context.Context) string
+
+	// The gRPC connection, made on first use (only workers need it).
+	grpcTarget string
+	grpcTLS    *tls.Config // nil: plaintext HTTP/2 (h2c)
+	grpcOpts   []grpc.DialOption
+	grpcMu     sync.Mutex
+	grpcConn   *grpc.ClientConn
 }
 
 // NewClient makes a Client.
@@ -53,15 +74,37 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("rdq: the client URL must be http(s)://host[:port], got %q", cfg.URL)
 	}
+	tlsConfig := cfg.TLSConfig
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: defaultTransport()}
+		t := defaultTransport()
+		if tlsConfig != nil {
+			t.TLSClientConfig = tlsConfig.Clone()
+		}
+		hc = &http.Client{Transport: t}
+	} else if t, ok := hc.Transport.(*http.Transport); ok && tlsConfig == nil && t.TLSClientConfig != nil {
+		tlsConfig = t.TLSClientConfig
 	}
 	ua := cfg.UserAgent
 	if ua == "" {
 		ua = "rdq-go"
 	}
-	return &Client{base: strings.TrimRight(cfg.URL, "/"), token: cfg.Token, ua: ua, http: hc, traceParent: cfg.TraceParent}, nil
+	c := &Client{base: strings.TrimRight(cfg.URL, "/"), token: cfg.Token, ua: ua, http: hc, traceParent: cfg.TraceParent,
+		grpcTarget: u.Host, grpcOpts: cfg.GRPCDialOptions}
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		c.grpcTarget = net.JoinHostPort(u.Hostname(), port)
+	}
+	if u.Scheme == "https" {
+		c.grpcTLS = &tls.Config{}
+		if tlsConfig != nil {
+			c.grpcTLS = tlsConfig.Clone()
+		}
+	}
+	return c, nil
 }
 
 func defaultTransport() *http.Transport {
@@ -76,6 +119,20 @@ func defaultTransport() *http.Transport {
 
 // CloseIdleConnections closes connections the client keeps for reuse.
 func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
+// Close closes the gRPC connection, if one was made, and the idle HTTP
+// connections. Work streams still open on the connection fail.
+func (c *Client) Close() error {
+	c.http.CloseIdleConnections()
+	c.grpcMu.Lock()
+	defer c.grpcMu.Unlock()
+	if c.grpcConn == nil {
+		return nil
+	}
+	err := c.grpcConn.Close()
+	c.grpcConn = nil
+	return err
+}
 
 // do sends one request and decodes a JSON answer into out (when not nil).
 // A non-2xx answer becomes an *Error carrying the server's code.
@@ -95,13 +152,9 @@ func (c *Client) doWithHeader(ctx context.Context, method, path string, body any
 		return resp.StatusCode, fmt.Errorf("rdq: reading the answer to %s %s: %w", method, path, err)
 	}
 	if out != nil && len(data) > 0 {
-		var err error
-		if d, ok := out.(answerDecoder); ok {
-			err = d.decodeAnswer(data)
-		} else {
-			err = json.Unmarshal(data, out)
-		}
-		if err != nil {
+		// Envelopes inside an answer decode through envelope.Envelope's
+		// UnmarshalJSON, the canonical codec; the rest is encoding/json's.
+		if err := json.Unmarshal(data, out); err != nil {
 			return resp.StatusCode, fmt.Errorf("rdq: decoding the answer to %s %s: %w", method, path, err)
 		}
 	}
@@ -120,12 +173,6 @@ func readBody(resp *http.Response) ([]byte, error) {
 		return buf, nil
 	}
 	return io.ReadAll(resp.Body)
-}
-
-// answerDecoder is an answer that decodes itself without encoding/json,
-// which would scan the whole document (twice) before handing it over.
-type answerDecoder interface {
-	decodeAnswer(data []byte) error
 }
 
 // send issues a request and returns a 2xx response with its body unread.

@@ -1,7 +1,9 @@
 // Package rdq is the Go SDK of rdq, a durable task queue: a Client that
 // submits tasks and operates the DLQ through `rdq serve`'s HTTP API, and a
-// Worker that claims tasks in batches, runs registered handlers, extends
-// their leases while they run and settles their outcomes in batches.
+// Worker that takes tasks on the gRPC Work stream (or by HTTP polling, the
+// fallback), runs registered handlers (JSONHandler decodes a payload into a
+// type of the handler's own), extends their leases while they run and
+// settles their outcomes in batches.
 //
 // A handler returns an error; nil is SUCCESS and anything else is a failure
 // classified by the outcome ladder (see Resolve and docs/sdk-go.md): an
@@ -13,6 +15,4 @@
 // ClientConfig.TraceParent hook such as an OpenTelemetry propagator), and
 // each handler's context carries its task's traceparent, so submits from a
 // handler continue the task's trace.
-//
-// The SDK speaks HTTP only; rdq has no gRPC surface yet.
 package rdq

@@ -20,7 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"rdq.dev/sdk/go/envelope"
+	"rdq.dev/sdk/go/internal/rdqpb"
 	"rdq.dev/sdk/go/rdq"
 )
 
@@ -177,7 +180,7 @@ func lastAttempt(env envelope.Envelope) envelope.Attempt {
 }
 
 func TestTheOutcomeLadderDecidesEveryRung(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		q := queueName(t)
 		configure(t, c, q, map[string]any{
 			"max_attempts":         3,
@@ -270,8 +273,25 @@ func TestTheOutcomeLadderDecidesEveryRung(t *testing.T) {
 					WithType("billing.Rejected").WithDetail(json.RawMessage(`{"status":"` + ret.(*response).Status + `"}`))
 			}
 		})
+		type typedArgs struct {
+			N int `json:"n"`
+		}
+		reg.Register("typed", rdq.JSONHandler(func(ctx context.Context, a typedArgs, task envelope.Envelope) error {
+			if a.N != 1 {
+				return fmt.Errorf("decoded %d", a.N)
+			}
+			return nil
+		}))
+		reg.Register("timeout", func(ctx context.Context, task envelope.Envelope) error {
+			<-ctx.Done()
+			var cause *rdq.TimeoutError
+			if !errors.As(context.Cause(ctx), &cause) {
+				return rdq.Permanent(fmt.Errorf("cancelled by %v", context.Cause(ctx)))
+			}
+			return ctx.Err()
+		}, rdq.WithTimeout(20*time.Millisecond))
 		runWorker(t, c, rdq.WorkerConfig{
-			Queues: []string{q}, Registry: reg, Concurrency: 8, PollInterval: 20 * time.Millisecond,
+			Transport: tr, Queues: []string{q}, Registry: reg, Concurrency: 8, PollInterval: 20 * time.Millisecond,
 			Classifiers: []rdq.Classifier{
 				rdq.PermanentIs(errSentinel).Named("app.Sentinel"),
 				rdq.RetryableType[tempError](),
@@ -308,6 +328,9 @@ func TestTheOutcomeLadderDecidesEveryRung(t *testing.T) {
 			{"mapper-result", "OK", envelope.StatusSucceeded, 1, envelope.OutcomeSuccess, ""},
 			{"mapper-result", "REJECTED", envelope.StatusDead, 1, envelope.OutcomePermanentFailure, "billing.Rejected"},
 			{"no-such-handler", "", envelope.StatusDead, 1, envelope.OutcomePermanentFailure, rdq.NoHandlerErrorType},
+			{"typed", `{"n":1}`, envelope.StatusSucceeded, 1, envelope.OutcomeSuccess, ""},
+			{"typed", `{"n":`, envelope.StatusDead, 1, envelope.OutcomePermanentFailure, rdq.UndecodablePayloadErrorType},
+			{"timeout", "", envelope.StatusDead, 3, envelope.OutcomeRetryableFailure, "*rdq.TimeoutError"},
 		}
 		ids := make([]string, len(cases))
 		for i, tc := range cases {
@@ -355,6 +378,14 @@ func TestTheOutcomeLadderDecidesEveryRung(t *testing.T) {
 				if len(msg) > envelope.MaxMessageBytes || !strings.HasSuffix(msg, envelope.TruncationMarker) || msg != envelope.TruncateMessage(strings.Repeat("é", 5000)) {
 					t.Errorf("long message: %d bytes, suffix %q", len(msg), msg[len(msg)-20:])
 				}
+			case "timeout":
+				if !strings.HasPrefix(last.Error.Message, "the handler did not finish within its timeout of 20ms: context deadline exceeded") {
+					t.Errorf("timeout message %q", last.Error.Message)
+				}
+			case "typed":
+				if tc.status == envelope.StatusDead && !strings.Contains(last.Error.Message, `handler "typed" does not decode into rdq_test.typedArgs`) {
+					t.Errorf("undecodable message %q", last.Error.Message)
+				}
 			case "mapper-result":
 				if tc.payload == "REJECTED" && (last.Error.Message != "rejected: REJECTED" || string(last.Error.Detail) != `{"status":"REJECTED"}`) {
 					t.Errorf("mapper error: %q %s", last.Error.Message, last.Error.Detail)
@@ -371,7 +402,7 @@ type namedError struct{ name string }
 func (e *namedError) Error() string { return e.name }
 
 func TestDLQListShowRedriveAndExport(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		ctx := context.Background()
 		q := queueName(t)
 		configure(t, c, q, map[string]any{"max_attempts": 1})
@@ -384,7 +415,7 @@ func TestDLQListShowRedriveAndExport(t *testing.T) {
 			}
 			return nil
 		})
-		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
+		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -433,7 +464,7 @@ func TestDLQListShowRedriveAndExport(t *testing.T) {
 			t.Fatalf("redrive: %v %+v", err, red)
 		}
 		fail.Store(false)
-		runWorker(t, c, rdq.WorkerConfig{Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
+		runWorker(t, c, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
 		env := waitFor(t, c, ids[2], "SUCCEEDED", func(e envelope.Envelope) bool { return e.Status == envelope.StatusSucceeded })
 		if env.RedriveCount != 1 || len(env.Attempts) != 2 {
 			t.Fatalf("redriven task: redrive_count %d, %d attempts", env.RedriveCount, len(env.Attempts))
@@ -442,7 +473,7 @@ func TestDLQListShowRedriveAndExport(t *testing.T) {
 }
 
 func TestALongHandlerKeepsItsLeaseByExtension(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		q := queueName(t)
 		configure(t, c, q, map[string]any{"lease_ms": 1500})
 		reg := rdq.NewRegistry()
@@ -454,7 +485,7 @@ func TestALongHandlerKeepsItsLeaseByExtension(t *testing.T) {
 				return context.Cause(ctx)
 			}
 		})
-		runWorker(t, c, rdq.WorkerConfig{Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
+		runWorker(t, c, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
 		id := submit(t, c, rdq.Task{Queue: q, HandlerRef: "slow"}).ID
 		env := waitFor(t, c, id, "terminal", terminal)
 		if env.Status != envelope.StatusSucceeded || len(env.Attempts) != 1 || env.ClaimCount != 1 {
@@ -468,19 +499,31 @@ func TestALongHandlerKeepsItsLeaseByExtension(t *testing.T) {
 // lease) but answered within the lease keeps the lease: the worker waits for
 // it instead of giving up after one interval.
 func TestASlowExtensionWithinTheLeaseKeepsIt(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		q := queueName(t)
-		configure(t, c, q, map[string]any{"lease_ms": 1500}) // extensions every 500 ms
-		proxy := proxyTo(t, url, func(r *http.Request, _ []byte) {
-			if strings.HasSuffix(r.URL.Path, "/lease") {
-				time.Sleep(700 * time.Millisecond)
-			}
-		})
+		configure(t, c, q, map[string]any{"lease_ms": 2400}) // extensions every 800 ms, each answered after 1 s
+		var slow *rdq.Client
+		switch tr {
+		case rdq.TransportHTTP:
+			slow = newClient(t, proxyTo(t, url, func(r *http.Request, _ []byte) {
+				if strings.HasSuffix(r.URL.Path, "/lease") {
+					time.Sleep(time.Second)
+				}
+			}).URL)
+		default:
+			slow = newClientWith(t, rdq.ClientConfig{URL: url, GRPCDialOptions: []grpc.DialOption{
+				grpc.WithStreamInterceptor(watchWork(nil, func(ack *rdqpb.WorkAck, extension bool) {
+					if extension {
+						time.Sleep(time.Second)
+					}
+				})),
+			}})
+		}
 		causes := make(chan error, 1)
 		reg := rdq.NewRegistry()
 		reg.Register("slow", func(ctx context.Context, task envelope.Envelope) error {
 			select {
-			case <-time.After(3500 * time.Millisecond): // at least two slow extensions
+			case <-time.After(5600 * time.Millisecond): // at least two slow extensions
 				causes <- nil
 				return nil
 			case <-ctx.Done():
@@ -488,7 +531,7 @@ func TestASlowExtensionWithinTheLeaseKeepsIt(t *testing.T) {
 				return ctx.Err()
 			}
 		})
-		runWorker(t, newClient(t, proxy.URL), rdq.WorkerConfig{Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
+		runWorker(t, slow, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
 		id := submit(t, c, rdq.Task{Queue: q, HandlerRef: "slow"}).ID
 		if err := <-causes; err != nil {
 			t.Fatalf("the handler was cancelled: %v", err)
@@ -522,7 +565,7 @@ func proxyTo(t *testing.T, target string, look func(r *http.Request, body []byte
 // The Worker's single lease keeper serves handlers that started at
 // different times, and one lost lease cancels only its own handler.
 func TestOneLeaseKeeperServesStaggeredHandlers(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		q := queueName(t)
 		configure(t, c, q, map[string]any{"lease_ms": 1500})
 		started := make(chan string, 3)
@@ -538,7 +581,7 @@ func TestOneLeaseKeeperServesStaggeredHandlers(t *testing.T) {
 				return ctx.Err()
 			}
 		})
-		runWorker(t, c, rdq.WorkerConfig{Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
+		runWorker(t, c, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
 		var ids []string
 		for i := 0; i < 3; i++ { // one at a time: each starts after the previous one runs
 			submit(t, c, rdq.Task{Queue: q, HandlerRef: "slow"})
@@ -571,7 +614,7 @@ func TestOneLeaseKeeperServesStaggeredHandlers(t *testing.T) {
 }
 
 func TestALostLeaseCancelsTheHandlersContext(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		q := queueName(t)
 		configure(t, c, q, map[string]any{"lease_ms": 600})
 		started := make(chan string, 1)
@@ -583,7 +626,7 @@ func TestALostLeaseCancelsTheHandlersContext(t *testing.T) {
 			cause <- context.Cause(ctx)
 			return ctx.Err()
 		})
-		runWorker(t, c, rdq.WorkerConfig{Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
+		runWorker(t, c, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
 		submit(t, c, rdq.Task{Queue: q, HandlerRef: "wait"})
 		id := <-started
 		if err := c.Delete(context.Background(), id); err != nil { // the lease can no longer be extended
@@ -601,7 +644,7 @@ func TestALostLeaseCancelsTheHandlersContext(t *testing.T) {
 }
 
 func TestShutdownFinishesWhatItCanAndHandsBackTheRest(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		q := queueName(t)
 		started := make(chan string, 2)
 		finish := make(chan struct{})
@@ -618,7 +661,7 @@ func TestShutdownFinishesWhatItCanAndHandsBackTheRest(t *testing.T) {
 			stuckCause <- context.Cause(ctx)
 			return ctx.Err()
 		})
-		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond, ShutdownGrace: time.Second})
+		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond, ShutdownGrace: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -656,7 +699,7 @@ func TestShutdownFinishesWhatItCanAndHandsBackTheRest(t *testing.T) {
 }
 
 func TestAWorkerKilledMidTaskLeavesALeaseExpiredAttempt(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		q := queueName(t)
 		configure(t, c, q, map[string]any{"lease_ms": 800, "backoff": map[string]any{"kind": "none"}})
 		id := submit(t, c, rdq.Task{Queue: q, HandlerRef: "hang"}).ID
@@ -666,7 +709,8 @@ func TestAWorkerKilledMidTaskLeavesALeaseExpiredAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 		child := exec.Command(self, "-test.run=^$")
-		child.Env = append(os.Environ(), childEnv+"=1", "RDQ_GO_SDK_CHILD_URL="+url, "RDQ_GO_SDK_CHILD_QUEUE="+q)
+		child.Env = append(os.Environ(), childEnv+"=1", "RDQ_GO_SDK_CHILD_URL="+url, "RDQ_GO_SDK_CHILD_QUEUE="+q,
+			"RDQ_GO_SDK_CHILD_TRANSPORT="+tr.String())
 		stdout, err := child.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -694,7 +738,7 @@ func TestAWorkerKilledMidTaskLeavesALeaseExpiredAttempt(t *testing.T) {
 		})
 		reg := rdq.NewRegistry()
 		reg.Register("hang", func(ctx context.Context, task envelope.Envelope) error { return nil })
-		runWorker(t, c, rdq.WorkerConfig{Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
+		runWorker(t, c, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
 		env := waitFor(t, c, id, "SUCCEEDED", func(e envelope.Envelope) bool { return e.Status == envelope.StatusSucceeded })
 		if len(env.Attempts) != 2 || env.Attempts[0].Error == nil || env.Attempts[0].Error.Type != "rdq.LeaseExpired" ||
 			env.Attempts[1].Outcome != envelope.OutcomeSuccess {
@@ -734,28 +778,45 @@ scopes = ["submit", "work", "admin"]
 }
 
 func TestClaimsAndSettlesTravelInBatches(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		q := queueName(t)
 		var mu sync.Mutex
-		var claims, settles []int // items per request
+		var claims, settles []int // tasks asked for per claim (credits of a stream), items per settle
 		singles := 0
-		proxy := proxyTo(t, url, func(r *http.Request, body []byte) {
-			var req struct {
-				Max     int               `json:"max"`
-				Settles []json.RawMessage `json:"settles"`
-			}
-			_ = json.Unmarshal(body, &req)
-			mu.Lock()
-			switch {
-			case strings.HasSuffix(r.URL.Path, "/claim"):
-				claims = append(claims, req.Max)
-			case r.URL.Path == "/v1/settle":
-				settles = append(settles, len(req.Settles))
-			case strings.HasSuffix(r.URL.Path, "/settle"):
-				singles++
-			}
-			mu.Unlock()
-		})
+		var watched *rdq.Client
+		switch tr {
+		case rdq.TransportHTTP:
+			watched = newClient(t, proxyTo(t, url, func(r *http.Request, body []byte) {
+				var req struct {
+					Max     int               `json:"max"`
+					Settles []json.RawMessage `json:"settles"`
+				}
+				_ = json.Unmarshal(body, &req)
+				mu.Lock()
+				switch {
+				case strings.HasSuffix(r.URL.Path, "/claim"):
+					claims = append(claims, req.Max)
+				case r.URL.Path == "/v1/settle":
+					settles = append(settles, len(req.Settles))
+				case strings.HasSuffix(r.URL.Path, "/settle"):
+					singles++
+				}
+				mu.Unlock()
+			}).URL)
+		default:
+			watched = newClientWith(t, rdq.ClientConfig{URL: url, GRPCDialOptions: []grpc.DialOption{
+				grpc.WithStreamInterceptor(watchWork(func(req *rdqpb.WorkRequest) {
+					mu.Lock()
+					defer mu.Unlock()
+					if h := req.GetHello(); h != nil {
+						claims = append(claims, int(h.GetCredits()))
+					}
+					if s := req.GetSettle(); s != nil {
+						settles = append(settles, len(s.GetSettles()))
+					}
+				}, nil)),
+			}})
+		}
 
 		const n = 48
 		var ids []string
@@ -773,7 +834,7 @@ func TestClaimsAndSettlesTravelInBatches(t *testing.T) {
 			<-gate
 			return nil
 		})
-		runWorker(t, newClient(t, proxy.URL), rdq.WorkerConfig{Queues: []string{q}, Registry: reg, Concurrency: 16, PollInterval: 20 * time.Millisecond})
+		runWorker(t, watched, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg, Concurrency: 16, PollInterval: 20 * time.Millisecond})
 		for _, id := range ids {
 			waitFor(t, c, id, "SUCCEEDED", func(e envelope.Envelope) bool { return e.Status == envelope.StatusSucceeded })
 		}
@@ -784,13 +845,22 @@ func TestClaimsAndSettlesTravelInBatches(t *testing.T) {
 			total += s
 			most = max(most, s)
 		}
+		if len(claims) == 0 || claims[0] != 16 {
+			t.Fatalf("claims asked for %v", claims)
+		}
+		if tr == rdq.TransportGRPC {
+			// One stream, its credits the handler slots; the 16 outcomes
+			// released together share a settle or two, and the rest, handed
+			// out a quarter of the credits at a time, settle in groups too.
+			if len(claims) != 1 || total != n || most < 8 || len(settles) > n/2 {
+				t.Fatalf("streams opened with credits %v; settles %v", claims, settles)
+			}
+			return
+		}
 		// The 16 outcomes released together share a request or two (they
 		// wait up to SettleLinger for each other), not one request each.
 		if singles != 0 || total != n || most < 8 || len(settles) > n/4 {
 			t.Fatalf("settles: %d single, batches %v", singles, settles)
-		}
-		if len(claims) == 0 || claims[0] != 16 {
-			t.Fatalf("claims asked for %v", claims)
 		}
 		// Slots freed together are claimed together (ClaimLinger), not
 		// one claim per freed slot.
@@ -807,19 +877,65 @@ func TestClaimsAndSettlesTravelInBatches(t *testing.T) {
 }
 
 func TestAWorkerClaimsFromEveryQueueItServesAndNoOther(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		a, b, other := queueName(t)+"-a", queueName(t)+"-b", queueName(t)+"-c"
 		reg := rdq.NewRegistry()
 		reg.Register("h", func(ctx context.Context, task envelope.Envelope) error { return nil })
 		ta := submit(t, c, rdq.Task{Queue: a, HandlerRef: "h"}).ID
 		tb := submit(t, c, rdq.Task{Queue: b, HandlerRef: "h"}).ID
 		tc := submit(t, c, rdq.Task{Queue: other, HandlerRef: "h"}).ID
-		runWorker(t, c, rdq.WorkerConfig{Queues: []string{a, b}, Registry: reg, PollInterval: 20 * time.Millisecond})
+		runWorker(t, c, rdq.WorkerConfig{Transport: tr, Queues: []string{a, b}, Registry: reg, PollInterval: 20 * time.Millisecond})
 		for _, id := range []string{ta, tb} {
 			waitFor(t, c, id, "SUCCEEDED", func(e envelope.Envelope) bool { return e.Status == envelope.StatusSucceeded })
 		}
 		if env, err := c.Get(context.Background(), tc); err != nil || env.Status != envelope.StatusPending || env.ClaimCount != 0 {
 			t.Fatalf("a queue the worker does not serve was claimed: %v %s", err, env.Status)
+		}
+	})
+}
+
+// Prefetched tasks wait under their leases for a free handler, and those
+// still waiting at shutdown are handed back unrun.
+func TestPrefetchedTasksWaitForAHandlerAndAreHandedBackUnrun(t *testing.T) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
+		q := queueName(t)
+		started := make(chan string, 3)
+		reg := rdq.NewRegistry()
+		reg.Register("block", func(ctx context.Context, task envelope.Envelope) error {
+			started <- task.ID
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		var ids []string
+		for i := 0; i < 3; i++ {
+			ids = append(ids, submit(t, c, rdq.Task{Queue: q, HandlerRef: "block"}).ID)
+		}
+		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg,
+			Concurrency: 1, Prefetch: 2, PollInterval: 20 * time.Millisecond, ShutdownGrace: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		first := <-started
+		for _, id := range ids { // one running, two held for it
+			waitFor(t, c, id, "IN_FLIGHT", func(e envelope.Envelope) bool { return e.Status == envelope.StatusInFlight })
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		close(started)
+		for id := range started {
+			t.Fatalf("%s started beside %s with one handler", id, first)
+		}
+		for _, id := range ids {
+			env, err := c.Get(context.Background(), id)
+			if err != nil || env.Status != envelope.StatusPending || env.AttemptCount != 0 || env.ClaimCount != 1 {
+				b, _ := env.Encode()
+				t.Fatalf("not handed back unspent: %v %s", err, b)
+			}
 		}
 	})
 }

@@ -15,7 +15,7 @@ import (
 // of another key runs meanwhile, and no task of the throttled key starts
 // before that time.
 func TestAThrottleHoldsBackItsFlowKeyUntilTheDeferralIsDue(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		q := queueName(t)
 		configure(t, c, q, map[string]any{"flow": map[string]any{"key_concurrency": 8}})
 		const hold = 1500 * time.Millisecond
@@ -40,7 +40,7 @@ func TestAThrottleHoldsBackItsFlowKeyUntilTheDeferralIsDue(t *testing.T) {
 			mu.Unlock()
 			return nil
 		})
-		runWorker(t, c, rdq.WorkerConfig{Queues: []string{q}, Registry: reg, Concurrency: 4, PollInterval: 20 * time.Millisecond})
+		runWorker(t, c, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg, Concurrency: 4, PollInterval: 20 * time.Millisecond})
 
 		first := submit(t, c, rdq.Task{Queue: q, HandlerRef: "push-back", FlowKey: "upstream-a"})
 		waitFor(t, c, first.ID, "deferred", func(e envelope.Envelope) bool { return e.DeferralCount == 1 })
@@ -70,7 +70,7 @@ func TestAThrottleHoldsBackItsFlowKeyUntilTheDeferralIsDue(t *testing.T) {
 // rdq.ThrottleQueue and Client.Throttle hold the whole queue; a bad flow key
 // is refused before any request.
 func TestAQueueThrottleAndItsRefusals(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		q := queueName(t)
 		ctx := context.Background()
 		configure(t, c, q, map[string]any{"flow": map[string]any{"concurrency": 8}})
@@ -84,7 +84,7 @@ func TestAQueueThrottleAndItsRefusals(t *testing.T) {
 			once.Do(func() { err = rdq.ThrottleQueue(time.Minute) })
 			return err
 		})
-		runWorker(t, c, rdq.WorkerConfig{Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
+		runWorker(t, c, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
 		first := submit(t, c, rdq.Task{Queue: q, HandlerRef: "stop-all", FlowKey: "k"})
 		waitFor(t, c, first.ID, "deferred", func(e envelope.Envelope) bool { return e.DeferralCount == 1 })
 		flow := waitForFlow(t, c, q, func(f rdq.QueueFlow) bool { return f.BlockedUntil != nil })

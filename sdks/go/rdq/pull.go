@@ -30,27 +30,11 @@ func (c *Client) Claim(ctx context.Context, queue string, max int, lease time.Du
 		Max     int   `json:"max"`
 		LeaseMs int64 `json:"lease_ms,omitempty"`
 	}{max, lease.Milliseconds()}
-	// The answer is decoded in one pass by the envelope codec
-	// (envelope.DecodeClaimAnswer), not scanned by encoding/json first.
-	var out claimAnswer
+	var out struct {
+		Tasks []ClaimedTask `json:"tasks"`
+	}
 	_, err := c.do(ctx, http.MethodPost, "/v1/queues/"+escape(queue)+"/claim", req, &out)
-	return out.tasks, err
-}
-
-// claimAnswer is a claim's answer, decoded by envelope.DecodeClaimAnswer.
-type claimAnswer struct{ tasks []ClaimedTask }
-
-// decodeAnswer decodes the claim answer in one pass (see answerDecoder).
-func (a *claimAnswer) decodeAnswer(data []byte) error {
-	claimed, err := envelope.DecodeClaimAnswer(data)
-	if err != nil {
-		return err
-	}
-	a.tasks = make([]ClaimedTask, len(claimed))
-	for i := range claimed {
-		a.tasks[i] = ClaimedTask{ID: claimed[i].ID, LeaseToken: claimed[i].LeaseToken, Envelope: claimed[i].Envelope}
-	}
-	return nil
+	return out.Tasks, err
 }
 
 // Settlement kinds as the settle API spells them.
@@ -110,8 +94,7 @@ func (c *Client) SettleBatch(ctx context.Context, settles []Settle) ([]SettleRes
 }
 
 // settleStatus is what a worker needs of one settle result: the item's
-// status and problem, read by decodeSettleStatuses (rdq/answer.go), which
-// steps over each answered envelope without allocating for it.
+// status and problem.
 type settleStatus struct {
 	ID     string `json:"id"`
 	Status int    `json:"status"`
@@ -130,12 +113,14 @@ func (c *Client) settleBatch(ctx context.Context, settles []Settle, envelopes bo
 			Settles   []Settle `json:"settles"`
 			Envelopes *bool    `json:"envelopes"`
 		}{settles, &bare}
-		var out settleStatuses
+		var out struct {
+			Results []settleStatus `json:"results"`
+		}
 		if _, err := c.do(ctx, http.MethodPost, "/v1/settle", req, &out); err != nil {
 			return nil, err
 		}
-		results := make([]SettleResult, len(out.results))
-		for i, r := range out.results {
+		results := make([]SettleResult, len(out.Results))
+		for i, r := range out.Results {
 			results[i].ID = r.ID
 			if r.Status < 200 || r.Status >= 300 {
 				results[i].Err = &Error{Status: r.Status, Code: r.Code, Detail: r.Detail}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"rdq.dev/sdk/go/envelope"
 )
@@ -17,8 +18,9 @@ type Handler func(ctx context.Context, task envelope.Envelope) error
 type ResultHandler func(ctx context.Context, task envelope.Envelope) (any, error)
 
 type registered struct {
-	run    ResultHandler
-	mapper OutcomeMapper
+	run     ResultHandler
+	mapper  OutcomeMapper
+	timeout time.Duration
 }
 
 // HandlerOption configures one registration.
@@ -31,7 +33,7 @@ func WithOutcomeMapper(m OutcomeMapper) HandlerOption {
 }
 
 // Registry maps handler refs to handlers. Register everything before the
-// worker runs; it is safe for concurrent reads.
+// worker runs: a Worker reads the registry once, when Run starts.
 type Registry struct {
 	mu       sync.RWMutex
 	handlers map[string]registered
@@ -79,9 +81,13 @@ func (r *Registry) add(ref string, reg registered, opts []HandlerOption) {
 	r.handlers[ref] = reg
 }
 
-func (r *Registry) lookup(ref string) (registered, bool) {
+// snapshot is a copy of the handlers, read without a lock.
+func (r *Registry) snapshot() map[string]registered {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	h, ok := r.handlers[ref]
-	return h, ok
+	out := make(map[string]registered, len(r.handlers))
+	for ref, h := range r.handlers {
+		out[ref] = h
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -106,6 +108,7 @@ func randomSuffix() string {
 
 // startServer runs `rdq serve` on a free loopback port over store (a data
 // directory or a postgres:// URL), with extra flags, and waits until ready.
+// With --tls-cert among the flags its URL is https://.
 func startServer(t testing.TB, store string, extra ...string) *server {
 	bin := rdqBinary(t)
 	port := freePort(t)
@@ -117,9 +120,15 @@ func startServer(t testing.TB, store string, extra ...string) *server {
 		t.Fatal(err)
 	}
 	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, logs: logs}
+	probe := http.DefaultClient
+	if slices.Contains(extra, "--tls-cert") {
+		s.url = fmt.Sprintf("https://127.0.0.1:%d", port)
+		// Readiness only: the tests check the certificate with their own client.
+		probe = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(s.url + "/readyz")
+		resp, err := probe.Get(s.url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -207,11 +216,29 @@ func forEachStore(t *testing.T, body func(t *testing.T, c *rdq.Client, url strin
 	}
 }
 
+// transports are the ways a worker works; the worker tests run on each.
+var transports = []rdq.Transport{rdq.TransportGRPC, rdq.TransportHTTP}
+
+// forEachStoreAndTransport runs body once per store and transport, as
+// subtests store/transport, with a client of a server of its own.
+func forEachStoreAndTransport(t *testing.T, body func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport)) {
+	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+		for _, tr := range transports {
+			t.Run(tr.String(), func(t *testing.T) { body(t, c, url, tr) })
+		}
+	})
+}
+
 func newClient(t testing.TB, url string) *rdq.Client {
-	c, err := rdq.NewClient(rdq.ClientConfig{URL: url})
+	return newClientWith(t, rdq.ClientConfig{URL: url})
+}
+
+func newClientWith(t testing.TB, cfg rdq.ClientConfig) *rdq.Client {
+	c, err := rdq.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -303,7 +330,11 @@ func runChildWorker() {
 		mu.Unlock()
 		select {} // until killed
 	})
-	w, err := rdq.NewWorker(c, rdq.WorkerConfig{Queues: []string{os.Getenv("RDQ_GO_SDK_CHILD_QUEUE")}, Registry: reg, PollInterval: 20 * time.Millisecond})
+	tr := rdq.TransportHTTP
+	if os.Getenv("RDQ_GO_SDK_CHILD_TRANSPORT") == rdq.TransportGRPC.String() {
+		tr = rdq.TransportGRPC
+	}
+	w, err := rdq.NewWorker(c, rdq.WorkerConfig{Queues: []string{os.Getenv("RDQ_GO_SDK_CHILD_QUEUE")}, Registry: reg, Transport: tr, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)

@@ -267,7 +267,7 @@ func TestSubmitsJoinTheCallersTrace(t *testing.T) {
 }
 
 func TestAHandlerContinuesItsTasksTrace(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
+	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
 		q, next := queueName(t), queueName(t)
 		type seen struct {
 			task       string
@@ -287,7 +287,7 @@ func TestAHandlerContinuesItsTasksTrace(t *testing.T) {
 		// The worker's own context carries a trace of its own, which a task
 		// without a trace context must not join.
 		workerTrace := newTraceParent(t)
-		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
+		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Transport: tr, Queues: []string{q}, Registry: reg, PollInterval: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,32 +22,74 @@ var (
 	ErrShutdown = errors.New("rdq: the worker shut down before the handler finished")
 )
 
+// Transport is how a Worker takes tasks and reports their outcomes.
+type Transport uint8
+
+const (
+	// TransportAuto (the default) works on the gRPC Work stream, and falls
+	// back to HTTP for the rest of Run when the server offers no gRPC: the
+	// stream is refused as UNIMPLEMENTED, or fails without an rdq code
+	// while the server answers HTTP (an HTTP/1-only proxy in between, say).
+	TransportAuto Transport = iota
+	// TransportGRPC works on the Work stream only: failures to open it are
+	// reported (OnError) and it is opened again after PollInterval.
+	TransportGRPC
+	// TransportHTTP polls with POST /v1/queues/{q}/claim and settles with
+	// POST /v1/settle, extends with POST /v1/tasks/{id}/lease.
+	TransportHTTP
+)
+
+func (t Transport) String() string {
+	switch t {
+	case TransportAuto:
+		return "auto"
+	case TransportGRPC:
+		return "grpc"
+	case TransportHTTP:
+		return "http"
+	}
+	return fmt.Sprintf("Transport(%d)", uint8(t))
+}
+
 // WorkerConfig configures a Worker. Queues and Registry are required.
 type WorkerConfig struct {
 	// Queues to claim from, in turn.
 	Queues   []string
 	Registry *Registry
-	// Concurrency is how many handlers run at once (default 64).
+	// Transport: the Work stream (gRPC) or HTTP polling; default
+	// TransportAuto, the stream with a fallback to HTTP.
+	Transport Transport
+	// Concurrency is how many handlers run at once (default 64). On the
+	// Work stream it is the stream's credits: the server hands out no more
+	// tasks than that at once.
 	Concurrency int
-	// ClaimBatch is the most tasks one claim asks for (default 64, at most 1000).
+	// Prefetch is how many tasks the worker holds ready beyond its free
+	// handler slots (default 0), so the next tasks are on their way while
+	// the handlers work: on the stream, its credits are Concurrency +
+	// Prefetch; over HTTP, claims ask for as many more. Each waits under its
+	// own lease (extended like a running one); those still waiting at
+	// shutdown are handed back unrun (RELEASE).
+	Prefetch int
+	// ClaimBatch is the most tasks one HTTP claim asks for (default 64, at most 1000).
 	ClaimBatch int
 	// SettleBatch is the most outcomes one POST /v1/settle carries (default 512, at most 1000).
 	SettleBatch int
-	// ClaimConcurrency is how many claims may be in flight at once (default
+	// ClaimConcurrency is how many HTTP claims may be in flight at once (default
 	// 2), so one claim's round trip overlaps another's; free handler slots
 	// are reserved before each claim, so together they never claim more than
 	// Concurrency allows.
 	ClaimConcurrency int
-	// PollInterval is the wait after a round of claims found nothing (default 200 ms).
+	// PollInterval is the wait after a round of HTTP claims found nothing,
+	// and before a Work stream that failed is opened again (default 200 ms).
 	PollInterval time.Duration
 	// SettleLinger is how long an outcome may wait for others to share its
-	// POST /v1/settle, until a claim's worth (ClaimBatch, at most
+	// settle (a POST /v1/settle, or a WorkSettle on the stream), until a claim's worth (ClaimBatch, at most
 	// Concurrency) has gathered
 	// (default 1 ms; negative: send what is there at once). Fewer, larger
 	// settles cost the server less per task; handler slots are freed when
 	// the handler returns, not when its outcome is sent.
 	SettleLinger time.Duration
-	// ClaimLinger is how long a claim may wait for more handler slots to
+	// ClaimLinger is how long an HTTP claim may wait for more handler slots to
 	// free up, until a claim's worth (ClaimBatch, at most Concurrency)
 	// is free (default 1 ms; negative: claim for whatever is free at once).
 	// Without it, fast handlers free their slots one by one and each claim
@@ -70,7 +112,8 @@ type WorkerConfig struct {
 	// with each envelope a settle answered with status DEAD.
 	OnDeadLetter func(ctx context.Context, task envelope.Envelope)
 	// OnError receives background errors: failed claims, settles and lease
-	// extensions. Default: ignored.
+	// extensions, a Work stream that failed, the fallback to HTTP.
+	// Default: ignored.
 	OnError func(err error)
 }
 
@@ -83,13 +126,28 @@ type Worker struct {
 	inflight atomic.Int64
 	slotFree chan struct{}
 
-	mu       sync.Mutex // guards running, closed and every task's state change
-	running  map[*run]struct{}
+	mu sync.Mutex // guards running, closed and every task's state change
+	// running holds the runs by task id: whatever ends one task early
+	// (a lost lease, shutdown, a notice from the server) finds it here.
+	running  map[string]*run
 	closed   bool
 	settleCh chan settleItem
 
-	handlers sync.WaitGroup
-	settlers sync.WaitGroup
+	handlers   sync.WaitGroup
+	settlers   sync.WaitGroup
+	registered map[string]registered // the Registry as Run found it
+	// untraced is the handlers' base context for tasks without a trace
+	// context (made once: most tasks have none).
+	untraced context.Context
+	// runs feeds the handler goroutines, Concurrency of them for the whole
+	// of Run: a goroutine per task would pay for its start and for growing
+	// its stack every time.
+	runs chan *run
+
+	// stream is the Work stream open now (nil before the first, and over
+	// HTTP); settles and extensions go on it while it takes messages.
+	stream atomic.Pointer[workStream]
+	acking sync.WaitGroup // settles on a stream whose ack is due
 
 	// One lease keeper per Worker (leaseLoop) extends the leases of all
 	// running handlers, instead of a goroutine and a ticker per handler.
@@ -112,8 +170,13 @@ const (
 // run is one claimed task being worked.
 type run struct {
 	task   ClaimedTask
+	ctx    context.Context // the handler's
 	cancel context.CancelCauseFunc
 	state  runState // guarded by Worker.mu
+	began  bool     // a handler goroutine has taken it (guarded by Worker.mu)
+	// from is the Work stream that handed the task out (nil over HTTP):
+	// settling it there gives the stream its credit back.
+	from *workStream
 
 	// Lease keeping, all guarded by Worker.mu: the lease length and the
 	// extension interval (a third of it), when the lease ends as far as this
@@ -127,12 +190,16 @@ type run struct {
 
 type settleItem struct {
 	settle Settle
+	from   *workStream // the stream that handed the task out, if any
 }
 
 // NewWorker checks cfg and makes a Worker.
 func NewWorker(client *Client, cfg WorkerConfig) (*Worker, error) {
 	if client == nil {
 		return nil, errors.New("rdq: NewWorker needs a client")
+	}
+	if cfg.Transport > TransportHTTP {
+		return nil, fmt.Errorf("rdq: WorkerConfig.Transport %v is not a transport", cfg.Transport)
 	}
 	if cfg.Registry == nil {
 		return nil, errors.New("rdq: WorkerConfig.Registry is required")
@@ -148,6 +215,7 @@ func NewWorker(client *Client, cfg WorkerConfig) (*Worker, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 64
 	}
+	cfg.Prefetch = max(cfg.Prefetch, 0)
 	if cfg.ClaimBatch <= 0 {
 		cfg.ClaimBatch = 64
 	}
@@ -175,8 +243,8 @@ func NewWorker(client *Client, cfg WorkerConfig) (*Worker, error) {
 		client:    client,
 		cfg:       cfg,
 		slotFree:  make(chan struct{}, 1),
-		running:   map[*run]struct{}{},
-		settleCh:  make(chan settleItem, 2*cfg.Concurrency+cfg.SettleBatch),
+		running:   map[string]*run{},
+		settleCh:  make(chan settleItem, 2*(cfg.Concurrency+cfg.Prefetch)+cfg.SettleBatch),
 		leaseWake: make(chan struct{}, 1),
 		leaseStop: make(chan struct{}),
 		leaseDone: make(chan struct{}),
@@ -199,29 +267,46 @@ const settlers = 2
 const requestTimeout = 30 * time.Second
 
 // Run claims and works tasks until ctx is cancelled, then shuts down
-// gracefully: it stops claiming, gives running handlers ShutdownGrace to
-// finish, hands back (RELEASE) the tasks of those that did not, flushes the
-// pending settles and returns. A handler that ignores its context may still
-// be running when Run returns; its result is dropped. A Worker runs once.
+// gracefully: it stops claiming (a Work stream is closed, so the server
+// hands out nothing more), gives running handlers ShutdownGrace to finish,
+// hands back (RELEASE) the tasks of those that did not, flushes the pending
+// settles and returns. A handler that ignores its context may still be
+// running when Run returns; its result is dropped. A Worker runs once.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("rdq: Worker.Run called twice")
 	}
 	w.settlers.Add(1)
 	go w.settleLoop()
-	base, cancelAll := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer cancelAll(ErrShutdown)
+	// Handlers' contexts keep Run's values but not its cancellation: each is
+	// cancelled on its own (a lost lease, the end of the grace period).
+	base := context.WithoutCancel(ctx)
+	w.registered = w.cfg.Registry.snapshot()
+	w.untraced = ContextWithTraceParent(base, "")
 	go w.leaseLoop()
 
-	var claimers sync.WaitGroup
-	for i := 0; i < w.cfg.ClaimConcurrency; i++ {
-		claimers.Add(1)
-		go func(first int) {
-			defer claimers.Done()
-			w.claimLoop(ctx, base, first)
-		}(i)
+	w.runs = make(chan *run, w.capacity())
+	for i := 0; i < w.cfg.Concurrency; i++ {
+		go func() {
+			for r := range w.runs {
+				w.work(r)
+			}
+		}()
 	}
-	claimers.Wait()
+	defer close(w.runs)
+	if w.cfg.Transport == TransportHTTP || !w.streamLoop(ctx, base) {
+		w.claimLoops(ctx, base)
+	}
+	// Tasks still waiting for a handler are handed back now, unrun.
+	w.mu.Lock()
+	for _, r := range w.running {
+		if r.state == stateRunning && !r.began {
+			r.state = stateReleased
+			r.cancel(ErrShutdown)
+			w.settleCh <- settleItem{Settle{ID: r.task.ID, LeaseToken: r.task.LeaseToken, Outcome: SettleRelease}, r.from}
+		}
+	}
+	w.mu.Unlock()
 
 	done := make(chan struct{})
 	go func() { w.handlers.Wait(); close(done) }()
@@ -232,11 +317,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-timer.C:
 	}
 	w.mu.Lock()
-	for r := range w.running {
+	for _, r := range w.running {
 		if r.state == stateRunning {
 			r.state = stateReleased
 			r.cancel(ErrShutdown)
-			w.settleCh <- settleItem{Settle{ID: r.task.ID, LeaseToken: r.task.LeaseToken, Outcome: SettleRelease}}
+			w.settleCh <- settleItem{Settle{ID: r.task.ID, LeaseToken: r.task.LeaseToken, Outcome: SettleRelease}, r.from}
 		}
 	}
 	w.closed = true
@@ -246,119 +331,23 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-w.leaseDone
 	w.extenders.Wait()
 	w.settlers.Wait()
+	w.acking.Wait()
 	return nil
 }
 
-// reserve takes up to ClaimBatch free handler slots for one claim.
-func (w *Worker) reserve() int64 {
-	for {
-		cur := w.inflight.Load()
-		free := int64(w.cfg.Concurrency) - cur
-		if free <= 0 {
-			return 0
-		}
-		want := min(free, int64(w.cfg.ClaimBatch))
-		if w.inflight.CompareAndSwap(cur, cur+want) {
-			return want
-		}
-	}
-}
+// capacity is how many tasks the worker holds at once: its handler slots
+// and the tasks prefetched for them.
+func (w *Worker) capacity() int { return w.cfg.Concurrency + w.cfg.Prefetch }
 
-// release gives back n reserved slots a claim did not fill.
-func (w *Worker) release(n int64) {
-	if n > 0 {
-		w.inflight.Add(-n)
-		w.signalSlot()
-	}
-}
-
-func (w *Worker) signalSlot() {
-	select {
-	case w.slotFree <- struct{}{}:
-	default:
-	}
-}
-
-// gather waits, up to ClaimLinger, until a claim's worth of handler
-// slots is free, so that claims stay large when handlers are quick.
-func (w *Worker) gather(ctx context.Context, linger *time.Timer) {
-	enough := int64(max(1, min(w.cfg.ClaimBatch, w.cfg.Concurrency)))
-	free := func() int64 { return int64(w.cfg.Concurrency) - w.inflight.Load() }
-	if w.cfg.ClaimLinger <= 0 || free() <= 0 || free() >= enough {
-		return
-	}
-	linger.Reset(w.cfg.ClaimLinger)
-	defer stopTimer(linger)
-	for free() < enough {
-		select {
-		case <-w.slotFree:
-		case <-linger.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-func (w *Worker) claimLoop(ctx, base context.Context, next int) {
-	empty := 0
-	linger := time.NewTimer(time.Hour)
-	stopTimer(linger)
-	for ctx.Err() == nil {
-		w.gather(ctx, linger)
-		want := w.reserve()
-		if want == 0 {
-			t := time.NewTimer(w.cfg.PollInterval)
-			select {
-			case <-w.slotFree:
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-			continue
-		}
-		queue := w.cfg.Queues[next%len(w.cfg.Queues)]
-		next++
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
-		tasks, err := w.client.Claim(cctx, queue, int(want), w.cfg.Lease)
-		cancel()
-		w.release(want - int64(len(tasks)))
-		if err != nil {
-			w.report(fmt.Errorf("rdq: claiming from %s: %w", queue, err))
-			empty = len(w.cfg.Queues)
-		}
-		if len(tasks) == 0 {
-			empty++
-			if empty >= len(w.cfg.Queues) {
-				empty = 0
-				sleep(ctx, w.cfg.PollInterval)
-			}
-			continue
-		}
-		empty = 0
-		for _, t := range tasks {
-			w.start(base, t)
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-func (w *Worker) start(base context.Context, t ClaimedTask) {
-	hctx, cancel := context.WithCancelCause(handlerContext(base, t.Envelope))
+// start runs the handler of a claimed task whose slot is taken.
+func (w *Worker) start(base context.Context, t ClaimedTask, from *workStream) {
+	hctx, cancel := context.WithCancelCause(w.handlerContext(base, t.Envelope))
 	lease := w.leaseOf(t.Envelope)
 	now := time.Now()
-	r := &run{task: t, cancel: cancel, lease: lease, interval: max(lease/3, 10*time.Millisecond), deadline: now.Add(lease)}
+	r := &run{task: t, ctx: hctx, cancel: cancel, from: from, lease: lease, interval: max(lease/3, 10*time.Millisecond), deadline: now.Add(lease)}
 	r.next = now.Add(r.interval)
 	w.mu.Lock()
-	w.running[r] = struct{}{}
+	w.running[t.ID] = r
 	wake := w.leaseWakeAt.IsZero() || r.next.Before(w.leaseWakeAt)
 	if wake {
 		w.leaseWakeAt = r.next
@@ -371,44 +360,31 @@ func (w *Worker) start(base context.Context, t ClaimedTask) {
 		}
 	}
 	w.handlers.Add(1) // its slot was reserved before the claim
-	go w.work(hctx, r)
+	w.runs <- r
 }
 
 // handlerContext carries the task's trace context: its well-formed
 // "traceparent" header, or none (hiding any traceparent Run's context
 // carried), so submits from the handler continue the task's trace and a
 // task without one never joins an unrelated trace.
-func handlerContext(base context.Context, task envelope.Envelope) context.Context {
-	tp, _ := wellFormedTraceParent(task.Headers[TraceParentHeader])
+func (w *Worker) handlerContext(base context.Context, task envelope.Envelope) context.Context {
+	tp, ok := wellFormedTraceParent(task.Headers[TraceParentHeader])
+	if !ok {
+		return w.untraced
+	}
 	return ContextWithTraceParent(base, tp)
 }
 
-func (w *Worker) work(ctx context.Context, r *run) {
-	defer func() {
-		r.cancel(nil)
-		w.mu.Lock()
-		delete(w.running, r)
-		w.mu.Unlock()
-		w.inflight.Add(-1)
-		w.signalSlot()
-		w.handlers.Done()
-	}()
-
-	outcome := w.execute(ctx, r.task.Envelope)
+func (w *Worker) work(r *run) {
 	w.mu.Lock()
-	r.finished = true // no further extension
-	pending := r.extending
+	waited := r.state != stateRunning // released at shutdown, or its lease lost, while it waited
+	r.began = true
 	w.mu.Unlock()
-	if pending != nil {
-		<-pending // settle after the extension in flight, not alongside it
+	var outcome Outcome
+	if !waited {
+		outcome = w.execute(r.ctx, r.task.Envelope)
 	}
-
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if r.state != stateRunning {
-		return // released at shutdown, or the lease was lost
-	}
-	r.state = stateDone
+	r.cancel(nil)
 	s := Settle{ID: r.task.ID, LeaseToken: r.task.LeaseToken, Outcome: outcome.Settlement(), Error: outcome.settleError()}
 	if outcome.kind == kindDefer {
 		ms := outcome.delay.Milliseconds()
@@ -416,23 +392,48 @@ func (w *Worker) work(ctx context.Context, r *run) {
 		s.Error = nil
 		s.Throttle = outcome.throttle
 	}
-	if !w.closed {
-		w.settleCh <- settleItem{s}
+
+	w.mu.Lock()
+	r.finished = true // no further extension
+	if pending := r.extending; pending != nil {
+		w.mu.Unlock()
+		<-pending // settle after the extension in flight, not alongside it
+		w.mu.Lock()
 	}
+	// Not settled when released at shutdown, or when the lease was lost.
+	if r.state == stateRunning {
+		r.state = stateDone
+		if !w.closed {
+			w.settleCh <- settleItem{s, r.from}
+		}
+	}
+	if w.running[r.task.ID] == r { // the task may have been claimed again since its lease was lost
+		delete(w.running, r.task.ID)
+	}
+	w.mu.Unlock()
+	w.inflight.Add(-1)
+	w.signalSlot()
+	w.handlers.Done()
 }
 
 // execute runs the handler and resolves its outcome; panics in the handler
 // or the mapper are retryable failures, never a dead worker.
 func (w *Worker) execute(ctx context.Context, task envelope.Envelope) (out Outcome) {
-	reg, ok := w.cfg.Registry.lookup(task.HandlerRef)
+	reg, ok := w.registered[task.HandlerRef]
 	if !ok {
 		return PermanentFailure(fmt.Errorf("no handler for %q on queue %q in this worker", task.HandlerRef, task.Queue)).
 			WithType(NoHandlerErrorType)
+	}
+	if reg.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, reg.timeout, &TimeoutError{Timeout: reg.timeout})
+		defer cancel()
 	}
 	ret, err, panicked := call(ctx, reg.run, task)
 	if panicked != nil {
 		return RetryableFailure(panicked).WithType(PanicErrorType)
 	}
+	err = timedOut(ctx, err)
 	mapper := reg.mapper
 	if mapper == nil {
 		mapper = w.cfg.OutcomeMapper
@@ -453,224 +454,4 @@ func call(ctx context.Context, h ResultHandler, task envelope.Envelope) (ret any
 	}()
 	ret, err = h(ctx, task)
 	return ret, err, nil
-}
-
-// leaseOf is the claim's lease length, measured on the server's clock
-// (lease end minus the open attempt's start) so clock skew does not matter.
-func (w *Worker) leaseOf(env envelope.Envelope) time.Duration {
-	if env.LeaseExpiresAt != nil && len(env.Attempts) > 0 {
-		if d := env.LeaseExpiresAt.Sub(env.Attempts[len(env.Attempts)-1].StartedAt); d > 0 {
-			return d
-		}
-	}
-	if w.cfg.Lease > 0 {
-		return w.cfg.Lease
-	}
-	return 30 * time.Second
-}
-
-// leaseLoop keeps the leases of the running handlers: it sleeps until the
-// earliest extension is due, extends every lease due by then (each a third of
-// its length after the last), and sleeps again. A lease the server answers
-// LEASE_LOST for, or that ends locally without a successful extension, has
-// its handler's context cancelled with ErrLeaseLost; the result is dropped.
-// It runs until Run stops it, after the last handler is done or released.
-func (w *Worker) leaseLoop() {
-	defer close(w.leaseDone)
-	for {
-		now := time.Now()
-		var earliest time.Time
-		w.mu.Lock()
-		for r := range w.running {
-			if r.state != stateRunning || r.finished {
-				continue
-			}
-			if !r.next.After(now) {
-				r.next = now.Add(r.interval)
-				if r.extending == nil { // one still in flight skips this turn
-					r.extending = make(chan struct{})
-					w.extenders.Add(1)
-					go w.extend(r, r.deadline, r.extending)
-				}
-			}
-			if earliest.IsZero() || r.next.Before(earliest) {
-				earliest = r.next
-			}
-		}
-		w.leaseWakeAt = earliest
-		w.mu.Unlock()
-
-		var timer *time.Timer
-		var timeout <-chan time.Time
-		if !earliest.IsZero() {
-			timer = time.NewTimer(earliest.Sub(now))
-			timeout = timer.C
-		}
-		stop := false
-		select {
-		case <-w.leaseStop:
-			stop = true
-		case <-w.leaseWake:
-		case <-timeout:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		if stop {
-			return
-		}
-	}
-}
-
-// extend makes one extension of r's lease, then marks it ended (done). The
-// request may take until the lease ends as this worker knows it (deadline),
-// not just one interval: a server slower than the interval but answering
-// within the lease keeps the lease.
-func (w *Worker) extend(r *run, deadline time.Time, done chan struct{}) {
-	defer w.extenders.Done()
-	ectx, cancel := context.WithDeadline(context.Background(), later(deadline, time.Now().Add(r.interval)))
-	_, err := w.client.ExtendLease(ectx, r.task.ID, r.task.LeaseToken, r.lease)
-	cancel()
-
-	w.mu.Lock()
-	lost, report := false, false
-	switch {
-	case err == nil:
-		r.deadline = time.Now().Add(r.lease)
-	case IsCode(err, CodeLeaseLost) || IsCode(err, CodeTaskNotFound) || IsCode(err, CodeInvalidTransition):
-		lost = true
-	case time.Now().Before(r.deadline.Add(-r.interval / 2)):
-		report = true
-	default:
-		lost, report = true, true
-	}
-	if lost && r.state == stateRunning {
-		r.state = stateLost
-		r.cancel(ErrLeaseLost)
-	}
-	r.extending = nil
-	close(done)
-	w.mu.Unlock()
-	if report {
-		w.report(fmt.Errorf("rdq: extending the lease of %s: %w", r.task.ID, err))
-	}
-}
-
-// later is the later of two instants.
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func (w *Worker) settleLoop() {
-	defer w.settlers.Done()
-	batches := make(chan []Settle)
-	var flushers sync.WaitGroup
-	for i := 0; i < settlers; i++ {
-		flushers.Add(1)
-		go func() {
-			defer flushers.Done()
-			for batch := range batches {
-				w.flush(batch)
-			}
-		}()
-	}
-	// A batch may go once it holds a claim's worth, has lingered, or the
-	// input closed; while every flusher is busy it keeps growing.
-	enough := min(w.cfg.ClaimBatch, w.cfg.Concurrency, w.cfg.SettleBatch)
-	linger := time.NewTimer(time.Hour)
-	stopTimer(linger)
-	in := w.settleCh
-	var batch []Settle
-	ready := false
-	for in != nil || len(batch) > 0 {
-		var recv <-chan settleItem
-		if len(batch) < w.cfg.SettleBatch {
-			recv = in
-		}
-		var fired <-chan time.Time
-		var out chan<- []Settle
-		if len(batch) > 0 {
-			if ready {
-				out = batches
-			} else {
-				fired = linger.C
-			}
-		}
-		select {
-		case item, ok := <-recv:
-			if !ok {
-				in = nil
-				if !ready {
-					stopTimer(linger)
-					ready = true
-				}
-				continue
-			}
-			if len(batch) == 0 {
-				if w.cfg.SettleLinger > 0 {
-					linger.Reset(w.cfg.SettleLinger)
-				} else {
-					ready = true
-				}
-			}
-			batch = append(batch, item.settle)
-			if !ready && len(batch) >= enough {
-				stopTimer(linger)
-				ready = true
-			}
-		case <-fired:
-			ready = true
-		case out <- batch:
-			batch = nil
-			ready = false
-		}
-	}
-	close(batches)
-	flushers.Wait()
-}
-
-// stopTimer stops t and drains a value it already sent, so that Reset
-// starts afresh (timers before Go 1.23 keep a fired value).
-func stopTimer(t *time.Timer) {
-	if !t.Stop() {
-		select {
-		case <-t.C:
-		default:
-		}
-	}
-}
-
-// flush sends one batch, retrying transport failures a few times: an
-// outcome not reported lets the lease lapse and the task run again.
-func (w *Worker) flush(batch []Settle) {
-	var results []SettleResult
-	var err error
-	for attempt := 0; attempt < 4; attempt++ {
-		if attempt > 0 {
-			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-		results, err = w.client.settleBatch(ctx, batch, w.cfg.OnDeadLetter != nil)
-		cancel()
-		var e *Error
-		if err == nil || errors.As(err, &e) && e.Status >= 400 && e.Status < 500 {
-			break
-		}
-	}
-	if err != nil {
-		w.report(fmt.Errorf("rdq: settling %d tasks: %w", len(batch), err))
-		return
-	}
-	for _, r := range results {
-		if r.Err != nil {
-			w.report(fmt.Errorf("rdq: settling %s: %w", r.ID, r.Err))
-			continue
-		}
-		if r.Envelope.Status == envelope.StatusDead && w.cfg.OnDeadLetter != nil {
-			w.cfg.OnDeadLetter(context.Background(), r.Envelope)
-		}
-	}
 }

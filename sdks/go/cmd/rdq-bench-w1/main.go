@@ -3,7 +3,8 @@
 // one at a time with 64 submits in flight, then worked by one Worker with 64
 // handlers. It prints one JSON line with submits/s and worked/s. Work ends
 // when the server counts every task SUCCEEDED (settles answered), not when
-// the last handler returns.
+// the last handler returns. -transport grpc works on the Work stream (each
+// Worker's -concurrency is its stream's credits), -transport http polls.
 package main
 
 import (
@@ -17,9 +18,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"rdq.dev/sdk/go/envelope"
+	"rdq.dev/sdk/go/internal/rdqpb"
 	"rdq.dev/sdk/go/rdq"
 )
 
@@ -29,6 +34,7 @@ func main() {
 	jobs := flag.Int("jobs", 20000, "tasks")
 	inflight := flag.Int("inflight", 64, "submits in flight")
 	concurrency := flag.Int("concurrency", 64, "worker handlers")
+	prefetch := flag.Int("prefetch", 0, "WorkerConfig.Prefetch: tasks held ready beyond the free handlers")
 	claimBatch := flag.Int("claim-batch", 64, "most tasks per claim")
 	workers := flag.Int("workers", 1, "Worker instances, each with -concurrency handlers")
 	claimers := flag.Int("claimers", 2, "claims in flight per Worker (ClaimConcurrency)")
@@ -36,9 +42,20 @@ func main() {
 	claimLinger := flag.Duration("claim-linger", 0, "WorkerConfig.ClaimLinger (0: the default; negative: none)")
 	settleLinger := flag.Duration("settle-linger", 0, "WorkerConfig.SettleLinger (0: the default; negative: none)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the work phase here")
+	transportName := flag.String("transport", "grpc", "grpc (the Work stream), http (polling) or auto")
 	flag.Parse()
+	transport, ok := map[string]rdq.Transport{"grpc": rdq.TransportGRPC, "http": rdq.TransportHTTP, "auto": rdq.TransportAuto}[*transportName]
+	if !ok {
+		log.Fatalf("-transport %q: grpc, http or auto", *transportName)
+	}
 	ctx := context.Background()
-	c, err := rdq.NewClient(rdq.ClientConfig{URL: *url})
+	// Settles sent on Work streams, and the settles they carried.
+	var settleMessages, settleItems atomic.Int64
+	countSettles := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		return &countedStream{ClientStream: s, messages: &settleMessages, items: &settleItems}, err
+	}
+	c, err := rdq.NewClient(rdq.ClientConfig{URL: *url, GRPCDialOptions: []grpc.DialOption{grpc.WithStreamInterceptor(countSettles)}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -85,9 +102,17 @@ func main() {
 	}
 	wctx, stop := context.WithCancel(ctx)
 	var running sync.WaitGroup
+	cpuBefore := cpuTime()
 	start := time.Now()
 	for i := 0; i < *workers; i++ {
-		w, err := rdq.NewWorker(c, rdq.WorkerConfig{Queues: []string{*queue}, Registry: reg, Concurrency: *concurrency,
+		// Each Worker has a client, so a connection, of its own, as
+		// separate processes would (and as rdq bench's workers do).
+		wc, err := rdq.NewClient(rdq.ClientConfig{URL: *url, GRPCDialOptions: []grpc.DialOption{grpc.WithStreamInterceptor(countSettles)}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer wc.Close()
+		w, err := rdq.NewWorker(wc, rdq.WorkerConfig{Transport: transport, Queues: []string{*queue}, Registry: reg, Concurrency: *concurrency, Prefetch: *prefetch,
 			ClaimBatch: *claimBatch, ClaimConcurrency: *claimers, PollInterval: 20 * time.Millisecond,
 			ClaimLinger: *claimLinger, SettleLinger: *settleLinger,
 			OnError: func(err error) { log.Print(err) }})
@@ -119,11 +144,37 @@ func main() {
 		time.Sleep(2 * time.Millisecond)
 	}
 	workRate := float64(*jobs) / time.Since(start).Seconds()
+	workCPU := cpuTime() - cpuBefore
 	stop()
 	running.Wait()
 	out, _ := json.Marshal(map[string]any{
-		"system": "rdq-go-sdk", "jobs": *jobs, "payload_bytes": len(payload),
+		"system": "rdq-go-sdk", "transport": transport.String(), "jobs": *jobs, "payload_bytes": len(payload),
 		"submits_per_s": submitRate, "worked_per_s": workRate,
+		"stream_settles": settleMessages.Load(), "stream_settled": settleItems.Load(),
+		"work_cpu_us_per_task": float64(workCPU.Microseconds()) / float64(*jobs),
 	})
 	fmt.Println(string(out))
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// countedStream counts the WorkSettle messages a Work stream sends.
+type countedStream struct {
+	grpc.ClientStream
+	messages, items *atomic.Int64
+}
+
+func (s *countedStream) SendMsg(m any) error {
+	if req, ok := m.(*rdqpb.WorkRequest); ok && req.GetSettle() != nil {
+		s.messages.Add(1)
+		s.items.Add(int64(len(req.GetSettle().GetSettles())))
+	}
+	return s.ClientStream.SendMsg(m)
 }
