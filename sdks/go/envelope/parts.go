@@ -14,8 +14,8 @@ import (
 // Omit marks an optional member of the envelope as left out by its writer
 // (handler_version, payload_ref, headers, priority, deferral_count,
 // attempt_count, redrive_count, claim_count, next_attempt_at,
-// lease_expires_at, attempts), as Decode does for a member missing from the
-// JSON. It reports false for any other name.
+// lease_expires_at, attempts, dead_reason), as Decode does for a member
+// missing from the JSON. It reports false for any other name.
 func (e *Envelope) Omit(member string) bool {
 	var b uint16
 	switch member {
@@ -41,10 +41,32 @@ func (e *Envelope) Omit(member string) bool {
 		b = absentLeaseExpiresAt
 	case "attempts":
 		b = absentAttempts
+	case "dead_reason":
+		// Left out is an unset reason's default: only a null is undone.
+		e.absent &^= deadReasonNull
+		return true
 	default:
 		return false
 	}
 	e.absent |= b
+	return true
+}
+
+// NullDeadReason marks an unset dead_reason as written null by its writer,
+// as Decode does for "dead_reason": null (Omit("dead_reason") undoes it).
+func (e *Envelope) NullDeadReason() {
+	if e.DeadReason == nil {
+		e.absent |= deadReasonNull
+	}
+}
+
+// Omit marks an optional member of a dead reason (message) as left out by
+// its writer; false for any other name.
+func (r *DeadReason) Omit(member string) bool {
+	if member != "message" {
+		return false
+	}
+	r.absent |= absentMessage
 	return true
 }
 

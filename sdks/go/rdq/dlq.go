@@ -16,7 +16,13 @@ type DLQListOptions struct {
 	Limit     int    // 0: the server's default (50)
 	Cursor    string // NextCursor of the previous page
 	ErrorType string // glob on the latest error's type (*, ?, [a-z], [!x])
+	// Reason: only tasks that died for this reason (an envelope.DeadReason*
+	// code, or Unrecorded); another value is refused (INVALID_ARGUMENT).
+	Reason string
 }
+
+// Unrecorded is the reason filter for dead tasks without a recorded reason.
+const Unrecorded = "UNRECORDED"
 
 // DLQPage is one page of dead tasks, newest first.
 type DLQPage struct {
@@ -38,6 +44,9 @@ func (c *Client) DLQList(ctx context.Context, queue string, opts DLQListOptions)
 	}
 	if opts.ErrorType != "" {
 		q.Set("error_type", opts.ErrorType)
+	}
+	if opts.Reason != "" {
+		q.Set("reason", opts.Reason)
 	}
 	path := "/v1/queues/" + escape(queue) + "/dead"
 	if len(q) > 0 {
@@ -65,6 +74,7 @@ func (c *Client) DLQShow(ctx context.Context, queue, id string) (envelope.Envelo
 type RedriveRequest struct {
 	IDs       []string `json:"ids,omitempty"`
 	ErrorType string   `json:"error_type,omitempty"`
+	Reason    string   `json:"reason,omitempty"` // as DLQListOptions.Reason
 	Limit     int      `json:"limit,omitempty"`
 	DryRun    bool     `json:"dry_run,omitempty"`
 }
@@ -88,17 +98,49 @@ func (c *Client) DLQRedrive(ctx context.Context, queue string, req RedriveReques
 	return out, err
 }
 
+// ReasonCount is how many dead tasks died for one reason.
+type ReasonCount struct {
+	Reason string `json:"reason"`
+	Count  uint64 `json:"count"`
+}
+
+// DLQReasons counts a queue's dead tasks by reason, most first
+// (GET /v1/queues/{q}/dead/reasons).
+func (c *Client) DLQReasons(ctx context.Context, queue string) ([]ReasonCount, error) {
+	if err := envelope.ValidateQueueName(queue); err != nil {
+		return nil, localError(err)
+	}
+	var out struct {
+		Reasons []ReasonCount `json:"reasons"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/v1/queues/"+escape(queue)+"/dead/reasons", nil, &out)
+	return out.Reasons, err
+}
+
 // DLQExport streams a queue's dead tasks, oldest first, calling each for
 // every envelope (GET /v1/queues/{q}/dead/export, admin). An error from each
 // stops the export and is returned. errorType, when not empty, is a glob on
 // the latest error's type.
 func (c *Client) DLQExport(ctx context.Context, queue, errorType string, each func(envelope.Envelope) error) error {
+	return c.DLQExportWhere(ctx, queue, DLQListOptions{ErrorType: errorType}, each)
+}
+
+// DLQExportWhere is DLQExport filtered by error type and reason (the
+// options' Limit and Cursor are not used).
+func (c *Client) DLQExportWhere(ctx context.Context, queue string, filter DLQListOptions, each func(envelope.Envelope) error) error {
 	if err := envelope.ValidateQueueName(queue); err != nil {
 		return localError(err)
 	}
+	q := url.Values{}
+	if filter.ErrorType != "" {
+		q.Set("error_type", filter.ErrorType)
+	}
+	if filter.Reason != "" {
+		q.Set("reason", filter.Reason)
+	}
 	path := "/v1/queues/" + escape(queue) + "/dead/export"
-	if errorType != "" {
-		path += "?error_type=" + url.QueryEscape(errorType)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	resp, err := c.send(ctx, http.MethodGet, path, nil, nil)
 	if err != nil {

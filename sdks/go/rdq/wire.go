@@ -83,6 +83,24 @@ func envelopeFromProto(p *rdqpb.Envelope) (envelope.Envelope, error) {
 			return env, err
 		}
 	}
+	if d := p.DeadReason; d != nil {
+		r := envelope.DeadReason{Code: d.Code, By: d.By, Message: d.Message}
+		if r.At, err = timestamp("dead_reason.at", d.At); err != nil {
+			return env, err
+		}
+		for _, m := range d.Omitted {
+			if !r.Omit(m) {
+				return env, badEnvelope("dead_reason.omitted", "%q", m)
+			}
+		}
+		if r.Extra, err = envelope.ParseExtra(d.UnknownJson); err != nil {
+			return env, err
+		}
+		env.DeadReason = &r
+	} else {
+		// An unset message field is null unless omitted names it.
+		env.NullDeadReason()
+	}
 	for _, m := range p.Omitted {
 		if !env.Omit(m) {
 			return env, badEnvelope("omitted", "%q", m)

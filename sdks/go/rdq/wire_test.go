@@ -2,6 +2,7 @@ package rdq
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"rdq.dev/sdk/go/envelope"
@@ -61,6 +62,7 @@ func TestAProtoEnvelopeKeepsWhatItsJSONWouldKeep(t *testing.T) {
 	detail := `{"n": 1.0}`
 	p.Attempts[0].Error = &rdqpb.ErrorInfo{Type: "app.E", Message: "m", DetailJson: &detail, Stack: &stack}
 	p.Attempts[0].Omitted = []string{"finished_at"}
+	p.Omitted = append(p.Omitted, "dead_reason") // as the server sends a task without one
 	env, err := envelopeFromProto(p)
 	if err != nil {
 		t.Fatal(err)
@@ -86,5 +88,38 @@ func TestAProblemBecomesAnErrorWithItsField(t *testing.T) {
 	var e *Error
 	if !errors.As(r.Err, &e) || e.Code != CodeInvalidField || e.Status != 400 || e.Field != "settles[0].defer_ms" {
 		t.Fatalf("%#v", r.Err)
+	}
+}
+
+func TestADeadReasonMapsAsItsJSONWould(t *testing.T) {
+	p := validProto()
+	p.Status = rdqpb.Status_DEAD
+	p.LeaseExpiresAt = nil
+	p.Attempts = nil
+	p.Omitted = append(p.Omitted, "attempts")
+	p.DeadReason = &rdqpb.DeadReason{Code: "CANCELLED", At: "2026-07-20T14:04:00.000Z", By: "ops", Omitted: []string{"message"},
+		UnknownJson: `{"zone":1.50}`}
+	env, err := envelopeFromProto(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := env.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(got), `"created_at":"2026-07-20T14:03:22.117Z","dead_reason":{"code":"CANCELLED","at":"2026-07-20T14:04:00.000Z","by":"ops","zone":1.50}}`) {
+		t.Fatalf("got %s", got)
+	}
+	// Unset and not named in omitted: the JSON had null.
+	p.DeadReason = nil
+	if env, err = envelopeFromProto(p); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = env.Encode(); !strings.HasSuffix(string(got), `"dead_reason":null}`) {
+		t.Fatalf("got %s", got)
+	}
+	p.DeadReason = &rdqpb.DeadReason{Code: "CANCELLED", At: "yesterday", By: "ops"}
+	if _, err = envelopeFromProto(p); err == nil {
+		t.Fatal("a bad dead_reason.at was accepted")
 	}
 }

@@ -1470,7 +1470,10 @@ type DlqListRequest struct {
 	// `next_cursor` of the previous page.
 	Cursor *string `protobuf:"bytes,3,opt,name=cursor,proto3,oneof" json:"cursor,omitempty"`
 	// Glob on the latest error's type.
-	ErrorType     *string `protobuf:"bytes,4,opt,name=error_type,json=errorType,proto3,oneof" json:"error_type,omitempty"`
+	ErrorType *string `protobuf:"bytes,4,opt,name=error_type,json=errorType,proto3,oneof" json:"error_type,omitempty"`
+	// Only tasks that died for this reason: a `DeadReason` code rdq writes,
+	// or `UNRECORDED` (dead with no reason recorded).
+	Reason        *string `protobuf:"bytes,5,opt,name=reason,proto3,oneof" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1529,6 +1532,13 @@ func (x *DlqListRequest) GetCursor() string {
 func (x *DlqListRequest) GetErrorType() string {
 	if x != nil && x.ErrorType != nil {
 		return *x.ErrorType
+	}
+	return ""
+}
+
+func (x *DlqListRequest) GetReason() string {
+	if x != nil && x.Reason != nil {
+		return *x.Reason
 	}
 	return ""
 }
@@ -1655,7 +1665,9 @@ type RedriveRequest struct {
 	// At most this many.
 	Limit *uint64 `protobuf:"varint,4,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
 	// Report, change nothing.
-	DryRun        bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Only tasks that died for this reason (as `DlqListRequest.reason`).
+	Reason        *string `protobuf:"bytes,6,opt,name=reason,proto3,oneof" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1723,6 +1735,13 @@ func (x *RedriveRequest) GetDryRun() bool {
 		return x.DryRun
 	}
 	return false
+}
+
+func (x *RedriveRequest) GetReason() string {
+	if x != nil && x.Reason != nil {
+		return *x.Reason
+	}
+	return ""
 }
 
 // The answer of a redrive.
@@ -1804,7 +1823,9 @@ type ExportRequest struct {
 	// The queue.
 	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Only tasks whose latest error type matches this glob.
-	ErrorType     *string `protobuf:"bytes,2,opt,name=error_type,json=errorType,proto3,oneof" json:"error_type,omitempty"`
+	ErrorType *string `protobuf:"bytes,2,opt,name=error_type,json=errorType,proto3,oneof" json:"error_type,omitempty"`
+	// Only tasks that died for this reason (as `DlqListRequest.reason`).
+	Reason        *string `protobuf:"bytes,3,opt,name=reason,proto3,oneof" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1853,6 +1874,500 @@ func (x *ExportRequest) GetErrorType() string {
 	return ""
 }
 
+func (x *ExportRequest) GetReason() string {
+	if x != nil && x.Reason != nil {
+		return *x.Reason
+	}
+	return ""
+}
+
+// Which PENDING tasks to cancel; the filters combine, none set cancels
+// every PENDING task of the queue (try `dry_run` first).
+type CancelTasksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Only these tasks (empty: no id filter). One id alone that cannot be
+	// cancelled is an error: TASK_NOT_FOUND, or INVALID_TRANSITION naming
+	// its status.
+	Ids []string `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	// Only tasks of this handler.
+	HandlerRef *string `protobuf:"bytes,3,opt,name=handler_ref,json=handlerRef,proto3,oneof" json:"handler_ref,omitempty"`
+	// Only tasks with every one of these headers, value for value.
+	Headers map[string]string `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Only tasks submitted more than this many milliseconds ago.
+	OlderThanMs *uint64 `protobuf:"varint,5,opt,name=older_than_ms,json=olderThanMs,proto3,oneof" json:"older_than_ms,omitempty"`
+	// At most this many, oldest first.
+	Limit *uint64 `protobuf:"varint,6,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	// Report, change nothing.
+	DryRun bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Why, recorded in each task's dead reason (at most 4 KiB).
+	Message       *string `protobuf:"bytes,8,opt,name=message,proto3,oneof" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTasksRequest) Reset() {
+	*x = CancelTasksRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTasksRequest) ProtoMessage() {}
+
+func (x *CancelTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTasksRequest.ProtoReflect.Descriptor instead.
+func (*CancelTasksRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CancelTasksRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *CancelTasksRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *CancelTasksRequest) GetHandlerRef() string {
+	if x != nil && x.HandlerRef != nil {
+		return *x.HandlerRef
+	}
+	return ""
+}
+
+func (x *CancelTasksRequest) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *CancelTasksRequest) GetOlderThanMs() uint64 {
+	if x != nil && x.OlderThanMs != nil {
+		return *x.OlderThanMs
+	}
+	return 0
+}
+
+func (x *CancelTasksRequest) GetLimit() uint64 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *CancelTasksRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *CancelTasksRequest) GetMessage() string {
+	if x != nil && x.Message != nil {
+		return *x.Message
+	}
+	return ""
+}
+
+// Which tasks of a queue to list.
+type ListTasksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Only tasks in this status; every status when STATUS_UNSPECIFIED.
+	Status Status `protobuf:"varint,2,opt,name=status,proto3,enum=rdq.v1.Status" json:"status,omitempty"`
+	// Only tasks of this handler.
+	HandlerRef *string `protobuf:"bytes,3,opt,name=handler_ref,json=handlerRef,proto3,oneof" json:"handler_ref,omitempty"`
+	// Only tasks with every one of these headers, value for value.
+	Headers map[string]string `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Page size, 1 to 1000; 50 when unset.
+	Limit *uint32 `protobuf:"varint,5,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	// `next_cursor` of the previous page.
+	Cursor        *string `protobuf:"bytes,6,opt,name=cursor,proto3,oneof" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTasksRequest) Reset() {
+	*x = ListTasksRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTasksRequest) ProtoMessage() {}
+
+func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
+func (*ListTasksRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListTasksRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ListTasksRequest) GetStatus() Status {
+	if x != nil {
+		return x.Status
+	}
+	return Status_STATUS_UNSPECIFIED
+}
+
+func (x *ListTasksRequest) GetHandlerRef() string {
+	if x != nil && x.HandlerRef != nil {
+		return *x.HandlerRef
+	}
+	return ""
+}
+
+func (x *ListTasksRequest) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *ListTasksRequest) GetLimit() uint32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+func (x *ListTasksRequest) GetCursor() string {
+	if x != nil && x.Cursor != nil {
+		return *x.Cursor
+	}
+	return ""
+}
+
+// A page of tasks.
+type ListTasksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The envelopes, newest first.
+	Items []*Envelope `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// Pass as `cursor` for the next page; unset on the last.
+	NextCursor    *string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3,oneof" json:"next_cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTasksResponse) Reset() {
+	*x = ListTasksResponse{}
+	mi := &file_rdq_v1_api_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTasksResponse) ProtoMessage() {}
+
+func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
+func (*ListTasksResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListTasksResponse) GetItems() []*Envelope {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *ListTasksResponse) GetNextCursor() string {
+	if x != nil && x.NextCursor != nil {
+		return *x.NextCursor
+	}
+	return ""
+}
+
+// The answer of a cancel.
+type CancelTasksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// True when nothing was changed.
+	DryRun bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// How many were (or would be) cancelled.
+	Count uint64 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	// Which.
+	Ids           []string `protobuf:"bytes,4,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTasksResponse) Reset() {
+	*x = CancelTasksResponse{}
+	mi := &file_rdq_v1_api_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTasksResponse) ProtoMessage() {}
+
+func (x *CancelTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTasksResponse.ProtoReflect.Descriptor instead.
+func (*CancelTasksResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CancelTasksResponse) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *CancelTasksResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *CancelTasksResponse) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *CancelTasksResponse) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+// Names a queue whose DLQ is counted by reason.
+type DlqReasonsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue.
+	Queue         string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DlqReasonsRequest) Reset() {
+	*x = DlqReasonsRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DlqReasonsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DlqReasonsRequest) ProtoMessage() {}
+
+func (x *DlqReasonsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DlqReasonsRequest.ProtoReflect.Descriptor instead.
+func (*DlqReasonsRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DlqReasonsRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// A queue's dead tasks counted by reason.
+type DlqReasonsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// One entry per reason, most tasks first, then by code.
+	Reasons       []*ReasonCount `protobuf:"bytes,2,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DlqReasonsResponse) Reset() {
+	*x = DlqReasonsResponse{}
+	mi := &file_rdq_v1_api_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DlqReasonsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DlqReasonsResponse) ProtoMessage() {}
+
+func (x *DlqReasonsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DlqReasonsResponse.ProtoReflect.Descriptor instead.
+func (*DlqReasonsResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DlqReasonsResponse) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *DlqReasonsResponse) GetReasons() []*ReasonCount {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+// How many dead tasks died for one reason.
+type ReasonCount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reason code (`UNRECORDED` for tasks without one).
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// How many.
+	Count         uint64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReasonCount) Reset() {
+	*x = ReasonCount{}
+	mi := &file_rdq_v1_api_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReasonCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReasonCount) ProtoMessage() {}
+
+func (x *ReasonCount) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReasonCount.ProtoReflect.Descriptor instead.
+func (*ReasonCount) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ReasonCount) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ReasonCount) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // One entry of an import stream. The first message names the queue and
 // whether it is a dry run; later messages may leave both out.
 type ImportRequest struct {
@@ -1875,7 +2390,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[28]
+	mi := &file_rdq_v1_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +2402,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[28]
+	mi := &file_rdq_v1_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +2415,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{28}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ImportRequest) GetQueue() string {
@@ -1977,7 +2492,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[29]
+	mi := &file_rdq_v1_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2504,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[29]
+	mi := &file_rdq_v1_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2517,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{29}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ImportResponse) GetQueue() string {
@@ -2046,7 +2561,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[30]
+	mi := &file_rdq_v1_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2573,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[30]
+	mi := &file_rdq_v1_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2586,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{30}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PurgeRequest) GetQueue() string {
@@ -2103,7 +2618,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[31]
+	mi := &file_rdq_v1_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2630,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[31]
+	mi := &file_rdq_v1_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2643,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{31}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PurgeResponse) GetQueue() string {
@@ -2167,7 +2682,7 @@ type ClaimRequest struct {
 
 func (x *ClaimRequest) Reset() {
 	*x = ClaimRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[32]
+	mi := &file_rdq_v1_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2179,7 +2694,7 @@ func (x *ClaimRequest) String() string {
 func (*ClaimRequest) ProtoMessage() {}
 
 func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[32]
+	mi := &file_rdq_v1_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2192,7 +2707,7 @@ func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{32}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ClaimRequest) GetQueue() string {
@@ -2231,7 +2746,7 @@ type LeasedTask struct {
 
 func (x *LeasedTask) Reset() {
 	*x = LeasedTask{}
-	mi := &file_rdq_v1_api_proto_msgTypes[33]
+	mi := &file_rdq_v1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2758,7 @@ func (x *LeasedTask) String() string {
 func (*LeasedTask) ProtoMessage() {}
 
 func (x *LeasedTask) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[33]
+	mi := &file_rdq_v1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2771,7 @@ func (x *LeasedTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedTask.ProtoReflect.Descriptor instead.
 func (*LeasedTask) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{33}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LeasedTask) GetId() string {
@@ -2291,7 +2806,7 @@ type ClaimResponse struct {
 
 func (x *ClaimResponse) Reset() {
 	*x = ClaimResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[34]
+	mi := &file_rdq_v1_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2818,7 @@ func (x *ClaimResponse) String() string {
 func (*ClaimResponse) ProtoMessage() {}
 
 func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[34]
+	mi := &file_rdq_v1_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2831,7 @@ func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimResponse.ProtoReflect.Descriptor instead.
 func (*ClaimResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{34}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ClaimResponse) GetTasks() []*LeasedTask {
@@ -2343,7 +2858,7 @@ type ReportedError struct {
 
 func (x *ReportedError) Reset() {
 	*x = ReportedError{}
-	mi := &file_rdq_v1_api_proto_msgTypes[35]
+	mi := &file_rdq_v1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2870,7 @@ func (x *ReportedError) String() string {
 func (*ReportedError) ProtoMessage() {}
 
 func (x *ReportedError) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[35]
+	mi := &file_rdq_v1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2883,7 @@ func (x *ReportedError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportedError.ProtoReflect.Descriptor instead.
 func (*ReportedError) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{35}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReportedError) GetType() string {
@@ -2421,7 +2936,7 @@ type SettleRequest struct {
 
 func (x *SettleRequest) Reset() {
 	*x = SettleRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[36]
+	mi := &file_rdq_v1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2948,7 @@ func (x *SettleRequest) String() string {
 func (*SettleRequest) ProtoMessage() {}
 
 func (x *SettleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[36]
+	mi := &file_rdq_v1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2961,7 @@ func (x *SettleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
 func (*SettleRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{36}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SettleRequest) GetId() string {
@@ -2502,7 +3017,7 @@ type SettleBatchRequest struct {
 
 func (x *SettleBatchRequest) Reset() {
 	*x = SettleBatchRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[37]
+	mi := &file_rdq_v1_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +3029,7 @@ func (x *SettleBatchRequest) String() string {
 func (*SettleBatchRequest) ProtoMessage() {}
 
 func (x *SettleBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[37]
+	mi := &file_rdq_v1_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +3042,7 @@ func (x *SettleBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleBatchRequest.ProtoReflect.Descriptor instead.
 func (*SettleBatchRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{37}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SettleBatchRequest) GetSettles() []*SettleRequest {
@@ -2552,7 +3067,7 @@ type SettleItemResult struct {
 
 func (x *SettleItemResult) Reset() {
 	*x = SettleItemResult{}
-	mi := &file_rdq_v1_api_proto_msgTypes[38]
+	mi := &file_rdq_v1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +3079,7 @@ func (x *SettleItemResult) String() string {
 func (*SettleItemResult) ProtoMessage() {}
 
 func (x *SettleItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[38]
+	mi := &file_rdq_v1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +3092,7 @@ func (x *SettleItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleItemResult.ProtoReflect.Descriptor instead.
 func (*SettleItemResult) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{38}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SettleItemResult) GetId() string {
@@ -2612,7 +3127,7 @@ type SettleBatchResponse struct {
 
 func (x *SettleBatchResponse) Reset() {
 	*x = SettleBatchResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[39]
+	mi := &file_rdq_v1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +3139,7 @@ func (x *SettleBatchResponse) String() string {
 func (*SettleBatchResponse) ProtoMessage() {}
 
 func (x *SettleBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[39]
+	mi := &file_rdq_v1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +3152,7 @@ func (x *SettleBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleBatchResponse.ProtoReflect.Descriptor instead.
 func (*SettleBatchResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{39}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SettleBatchResponse) GetResults() []*SettleItemResult {
@@ -2662,7 +3177,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[40]
+	mi := &file_rdq_v1_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2674,7 +3189,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[40]
+	mi := &file_rdq_v1_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2687,7 +3202,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{40}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ExtendLeaseRequest) GetId() string {
@@ -2729,7 +3244,7 @@ type WorkRequest struct {
 
 func (x *WorkRequest) Reset() {
 	*x = WorkRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[41]
+	mi := &file_rdq_v1_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2741,7 +3256,7 @@ func (x *WorkRequest) String() string {
 func (*WorkRequest) ProtoMessage() {}
 
 func (x *WorkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[41]
+	mi := &file_rdq_v1_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2754,7 +3269,7 @@ func (x *WorkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRequest.ProtoReflect.Descriptor instead.
 func (*WorkRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{41}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WorkRequest) GetKind() isWorkRequest_Kind {
@@ -2854,7 +3369,7 @@ type WorkHello struct {
 
 func (x *WorkHello) Reset() {
 	*x = WorkHello{}
-	mi := &file_rdq_v1_api_proto_msgTypes[42]
+	mi := &file_rdq_v1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +3381,7 @@ func (x *WorkHello) String() string {
 func (*WorkHello) ProtoMessage() {}
 
 func (x *WorkHello) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[42]
+	mi := &file_rdq_v1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +3394,7 @@ func (x *WorkHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkHello.ProtoReflect.Descriptor instead.
 func (*WorkHello) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{42}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WorkHello) GetQueues() []string {
@@ -2921,7 +3436,7 @@ type WorkCredit struct {
 
 func (x *WorkCredit) Reset() {
 	*x = WorkCredit{}
-	mi := &file_rdq_v1_api_proto_msgTypes[43]
+	mi := &file_rdq_v1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2933,7 +3448,7 @@ func (x *WorkCredit) String() string {
 func (*WorkCredit) ProtoMessage() {}
 
 func (x *WorkCredit) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[43]
+	mi := &file_rdq_v1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2946,7 +3461,7 @@ func (x *WorkCredit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkCredit.ProtoReflect.Descriptor instead.
 func (*WorkCredit) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{43}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *WorkCredit) GetCredits() uint32 {
@@ -2969,7 +3484,7 @@ type WorkSettle struct {
 
 func (x *WorkSettle) Reset() {
 	*x = WorkSettle{}
-	mi := &file_rdq_v1_api_proto_msgTypes[44]
+	mi := &file_rdq_v1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3496,7 @@ func (x *WorkSettle) String() string {
 func (*WorkSettle) ProtoMessage() {}
 
 func (x *WorkSettle) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[44]
+	mi := &file_rdq_v1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3509,7 @@ func (x *WorkSettle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkSettle.ProtoReflect.Descriptor instead.
 func (*WorkSettle) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{44}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WorkSettle) GetSeq() uint64 {
@@ -3024,7 +3539,7 @@ type WorkExtend struct {
 
 func (x *WorkExtend) Reset() {
 	*x = WorkExtend{}
-	mi := &file_rdq_v1_api_proto_msgTypes[45]
+	mi := &file_rdq_v1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3036,7 +3551,7 @@ func (x *WorkExtend) String() string {
 func (*WorkExtend) ProtoMessage() {}
 
 func (x *WorkExtend) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[45]
+	mi := &file_rdq_v1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3049,7 +3564,7 @@ func (x *WorkExtend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkExtend.ProtoReflect.Descriptor instead.
 func (*WorkExtend) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{45}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WorkExtend) GetSeq() uint64 {
@@ -3082,7 +3597,7 @@ type WorkResponse struct {
 
 func (x *WorkResponse) Reset() {
 	*x = WorkResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[46]
+	mi := &file_rdq_v1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3609,7 @@ func (x *WorkResponse) String() string {
 func (*WorkResponse) ProtoMessage() {}
 
 func (x *WorkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[46]
+	mi := &file_rdq_v1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3622,7 @@ func (x *WorkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResponse.ProtoReflect.Descriptor instead.
 func (*WorkResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{46}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WorkResponse) GetKind() isWorkResponse_Kind {
@@ -3167,7 +3682,7 @@ type WorkAck struct {
 
 func (x *WorkAck) Reset() {
 	*x = WorkAck{}
-	mi := &file_rdq_v1_api_proto_msgTypes[47]
+	mi := &file_rdq_v1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3179,7 +3694,7 @@ func (x *WorkAck) String() string {
 func (*WorkAck) ProtoMessage() {}
 
 func (x *WorkAck) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[47]
+	mi := &file_rdq_v1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3192,7 +3707,7 @@ func (x *WorkAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkAck.ProtoReflect.Descriptor instead.
 func (*WorkAck) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{47}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WorkAck) GetSeq() uint64 {
@@ -3316,16 +3831,18 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\x04keys\x18\x06 \x03(\v2\x15.rdq.v1.FlowKeyStatusR\x04keys\x12)\n" +
 	"\x10throttled_claims\x18\a \x01(\x04R\x0fthrottledClaimsB\t\n" +
 	"\a_tokensB\x10\n" +
-	"\x0e_blocked_until\"\xa6\x01\n" +
+	"\x0e_blocked_until\"\xce\x01\n" +
 	"\x0eDlqListRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x19\n" +
 	"\x05limit\x18\x02 \x01(\rH\x00R\x05limit\x88\x01\x01\x12\x1b\n" +
 	"\x06cursor\x18\x03 \x01(\tH\x01R\x06cursor\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"error_type\x18\x04 \x01(\tH\x02R\terrorType\x88\x01\x01B\b\n" +
+	"error_type\x18\x04 \x01(\tH\x02R\terrorType\x88\x01\x01\x12\x1b\n" +
+	"\x06reason\x18\x05 \x01(\tH\x03R\x06reason\x88\x01\x01B\b\n" +
 	"\x06_limitB\t\n" +
 	"\a_cursorB\r\n" +
-	"\v_error_type\"o\n" +
+	"\v_error_typeB\t\n" +
+	"\a_reason\"o\n" +
 	"\x0fDlqListResponse\x12&\n" +
 	"\x05items\x18\x01 \x03(\v2\x10.rdq.v1.EnvelopeR\x05items\x12$\n" +
 	"\vnext_cursor\x18\x02 \x01(\tH\x00R\n" +
@@ -3333,26 +3850,80 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\f_next_cursor\"6\n" +
 	"\x0eDlqShowRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xa9\x01\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xd1\x01\n" +
 	"\x0eRedriveRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
 	"\x03ids\x18\x02 \x03(\tR\x03ids\x12\"\n" +
 	"\n" +
 	"error_type\x18\x03 \x01(\tH\x00R\terrorType\x88\x01\x01\x12\x19\n" +
 	"\x05limit\x18\x04 \x01(\x04H\x01R\x05limit\x88\x01\x01\x12\x17\n" +
-	"\adry_run\x18\x05 \x01(\bR\x06dryRunB\r\n" +
+	"\adry_run\x18\x05 \x01(\bR\x06dryRun\x12\x1b\n" +
+	"\x06reason\x18\x06 \x01(\tH\x02R\x06reason\x88\x01\x01B\r\n" +
 	"\v_error_typeB\b\n" +
-	"\x06_limit\"h\n" +
+	"\x06_limitB\t\n" +
+	"\a_reason\"h\n" +
 	"\x0fRedriveResponse\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x14\n" +
 	"\x05count\x18\x03 \x01(\x04R\x05count\x12\x10\n" +
-	"\x03ids\x18\x04 \x03(\tR\x03ids\"X\n" +
+	"\x03ids\x18\x04 \x03(\tR\x03ids\"\x80\x01\n" +
 	"\rExportRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\"\n" +
 	"\n" +
-	"error_type\x18\x02 \x01(\tH\x00R\terrorType\x88\x01\x01B\r\n" +
-	"\v_error_type\"\x9e\x01\n" +
+	"error_type\x18\x02 \x01(\tH\x00R\terrorType\x88\x01\x01\x12\x1b\n" +
+	"\x06reason\x18\x03 \x01(\tH\x01R\x06reason\x88\x01\x01B\r\n" +
+	"\v_error_typeB\t\n" +
+	"\a_reason\"\x95\x03\n" +
+	"\x12CancelTasksRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\tR\x03ids\x12$\n" +
+	"\vhandler_ref\x18\x03 \x01(\tH\x00R\n" +
+	"handlerRef\x88\x01\x01\x12A\n" +
+	"\aheaders\x18\x04 \x03(\v2'.rdq.v1.CancelTasksRequest.HeadersEntryR\aheaders\x12'\n" +
+	"\rolder_than_ms\x18\x05 \x01(\x04H\x01R\volderThanMs\x88\x01\x01\x12\x19\n" +
+	"\x05limit\x18\x06 \x01(\x04H\x02R\x05limit\x88\x01\x01\x12\x17\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRun\x12\x1d\n" +
+	"\amessage\x18\b \x01(\tH\x03R\amessage\x88\x01\x01\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0e\n" +
+	"\f_handler_refB\x10\n" +
+	"\x0e_older_than_msB\b\n" +
+	"\x06_limitB\n" +
+	"\n" +
+	"\b_message\"\xd0\x02\n" +
+	"\x10ListTasksRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12&\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x0e.rdq.v1.StatusR\x06status\x12$\n" +
+	"\vhandler_ref\x18\x03 \x01(\tH\x00R\n" +
+	"handlerRef\x88\x01\x01\x12?\n" +
+	"\aheaders\x18\x04 \x03(\v2%.rdq.v1.ListTasksRequest.HeadersEntryR\aheaders\x12\x19\n" +
+	"\x05limit\x18\x05 \x01(\rH\x01R\x05limit\x88\x01\x01\x12\x1b\n" +
+	"\x06cursor\x18\x06 \x01(\tH\x02R\x06cursor\x88\x01\x01\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0e\n" +
+	"\f_handler_refB\b\n" +
+	"\x06_limitB\t\n" +
+	"\a_cursor\"q\n" +
+	"\x11ListTasksResponse\x12&\n" +
+	"\x05items\x18\x01 \x03(\v2\x10.rdq.v1.EnvelopeR\x05items\x12$\n" +
+	"\vnext_cursor\x18\x02 \x01(\tH\x00R\n" +
+	"nextCursor\x88\x01\x01B\x0e\n" +
+	"\f_next_cursor\"l\n" +
+	"\x13CancelTasksResponse\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x04R\x05count\x12\x10\n" +
+	"\x03ids\x18\x04 \x03(\tR\x03ids\")\n" +
+	"\x11DlqReasonsRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"Y\n" +
+	"\x12DlqReasonsResponse\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12-\n" +
+	"\areasons\x18\x02 \x03(\v2\x13.rdq.v1.ReasonCountR\areasons\";\n" +
+	"\vReasonCount\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x04R\x05count\"\x9e\x01\n" +
 	"\rImportRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12.\n" +
@@ -3456,26 +4027,29 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\rDeferThrottle\x12\x17\n" +
 	"\x13DEFER_THROTTLE_NONE\x10\x00\x12\x16\n" +
 	"\x12DEFER_THROTTLE_KEY\x10\x01\x12\x18\n" +
-	"\x14DEFER_THROTTLE_QUEUE\x10\x022\xfe\x01\n" +
+	"\x14DEFER_THROTTLE_QUEUE\x10\x022\xfe\x02\n" +
 	"\x05Tasks\x127\n" +
 	"\x06Submit\x12\x15.rdq.v1.SubmitRequest\x1a\x16.rdq.v1.SubmitResponse\x12F\n" +
 	"\vSubmitBatch\x12\x1a.rdq.v1.SubmitBatchRequest\x1a\x1b.rdq.v1.SubmitBatchResponse\x123\n" +
 	"\x03Get\x12\x16.rdq.v1.GetTaskRequest\x1a\x14.rdq.v1.TaskResponse\x12?\n" +
-	"\x06Delete\x12\x19.rdq.v1.DeleteTaskRequest\x1a\x1a.rdq.v1.DeleteTaskResponse2\x8e\x03\n" +
+	"\x06Delete\x12\x19.rdq.v1.DeleteTaskRequest\x1a\x1a.rdq.v1.DeleteTaskResponse\x12A\n" +
+	"\x06Cancel\x12\x1a.rdq.v1.CancelTasksRequest\x1a\x1b.rdq.v1.CancelTasksResponse\x12;\n" +
+	"\x04List\x12\x18.rdq.v1.ListTasksRequest\x1a\x19.rdq.v1.ListTasksResponse2\x8e\x03\n" +
 	"\x06Queues\x12=\n" +
 	"\x04List\x12\x19.rdq.v1.ListQueuesRequest\x1a\x1a.rdq.v1.ListQueuesResponse\x12B\n" +
 	"\tGetConfig\x12\x18.rdq.v1.GetConfigRequest\x1a\x1b.rdq.v1.QueueConfigResponse\x12B\n" +
 	"\tPutConfig\x12\x18.rdq.v1.PutConfigRequest\x1a\x1b.rdq.v1.QueueConfigResponse\x12I\n" +
 	"\fCapabilities\x12\x1b.rdq.v1.CapabilitiesRequest\x1a\x1c.rdq.v1.CapabilitiesResponse\x127\n" +
 	"\aGetFlow\x12\x16.rdq.v1.GetFlowRequest\x1a\x14.rdq.v1.FlowResponse\x129\n" +
-	"\bThrottle\x12\x17.rdq.v1.ThrottleRequest\x1a\x14.rdq.v1.FlowResponse2\xda\x02\n" +
+	"\bThrottle\x12\x17.rdq.v1.ThrottleRequest\x1a\x14.rdq.v1.FlowResponse2\x9c\x03\n" +
 	"\x03Dlq\x127\n" +
 	"\x04List\x12\x16.rdq.v1.DlqListRequest\x1a\x17.rdq.v1.DlqListResponse\x124\n" +
 	"\x04Show\x12\x16.rdq.v1.DlqShowRequest\x1a\x14.rdq.v1.TaskResponse\x12:\n" +
 	"\aRedrive\x12\x16.rdq.v1.RedriveRequest\x1a\x17.rdq.v1.RedriveResponse\x127\n" +
 	"\x06Export\x12\x15.rdq.v1.ExportRequest\x1a\x14.rdq.v1.TaskResponse0\x01\x129\n" +
 	"\x06Import\x12\x15.rdq.v1.ImportRequest\x1a\x16.rdq.v1.ImportResponse(\x01\x124\n" +
-	"\x05Purge\x12\x14.rdq.v1.PurgeRequest\x1a\x15.rdq.v1.PurgeResponse2\xb6\x02\n" +
+	"\x05Purge\x12\x14.rdq.v1.PurgeRequest\x1a\x15.rdq.v1.PurgeResponse\x12@\n" +
+	"\aReasons\x12\x19.rdq.v1.DlqReasonsRequest\x1a\x1a.rdq.v1.DlqReasonsResponse2\xb6\x02\n" +
 	"\aWorkers\x124\n" +
 	"\x05Claim\x12\x14.rdq.v1.ClaimRequest\x1a\x15.rdq.v1.ClaimResponse\x125\n" +
 	"\x06Settle\x12\x15.rdq.v1.SettleRequest\x1a\x14.rdq.v1.TaskResponse\x12F\n" +
@@ -3496,7 +4070,7 @@ func file_rdq_v1_api_proto_rawDescGZIP() []byte {
 }
 
 var file_rdq_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_rdq_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_rdq_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_rdq_v1_api_proto_goTypes = []any{
 	(ReportedOutcome)(0),         // 0: rdq.v1.ReportedOutcome
 	(DeferThrottle)(0),           // 1: rdq.v1.DeferThrottle
@@ -3528,108 +4102,129 @@ var file_rdq_v1_api_proto_goTypes = []any{
 	(*RedriveRequest)(nil),       // 27: rdq.v1.RedriveRequest
 	(*RedriveResponse)(nil),      // 28: rdq.v1.RedriveResponse
 	(*ExportRequest)(nil),        // 29: rdq.v1.ExportRequest
-	(*ImportRequest)(nil),        // 30: rdq.v1.ImportRequest
-	(*ImportResponse)(nil),       // 31: rdq.v1.ImportResponse
-	(*PurgeRequest)(nil),         // 32: rdq.v1.PurgeRequest
-	(*PurgeResponse)(nil),        // 33: rdq.v1.PurgeResponse
-	(*ClaimRequest)(nil),         // 34: rdq.v1.ClaimRequest
-	(*LeasedTask)(nil),           // 35: rdq.v1.LeasedTask
-	(*ClaimResponse)(nil),        // 36: rdq.v1.ClaimResponse
-	(*ReportedError)(nil),        // 37: rdq.v1.ReportedError
-	(*SettleRequest)(nil),        // 38: rdq.v1.SettleRequest
-	(*SettleBatchRequest)(nil),   // 39: rdq.v1.SettleBatchRequest
-	(*SettleItemResult)(nil),     // 40: rdq.v1.SettleItemResult
-	(*SettleBatchResponse)(nil),  // 41: rdq.v1.SettleBatchResponse
-	(*ExtendLeaseRequest)(nil),   // 42: rdq.v1.ExtendLeaseRequest
-	(*WorkRequest)(nil),          // 43: rdq.v1.WorkRequest
-	(*WorkHello)(nil),            // 44: rdq.v1.WorkHello
-	(*WorkCredit)(nil),           // 45: rdq.v1.WorkCredit
-	(*WorkSettle)(nil),           // 46: rdq.v1.WorkSettle
-	(*WorkExtend)(nil),           // 47: rdq.v1.WorkExtend
-	(*WorkResponse)(nil),         // 48: rdq.v1.WorkResponse
-	(*WorkAck)(nil),              // 49: rdq.v1.WorkAck
-	nil,                          // 50: rdq.v1.SubmitRequest.HeadersEntry
-	nil,                          // 51: rdq.v1.CapabilitiesResponse.CapabilitiesEntry
-	(*Envelope)(nil),             // 52: rdq.v1.Envelope
+	(*CancelTasksRequest)(nil),   // 30: rdq.v1.CancelTasksRequest
+	(*ListTasksRequest)(nil),     // 31: rdq.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),    // 32: rdq.v1.ListTasksResponse
+	(*CancelTasksResponse)(nil),  // 33: rdq.v1.CancelTasksResponse
+	(*DlqReasonsRequest)(nil),    // 34: rdq.v1.DlqReasonsRequest
+	(*DlqReasonsResponse)(nil),   // 35: rdq.v1.DlqReasonsResponse
+	(*ReasonCount)(nil),          // 36: rdq.v1.ReasonCount
+	(*ImportRequest)(nil),        // 37: rdq.v1.ImportRequest
+	(*ImportResponse)(nil),       // 38: rdq.v1.ImportResponse
+	(*PurgeRequest)(nil),         // 39: rdq.v1.PurgeRequest
+	(*PurgeResponse)(nil),        // 40: rdq.v1.PurgeResponse
+	(*ClaimRequest)(nil),         // 41: rdq.v1.ClaimRequest
+	(*LeasedTask)(nil),           // 42: rdq.v1.LeasedTask
+	(*ClaimResponse)(nil),        // 43: rdq.v1.ClaimResponse
+	(*ReportedError)(nil),        // 44: rdq.v1.ReportedError
+	(*SettleRequest)(nil),        // 45: rdq.v1.SettleRequest
+	(*SettleBatchRequest)(nil),   // 46: rdq.v1.SettleBatchRequest
+	(*SettleItemResult)(nil),     // 47: rdq.v1.SettleItemResult
+	(*SettleBatchResponse)(nil),  // 48: rdq.v1.SettleBatchResponse
+	(*ExtendLeaseRequest)(nil),   // 49: rdq.v1.ExtendLeaseRequest
+	(*WorkRequest)(nil),          // 50: rdq.v1.WorkRequest
+	(*WorkHello)(nil),            // 51: rdq.v1.WorkHello
+	(*WorkCredit)(nil),           // 52: rdq.v1.WorkCredit
+	(*WorkSettle)(nil),           // 53: rdq.v1.WorkSettle
+	(*WorkExtend)(nil),           // 54: rdq.v1.WorkExtend
+	(*WorkResponse)(nil),         // 55: rdq.v1.WorkResponse
+	(*WorkAck)(nil),              // 56: rdq.v1.WorkAck
+	nil,                          // 57: rdq.v1.SubmitRequest.HeadersEntry
+	nil,                          // 58: rdq.v1.CapabilitiesResponse.CapabilitiesEntry
+	nil,                          // 59: rdq.v1.CancelTasksRequest.HeadersEntry
+	nil,                          // 60: rdq.v1.ListTasksRequest.HeadersEntry
+	(*Envelope)(nil),             // 61: rdq.v1.Envelope
+	(Status)(0),                  // 62: rdq.v1.Status
 }
 var file_rdq_v1_api_proto_depIdxs = []int32{
-	52, // 0: rdq.v1.TaskResponse.envelope:type_name -> rdq.v1.Envelope
-	50, // 1: rdq.v1.SubmitRequest.headers:type_name -> rdq.v1.SubmitRequest.HeadersEntry
-	52, // 2: rdq.v1.SubmitResponse.envelope:type_name -> rdq.v1.Envelope
+	61, // 0: rdq.v1.TaskResponse.envelope:type_name -> rdq.v1.Envelope
+	57, // 1: rdq.v1.SubmitRequest.headers:type_name -> rdq.v1.SubmitRequest.HeadersEntry
+	61, // 2: rdq.v1.SubmitResponse.envelope:type_name -> rdq.v1.Envelope
 	4,  // 3: rdq.v1.SubmitBatchRequest.tasks:type_name -> rdq.v1.SubmitRequest
-	52, // 4: rdq.v1.SubmitItemResult.envelope:type_name -> rdq.v1.Envelope
+	61, // 4: rdq.v1.SubmitItemResult.envelope:type_name -> rdq.v1.Envelope
 	2,  // 5: rdq.v1.SubmitItemResult.problem:type_name -> rdq.v1.Problem
 	7,  // 6: rdq.v1.SubmitBatchResponse.results:type_name -> rdq.v1.SubmitItemResult
 	13, // 7: rdq.v1.ListQueuesResponse.queues:type_name -> rdq.v1.QueueRow
-	51, // 8: rdq.v1.CapabilitiesResponse.capabilities:type_name -> rdq.v1.CapabilitiesResponse.CapabilitiesEntry
+	58, // 8: rdq.v1.CapabilitiesResponse.capabilities:type_name -> rdq.v1.CapabilitiesResponse.CapabilitiesEntry
 	22, // 9: rdq.v1.FlowResponse.keys:type_name -> rdq.v1.FlowKeyStatus
-	52, // 10: rdq.v1.DlqListResponse.items:type_name -> rdq.v1.Envelope
-	52, // 11: rdq.v1.ImportRequest.envelope:type_name -> rdq.v1.Envelope
-	52, // 12: rdq.v1.LeasedTask.envelope:type_name -> rdq.v1.Envelope
-	35, // 13: rdq.v1.ClaimResponse.tasks:type_name -> rdq.v1.LeasedTask
-	0,  // 14: rdq.v1.SettleRequest.outcome:type_name -> rdq.v1.ReportedOutcome
-	37, // 15: rdq.v1.SettleRequest.error:type_name -> rdq.v1.ReportedError
-	1,  // 16: rdq.v1.SettleRequest.throttle:type_name -> rdq.v1.DeferThrottle
-	38, // 17: rdq.v1.SettleBatchRequest.settles:type_name -> rdq.v1.SettleRequest
-	52, // 18: rdq.v1.SettleItemResult.envelope:type_name -> rdq.v1.Envelope
-	2,  // 19: rdq.v1.SettleItemResult.problem:type_name -> rdq.v1.Problem
-	40, // 20: rdq.v1.SettleBatchResponse.results:type_name -> rdq.v1.SettleItemResult
-	44, // 21: rdq.v1.WorkRequest.hello:type_name -> rdq.v1.WorkHello
-	45, // 22: rdq.v1.WorkRequest.credit:type_name -> rdq.v1.WorkCredit
-	46, // 23: rdq.v1.WorkRequest.settle:type_name -> rdq.v1.WorkSettle
-	47, // 24: rdq.v1.WorkRequest.extend:type_name -> rdq.v1.WorkExtend
-	38, // 25: rdq.v1.WorkSettle.settles:type_name -> rdq.v1.SettleRequest
-	42, // 26: rdq.v1.WorkExtend.extend:type_name -> rdq.v1.ExtendLeaseRequest
-	35, // 27: rdq.v1.WorkResponse.task:type_name -> rdq.v1.LeasedTask
-	49, // 28: rdq.v1.WorkResponse.ack:type_name -> rdq.v1.WorkAck
-	40, // 29: rdq.v1.WorkAck.results:type_name -> rdq.v1.SettleItemResult
-	4,  // 30: rdq.v1.Tasks.Submit:input_type -> rdq.v1.SubmitRequest
-	6,  // 31: rdq.v1.Tasks.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
-	9,  // 32: rdq.v1.Tasks.Get:input_type -> rdq.v1.GetTaskRequest
-	10, // 33: rdq.v1.Tasks.Delete:input_type -> rdq.v1.DeleteTaskRequest
-	12, // 34: rdq.v1.Queues.List:input_type -> rdq.v1.ListQueuesRequest
-	15, // 35: rdq.v1.Queues.GetConfig:input_type -> rdq.v1.GetConfigRequest
-	16, // 36: rdq.v1.Queues.PutConfig:input_type -> rdq.v1.PutConfigRequest
-	18, // 37: rdq.v1.Queues.Capabilities:input_type -> rdq.v1.CapabilitiesRequest
-	20, // 38: rdq.v1.Queues.GetFlow:input_type -> rdq.v1.GetFlowRequest
-	21, // 39: rdq.v1.Queues.Throttle:input_type -> rdq.v1.ThrottleRequest
-	24, // 40: rdq.v1.Dlq.List:input_type -> rdq.v1.DlqListRequest
-	26, // 41: rdq.v1.Dlq.Show:input_type -> rdq.v1.DlqShowRequest
-	27, // 42: rdq.v1.Dlq.Redrive:input_type -> rdq.v1.RedriveRequest
-	29, // 43: rdq.v1.Dlq.Export:input_type -> rdq.v1.ExportRequest
-	30, // 44: rdq.v1.Dlq.Import:input_type -> rdq.v1.ImportRequest
-	32, // 45: rdq.v1.Dlq.Purge:input_type -> rdq.v1.PurgeRequest
-	34, // 46: rdq.v1.Workers.Claim:input_type -> rdq.v1.ClaimRequest
-	38, // 47: rdq.v1.Workers.Settle:input_type -> rdq.v1.SettleRequest
-	39, // 48: rdq.v1.Workers.SettleBatch:input_type -> rdq.v1.SettleBatchRequest
-	42, // 49: rdq.v1.Workers.ExtendLease:input_type -> rdq.v1.ExtendLeaseRequest
-	43, // 50: rdq.v1.Workers.Work:input_type -> rdq.v1.WorkRequest
-	5,  // 51: rdq.v1.Tasks.Submit:output_type -> rdq.v1.SubmitResponse
-	8,  // 52: rdq.v1.Tasks.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
-	3,  // 53: rdq.v1.Tasks.Get:output_type -> rdq.v1.TaskResponse
-	11, // 54: rdq.v1.Tasks.Delete:output_type -> rdq.v1.DeleteTaskResponse
-	14, // 55: rdq.v1.Queues.List:output_type -> rdq.v1.ListQueuesResponse
-	17, // 56: rdq.v1.Queues.GetConfig:output_type -> rdq.v1.QueueConfigResponse
-	17, // 57: rdq.v1.Queues.PutConfig:output_type -> rdq.v1.QueueConfigResponse
-	19, // 58: rdq.v1.Queues.Capabilities:output_type -> rdq.v1.CapabilitiesResponse
-	23, // 59: rdq.v1.Queues.GetFlow:output_type -> rdq.v1.FlowResponse
-	23, // 60: rdq.v1.Queues.Throttle:output_type -> rdq.v1.FlowResponse
-	25, // 61: rdq.v1.Dlq.List:output_type -> rdq.v1.DlqListResponse
-	3,  // 62: rdq.v1.Dlq.Show:output_type -> rdq.v1.TaskResponse
-	28, // 63: rdq.v1.Dlq.Redrive:output_type -> rdq.v1.RedriveResponse
-	3,  // 64: rdq.v1.Dlq.Export:output_type -> rdq.v1.TaskResponse
-	31, // 65: rdq.v1.Dlq.Import:output_type -> rdq.v1.ImportResponse
-	33, // 66: rdq.v1.Dlq.Purge:output_type -> rdq.v1.PurgeResponse
-	36, // 67: rdq.v1.Workers.Claim:output_type -> rdq.v1.ClaimResponse
-	3,  // 68: rdq.v1.Workers.Settle:output_type -> rdq.v1.TaskResponse
-	41, // 69: rdq.v1.Workers.SettleBatch:output_type -> rdq.v1.SettleBatchResponse
-	3,  // 70: rdq.v1.Workers.ExtendLease:output_type -> rdq.v1.TaskResponse
-	48, // 71: rdq.v1.Workers.Work:output_type -> rdq.v1.WorkResponse
-	51, // [51:72] is the sub-list for method output_type
-	30, // [30:51] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	61, // 10: rdq.v1.DlqListResponse.items:type_name -> rdq.v1.Envelope
+	59, // 11: rdq.v1.CancelTasksRequest.headers:type_name -> rdq.v1.CancelTasksRequest.HeadersEntry
+	62, // 12: rdq.v1.ListTasksRequest.status:type_name -> rdq.v1.Status
+	60, // 13: rdq.v1.ListTasksRequest.headers:type_name -> rdq.v1.ListTasksRequest.HeadersEntry
+	61, // 14: rdq.v1.ListTasksResponse.items:type_name -> rdq.v1.Envelope
+	36, // 15: rdq.v1.DlqReasonsResponse.reasons:type_name -> rdq.v1.ReasonCount
+	61, // 16: rdq.v1.ImportRequest.envelope:type_name -> rdq.v1.Envelope
+	61, // 17: rdq.v1.LeasedTask.envelope:type_name -> rdq.v1.Envelope
+	42, // 18: rdq.v1.ClaimResponse.tasks:type_name -> rdq.v1.LeasedTask
+	0,  // 19: rdq.v1.SettleRequest.outcome:type_name -> rdq.v1.ReportedOutcome
+	44, // 20: rdq.v1.SettleRequest.error:type_name -> rdq.v1.ReportedError
+	1,  // 21: rdq.v1.SettleRequest.throttle:type_name -> rdq.v1.DeferThrottle
+	45, // 22: rdq.v1.SettleBatchRequest.settles:type_name -> rdq.v1.SettleRequest
+	61, // 23: rdq.v1.SettleItemResult.envelope:type_name -> rdq.v1.Envelope
+	2,  // 24: rdq.v1.SettleItemResult.problem:type_name -> rdq.v1.Problem
+	47, // 25: rdq.v1.SettleBatchResponse.results:type_name -> rdq.v1.SettleItemResult
+	51, // 26: rdq.v1.WorkRequest.hello:type_name -> rdq.v1.WorkHello
+	52, // 27: rdq.v1.WorkRequest.credit:type_name -> rdq.v1.WorkCredit
+	53, // 28: rdq.v1.WorkRequest.settle:type_name -> rdq.v1.WorkSettle
+	54, // 29: rdq.v1.WorkRequest.extend:type_name -> rdq.v1.WorkExtend
+	45, // 30: rdq.v1.WorkSettle.settles:type_name -> rdq.v1.SettleRequest
+	49, // 31: rdq.v1.WorkExtend.extend:type_name -> rdq.v1.ExtendLeaseRequest
+	42, // 32: rdq.v1.WorkResponse.task:type_name -> rdq.v1.LeasedTask
+	56, // 33: rdq.v1.WorkResponse.ack:type_name -> rdq.v1.WorkAck
+	47, // 34: rdq.v1.WorkAck.results:type_name -> rdq.v1.SettleItemResult
+	4,  // 35: rdq.v1.Tasks.Submit:input_type -> rdq.v1.SubmitRequest
+	6,  // 36: rdq.v1.Tasks.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
+	9,  // 37: rdq.v1.Tasks.Get:input_type -> rdq.v1.GetTaskRequest
+	10, // 38: rdq.v1.Tasks.Delete:input_type -> rdq.v1.DeleteTaskRequest
+	30, // 39: rdq.v1.Tasks.Cancel:input_type -> rdq.v1.CancelTasksRequest
+	31, // 40: rdq.v1.Tasks.List:input_type -> rdq.v1.ListTasksRequest
+	12, // 41: rdq.v1.Queues.List:input_type -> rdq.v1.ListQueuesRequest
+	15, // 42: rdq.v1.Queues.GetConfig:input_type -> rdq.v1.GetConfigRequest
+	16, // 43: rdq.v1.Queues.PutConfig:input_type -> rdq.v1.PutConfigRequest
+	18, // 44: rdq.v1.Queues.Capabilities:input_type -> rdq.v1.CapabilitiesRequest
+	20, // 45: rdq.v1.Queues.GetFlow:input_type -> rdq.v1.GetFlowRequest
+	21, // 46: rdq.v1.Queues.Throttle:input_type -> rdq.v1.ThrottleRequest
+	24, // 47: rdq.v1.Dlq.List:input_type -> rdq.v1.DlqListRequest
+	26, // 48: rdq.v1.Dlq.Show:input_type -> rdq.v1.DlqShowRequest
+	27, // 49: rdq.v1.Dlq.Redrive:input_type -> rdq.v1.RedriveRequest
+	29, // 50: rdq.v1.Dlq.Export:input_type -> rdq.v1.ExportRequest
+	37, // 51: rdq.v1.Dlq.Import:input_type -> rdq.v1.ImportRequest
+	39, // 52: rdq.v1.Dlq.Purge:input_type -> rdq.v1.PurgeRequest
+	34, // 53: rdq.v1.Dlq.Reasons:input_type -> rdq.v1.DlqReasonsRequest
+	41, // 54: rdq.v1.Workers.Claim:input_type -> rdq.v1.ClaimRequest
+	45, // 55: rdq.v1.Workers.Settle:input_type -> rdq.v1.SettleRequest
+	46, // 56: rdq.v1.Workers.SettleBatch:input_type -> rdq.v1.SettleBatchRequest
+	49, // 57: rdq.v1.Workers.ExtendLease:input_type -> rdq.v1.ExtendLeaseRequest
+	50, // 58: rdq.v1.Workers.Work:input_type -> rdq.v1.WorkRequest
+	5,  // 59: rdq.v1.Tasks.Submit:output_type -> rdq.v1.SubmitResponse
+	8,  // 60: rdq.v1.Tasks.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
+	3,  // 61: rdq.v1.Tasks.Get:output_type -> rdq.v1.TaskResponse
+	11, // 62: rdq.v1.Tasks.Delete:output_type -> rdq.v1.DeleteTaskResponse
+	33, // 63: rdq.v1.Tasks.Cancel:output_type -> rdq.v1.CancelTasksResponse
+	32, // 64: rdq.v1.Tasks.List:output_type -> rdq.v1.ListTasksResponse
+	14, // 65: rdq.v1.Queues.List:output_type -> rdq.v1.ListQueuesResponse
+	17, // 66: rdq.v1.Queues.GetConfig:output_type -> rdq.v1.QueueConfigResponse
+	17, // 67: rdq.v1.Queues.PutConfig:output_type -> rdq.v1.QueueConfigResponse
+	19, // 68: rdq.v1.Queues.Capabilities:output_type -> rdq.v1.CapabilitiesResponse
+	23, // 69: rdq.v1.Queues.GetFlow:output_type -> rdq.v1.FlowResponse
+	23, // 70: rdq.v1.Queues.Throttle:output_type -> rdq.v1.FlowResponse
+	25, // 71: rdq.v1.Dlq.List:output_type -> rdq.v1.DlqListResponse
+	3,  // 72: rdq.v1.Dlq.Show:output_type -> rdq.v1.TaskResponse
+	28, // 73: rdq.v1.Dlq.Redrive:output_type -> rdq.v1.RedriveResponse
+	3,  // 74: rdq.v1.Dlq.Export:output_type -> rdq.v1.TaskResponse
+	38, // 75: rdq.v1.Dlq.Import:output_type -> rdq.v1.ImportResponse
+	40, // 76: rdq.v1.Dlq.Purge:output_type -> rdq.v1.PurgeResponse
+	35, // 77: rdq.v1.Dlq.Reasons:output_type -> rdq.v1.DlqReasonsResponse
+	43, // 78: rdq.v1.Workers.Claim:output_type -> rdq.v1.ClaimResponse
+	3,  // 79: rdq.v1.Workers.Settle:output_type -> rdq.v1.TaskResponse
+	48, // 80: rdq.v1.Workers.SettleBatch:output_type -> rdq.v1.SettleBatchResponse
+	3,  // 81: rdq.v1.Workers.ExtendLease:output_type -> rdq.v1.TaskResponse
+	55, // 82: rdq.v1.Workers.Work:output_type -> rdq.v1.WorkResponse
+	59, // [59:83] is the sub-list for method output_type
+	35, // [35:59] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_rdq_v1_api_proto_init() }
@@ -3647,21 +4242,24 @@ func file_rdq_v1_api_proto_init() {
 	file_rdq_v1_api_proto_msgTypes[23].OneofWrappers = []any{}
 	file_rdq_v1_api_proto_msgTypes[25].OneofWrappers = []any{}
 	file_rdq_v1_api_proto_msgTypes[27].OneofWrappers = []any{}
-	file_rdq_v1_api_proto_msgTypes[28].OneofWrappers = []any{
+	file_rdq_v1_api_proto_msgTypes[28].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[29].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[30].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[35].OneofWrappers = []any{
 		(*ImportRequest_Envelope)(nil),
 		(*ImportRequest_EnvelopeJson)(nil),
 	}
-	file_rdq_v1_api_proto_msgTypes[32].OneofWrappers = []any{}
-	file_rdq_v1_api_proto_msgTypes[35].OneofWrappers = []any{}
-	file_rdq_v1_api_proto_msgTypes[36].OneofWrappers = []any{}
-	file_rdq_v1_api_proto_msgTypes[41].OneofWrappers = []any{
+	file_rdq_v1_api_proto_msgTypes[39].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[42].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[43].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[48].OneofWrappers = []any{
 		(*WorkRequest_Hello)(nil),
 		(*WorkRequest_Credit)(nil),
 		(*WorkRequest_Settle)(nil),
 		(*WorkRequest_Extend)(nil),
 	}
-	file_rdq_v1_api_proto_msgTypes[42].OneofWrappers = []any{}
-	file_rdq_v1_api_proto_msgTypes[46].OneofWrappers = []any{
+	file_rdq_v1_api_proto_msgTypes[49].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[53].OneofWrappers = []any{
 		(*WorkResponse_Task)(nil),
 		(*WorkResponse_Ack)(nil),
 	}
@@ -3671,7 +4269,7 @@ func file_rdq_v1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rdq_v1_api_proto_rawDesc), len(file_rdq_v1_api_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   50,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -29,6 +29,8 @@ const (
 	Tasks_SubmitBatch_FullMethodName = "/rdq.v1.Tasks/SubmitBatch"
 	Tasks_Get_FullMethodName         = "/rdq.v1.Tasks/Get"
 	Tasks_Delete_FullMethodName      = "/rdq.v1.Tasks/Delete"
+	Tasks_Cancel_FullMethodName      = "/rdq.v1.Tasks/Cancel"
+	Tasks_List_FullMethodName        = "/rdq.v1.Tasks/List"
 )
 
 // TasksClient is the client API for Tasks service.
@@ -46,6 +48,12 @@ type TasksClient interface {
 	Get(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*TaskResponse, error)
 	// Removes a task whatever its status (scope `admin`).
 	Delete(ctx context.Context, in *DeleteTaskRequest, opts ...grpc.CallOption) (*DeleteTaskResponse, error)
+	// Cancels PENDING tasks of a queue by id or filter (scope `admin`;
+	// audited): each becomes DEAD with reason CANCELLED.
+	Cancel(ctx context.Context, in *CancelTasksRequest, opts ...grpc.CallOption) (*CancelTasksResponse, error)
+	// One page of a queue's tasks, newest first, by status, handler and
+	// headers (any scope on the queue).
+	List(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error)
 }
 
 type tasksClient struct {
@@ -96,6 +104,26 @@ func (c *tasksClient) Delete(ctx context.Context, in *DeleteTaskRequest, opts ..
 	return out, nil
 }
 
+func (c *tasksClient) Cancel(ctx context.Context, in *CancelTasksRequest, opts ...grpc.CallOption) (*CancelTasksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelTasksResponse)
+	err := c.cc.Invoke(ctx, Tasks_Cancel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *tasksClient) List(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTasksResponse)
+	err := c.cc.Invoke(ctx, Tasks_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TasksServer is the server API for Tasks service.
 // All implementations must embed UnimplementedTasksServer
 // for forward compatibility.
@@ -111,6 +139,12 @@ type TasksServer interface {
 	Get(context.Context, *GetTaskRequest) (*TaskResponse, error)
 	// Removes a task whatever its status (scope `admin`).
 	Delete(context.Context, *DeleteTaskRequest) (*DeleteTaskResponse, error)
+	// Cancels PENDING tasks of a queue by id or filter (scope `admin`;
+	// audited): each becomes DEAD with reason CANCELLED.
+	Cancel(context.Context, *CancelTasksRequest) (*CancelTasksResponse, error)
+	// One page of a queue's tasks, newest first, by status, handler and
+	// headers (any scope on the queue).
+	List(context.Context, *ListTasksRequest) (*ListTasksResponse, error)
 	mustEmbedUnimplementedTasksServer()
 }
 
@@ -132,6 +166,12 @@ func (UnimplementedTasksServer) Get(context.Context, *GetTaskRequest) (*TaskResp
 }
 func (UnimplementedTasksServer) Delete(context.Context, *DeleteTaskRequest) (*DeleteTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedTasksServer) Cancel(context.Context, *CancelTasksRequest) (*CancelTasksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
+}
+func (UnimplementedTasksServer) List(context.Context, *ListTasksRequest) (*ListTasksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
 }
 func (UnimplementedTasksServer) mustEmbedUnimplementedTasksServer() {}
 func (UnimplementedTasksServer) testEmbeddedByValue()               {}
@@ -226,6 +266,42 @@ func _Tasks_Delete_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Tasks_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelTasksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TasksServer).Cancel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Tasks_Cancel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TasksServer).Cancel(ctx, req.(*CancelTasksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Tasks_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTasksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TasksServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Tasks_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TasksServer).List(ctx, req.(*ListTasksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Tasks_ServiceDesc is the grpc.ServiceDesc for Tasks service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -248,6 +324,14 @@ var Tasks_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _Tasks_Delete_Handler,
+		},
+		{
+			MethodName: "Cancel",
+			Handler:    _Tasks_Cancel_Handler,
+		},
+		{
+			MethodName: "List",
+			Handler:    _Tasks_List_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
@@ -573,6 +657,7 @@ const (
 	Dlq_Export_FullMethodName  = "/rdq.v1.Dlq/Export"
 	Dlq_Import_FullMethodName  = "/rdq.v1.Dlq/Import"
 	Dlq_Purge_FullMethodName   = "/rdq.v1.Dlq/Purge"
+	Dlq_Reasons_FullMethodName = "/rdq.v1.Dlq/Reasons"
 )
 
 // DlqClient is the client API for Dlq service.
@@ -594,6 +679,8 @@ type DlqClient interface {
 	Import(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportRequest, ImportResponse], error)
 	// Removes every dead task of the queue, or counts them on a dry run.
 	Purge(ctx context.Context, in *PurgeRequest, opts ...grpc.CallOption) (*PurgeResponse, error)
+	// How many dead tasks died for each reason, most first.
+	Reasons(ctx context.Context, in *DlqReasonsRequest, opts ...grpc.CallOption) (*DlqReasonsResponse, error)
 }
 
 type dlqClient struct {
@@ -676,6 +763,16 @@ func (c *dlqClient) Purge(ctx context.Context, in *PurgeRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *dlqClient) Reasons(ctx context.Context, in *DlqReasonsRequest, opts ...grpc.CallOption) (*DlqReasonsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DlqReasonsResponse)
+	err := c.cc.Invoke(ctx, Dlq_Reasons_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DlqServer is the server API for Dlq service.
 // All implementations must embed UnimplementedDlqServer
 // for forward compatibility.
@@ -695,6 +792,8 @@ type DlqServer interface {
 	Import(grpc.ClientStreamingServer[ImportRequest, ImportResponse]) error
 	// Removes every dead task of the queue, or counts them on a dry run.
 	Purge(context.Context, *PurgeRequest) (*PurgeResponse, error)
+	// How many dead tasks died for each reason, most first.
+	Reasons(context.Context, *DlqReasonsRequest) (*DlqReasonsResponse, error)
 	mustEmbedUnimplementedDlqServer()
 }
 
@@ -722,6 +821,9 @@ func (UnimplementedDlqServer) Import(grpc.ClientStreamingServer[ImportRequest, I
 }
 func (UnimplementedDlqServer) Purge(context.Context, *PurgeRequest) (*PurgeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Purge not implemented")
+}
+func (UnimplementedDlqServer) Reasons(context.Context, *DlqReasonsRequest) (*DlqReasonsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reasons not implemented")
 }
 func (UnimplementedDlqServer) mustEmbedUnimplementedDlqServer() {}
 func (UnimplementedDlqServer) testEmbeddedByValue()             {}
@@ -834,6 +936,24 @@ func _Dlq_Purge_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Dlq_Reasons_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DlqReasonsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DlqServer).Reasons(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Dlq_Reasons_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DlqServer).Reasons(ctx, req.(*DlqReasonsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Dlq_ServiceDesc is the grpc.ServiceDesc for Dlq service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -856,6 +976,10 @@ var Dlq_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Purge",
 			Handler:    _Dlq_Purge_Handler,
+		},
+		{
+			MethodName: "Reasons",
+			Handler:    _Dlq_Reasons_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -200,14 +200,17 @@ type Envelope struct {
 	// JSON names of the optional members the JSON writer left out
 	// (`handler_version`, `payload_ref`, `headers`, `priority`,
 	// `deferral_count`, `attempt_count`, `redrive_count`, `claim_count`,
-	// `next_attempt_at`, `lease_expires_at`, `attempts`), in the order of
-	// docs/envelope.md. Empty for every envelope rdq writes, except
-	// `payload_ref`.
+	// `next_attempt_at`, `lease_expires_at`, `attempts`, `dead_reason`), in
+	// the order of docs/envelope.md. For every envelope rdq writes: only
+	// `payload_ref`, and `dead_reason` when the task has none.
 	Omitted []string `protobuf:"bytes,20,rep,name=omitted,proto3" json:"omitted,omitempty"`
 	// Members of the JSON object this version of rdq does not know, as one
 	// canonical JSON object text (keys sorted, numbers exactly as written);
 	// empty when there are none.
-	UnknownJson   string `protobuf:"bytes,21,opt,name=unknown_json,json=unknownJson,proto3" json:"unknown_json,omitempty"`
+	UnknownJson string `protobuf:"bytes,21,opt,name=unknown_json,json=unknownJson,proto3" json:"unknown_json,omitempty"`
+	// JSON `dead_reason`: why the task is DEAD; unset is `null` unless
+	// `omitted` names it.
+	DeadReason    *DeadReason `protobuf:"bytes,22,opt,name=dead_reason,json=deadReason,proto3,oneof" json:"dead_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -389,6 +392,107 @@ func (x *Envelope) GetUnknownJson() string {
 	return ""
 }
 
+func (x *Envelope) GetDeadReason() *DeadReason {
+	if x != nil {
+		return x.DeadReason
+	}
+	return nil
+}
+
+// Why a task is DEAD (JSON: the envelope's `dead_reason`).
+type DeadReason struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// JSON `code`: `ATTEMPTS_EXHAUSTED`, `PERMANENT_FAILURE`,
+	// `LEASE_EXPIRIES_EXHAUSTED`, `CANCELLED`, `HANDLER_VERSION_MISMATCH`,
+	// `COUNTERS_EXHAUSTED`, or a newer code (`[A-Z][A-Z0-9_]`, at most 64
+	// bytes).
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// JSON `at`: when the task became DEAD.
+	At string `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	// JSON `by`: who or what decided (`worker`, `reaper`, a principal).
+	By string `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	// JSON `message`: unset is `null`.
+	Message *string `protobuf:"bytes,4,opt,name=message,proto3,oneof" json:"message,omitempty"`
+	// JSON names of the optional members left out (`message`).
+	Omitted []string `protobuf:"bytes,5,rep,name=omitted,proto3" json:"omitted,omitempty"`
+	// Unknown members as canonical JSON object text; empty when none.
+	UnknownJson   string `protobuf:"bytes,6,opt,name=unknown_json,json=unknownJson,proto3" json:"unknown_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadReason) Reset() {
+	*x = DeadReason{}
+	mi := &file_rdq_v1_envelope_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadReason) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadReason) ProtoMessage() {}
+
+func (x *DeadReason) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_envelope_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadReason.ProtoReflect.Descriptor instead.
+func (*DeadReason) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_envelope_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DeadReason) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *DeadReason) GetAt() string {
+	if x != nil {
+		return x.At
+	}
+	return ""
+}
+
+func (x *DeadReason) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *DeadReason) GetMessage() string {
+	if x != nil && x.Message != nil {
+		return *x.Message
+	}
+	return ""
+}
+
+func (x *DeadReason) GetOmitted() []string {
+	if x != nil {
+		return x.Omitted
+	}
+	return nil
+}
+
+func (x *DeadReason) GetUnknownJson() string {
+	if x != nil {
+		return x.UnknownJson
+	}
+	return ""
+}
+
 // One execution of a task (JSON: an element of `attempts`).
 type AttemptRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -413,7 +517,7 @@ type AttemptRecord struct {
 
 func (x *AttemptRecord) Reset() {
 	*x = AttemptRecord{}
-	mi := &file_rdq_v1_envelope_proto_msgTypes[1]
+	mi := &file_rdq_v1_envelope_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -425,7 +529,7 @@ func (x *AttemptRecord) String() string {
 func (*AttemptRecord) ProtoMessage() {}
 
 func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_envelope_proto_msgTypes[1]
+	mi := &file_rdq_v1_envelope_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -438,7 +542,7 @@ func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptRecord.ProtoReflect.Descriptor instead.
 func (*AttemptRecord) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_envelope_proto_rawDescGZIP(), []int{1}
+	return file_rdq_v1_envelope_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AttemptRecord) GetAttemptNo() uint32 {
@@ -511,7 +615,7 @@ type ErrorInfo struct {
 
 func (x *ErrorInfo) Reset() {
 	*x = ErrorInfo{}
-	mi := &file_rdq_v1_envelope_proto_msgTypes[2]
+	mi := &file_rdq_v1_envelope_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +627,7 @@ func (x *ErrorInfo) String() string {
 func (*ErrorInfo) ProtoMessage() {}
 
 func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_envelope_proto_msgTypes[2]
+	mi := &file_rdq_v1_envelope_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +640,7 @@ func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorInfo.ProtoReflect.Descriptor instead.
 func (*ErrorInfo) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_envelope_proto_rawDescGZIP(), []int{2}
+	return file_rdq_v1_envelope_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ErrorInfo) GetType() string {
@@ -585,7 +689,7 @@ var File_rdq_v1_envelope_proto protoreflect.FileDescriptor
 
 const file_rdq_v1_envelope_proto_rawDesc = "" +
 	"\n" +
-	"\x15rdq/v1/envelope.proto\x12\x06rdq.v1\"\x9f\a\n" +
+	"\x15rdq/v1/envelope.proto\x12\x06rdq.v1\"\xe9\a\n" +
 	"\bEnvelope\x12)\n" +
 	"\x10envelope_version\x18\x01 \x01(\rR\x0fenvelopeVersion\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
@@ -612,14 +716,27 @@ const file_rdq_v1_envelope_proto_rawDesc = "" +
 	"created_at\x18\x12 \x01(\tR\tcreatedAt\x121\n" +
 	"\battempts\x18\x13 \x03(\v2\x15.rdq.v1.AttemptRecordR\battempts\x12\x18\n" +
 	"\aomitted\x18\x14 \x03(\tR\aomitted\x12!\n" +
-	"\funknown_json\x18\x15 \x01(\tR\vunknownJson\x1a:\n" +
+	"\funknown_json\x18\x15 \x01(\tR\vunknownJson\x128\n" +
+	"\vdead_reason\x18\x16 \x01(\v2\x12.rdq.v1.DeadReasonH\x04R\n" +
+	"deadReason\x88\x01\x01\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +
 	"\x10_handler_versionB\x0e\n" +
 	"\f_payload_refB\x12\n" +
 	"\x10_next_attempt_atB\x13\n" +
-	"\x11_lease_expires_at\"\xa3\x02\n" +
+	"\x11_lease_expires_atB\x0e\n" +
+	"\f_dead_reason\"\xa8\x01\n" +
+	"\n" +
+	"DeadReason\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x0e\n" +
+	"\x02at\x18\x02 \x01(\tR\x02at\x12\x0e\n" +
+	"\x02by\x18\x03 \x01(\tR\x02by\x12\x1d\n" +
+	"\amessage\x18\x04 \x01(\tH\x00R\amessage\x88\x01\x01\x12\x18\n" +
+	"\aomitted\x18\x05 \x03(\tR\aomitted\x12!\n" +
+	"\funknown_json\x18\x06 \x01(\tR\vunknownJsonB\n" +
+	"\n" +
+	"\b_message\"\xa3\x02\n" +
 	"\rAttemptRecord\x12\x1d\n" +
 	"\n" +
 	"attempt_no\x18\x01 \x01(\rR\tattemptNo\x12\x1d\n" +
@@ -669,26 +786,28 @@ func file_rdq_v1_envelope_proto_rawDescGZIP() []byte {
 }
 
 var file_rdq_v1_envelope_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_rdq_v1_envelope_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_rdq_v1_envelope_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_rdq_v1_envelope_proto_goTypes = []any{
 	(Status)(0),           // 0: rdq.v1.Status
 	(Outcome)(0),          // 1: rdq.v1.Outcome
 	(*Envelope)(nil),      // 2: rdq.v1.Envelope
-	(*AttemptRecord)(nil), // 3: rdq.v1.AttemptRecord
-	(*ErrorInfo)(nil),     // 4: rdq.v1.ErrorInfo
-	nil,                   // 5: rdq.v1.Envelope.HeadersEntry
+	(*DeadReason)(nil),    // 3: rdq.v1.DeadReason
+	(*AttemptRecord)(nil), // 4: rdq.v1.AttemptRecord
+	(*ErrorInfo)(nil),     // 5: rdq.v1.ErrorInfo
+	nil,                   // 6: rdq.v1.Envelope.HeadersEntry
 }
 var file_rdq_v1_envelope_proto_depIdxs = []int32{
-	5, // 0: rdq.v1.Envelope.headers:type_name -> rdq.v1.Envelope.HeadersEntry
+	6, // 0: rdq.v1.Envelope.headers:type_name -> rdq.v1.Envelope.HeadersEntry
 	0, // 1: rdq.v1.Envelope.status:type_name -> rdq.v1.Status
-	3, // 2: rdq.v1.Envelope.attempts:type_name -> rdq.v1.AttemptRecord
-	1, // 3: rdq.v1.AttemptRecord.outcome:type_name -> rdq.v1.Outcome
-	4, // 4: rdq.v1.AttemptRecord.error:type_name -> rdq.v1.ErrorInfo
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	4, // 2: rdq.v1.Envelope.attempts:type_name -> rdq.v1.AttemptRecord
+	3, // 3: rdq.v1.Envelope.dead_reason:type_name -> rdq.v1.DeadReason
+	1, // 4: rdq.v1.AttemptRecord.outcome:type_name -> rdq.v1.Outcome
+	5, // 5: rdq.v1.AttemptRecord.error:type_name -> rdq.v1.ErrorInfo
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_rdq_v1_envelope_proto_init() }
@@ -699,13 +818,14 @@ func file_rdq_v1_envelope_proto_init() {
 	file_rdq_v1_envelope_proto_msgTypes[0].OneofWrappers = []any{}
 	file_rdq_v1_envelope_proto_msgTypes[1].OneofWrappers = []any{}
 	file_rdq_v1_envelope_proto_msgTypes[2].OneofWrappers = []any{}
+	file_rdq_v1_envelope_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rdq_v1_envelope_proto_rawDesc), len(file_rdq_v1_envelope_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
