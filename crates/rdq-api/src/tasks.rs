@@ -138,7 +138,7 @@ pub struct SubmitBatchResponse {
 pub struct CancelBody {
     /// Only these tasks (one id alone that cannot be cancelled is an error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<crate::schema::TaskId>>)]
+    #[schema(value_type = Option<Vec<crate::schema::TaskId>>, min_items = 1)]
     pub ids: Option<Vec<String>>,
     /// Only tasks of this handler.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,7 +166,7 @@ pub struct CancelBody {
     /// Report what would be cancelled, change nothing.
     #[serde(default)]
     pub dry_run: bool,
-    /// Why, recorded in each task's dead reason (at most 4 KiB; default
+    /// Why, recorded in each task's dead reason (cut to 4 KiB; default
     /// "cancelled").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -84,11 +84,6 @@ impl App {
         if ids.as_ref().is_some_and(Vec::is_empty) {
             return Err(AppError::invalid_field("ids", "names no task"));
         }
-        if let Some(message) = &body.message
-            && message.len() > rdq_envelope::MAX_MESSAGE_BYTES
-        {
-            return Err(AppError::invalid_field("message", "is longer than 4 KiB"));
-        }
         let filter = CancelFilter {
             queue: queue.to_owned(),
             ids,

@@ -19,7 +19,7 @@ type CancelRequest struct {
 	OlderThanMs uint64            `json:"older_than_ms,omitempty"`
 	Limit       int               `json:"limit,omitempty"`
 	DryRun      bool              `json:"dry_run,omitempty"`
-	// Message is why, recorded in each task's dead reason (at most 4 KiB).
+	// Message is why, recorded in each task's dead reason (cut to 4 KiB).
 	Message string `json:"message,omitempty"`
 }
 

@@ -623,7 +623,7 @@ pub struct CancelTasksRequest {
     /// Report, change nothing.
     #[prost(bool, tag = "7")]
     pub dry_run: bool,
-    /// Why, recorded in each task's dead reason (at most 4 KiB).
+    /// Why, recorded in each task's dead reason (cut to 4 KiB).
     #[prost(string, optional, tag = "8")]
     pub message: ::core::option::Option<::prost::alloc::string::String>,
 }

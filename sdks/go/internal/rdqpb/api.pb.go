@@ -1901,7 +1901,7 @@ type CancelTasksRequest struct {
 	Limit *uint64 `protobuf:"varint,6,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
 	// Report, change nothing.
 	DryRun bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
-	// Why, recorded in each task's dead reason (at most 4 KiB).
+	// Why, recorded in each task's dead reason (cut to 4 KiB).
 	Message       *string `protobuf:"bytes,8,opt,name=message,proto3,oneof" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
