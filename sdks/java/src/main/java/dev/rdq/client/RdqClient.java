@@ -48,8 +48,9 @@ import java.util.function.Supplier;
  * submit, read tasks, the pull-worker calls, queues and their flow
  * control, and the DLQ.
  *
- * <p>Thread-safe and meant to be shared: a pool of kept-alive HTTP/1.1
- * connections underneath ({@code docs/sdk-java.md}, "Transport"). Every failure is an
+ * <p>Thread-safe and meant to be shared: requests go through a {@link
+ * Transport}, by default the JDK's {@code HttpClient} ({@link
+ * JdkHttpTransport}; {@code docs/sdk-java.md}, "Transport"). Every failure is an
  * {@link RdqException} carrying the server's stable code ({@code
  * TASK_NOT_FOUND}, {@code LEASE_LOST}, …) or a client-side one ({@link
  * RdqException#TIMEOUT}, {@link RdqException#CONNECTION_FAILED}).
@@ -60,6 +61,11 @@ public final class RdqClient implements AutoCloseable {
     private final URI base;
     private final Duration requestTimeout;
     private final Transport http;
+    private final boolean ownsTransport;
+    private final String authorization;
+    private final String token;
+    private final javax.net.ssl.SSLContext sslContext;
+    private final Duration connectTimeout;
     private final Executor asyncExecutor;
     private final Supplier<String> traceParent;
 
@@ -68,8 +74,12 @@ public final class RdqClient implements AutoCloseable {
         this.base = URI.create(s.endsWith("/") ? s.substring(0, s.length() - 1) : s);
         String authorization = b.token == null ? null : "Bearer " + b.token;
         this.requestTimeout = b.requestTimeout;
-        this.http = b.httpClient != null ? new JdkTransport(b.httpClient, base.toString(), authorization)
-                : new Http1Transport(base, authorization, b.connectTimeout, b.idleTimeout, b.sslContext);
+        this.authorization = authorization;
+        this.ownsTransport = b.transport == null;
+        this.http = b.transport != null ? b.transport : JdkHttpTransport.create(b.connectTimeout, b.sslContext);
+        this.token = b.token;
+        this.sslContext = b.sslContext;
+        this.connectTimeout = b.connectTimeout;
         this.asyncExecutor = b.executor != null ? b.executor : DefaultExecutor.INSTANCE;
         this.traceParent = b.traceParent;
     }
@@ -107,10 +117,27 @@ public final class RdqClient implements AutoCloseable {
         return base;
     }
 
-    /** Closes the pooled idle connections; calls in flight finish, and later calls still work without keeping their connections. */
+    /** The bearer token, or null (for the gRPC channel a worker opens to the same server). */
+    public String token() {
+        return token;
+    }
+
+    /** The TLS context given to the builder, or null for the JDK's default. */
+    public javax.net.ssl.SSLContext sslContext() {
+        return sslContext;
+    }
+
+    /** The connect timeout given to the builder (default 5 s). */
+    public Duration connectTimeout() {
+        return connectTimeout;
+    }
+
+    /** Closes the transport the client built itself; a transport passed to the builder stays open. */
     @Override
     public void close() {
-        http.close();
+        if (ownsTransport) {
+            http.close();
+        }
     }
 
     // ------------------------------------------------------------------
@@ -135,7 +162,7 @@ public final class RdqClient implements AutoCloseable {
      * context is read on the calling thread, before the submit is handed off.
      */
     public CompletableFuture<Envelope> submitAsync(SubmitRequest request) {
-        Transport.Call call = post("/v1/tasks", request.toJson(), traceParentFor(request));
+        Transport.Request call = post("/v1/tasks", request.toJson(), traceParentFor(request));
         return CompletableFuture.supplyAsync(() -> envelopeOf(send(call)), asyncExecutor);
     }
 
@@ -437,7 +464,7 @@ public final class RdqClient implements AutoCloseable {
         Names.validateQueueName(queue);
         String path = "/v1/queues/" + queue + "/dead/export"
                 + (errorTypeGlob == null ? "" : "?error_type=" + URLEncoder.encode(errorTypeGlob, StandardCharsets.UTF_8));
-        Transport.Streamed resp;
+        Transport.StreamedResponse resp;
         try {
             resp = http.open(httpGet(path));
         } catch (IOException e) {
@@ -484,24 +511,35 @@ public final class RdqClient implements AutoCloseable {
     // ------------------------------------------------------------------
     // Transport
 
-    private Transport.Call post(String path, byte[] json) {
+    private Transport.Request post(String path, byte[] json) {
         return post(path, json, null);
     }
 
-    private Transport.Call post(String path, byte[] json, String traceparent) {
+    private Transport.Request post(String path, byte[] json, String traceparent) {
         return call("POST", path, json, traceparent);
     }
 
-    private Transport.Call httpGet(String path) {
+    private Transport.Request httpGet(String path) {
         return call("GET", path, null, null);
     }
 
-    private Transport.Call call(String method, String path, byte[] json, String traceparent) {
-        return new Transport.Call(method, path, json, traceparent, requestTimeout);
+    private Transport.Request call(String method, String path, byte[] json, String traceparent) {
+        java.util.Map<String, String> h = new java.util.HashMap<>(4);
+        h.put("accept", "application/json");
+        if (authorization != null) {
+            h.put("authorization", authorization);
+        }
+        if (traceparent != null) {
+            h.put("traceparent", traceparent);
+        }
+        if (json != null) {
+            h.put("content-type", "application/json");
+        }
+        return new Transport.Request(method, URI.create(base + path), h, json, requestTimeout);
     }
 
-    private byte[] send(Transport.Call call) {
-        Transport.Reply resp;
+    private byte[] send(Transport.Request call) {
+        Transport.Response resp;
         try {
             resp = http.send(call);
         } catch (IOException e) {
@@ -535,12 +573,6 @@ public final class RdqClient implements AutoCloseable {
         if (Thread.currentThread().isInterrupted()) {
             // On a virtual thread an interrupt closes the socket being read.
             return new RdqException(RdqException.INTERRUPTED, null, "interrupted while waiting for the server", 0, e);
-        }
-        if (e instanceof Http1Transport.Malformed) {
-            return new RdqException(RdqException.UNEXPECTED_RESPONSE, null, "a malformed HTTP answer: " + e.getMessage(), 0, e);
-        }
-        if (e instanceof Http1Transport.ConnectFailed) {
-            return new RdqException(RdqException.CONNECTION_FAILED, null, e.getMessage(), 0, e);
         }
         if (e instanceof SocketTimeoutException) {
             return new RdqException(RdqException.TIMEOUT, null, "no answer within the request timeout: " + e.getMessage(), 0, e);
@@ -664,8 +696,7 @@ public final class RdqClient implements AutoCloseable {
         private String token;
         private Duration requestTimeout = Duration.ofSeconds(30);
         private Duration connectTimeout = Duration.ofSeconds(5);
-        private Duration idleTimeout = Duration.ofSeconds(60);
-        private HttpClient httpClient;
+        private Transport transport;
         private javax.net.ssl.SSLContext sslContext;
         private Executor executor;
         private Supplier<String> traceParent;
@@ -695,16 +726,6 @@ public final class RdqClient implements AutoCloseable {
             return this;
         }
 
-        /**
-         * How long a connection may sit unused in the pool and still be
-         * reused (default 60 s, below the server's {@code idle_timeout_ms}
-         * of 120 s); older ones are closed.
-         */
-        public Builder idleTimeout(Duration timeout) {
-            this.idleTimeout = Objects.requireNonNull(timeout);
-            return this;
-        }
-
         /** The TLS context for an {@code https://} base URL (default: the JDK's default context). */
         public Builder sslContext(javax.net.ssl.SSLContext context) {
             this.sslContext = Objects.requireNonNull(context);
@@ -712,14 +733,19 @@ public final class RdqClient implements AutoCloseable {
         }
 
         /**
-         * Sends every request through this {@code java.net.http} client
-         * instead of the SDK's own HTTP/1.1 transport (for its proxy,
-         * authenticator or HTTP/2 support); its connect timeout then
-         * applies, and {@link #sslContext} and {@link #idleTimeout} do not.
+         * Sends every request through {@code transport} instead of the default
+         * {@link JdkHttpTransport}; {@link #connectTimeout} and {@link #sslContext}
+         * then concern only the worker's gRPC channel. The client does not close
+         * a transport given here.
          */
-        public Builder httpClient(HttpClient client) {
-            this.httpClient = client;
+        public Builder transport(Transport transport) {
+            this.transport = Objects.requireNonNull(transport, "transport");
             return this;
+        }
+
+        /** Sends every request through this {@code java.net.http} client: {@code transport(new JdkHttpTransport(client))}. */
+        public Builder httpClient(HttpClient client) {
+            return transport(new JdkHttpTransport(client));
         }
 
         /** Where {@code submitAsync} runs its submits (default: virtual threads, or a cached daemon pool). */
