@@ -331,6 +331,16 @@ public final class RdqClient implements AutoCloseable {
         return out;
     }
 
+    /** What the store behind the server can do ({@code GET /v1/capabilities}): capability name to whether it has it. */
+    public java.util.Map<String, Boolean> capabilities() {
+        JsonObject body = object(send(httpGet("/v1/capabilities")));
+        java.util.Map<String, Boolean> out = new java.util.TreeMap<>();
+        if (body.get("capabilities").orElse(null) instanceof JsonObject caps) {
+            caps.members().forEach((k, v) -> out.put(k, v instanceof dev.rdq.json.JsonBoolean b && b.value()));
+        }
+        return out;
+    }
+
     /** The queue's live policy with defaults filled in. */
     public JsonObject queueConfig(String queue) {
         Names.validateQueueName(queue);
