@@ -139,9 +139,22 @@ final class GrpcTaskSource implements TaskSource {
         }
     }
 
+    /**
+     * Ends the stream once the settles sent on it are acknowledged (2 s at
+     * most): a stream left open would be pushed a task for every credit still
+     * free. Later settles and extensions go as unary calls.
+     */
     @Override
     public void stopClaiming() {
         claiming = false;
+        Stream s = current;
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
+        while (s != null && !s.dead && !s.settles.isEmpty() && System.nanoTime() < deadline) {
+            sleep(5);
+        }
+        if (s != null && !s.dead) {
+            s.cancel();
+        }
     }
 
     @Override
@@ -149,10 +162,6 @@ final class GrpcTaskSource implements TaskSource {
         claiming = false;
         closing = true;
         Worker.joinQuietly(sender);
-        Stream s = current;
-        if (s != null && !s.dead) {
-            s.cancel();
-        }
         if (ackReader != null) {
             ackReader.shutdown();
             try {
@@ -427,13 +436,16 @@ final class GrpcTaskSource implements TaskSource {
 
         synchronized void send(Api.WorkRequest r) {
             if (!dead) {
-                requests.onNext(r);
+                try {
+                    requests.onNext(r);
+                } catch (IllegalStateException e) {
+                    // Cancelled meanwhile: onError follows and requeues what was not acknowledged.
+                }
             }
         }
 
-        synchronized void cancel() {
-            dead = true;
-            requests.cancel("the worker is closing", null);
+        void cancel() {
+            requests.cancel("the worker stops taking tasks", null);
         }
 
         @Override

@@ -102,16 +102,16 @@ class OutcomeLadderTest {
     @DisplayName("the worker's settle of a throttling outcome is DEFER with defer_ms and the scope")
     void throttle_settles() {
         ClaimedTask c = new ClaimedTask("01J2ZK7Q8XW5H3N9G4T6B8RDQ0", "lease", null);
-        Settle key = Worker.toSettle(c, lists.decide(null, new ThrottleException(Duration.ofMillis(1500))));
+        Settle key = Worker.toSettle(c.id(), c.leaseToken(), lists.decide(null, new ThrottleException(Duration.ofMillis(1500))));
         assertEquals(SettleOutcome.DEFER, key.outcome());
         assertEquals(1500L, key.deferMs());
         assertEquals(ThrottleScope.KEY, key.throttle());
         assertNull(key.error());
-        assertEquals(ThrottleScope.QUEUE, Worker.toSettle(c, Outcome.throttled(Duration.ofSeconds(3), ThrottleScope.QUEUE)).throttle());
-        Settle plain = Worker.toSettle(c, Outcome.defer(Duration.ofSeconds(3)));
+        assertEquals(ThrottleScope.QUEUE, Worker.toSettle(c.id(), c.leaseToken(), Outcome.throttled(Duration.ofSeconds(3), ThrottleScope.QUEUE)).throttle());
+        Settle plain = Worker.toSettle(c.id(), c.leaseToken(), Outcome.defer(Duration.ofSeconds(3)));
         assertEquals(3000L, plain.deferMs());
         assertNull(plain.throttle());
-        assertNull(Worker.toSettle(c, Outcome.success()).throttle());
+        assertNull(Worker.toSettle(c.id(), c.leaseToken(), Outcome.success()).throttle());
     }
 
     @Test
