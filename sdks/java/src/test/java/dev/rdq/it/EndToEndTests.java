@@ -260,6 +260,85 @@ abstract class EndToEndTests {
         assertEquals(Runtime.version().feature() >= 21, w.usesVirtualThreads(), "virtual threads where the JDK has them");
     }
 
+    record Charge(String account, long cents) {}
+
+    @Test
+    @DisplayName("typed handlers: the JSON payload bound to a record; a value handler's own typed mapper; an undecodable payload is dead at once")
+    void typed_handlers() {
+        slowRetries(client, Q, "");
+        Map<String, Charge> seen = new ConcurrentHashMap<>();
+        String typed = submit(client, Q, "charge", "{\"account\":\"acme\",\"cents\":1250,\"note\":\"ignored\"}").id();
+        String bad = submit(client, Q, "charge", "{\"account\":").id();
+        String accepted = submit(client, Q, "verify", "{\"account\":\"ok\",\"cents\":1}").id();
+        String refused = submit(client, Q, "verify", "{\"account\":\"no\",\"cents\":1}").id();
+        start(worker()
+                .handler(Q, "charge", Charge.class, c -> seen.put(TaskContext.current().orElseThrow().id(), c))
+                .valueHandler(Q, "verify", Charge.class, c -> c.account().equals("ok"),
+                        (Boolean ok, Throwable err) -> err != null ? null
+                                : ok ? Outcome.success() : Outcome.permanent("verify.Refused", "refused"))
+                .outcomeMapper(Q, (ret, err) -> {
+                    throw new AssertionError("the handler's own mapper comes first");
+                }));
+        awaitTask(client, typed, "succeeded", e -> e.status() == Status.SUCCEEDED);
+        assertEquals(new Charge("acme", 1250), seen.get(typed));
+        Envelope b = awaitTask(client, bad, "dead", e -> e.status() == Status.DEAD);
+        assertEquals(1, b.attemptCount());
+        assertEquals("dev.rdq.worker.PayloadDecodeException", lastError(b).type());
+        assertTrue(lastError(b).message().contains(Charge.class.getName()), lastError(b).message());
+        assertFalse(seen.containsKey(bad));
+        awaitTask(client, accepted, "succeeded", e -> e.status() == Status.SUCCEEDED);
+        assertEquals("verify.Refused", lastError(awaitTask(client, refused, "dead", e -> e.status() == Status.DEAD)).type());
+    }
+
+    /** A handler class with its own timeout, as River's Timeout or JobRunr's @Job. */
+    static final class SlowHandler implements dev.rdq.worker.Handler<String> {
+        final List<String> observed = new CopyOnWriteArrayList<>();
+
+        @Override
+        public void handle(String payload) throws Exception {
+            try {
+                Thread.sleep(600_000);
+            } catch (InterruptedException e) {
+                TaskContext ctx = TaskContext.current().orElseThrow();
+                observed.add(ctx.isCancelled() + " " + ctx.cancelReason().orElseThrow());
+                throw e;
+            }
+        }
+
+        @Override
+        public Duration timeout() {
+            return Duration.ofMillis(300);
+        }
+    }
+
+    @Test
+    @DisplayName("a handler past its timeout is cancelled and interrupted; the call fails as HandlerTimeoutException, retryable")
+    void handler_timeout() {
+        slowRetries(client, Q, "");
+        String byClass = submit(client, Q, "slow", "x").id();
+        String byBuilder = submit(client, Q, "lambda", "y").id();
+        SlowHandler slow = new SlowHandler();
+        List<Boolean> lambdaSawCancel = new CopyOnWriteArrayList<>();
+        start(worker()
+                .handler(Q, "slow", String.class, slow)
+                .handler(Q, "lambda", task -> {
+                    try {
+                        Thread.sleep(600_000);
+                    } finally {
+                        lambdaSawCancel.add(TaskContext.current().orElseThrow().isCancelled());
+                    }
+                })
+                .timeout(Q, "lambda", Duration.ofMillis(300)));
+        for (String id : List.of(byClass, byBuilder)) {
+            Envelope e = awaitTask(client, id, "retried", t -> t.attemptCount() == 1 && t.status() == Status.PENDING);
+            assertEquals(AttemptOutcome.RETRYABLE_FAILURE, lastAttempt(e).outcome().orElseThrow());
+            assertEquals("dev.rdq.worker.HandlerTimeoutException", lastError(e).type());
+            assertTrue(lastError(e).stack().orElseThrow().contains("InterruptedException"), "the cause is what the handler threw");
+        }
+        assertEquals(List.of("true TIMEOUT"), slow.observed);
+        assertEquals(List.of(true), lambdaSawCancel);
+    }
+
     @Test
     @DisplayName("rung 1: the queue's OutcomeMapper is authoritative for returned values and thrown errors")
     void outcome_mapper_is_authoritative() {

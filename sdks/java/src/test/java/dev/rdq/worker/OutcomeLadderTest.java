@@ -134,4 +134,29 @@ class OutcomeLadderTest {
         assertEquals("", o.error().orElseThrow().message());
         assertTrue(o.error().orElseThrow().stack().orElseThrow().startsWith("java.lang.IllegalStateException"));
     }
+
+    @Test
+    @DisplayName("error_type: a wrapper records its cause's class; a list match in the cause chain records the thrown class")
+    void error_type_when_a_cause_decided() {
+        // A wrapper carries a decision, not a failure: the cause is what went wrong.
+        Outcome wrapped = lists.decide(null, new RetryableException(new IOException("disk full")));
+        assertEquals(Outcome.Kind.RETRYABLE_FAILURE, wrapped.kind());
+        assertEquals("java.io.IOException", wrapped.error().orElseThrow().type());
+        assertEquals("disk full", wrapped.error().orElseThrow().message());
+        assertEquals("java.io.IOException",
+                lists.decide(null, new PermanentException(new IOException("x"))).error().orElseThrow().type());
+        // Without a cause, the wrapper itself; with a type given, that type.
+        assertEquals(RetryableException.class.getName(),
+                lists.decide(null, new RetryableException("no cause")).error().orElseThrow().type());
+        assertEquals("billing.Declined",
+                lists.decide(null, new PermanentException("billing.Declined", "m")).error().orElseThrow().type());
+        // A wrapper found below the thrown exception records its own cause too.
+        assertEquals("java.io.IOException", lists.decide(null,
+                new CompletionException(new RetryableException(new IOException("x")))).error().orElseThrow().type());
+        // A list decides on a cause, but the thrown exception is what is recorded (its stack shows the chain).
+        Outcome listed = lists.decide(null, new UncheckedIOException(new IOException("io", new Declined())));
+        assertEquals(Outcome.Kind.PERMANENT_FAILURE, listed.kind());
+        assertEquals("java.io.UncheckedIOException", listed.error().orElseThrow().type());
+        assertTrue(listed.error().orElseThrow().stack().orElseThrow().contains(Declined.class.getName()));
+    }
 }
