@@ -52,6 +52,8 @@ final class GrpcTaskSource implements TaskSource {
     /** Unacknowledged settles on one stream: the server stores up to 64 of a stream at once. */
     private static final int WINDOW = 64;
     private static final long CALL_TIMEOUT_MS = 30_000;
+    /** The longest a settle waits for others to join its batch while handlers run. */
+    private static final long LINGER_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
 
     private final Worker worker;
     private final GrpcChannel channel;
@@ -213,10 +215,38 @@ final class GrpcTaskSource implements TaskSource {
             batch.clear();
             batch.add(first);
             outbox.drainTo(batch, worker.settleBatch - 1);
+            linger(batch);
             if (!claiming || s == null || s.dead) {
                 sendUnary(batch);
             } else {
                 sendOnStream(s, batch);
+            }
+        }
+    }
+
+    /**
+     * Lets a batch grow while handlers are still running, to a quarter of
+     * the credits or for {@link #LINGER_NANOS}: each WorkSettle is one store
+     * call on the server, so a busy worker sends fewer, larger ones (as the
+     * Rust client sends a batch once no more of its tasks are waiting), and
+     * the credits they return are enough for the server to push a batch. An
+     * idle worker sends at once.
+     */
+    private void linger(List<Out> batch) {
+        // A quarter of the credits is what makes the server push again.
+        int enough = Math.max(1, Math.min(worker.settleBatch, credits / 4));
+        long deadline = System.nanoTime() + LINGER_NANOS;
+        while (batch.size() < enough && worker.active.get() > 0 && System.nanoTime() < deadline) {
+            Out next;
+            try {
+                next = outbox.poll(100, TimeUnit.MICROSECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+            if (next != null) {
+                batch.add(next);
+                outbox.drainTo(batch, worker.settleBatch - batch.size());
             }
         }
     }
