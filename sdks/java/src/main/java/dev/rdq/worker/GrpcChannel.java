@@ -49,6 +49,10 @@ final class GrpcChannel implements AutoCloseable {
     static GrpcChannel open(RdqClient client) {
         URI base = client.baseUrl();
         boolean tls = "https".equalsIgnoreCase(base.getScheme());
+        if (base.getHost() == null || !tls && !"http".equalsIgnoreCase(base.getScheme())) {
+            throw new RdqException("INVALID_ARGUMENT", "base_url",
+                    "the Work stream needs an http:// or https:// URL with a host, not " + base, 0, null);
+        }
         int port = base.getPort() != -1 ? base.getPort() : tls ? 443 : 80;
         NettyChannelBuilder b = NettyChannelBuilder.forAddress(base.getHost(), port)
                 .maxInboundMessageSize(Integer.MAX_VALUE)

@@ -81,6 +81,8 @@ public final class Worker implements AutoCloseable {
     final AtomicInteger active = new AtomicInteger();
     private final List<TaskSource> sources = new ArrayList<>();
     private GrpcChannel channel;
+    /** One connection per Work stream: the server works each HTTP/2 connection's frames in turn. */
+    private final List<GrpcChannel> channels = new ArrayList<>();
     private WorkerTransport activeTransport;
     private Thread keeper;
     private ExecutorService handlers;
@@ -135,7 +137,9 @@ public final class Worker implements AutoCloseable {
         if (activeTransport == WorkerTransport.GRPC) {
             for (int i = 0; i < streams; i++) {
                 int credits = concurrency / streams + (i < concurrency % streams ? 1 : 0);
-                sources.add(new GrpcTaskSource(this, channel, names, credits, deadLetterListener != null));
+                GrpcChannel c = i == 0 ? channel : GrpcChannel.open(client);
+                channels.add(c);
+                sources.add(new GrpcTaskSource(this, c, names, credits, deadLetterListener != null));
             }
         } else {
             sources.add(new HttpTaskSource(this, client, names, deadLetterListener != null));
@@ -230,8 +234,8 @@ public final class Worker implements AutoCloseable {
         for (TaskSource s : sources) {
             s.close();
         }
-        if (channel != null) {
-            channel.close();
+        for (GrpcChannel c : channels) {
+            c.close();
         }
         handlers.shutdownNow();
     }
@@ -640,7 +644,7 @@ public final class Worker implements AutoCloseable {
             return this;
         }
 
-        /** gRPC: Work streams on the one connection, sharing the credits (default 1). */
+        /** gRPC: Work streams, each on a connection of its own, sharing the credits (default 1). */
         public Builder streams(int n) {
             this.streams = positive(n, "streams");
             return this;
