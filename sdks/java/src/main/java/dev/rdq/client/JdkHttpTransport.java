@@ -8,6 +8,8 @@ import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
 import javax.net.ssl.SSLContext;
 
 /**
@@ -56,6 +58,13 @@ public final class JdkHttpTransport implements Transport {
     public Response send(Request request) throws IOException, InterruptedException {
         HttpResponse<byte[]> r = http.send(jdk(request), HttpResponse.BodyHandlers.ofByteArray());
         return new Response(r.statusCode(), r.body());
+    }
+
+    /** The JDK client's own asynchronous send: no thread waits for the answer. */
+    @Override
+    public CompletableFuture<Response> sendAsync(Request request, Executor executor) {
+        return http.sendAsync(jdk(request), HttpResponse.BodyHandlers.ofByteArray())
+                .thenApply(r -> new Response(r.statusCode(), r.body()));
     }
 
     @Override

@@ -155,15 +155,40 @@ public final class RdqClient implements AutoCloseable {
     }
 
     /**
-     * Submits one task without blocking the caller: a blocking submit on the
-     * client's executor (virtual threads where the JDK has them). Measured
-     * here, blocking sends from many threads carry 2–3x the requests per
-     * second of {@code HttpClient.sendAsync} for the same CPU. The trace
-     * context is read on the calling thread, before the submit is handed off.
+     * Submits one task without blocking the caller, through the transport's
+     * {@link Transport#sendAsync} (the JDK client's own asynchronous send by
+     * default; a transport without one runs a blocking send on the client's
+     * executor). The trace context is read on the calling thread.
      */
     public CompletableFuture<Envelope> submitAsync(SubmitRequest request) {
         Transport.Request call = post("/v1/tasks", request.toJson(), traceParentFor(request));
-        return CompletableFuture.supplyAsync(() -> envelopeOf(send(call)), asyncExecutor);
+        CompletableFuture<Transport.Response> sent;
+        try {
+            sent = http.sendAsync(call, asyncExecutor);
+        } catch (RuntimeException e) {
+            return CompletableFuture.failedFuture(e);
+        }
+        return sent.handle((resp, err) -> {
+            if (err != null) {
+                Throwable c = err instanceof java.util.concurrent.CompletionException && err.getCause() != null
+                        ? err.getCause() : err;
+                if (c instanceof RdqException r) {
+                    throw r;
+                }
+                if (c instanceof IOException io) {
+                    throw transport(io);
+                }
+                if (c instanceof InterruptedException) {
+                    throw new RdqException(RdqException.INTERRUPTED, null, "interrupted while waiting for the server", 0, c);
+                }
+                throw new RdqException(RdqException.CONNECTION_FAILED, null, String.valueOf(c), 0, c);
+            }
+            int status = resp.status();
+            if (status >= 200 && status < 300) {
+                return envelopeOf(resp.body());
+            }
+            throw problem(status, resp.body());
+        });
     }
 
     /**

@@ -6,6 +6,9 @@ import java.net.URI;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.Executor;
 
 /**
  * How {@link RdqClient} exchanges one HTTP request for one answer. The default
@@ -47,6 +50,25 @@ public interface Transport extends AutoCloseable {
 
     /** Sends {@code request} and reads the whole answer. */
     Response send(Request request) throws IOException, InterruptedException;
+
+    /**
+     * Sends {@code request} without blocking the caller. The default runs
+     * {@link #send} on {@code executor}; a transport with an asynchronous
+     * client of its own answers from it. The future fails with the {@code
+     * IOException} {@link #send} would throw.
+     */
+    default CompletableFuture<Response> sendAsync(Request request, Executor executor) {
+        return CompletableFuture.supplyAsync(() -> {
+            try {
+                return send(request);
+            } catch (IOException e) {
+                throw new CompletionException(e);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new CompletionException(e);
+            }
+        }, executor);
+    }
 
     /** Sends {@code request} and answers as soon as the status is known. */
     StreamedResponse open(Request request) throws IOException, InterruptedException;
