@@ -3,9 +3,6 @@ package dev.rdq.worker;
 import dev.rdq.RdqException;
 import dev.rdq.client.Settle;
 import dev.rdq.client.SettleResult;
-import dev.rdq.envelope.ErrorInfo;
-import dev.rdq.envelope.Timestamps;
-import dev.rdq.json.Json;
 import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientResponseObserver;
 import java.util.ArrayList;
@@ -120,7 +117,7 @@ final class GrpcTaskSource implements TaskSource {
         }
         long seq = seqs.incrementAndGet();
         CompletableFuture<Api.WorkAck> ack = new CompletableFuture<>();
-        s.extends_.put(seq, ack);
+        s.extensions.put(seq, ack);
         s.send(Api.WorkRequest.newBuilder()
                 .setExtend(Api.WorkExtend.newBuilder().setSeq(seq).setExtend(req)).build());
         Api.WorkAck a;
@@ -129,7 +126,7 @@ final class GrpcTaskSource implements TaskSource {
         } catch (ExecutionException e) {
             throw e.getCause() instanceof RdqException r ? r : GrpcChannel.error(e.getCause());
         } catch (TimeoutException e) {
-            s.extends_.remove(seq);
+            s.extensions.remove(seq);
             throw new RdqException(RdqException.TIMEOUT, null, "no answer to a lease extension", 0, e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -280,7 +277,7 @@ final class GrpcTaskSource implements TaskSource {
                 credit++;
             }
             settles.add(o);
-            msg.addSettles(proto(o.settle));
+            msg.addSettles(WorkMessages.settle(o.settle));
         }
         if (!settles.isEmpty()) {
             try {
@@ -322,7 +319,7 @@ final class GrpcTaskSource implements TaskSource {
         for (Out o : batch) {
             held.decrementAndGet();
             if (o.settle != null) {
-                req.addSettles(proto(o.settle));
+                req.addSettles(WorkMessages.settle(o.settle));
                 n++;
             }
         }
@@ -388,21 +385,10 @@ final class GrpcTaskSource implements TaskSource {
 
     private Leased leased(Api.LeasedTask t, long generation) {
         EnvelopeOuterClass.Envelope e = t.getEnvelope();
-        long lease = worker.leaseMs != null ? worker.leaseMs : leaseOf(e);
+        long lease = worker.leaseMs != null ? worker.leaseMs : WorkMessages.leaseOf(e);
         return new Leased(t.getId(), t.getLeaseToken(), e.getQueue(), e.getHandlerRef(),
                 e.getHeadersOrDefault(dev.rdq.client.TraceContext.HEADER, null), lease, this, generation,
                 () -> e.getPayload().toByteArray(), () -> ProtoEnvelopes.toEnvelope(e));
-    }
-
-    /** The lease of a pushed task: its deadline minus its open attempt's start, as for an HTTP claim. */
-    static long leaseOf(EnvelopeOuterClass.Envelope e) {
-        int n = e.getAttemptsCount();
-        if (!e.hasLeaseExpiresAt() || n == 0) {
-            return 30_000;
-        }
-        Long expires = Timestamps.parseMillis(e.getLeaseExpiresAt());
-        Long started = Timestamps.parseMillis(e.getAttempts(n - 1).getStartedAt());
-        return expires == null || started == null ? 30_000 : Math.max(1, expires - started);
     }
 
     private SettleResult result(Api.SettleItemResult r) {
@@ -414,41 +400,11 @@ final class GrpcTaskSource implements TaskSource {
                 withEnvelopes && r.hasEnvelope() ? ProtoEnvelopes.toEnvelope(r.getEnvelope()) : null, null, null);
     }
 
-    static Api.SettleRequest proto(Settle s) {
-        Api.SettleRequest.Builder b = Api.SettleRequest.newBuilder().setId(s.id()).setLeaseToken(s.leaseToken());
-        switch (s.outcome()) {
-            case SUCCESS -> b.setOutcome(Api.ReportedOutcome.REPORTED_SUCCESS);
-            case RETRYABLE_FAILURE -> b.setOutcome(Api.ReportedOutcome.REPORTED_RETRYABLE_FAILURE);
-            case PERMANENT_FAILURE -> b.setOutcome(Api.ReportedOutcome.REPORTED_PERMANENT_FAILURE);
-            case FAILURE -> b.setOutcome(Api.ReportedOutcome.REPORTED_FAILURE);
-            case DEFER -> b.setOutcome(Api.ReportedOutcome.REPORTED_DEFER);
-            case RELEASE -> b.setOutcome(Api.ReportedOutcome.REPORTED_RELEASE);
-            default -> throw new IllegalStateException("unknown outcome " + s.outcome());
-        }
-        ErrorInfo e = s.error();
-        if (e != null) {
-            Api.ReportedError.Builder err = Api.ReportedError.newBuilder().setType(e.type()).setMessage(e.message());
-            e.detail().ifPresent(d -> err.setDetailJson(Json.writeString(d)));
-            e.stack().ifPresent(err::setStack);
-            b.setError(err);
-        }
-        if (s.deferMs() != null) {
-            b.setDeferMs(s.deferMs());
-        }
-        if (s.throttle() != null) {
-            b.setThrottle(switch (s.throttle()) {
-                case KEY -> Api.DeferThrottle.DEFER_THROTTLE_KEY;
-                case QUEUE -> Api.DeferThrottle.DEFER_THROTTLE_QUEUE;
-            });
-        }
-        return b.build();
-    }
-
     /** One Work stream: its generation, its unacknowledged settles and extensions. */
     private final class Stream implements ClientResponseObserver<Api.WorkRequest, Api.WorkResponse> {
         final long generation;
         final Map<Long, List<Out>> settles = new ConcurrentHashMap<>();
-        final Map<Long, CompletableFuture<Api.WorkAck>> extends_ = new ConcurrentHashMap<>();
+        final Map<Long, CompletableFuture<Api.WorkAck>> extensions = new ConcurrentHashMap<>();
         private ClientCallStreamObserver<Api.WorkRequest> requests;
         volatile boolean dead;
         /** True once the server sent anything: a stream that breaks after that is opened again at once. */
@@ -489,7 +445,7 @@ final class GrpcTaskSource implements TaskSource {
                     if (batch != null) {
                         onSettleAck(batch, ack);
                     } else {
-                        CompletableFuture<Api.WorkAck> f = extends_.remove(ack.getSeq());
+                        CompletableFuture<Api.WorkAck> f = extensions.remove(ack.getSeq());
                         if (f != null) {
                             f.complete(ack);
                         }
@@ -526,8 +482,8 @@ final class GrpcTaskSource implements TaskSource {
                     requeue(batch);
                 }
             }
-            for (Long seq : extends_.keySet()) {
-                CompletableFuture<Api.WorkAck> f = extends_.remove(seq);
+            for (Long seq : extensions.keySet()) {
+                CompletableFuture<Api.WorkAck> f = extensions.remove(seq);
                 if (f != null) {
                     f.completeExceptionally(e);
                 }

@@ -6,7 +6,6 @@ import dev.rdq.envelope.Envelope;
 import dev.rdq.json.Json;
 import dev.rdq.json.JsonValue;
 import java.nio.ByteBuffer;
-import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
