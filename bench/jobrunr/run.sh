@@ -84,12 +84,14 @@ echo "== pull workers on one rdq serve (embedded store, $transport): Java SDK vs
 # over HTTP 4 claim loops and 256 handlers (its 4 workers x 64). The Java
 # worker runs once after an untimed warm-up round of as many tasks (the JIT
 # done compiling, as in a worker that has run for a while), once cold.
-if [ "$transport" = grpc ]; then rust_flags=--grpc; java_args="4 512"; else rust_flags=; java_args="4 256"; fi
+# JAVA_CONCURRENCY and JAVA_STREAMS change the Java worker's side.
+if [ "$transport" = grpc ]; then rust_flags=--grpc; java_args="4 ${JAVA_CONCURRENCY:-512}"; else rust_flags=; java_args="4 ${JAVA_CONCURRENCY:-256}"; fi
+java_streams=${JAVA_STREAMS:-4}
 rust_pull() {
   "$RDQ_BIN" bench --workload pull $rust_flags --server "$url" --jobs "$pull_jobs" --workers 4 --json | sed 's/^{/{"system":"rdq-bench-pull",/' | tee -a "$out"
 }
 java_pull() { # warm-up jobs
-  "$java" -cp "$cp" bench.RdqW1 "$url" "$pull_jobs" $java_args "$1" "$transport" 4 2>/dev/null | sed 's/^{/{"store":"embedded",/' | tee -a "$out"
+  "$java" -cp "$cp" bench.RdqW1 "$url" "$pull_jobs" $java_args "$1" "$transport" "$java_streams" 2>/dev/null | sed 's/^{/{"store":"embedded",/' | tee -a "$out"
 }
 data=$(mktemp -d)
 start_serve "$data/store"
