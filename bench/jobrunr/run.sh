@@ -5,11 +5,15 @@
 #     workers, the smallest poll interval its SQL storage accepts: 5 s) against
 #     the rdq Java SDK through `rdq serve --store postgres://…`, on the same
 #     database (postgres://postgres@127.0.0.1:5432/test).
-#  2. The Java SDK worker against `rdq bench --workload pull` (the Rust HTTP
-#     pull client) on the same `rdq serve` over an embedded store.
+#  2. The Java SDK worker against `rdq bench --workload pull` (the Rust pull
+#     client) on the same `rdq serve` over an embedded store: both on the
+#     gRPC Work stream (TRANSPORT=grpc, the default: 4 streams of 128
+#     credits each), or both over HTTP (TRANSPORT=http: claim 64, batch
+#     settle; the Java worker with 4 claim loops and 256 handlers).
 #
 #   bash bench/jobrunr/run.sh              # 3 pairs of each, 20,000 jobs
 #   PAIRS=5 JOBS=20000 PULL_JOBS=100000 bash bench/jobrunr/run.sh
+#   SKIP_JOBRUNR=1 bash bench/jobrunr/run.sh   # part 2 only (no PostgreSQL)
 #
 # JOBS is W1's size (part 1); PULL_JOBS (default 100,000) the size of each
 # run of part 2, long enough to measure a worker rather than its start-up.
@@ -23,6 +27,7 @@ root=$(cd "$here/../.." && pwd)
 pairs=${PAIRS:-3}
 jobs=${JOBS:-20000}
 pull_jobs=${PULL_JOBS:-100000}
+transport=${TRANSPORT:-grpc}
 pg_url=${PG_URL:-postgres://postgres@127.0.0.1:5432/test}
 jdbc=${JDBC_URL:-jdbc:postgresql://127.0.0.1:5432/test?user=postgres}
 java=${JAVA_HOME:+$JAVA_HOME/bin/}java
@@ -66,21 +71,27 @@ run_rdq_pg() {
   drop_schema "$schema"
 }
 
-echo "== W1 on PostgreSQL: JobRunr vs the rdq Java SDK ($pairs pairs, $jobs jobs)"
-for i in $(seq 1 "$pairs"); do
-  if [ $((i % 2)) -eq 1 ]; then run_jobrunr; run_rdq_pg "$i"; else run_rdq_pg "$i"; run_jobrunr; fi
-done
-drop_schema jobrunr_bench
+if [ -z "${SKIP_JOBRUNR:-}" ]; then
+  echo "== W1 on PostgreSQL: JobRunr vs the rdq Java SDK ($pairs pairs, $jobs jobs)"
+  for i in $(seq 1 "$pairs"); do
+    if [ $((i % 2)) -eq 1 ]; then run_jobrunr; run_rdq_pg "$i"; else run_rdq_pg "$i"; run_jobrunr; fi
+  done
+  drop_schema jobrunr_bench
+fi
 
-echo "== pull workers on one rdq serve (embedded store): Java SDK vs rdq bench --workload pull"
-# The Java worker runs 4 claim loops and 256 handlers, as the Rust client's 4
-# workers x 64; once after an untimed warm-up round of as many tasks (the JIT
+echo "== pull workers on one rdq serve (embedded store, $transport): Java SDK vs rdq bench --workload pull"
+# As the Rust client: over gRPC 4 Work streams of 128 credits (512 handlers);
+# over HTTP 4 claim loops and 256 handlers (its 4 workers x 64). The Java
+# worker runs once after an untimed warm-up round of as many tasks (the JIT
 # done compiling, as in a worker that has run for a while), once cold.
+# JAVA_CONCURRENCY and JAVA_STREAMS change the Java worker's side.
+if [ "$transport" = grpc ]; then rust_flags=--grpc; java_args="4 ${JAVA_CONCURRENCY:-512}"; else rust_flags=; java_args="4 ${JAVA_CONCURRENCY:-256}"; fi
+java_streams=${JAVA_STREAMS:-4}
 rust_pull() {
-  "$RDQ_BIN" bench --workload pull --server "$url" --jobs "$pull_jobs" --workers 4 --json | sed 's/^{/{"system":"rdq-bench-pull",/' | tee -a "$out"
+  "$RDQ_BIN" bench --workload pull $rust_flags --server "$url" --jobs "$pull_jobs" --workers 4 --json | sed 's/^{/{"system":"rdq-bench-pull",/' | tee -a "$out"
 }
 java_pull() { # warm-up jobs
-  "$java" -cp "$cp" bench.RdqW1 "$url" "$pull_jobs" 4 256 "$1" 2>/dev/null | sed 's/^{/{"store":"embedded",/' | tee -a "$out"
+  "$java" -cp "$cp" bench.RdqW1 "$url" "$pull_jobs" $java_args "$1" "$transport" "$java_streams" 2>/dev/null | sed 's/^{/{"store":"embedded",/' | tee -a "$out"
 }
 data=$(mktemp -d)
 start_serve "$data/store"

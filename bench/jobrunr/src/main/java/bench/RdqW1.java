@@ -5,6 +5,7 @@ import dev.rdq.client.RdqClient;
 import dev.rdq.client.SubmitRequest;
 import dev.rdq.envelope.Envelope;
 import dev.rdq.worker.Worker;
+import dev.rdq.worker.WorkerTransport;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Semaphore;
@@ -17,8 +18,10 @@ import java.util.concurrent.atomic.AtomicReference;
  * {@link Worker} with concurrency 64 until every task is SUCCEEDED on the
  * server. Prints one JSON line.
  *
- * <p>Arguments: URL, jobs, claim loops (2), concurrency (64), and warm-up
- * jobs (0): a first, untimed round of that many on another queue.
+ * <p>Arguments: URL, jobs, claim loops (2), concurrency (64), warm-up
+ * jobs (0): a first, untimed round of that many on another queue, the
+ * worker transport ({@code auto}, {@code grpc} or {@code http}) and, for
+ * gRPC, the Work streams (1). The handler takes the payload bytes.
  */
 public final class RdqW1 {
     private RdqW1() {}
@@ -29,18 +32,22 @@ public final class RdqW1 {
         int claimers = args.length > 2 ? Integer.parseInt(args[2]) : 2;
         int concurrency = args.length > 3 ? Integer.parseInt(args[3]) : 64;
         int warmup = args.length > 4 ? Integer.parseInt(args[4]) : 0;
+        WorkerTransport transport = args.length > 5 ? WorkerTransport.valueOf(args[5].toUpperCase(java.util.Locale.ROOT))
+                : WorkerTransport.AUTO;
+        int streams = args.length > 6 ? Integer.parseInt(args[6]) : 1;
         String base = "w1-java-" + Long.toString(System.currentTimeMillis(), 36);
         RdqClient client = RdqClient.builder(url).build();
         if (warmup > 0) {
             // An untimed round first, so the JIT has compiled the hot paths.
-            round(client, base + "-warmup", warmup, claimers, concurrency);
+            round(client, base + "-warmup", warmup, claimers, concurrency, transport, streams);
         }
-        double[] r = round(client, base, jobs, claimers, concurrency);
+        double[] r = round(client, base, jobs, claimers, concurrency, transport, streams);
         System.out.printf("{\"system\":\"rdq-java-sdk\",\"jobs\":%d,\"submit_secs\":%.3f,\"submits_per_sec\":%.0f,"
                 + "\"work_secs\":%.3f,\"worked_per_sec\":%.0f,\"executions\":%d,\"virtual_threads\":%b,\"claimers\":%d,"
-                + "\"concurrency\":%d,\"warmup_jobs\":%d,\"work_cpu_us_per_task\":%.1f,\"java\":\"%s\"}%n",
+                + "\"concurrency\":%d,\"warmup_jobs\":%d,\"work_cpu_us_per_task\":%.1f,\"java\":\"%s\","
+                + "\"transport\":\"%s\",\"streams\":%d}%n",
                 jobs, r[0], jobs / r[0], r[1], jobs / r[1], (long) r[2], r[3] > 0, claimers, concurrency, warmup, r[4] * 1e6 / jobs,
-                System.getProperty("java.version"));
+                System.getProperty("java.version"), r[5] > 0 ? "grpc" : "http", streams);
         System.exit(0);
     }
 
@@ -51,7 +58,8 @@ public final class RdqW1 {
     }
 
     /** One W1 round on {@code queue}: submit, then work; answers {submit secs, work secs, executions, virtual threads, work CPU secs}. */
-    static double[] round(RdqClient client, String queue, int jobs, int claimers, int concurrency) throws Exception {
+    static double[] round(RdqClient client, String queue, int jobs, int claimers, int concurrency,
+            WorkerTransport transport, int streams) throws Exception {
         Semaphore slots = new Semaphore(64);
         AtomicReference<Throwable> failure = new AtomicReference<>();
         long t0 = System.nanoTime();
@@ -82,7 +90,9 @@ public final class RdqW1 {
                 .claimBatch(64)
                 .claimers(claimers)
                 .pollInterval(Duration.ofMillis(20))
-                .handler(queue, "noop", task -> ran.incrementAndGet())
+                .transport(transport)
+                .streams(streams)
+                .handler(queue, "noop", byte[].class, payload -> ran.incrementAndGet())
                 .start();
         while (succeeded(client, queue) < jobs) {
             Thread.sleep(ran.get() < jobs ? 50 : 5);
@@ -90,7 +100,8 @@ public final class RdqW1 {
         double workSecs = (System.nanoTime() - t1) / 1e9;
         double workCpu = (cpuNanos() - cpu1) / 1e9;
         w.close();
-        return new double[] {submitSecs, workSecs, ran.get(), w.usesVirtualThreads() ? 1 : 0, workCpu};
+        return new double[] {submitSecs, workSecs, ran.get(), w.usesVirtualThreads() ? 1 : 0, workCpu,
+            w.transport() == WorkerTransport.GRPC ? 1 : 0};
     }
 
     static long succeeded(RdqClient client, String queue) {

@@ -48,8 +48,9 @@ import java.util.function.Supplier;
  * submit, read tasks, the pull-worker calls, queues and their flow
  * control, and the DLQ.
  *
- * <p>Thread-safe and meant to be shared: a pool of kept-alive HTTP/1.1
- * connections underneath ({@code docs/sdk-java.md}, "Transport"). Every failure is an
+ * <p>Thread-safe and meant to be shared: requests go through a {@link
+ * Transport}, by default the JDK's {@code HttpClient} ({@link
+ * JdkHttpTransport}; {@code docs/sdk-java.md}, "Transport"). Every failure is an
  * {@link RdqException} carrying the server's stable code ({@code
  * TASK_NOT_FOUND}, {@code LEASE_LOST}, …) or a client-side one ({@link
  * RdqException#TIMEOUT}, {@link RdqException#CONNECTION_FAILED}).
@@ -60,6 +61,11 @@ public final class RdqClient implements AutoCloseable {
     private final URI base;
     private final Duration requestTimeout;
     private final Transport http;
+    private final boolean ownsTransport;
+    private final String authorization;
+    private final String token;
+    private final javax.net.ssl.SSLContext sslContext;
+    private final Duration connectTimeout;
     private final Executor asyncExecutor;
     private final Supplier<String> traceParent;
 
@@ -68,8 +74,12 @@ public final class RdqClient implements AutoCloseable {
         this.base = URI.create(s.endsWith("/") ? s.substring(0, s.length() - 1) : s);
         String authorization = b.token == null ? null : "Bearer " + b.token;
         this.requestTimeout = b.requestTimeout;
-        this.http = b.httpClient != null ? new JdkTransport(b.httpClient, base.toString(), authorization)
-                : new Http1Transport(base, authorization, b.connectTimeout, b.idleTimeout, b.sslContext);
+        this.authorization = authorization;
+        this.ownsTransport = b.transport == null;
+        this.http = b.transport != null ? b.transport : JdkHttpTransport.create(b.connectTimeout, b.sslContext);
+        this.token = b.token;
+        this.sslContext = b.sslContext;
+        this.connectTimeout = b.connectTimeout;
         this.asyncExecutor = b.executor != null ? b.executor : DefaultExecutor.INSTANCE;
         this.traceParent = b.traceParent;
     }
@@ -107,10 +117,27 @@ public final class RdqClient implements AutoCloseable {
         return base;
     }
 
-    /** Closes the pooled idle connections; calls in flight finish, and later calls still work without keeping their connections. */
+    /** The bearer token, or null (for the gRPC channel a worker opens to the same server). */
+    public String token() {
+        return token;
+    }
+
+    /** The TLS context given to the builder, or null for the JDK's default. */
+    public javax.net.ssl.SSLContext sslContext() {
+        return sslContext;
+    }
+
+    /** The connect timeout given to the builder (default 5 s). */
+    public Duration connectTimeout() {
+        return connectTimeout;
+    }
+
+    /** Closes the transport the client built itself; a transport passed to the builder stays open. */
     @Override
     public void close() {
-        http.close();
+        if (ownsTransport) {
+            http.close();
+        }
     }
 
     // ------------------------------------------------------------------
@@ -128,15 +155,40 @@ public final class RdqClient implements AutoCloseable {
     }
 
     /**
-     * Submits one task without blocking the caller: a blocking submit on the
-     * client's executor (virtual threads where the JDK has them). Measured
-     * here, blocking sends from many threads carry 2–3x the requests per
-     * second of {@code HttpClient.sendAsync} for the same CPU. The trace
-     * context is read on the calling thread, before the submit is handed off.
+     * Submits one task without blocking the caller, through the transport's
+     * {@link Transport#sendAsync} (the JDK client's own asynchronous send by
+     * default; a transport without one runs a blocking send on the client's
+     * executor). The trace context is read on the calling thread.
      */
     public CompletableFuture<Envelope> submitAsync(SubmitRequest request) {
-        Transport.Call call = post("/v1/tasks", request.toJson(), traceParentFor(request));
-        return CompletableFuture.supplyAsync(() -> envelopeOf(send(call)), asyncExecutor);
+        Transport.Request call = post("/v1/tasks", request.toJson(), traceParentFor(request));
+        CompletableFuture<Transport.Response> sent;
+        try {
+            sent = http.sendAsync(call, asyncExecutor);
+        } catch (RuntimeException e) {
+            return CompletableFuture.failedFuture(e);
+        }
+        return sent.handle((resp, err) -> {
+            if (err != null) {
+                Throwable c = err instanceof java.util.concurrent.CompletionException && err.getCause() != null
+                        ? err.getCause() : err;
+                if (c instanceof RdqException r) {
+                    throw r;
+                }
+                if (c instanceof IOException io) {
+                    throw transport(io);
+                }
+                if (c instanceof InterruptedException) {
+                    throw new RdqException(RdqException.INTERRUPTED, null, "interrupted while waiting for the server", 0, c);
+                }
+                throw new RdqException(RdqException.CONNECTION_FAILED, null, String.valueOf(c), 0, c);
+            }
+            int status = resp.status();
+            if (status >= 200 && status < 300) {
+                return envelopeOf(resp.body());
+            }
+            throw problem(status, resp.body());
+        });
     }
 
     /**
@@ -304,6 +356,16 @@ public final class RdqClient implements AutoCloseable {
         return out;
     }
 
+    /** What the store behind the server can do ({@code GET /v1/capabilities}): capability name to whether it has it. */
+    public java.util.Map<String, Boolean> capabilities() {
+        JsonObject body = object(send(httpGet("/v1/capabilities")));
+        java.util.Map<String, Boolean> out = new java.util.TreeMap<>();
+        if (body.get("capabilities").orElse(null) instanceof JsonObject caps) {
+            caps.members().forEach((k, v) -> out.put(k, v instanceof dev.rdq.json.JsonBoolean b && b.value()));
+        }
+        return out;
+    }
+
     /** The queue's live policy with defaults filled in. */
     public JsonObject queueConfig(String queue) {
         Names.validateQueueName(queue);
@@ -437,7 +499,7 @@ public final class RdqClient implements AutoCloseable {
         Names.validateQueueName(queue);
         String path = "/v1/queues/" + queue + "/dead/export"
                 + (errorTypeGlob == null ? "" : "?error_type=" + URLEncoder.encode(errorTypeGlob, StandardCharsets.UTF_8));
-        Transport.Streamed resp;
+        Transport.StreamedResponse resp;
         try {
             resp = http.open(httpGet(path));
         } catch (IOException e) {
@@ -484,24 +546,35 @@ public final class RdqClient implements AutoCloseable {
     // ------------------------------------------------------------------
     // Transport
 
-    private Transport.Call post(String path, byte[] json) {
+    private Transport.Request post(String path, byte[] json) {
         return post(path, json, null);
     }
 
-    private Transport.Call post(String path, byte[] json, String traceparent) {
+    private Transport.Request post(String path, byte[] json, String traceparent) {
         return call("POST", path, json, traceparent);
     }
 
-    private Transport.Call httpGet(String path) {
+    private Transport.Request httpGet(String path) {
         return call("GET", path, null, null);
     }
 
-    private Transport.Call call(String method, String path, byte[] json, String traceparent) {
-        return new Transport.Call(method, path, json, traceparent, requestTimeout);
+    private Transport.Request call(String method, String path, byte[] json, String traceparent) {
+        java.util.Map<String, String> h = new java.util.HashMap<>(4);
+        h.put("accept", "application/json");
+        if (authorization != null) {
+            h.put("authorization", authorization);
+        }
+        if (traceparent != null) {
+            h.put("traceparent", traceparent);
+        }
+        if (json != null) {
+            h.put("content-type", "application/json");
+        }
+        return new Transport.Request(method, URI.create(base + path), h, json, requestTimeout);
     }
 
-    private byte[] send(Transport.Call call) {
-        Transport.Reply resp;
+    private byte[] send(Transport.Request call) {
+        Transport.Response resp;
         try {
             resp = http.send(call);
         } catch (IOException e) {
@@ -535,12 +608,6 @@ public final class RdqClient implements AutoCloseable {
         if (Thread.currentThread().isInterrupted()) {
             // On a virtual thread an interrupt closes the socket being read.
             return new RdqException(RdqException.INTERRUPTED, null, "interrupted while waiting for the server", 0, e);
-        }
-        if (e instanceof Http1Transport.Malformed) {
-            return new RdqException(RdqException.UNEXPECTED_RESPONSE, null, "a malformed HTTP answer: " + e.getMessage(), 0, e);
-        }
-        if (e instanceof Http1Transport.ConnectFailed) {
-            return new RdqException(RdqException.CONNECTION_FAILED, null, e.getMessage(), 0, e);
         }
         if (e instanceof SocketTimeoutException) {
             return new RdqException(RdqException.TIMEOUT, null, "no answer within the request timeout: " + e.getMessage(), 0, e);
@@ -664,8 +731,7 @@ public final class RdqClient implements AutoCloseable {
         private String token;
         private Duration requestTimeout = Duration.ofSeconds(30);
         private Duration connectTimeout = Duration.ofSeconds(5);
-        private Duration idleTimeout = Duration.ofSeconds(60);
-        private HttpClient httpClient;
+        private Transport transport;
         private javax.net.ssl.SSLContext sslContext;
         private Executor executor;
         private Supplier<String> traceParent;
@@ -695,16 +761,6 @@ public final class RdqClient implements AutoCloseable {
             return this;
         }
 
-        /**
-         * How long a connection may sit unused in the pool and still be
-         * reused (default 60 s, below the server's {@code idle_timeout_ms}
-         * of 120 s); older ones are closed.
-         */
-        public Builder idleTimeout(Duration timeout) {
-            this.idleTimeout = Objects.requireNonNull(timeout);
-            return this;
-        }
-
         /** The TLS context for an {@code https://} base URL (default: the JDK's default context). */
         public Builder sslContext(javax.net.ssl.SSLContext context) {
             this.sslContext = Objects.requireNonNull(context);
@@ -712,14 +768,19 @@ public final class RdqClient implements AutoCloseable {
         }
 
         /**
-         * Sends every request through this {@code java.net.http} client
-         * instead of the SDK's own HTTP/1.1 transport (for its proxy,
-         * authenticator or HTTP/2 support); its connect timeout then
-         * applies, and {@link #sslContext} and {@link #idleTimeout} do not.
+         * Sends every request through {@code transport} instead of the default
+         * {@link JdkHttpTransport}; {@link #connectTimeout} and {@link #sslContext}
+         * then concern only the worker's gRPC channel. The client does not close
+         * a transport given here.
          */
-        public Builder httpClient(HttpClient client) {
-            this.httpClient = client;
+        public Builder transport(Transport transport) {
+            this.transport = Objects.requireNonNull(transport, "transport");
             return this;
+        }
+
+        /** Sends every request through this {@code java.net.http} client: {@code transport(new JdkHttpTransport(client))}. */
+        public Builder httpClient(HttpClient client) {
+            return transport(new JdkHttpTransport(client));
         }
 
         /** Where {@code submitAsync} runs its submits (default: virtual threads, or a cached daemon pool). */

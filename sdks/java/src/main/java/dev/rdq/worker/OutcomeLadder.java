@@ -32,11 +32,11 @@ import java.util.Map;
  * thrown exception's {@code getClass().getName()} (for a wrapper, its cause's).
  */
 public final class OutcomeLadder {
-    private final OutcomeMapper mapper;
+    private final OutcomeMapper<Object> mapper;
     private final List<Class<? extends Throwable>> retryable;
     private final List<Class<? extends Throwable>> nonRetryable;
 
-    public OutcomeLadder(OutcomeMapper mapper, List<Class<? extends Throwable>> retryable,
+    public OutcomeLadder(OutcomeMapper<Object> mapper, List<Class<? extends Throwable>> retryable,
             List<Class<? extends Throwable>> nonRetryable) {
         this.mapper = mapper;
         this.retryable = List.copyOf(retryable);
@@ -45,17 +45,31 @@ public final class OutcomeLadder {
 
     /** The outcome of a call that returned {@code returnValue} or threw {@code error}. */
     public Outcome decide(Object returnValue, Throwable error) {
-        if (mapper != null) {
-            Outcome o;
-            try {
-                o = mapper.map(returnValue, error);
-            } catch (RuntimeException | Error e) {
-                return Outcome.retryable(e);
-            }
-            if (o != null) {
-                return o;
-            }
+        return decide(null, returnValue, error);
+    }
+
+    /**
+     * The outcome of a call whose handler has its own {@code handlerMapper}
+     * (null: this ladder's mapper, if any, is rung 1).
+     */
+    public <R> Outcome decide(OutcomeMapper<? super R> handlerMapper, R returnValue, Throwable error) {
+        Outcome mapped = handlerMapper != null ? map(handlerMapper, returnValue, error)
+                : mapper != null ? map(mapper, returnValue, error) : null;
+        if (mapped != null) {
+            return mapped;
         }
+        return belowMapper(returnValue, error);
+    }
+
+    private static <R> Outcome map(OutcomeMapper<? super R> m, R returnValue, Throwable error) {
+        try {
+            return m.map(returnValue, error);
+        } catch (RuntimeException | Error e) {
+            return Outcome.retryable(e);
+        }
+    }
+
+    private Outcome belowMapper(Object returnValue, Throwable error) {
         if (error == null) {
             return returnValue instanceof Outcome o ? o : Outcome.success();
         }

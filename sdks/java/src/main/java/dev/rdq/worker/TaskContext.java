@@ -12,9 +12,9 @@ import java.util.Optional;
 public final class TaskContext {
     private static final ThreadLocal<TaskContext> CURRENT = new ThreadLocal<>();
 
-    private final Worker.Running running;
+    private final RunningTask running;
 
-    TaskContext(Worker.Running running) {
+    TaskContext(RunningTask running) {
         this.running = running;
     }
 
@@ -31,18 +31,24 @@ public final class TaskContext {
         CURRENT.remove();
     }
 
+    /** The task's id. */
+    public String id() {
+        return running.task.id;
+    }
+
     /** The task as claimed (IN_FLIGHT, its open attempt last). */
     public Envelope task() {
-        return running.claimed.envelope();
+        return running.task.envelope();
     }
 
     public String leaseToken() {
-        return running.claimed.leaseToken();
+        return running.task.leaseToken;
     }
 
     /** This attempt's number within the task's history (1-based). */
     public long attemptNo() {
-        return task().openAttempt().map(a -> a.attemptNo()).orElse(task().attemptCount() + 1);
+        Envelope task = task();
+        return task.openAttempt().map(a -> a.attemptNo()).orElse(task.attemptCount() + 1);
     }
 
     /** The correlation id: {@code rdq.correlation_id} (Rust SDK, queuey) or {@link SubmitRequest#CORRELATION_ID_HEADER}. */
@@ -50,9 +56,22 @@ public final class TaskContext {
         return task().header("rdq.correlation_id").or(() -> task().header(SubmitRequest.CORRELATION_ID_HEADER));
     }
 
-    /** True once the lease was lost (the handler is also interrupted then). */
+    /**
+     * True once the worker cancelled this handler (its thread is interrupted
+     * too): a long handler checks it between steps and stops.
+     */
+    public boolean isCancelled() {
+        return running.cancelReason() != null;
+    }
+
+    /** Why the handler was cancelled, if it was. */
+    public Optional<CancelReason> cancelReason() {
+        return Optional.ofNullable(running.cancelReason());
+    }
+
+    /** True once the lease was lost (the handler is also cancelled then). */
     public boolean leaseLost() {
-        return running.leaseLost;
+        return running.leaseLost();
     }
 
     /** Extends the lease now to end {@code extension} from now (the worker also does this on its own). */

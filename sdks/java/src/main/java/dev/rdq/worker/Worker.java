@@ -1,7 +1,7 @@
 package dev.rdq.worker;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.rdq.RdqException;
-import dev.rdq.client.ClaimedTask;
 import dev.rdq.client.RdqClient;
 import dev.rdq.client.Settle;
 import dev.rdq.client.SettleOutcome;
@@ -9,7 +9,10 @@ import dev.rdq.client.SettleResult;
 import dev.rdq.client.TraceContext;
 import dev.rdq.envelope.Envelope;
 import dev.rdq.envelope.ErrorInfo;
+import dev.rdq.envelope.Names;
 import dev.rdq.envelope.Status;
+import dev.rdq.worker.Routes.QueueRoutes;
+import dev.rdq.worker.Routes.Route;
 import java.lang.reflect.Method;
 import java.time.Duration;
 import java.time.Instant;
@@ -22,7 +25,6 @@ import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
@@ -30,20 +32,25 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * A pull worker over {@code rdq serve}: claims tasks in batches, runs their
- * handlers concurrently, settles outcomes in batches, extends leases while
- * handlers run, and shuts down gracefully.
+ * A pull worker over {@code rdq serve}: takes tasks, runs their handlers
+ * concurrently, settles their outcomes, extends leases while handlers run,
+ * cancels handlers past their timeout, and shuts down gracefully.
  *
- * <p>Threads: one claim loop per queue (platform thread), handlers on virtual
- * threads when the JDK has them (21+, detected at run time) or else on a
- * fixed pool of {@code concurrency} platform threads, settler threads sending
- * {@code POST /v1/settle} batches, and one lease keeper. A handler that throws
- * anything — an {@link Error} such as {@code StackOverflowError} included — is
- * a failure of that task, never of the worker.
+ * <p>Tasks come from a {@link TaskSource}: the gRPC Work stream by default
+ * ({@link GrpcTaskSource}: tasks pushed while credits allow, settles and
+ * extensions acknowledged on the same stream), or HTTP claims and batch
+ * settles ({@link HttpTaskSource}), chosen by {@link WorkerTransport}.
  *
- * <p>{@link #close()} stops claiming, lets running handlers finish for the
- * shutdown grace, then interrupts the rest and hands their tasks back
- * (outcome RELEASE: due now, no attempt spent).
+ * <p>Threads: handlers on virtual threads when the JDK has them (21+,
+ * detected at run time) or else on a fixed pool of {@code concurrency}
+ * platform threads; one keeper thread for leases and timeouts; the source's
+ * own. A handler that throws anything — an {@link Error} such as {@code
+ * StackOverflowError} included — is a failure of that task, never of the
+ * worker.
+ *
+ * <p>Every way a running handler is stopped (its timeout, its lost lease,
+ * shutdown) is a {@link CancelReason}: {@link TaskContext#isCancelled()}
+ * turns true and the handler's thread is interrupted.
  *
  * <p>While a handler runs, {@link TraceContext#current()} on its thread is
  * the task's {@code traceparent} header (when well formed), so submits made
@@ -51,33 +58,37 @@ import java.util.concurrent.atomic.AtomicInteger;
  */
 public final class Worker implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("dev.rdq.worker");
+    /** What a cancelled handler that ignores its interrupt gets before the worker lets go of its task. */
+    private static final long IGNORED_INTERRUPT_NANOS = TimeUnit.SECONDS.toNanos(2);
 
     private final RdqClient client;
     private final Map<String, QueueRoutes> queues;
-    private final int concurrency;
-    private final int claimBatch;
-    private final int claimers;
-    private final int settleBatch;
-    private final int settlers;
-    private final Duration pollInterval;
-    private final Long leaseMs;
+    final int concurrency;
+    final int claimBatch;
+    final int claimers;
+    final int settleBatch;
+    final int settlers;
+    final int streams;
+    final Duration pollInterval;
+    final Long leaseMs;
     private final Duration shutdownGrace;
     private final DeadLetterListener deadLetterListener;
     private final boolean virtualThreads;
+    private final WorkerTransport transport;
 
-    private final Semaphore slots;
-    private final Map<String, Running> running = new ConcurrentHashMap<>();
-    private final AtomicInteger active = new AtomicInteger();
-    private final LinkedBlockingQueue<Settle> settles = new LinkedBlockingQueue<>();
-    private final Object wake = new Object();
-    private final List<Thread> claimThreads = new ArrayList<>();
-    private final List<Thread> settleThreads = new ArrayList<>();
-    private Thread leaseThread;
+    final Semaphore slots;
+    private final Map<String, RunningTask> running = new ConcurrentHashMap<>();
+    final AtomicInteger active = new AtomicInteger();
+    private final List<TaskSource> sources = new ArrayList<>();
+    private GrpcChannel channel;
+    /** One connection per Work stream: the server works each HTTP/2 connection's frames in turn. */
+    private final List<GrpcChannel> channels = new ArrayList<>();
+    private WorkerTransport activeTransport;
+    private Thread keeper;
     private ExecutorService handlers;
     private boolean usingVirtualThreads;
-    private volatile boolean claiming;
+    private volatile boolean accepting;
     private volatile boolean forced;
-    private volatile boolean settling;
     private final AtomicBoolean started = new AtomicBoolean();
     private final AtomicBoolean closed = new AtomicBoolean();
 
@@ -91,11 +102,13 @@ public final class Worker implements AutoCloseable {
         this.claimers = b.claimers;
         this.settleBatch = b.settleBatch;
         this.settlers = b.settlers;
+        this.streams = Math.min(b.streams, b.concurrency);
         this.pollInterval = b.pollInterval;
         this.leaseMs = b.leaseMs;
         this.shutdownGrace = b.shutdownGrace;
         this.deadLetterListener = b.deadLetterListener;
         this.virtualThreads = b.virtualThreads;
+        this.transport = b.transport;
         this.slots = new Semaphore(concurrency);
     }
 
@@ -104,7 +117,11 @@ public final class Worker implements AutoCloseable {
         return new Builder(client);
     }
 
-    /** Starts claiming. A worker starts once. */
+    /**
+     * Starts taking tasks. A worker starts once. With {@link WorkerTransport#AUTO}
+     * it first asks the server over gRPC and uses HTTP when no gRPC answers
+     * there but HTTP does.
+     */
     public Worker start() {
         if (!started.compareAndSet(false, true)) {
             throw new IllegalStateException("the worker was already started");
@@ -114,23 +131,57 @@ public final class Worker implements AutoCloseable {
         if (handlers == null) {
             handlers = Executors.newFixedThreadPool(concurrency, daemon("rdq-handler"));
         }
-        claiming = true;
-        settling = true;
-        for (int i = 0; i < settlers; i++) {
-            Thread t = daemon("rdq-settler").newThread(this::settleLoop);
-            settleThreads.add(t);
-            t.start();
-        }
-        leaseThread = daemon("rdq-lease").newThread(this::leaseLoop);
-        leaseThread.start();
-        for (QueueRoutes q : queues.values()) {
-            for (int i = 0; i < claimers; i++) {
-                Thread t = daemon("rdq-claim-" + q.queue).newThread(() -> claimLoop(q));
-                claimThreads.add(t);
-                t.start();
+        activeTransport = resolveTransport();
+        accepting = true;
+        List<String> names = List.copyOf(queues.keySet());
+        if (activeTransport == WorkerTransport.GRPC) {
+            for (int i = 0; i < streams; i++) {
+                int credits = concurrency / streams + (i < concurrency % streams ? 1 : 0);
+                GrpcChannel c = i == 0 ? channel : GrpcChannel.open(client);
+                channels.add(c);
+                sources.add(new GrpcTaskSource(this, c, names, credits, deadLetterListener != null));
             }
+        } else {
+            sources.add(new HttpTaskSource(this, client, names, deadLetterListener != null));
+        }
+        keeper = daemon("rdq-keeper").newThread(this::keepLoop);
+        keeper.start();
+        for (TaskSource s : sources) {
+            s.start(this::accept);
         }
         return this;
+    }
+
+    private WorkerTransport resolveTransport() {
+        if (transport == WorkerTransport.HTTP) {
+            return WorkerTransport.HTTP;
+        }
+        channel = GrpcChannel.open(client);
+        if (transport == WorkerTransport.GRPC || channel.answers()) {
+            return WorkerTransport.GRPC;
+        }
+        if (httpAnswers()) {
+            LOG.log(System.Logger.Level.INFO, client.baseUrl() + " answers no gRPC: the worker uses HTTP");
+            channel.close();
+            channel = null;
+            return WorkerTransport.HTTP;
+        }
+        // Neither answers yet (the server is starting or down): the stream keeps trying.
+        return WorkerTransport.GRPC;
+    }
+
+    private boolean httpAnswers() {
+        try {
+            client.capabilities();
+            return true;
+        } catch (RdqException e) {
+            return e.httpStatus() > 0;
+        }
+    }
+
+    /** How this worker reaches the server: {@link WorkerTransport#GRPC} or {@link WorkerTransport#HTTP} once started. */
+    public WorkerTransport transport() {
+        return activeTransport != null ? activeTransport : transport;
     }
 
     /** True when handlers run on virtual threads (JDK 21+ and not disabled). */
@@ -150,42 +201,41 @@ public final class Worker implements AutoCloseable {
     }
 
     /**
-     * Stops claiming; waits up to {@code grace} for running handlers to
-     * finish and settle; then interrupts those still running and hands their
-     * tasks back (RELEASE); flushes every pending settle; stops its threads.
+     * Stops taking tasks; waits up to {@code grace} for running handlers to
+     * finish and settle; then cancels those still running and hands their
+     * tasks back (RELEASE); sends every pending settle; stops its threads.
      */
     public void shutdown(Duration grace) {
         if (!closed.compareAndSet(false, true) || !started.get()) {
             return;
         }
         long deadline = System.nanoTime() + grace.toNanos();
-        claiming = false;
-        synchronized (wake) {
-            wake.notifyAll();
-        }
-        for (Thread t : claimThreads) {
-            joinQuietly(t, Long.MAX_VALUE);
+        accepting = false;
+        for (TaskSource s : sources) {
+            s.stopClaiming();
         }
         waitForHandlers(deadline);
         if (active.get() > 0) {
             forced = true;
-            for (Running r : running.values()) {
-                r.thread.interrupt();
+            for (RunningTask r : running.values()) {
+                r.cancel(CancelReason.SHUTDOWN);
             }
-            // Interrupted handlers unwind and release their tasks themselves;
+            // Cancelled handlers unwind and release their tasks themselves;
             // those that ignore the interrupt are released from here.
-            waitForHandlers(System.nanoTime() + TimeUnit.SECONDS.toNanos(2));
-            for (Running r : running.values()) {
+            waitForHandlers(System.nanoTime() + IGNORED_INTERRUPT_NANOS);
+            for (RunningTask r : running.values()) {
                 if (r.finished.compareAndSet(false, true)) {
-                    settles.add(Settle.release(r.claimed.id(), r.claimed.leaseToken()));
+                    r.task.source.settle(r.task, Settle.release(r.task.id, r.task.leaseToken));
                 }
             }
         }
-        leaseThread.interrupt();
-        joinQuietly(leaseThread, Long.MAX_VALUE);
-        settling = false;
-        for (Thread t : settleThreads) {
-            joinQuietly(t, Long.MAX_VALUE);
+        keeper.interrupt();
+        joinQuietly(keeper);
+        for (TaskSource s : sources) {
+            s.close();
+        }
+        for (GrpcChannel c : channels) {
+            c.close();
         }
         handlers.shutdownNow();
     }
@@ -202,286 +252,178 @@ public final class Worker implements AutoCloseable {
     }
 
     // ------------------------------------------------------------------
-    // Claiming
-
-    private void claimLoop(QueueRoutes q) {
-        long backoffMs = 0;
-        while (claiming) {
-            int n;
-            try {
-                if (!slots.tryAcquire(pollInterval.toMillis(), TimeUnit.MILLISECONDS)) {
-                    continue;
-                }
-            } catch (InterruptedException e) {
-                return;
-            }
-            n = 1 + takeSlots(claimBatch - 1);
-            // Under load, wait a moment for more free slots rather than
-            // claiming one task at a time: one claim is one store transaction.
-            for (int spin = 0; spin < 4 && n < claimBatch / 4 && active.get() > 0; spin++) {
-                pause(1);
-                n += takeSlots(claimBatch - n);
-            }
-            List<ClaimedTask> claimed;
-            try {
-                claimed = client.claim(q.queue, n, leaseMs);
-                backoffMs = 0;
-            } catch (RdqException e) {
-                slots.release(n);
-                backoffMs = Math.min(5000, Math.max(backoffMs * 2, pollInterval.toMillis()));
-                LOG.log(System.Logger.Level.WARNING, "claim on " + q.queue + " failed: " + e.getMessage());
-                pause(backoffMs);
-                continue;
-            }
-            slots.release(n - claimed.size());
-            for (ClaimedTask c : claimed) {
-                if (!claiming) {
-                    // Claimed as the worker began to stop: handed back unrun.
-                    settles.add(Settle.release(c.id(), c.leaseToken()));
-                    slots.release();
-                    continue;
-                }
-                active.incrementAndGet();
-                Running r = new Running(c, q);
-                try {
-                    handlers.execute(() -> run(r));
-                } catch (RuntimeException e) {
-                    active.decrementAndGet();
-                    slots.release();
-                    settles.add(Settle.release(c.id(), c.leaseToken()));
-                }
-            }
-            if (claimed.isEmpty()) {
-                pause(pollInterval.toMillis());
-            }
-        }
-    }
-
-    private int takeSlots(int max) {
-        int n = 0;
-        while (n < max && slots.tryAcquire()) {
-            n++;
-        }
-        return n;
-    }
-
-    private void pause(long ms) {
-        synchronized (wake) {
-            if (!claiming) {
-                return;
-            }
-            try {
-                wake.wait(ms);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        }
-    }
-
-    // ------------------------------------------------------------------
     // Running
 
-    private void run(Running r) {
+    /** Takes a task from a source; false when the worker is stopping. */
+    private boolean accept(Leased task) {
+        if (!accepting) {
+            return false;
+        }
+        QueueRoutes q = queues.get(task.queue);
+        Route<?, ?> route = q == null ? null : q.routeFor(task.handlerRef);
+        RunningTask r = new RunningTask(task, q, route, route == null ? null : route.timeout);
+        boolean slot = task.source instanceof HttpTaskSource || slots.tryAcquire();
+        active.incrementAndGet();
+        try {
+            handlers.execute(() -> run(r, slot));
+            return true;
+        } catch (RuntimeException e) {
+            active.decrementAndGet();
+            if (slot) {
+                slots.release();
+            }
+            return false;
+        }
+    }
+
+    private void run(RunningTask r, boolean holdsSlot) {
         try {
             if (forced) {
                 if (r.finished.compareAndSet(false, true)) {
-                    settles.add(Settle.release(r.claimed.id(), r.claimed.leaseToken()));
+                    r.task.source.settle(r.task, Settle.release(r.task.id, r.task.leaseToken));
                 }
                 return;
             }
             r.thread = Thread.currentThread();
-            running.put(r.claimed.id(), r);
-            Object ret = null;
-            Throwable err = null;
+            r.startedAt = System.nanoTime();
+            running.put(r.task.id, r);
             TaskContext.set(new TaskContext(r));
             // The task's trace context for the handler (and the mapper), so
             // its submits continue the task's trace; restored afterwards.
-            TraceContext.Scope trace = TraceContext.open(r.claimed.envelope().header(TraceContext.HEADER).orElse(null));
+            TraceContext.Scope trace = TraceContext.open(r.task.traceparent);
             try {
-                try {
-                    Envelope env = r.claimed.envelope();
-                    RouteHandler h = r.queue.handlerFor(env.handlerRef());
-                    if (h == null) {
-                        err = new UnknownHandlerException(env.queue(), env.handlerRef());
-                    } else {
-                        ret = h.invoke(env);
-                    }
-                } catch (Throwable t) {
-                    err = t;
-                } finally {
-                    running.remove(r.claimed.id());
-                    Thread.interrupted();
+                Outcome o = r.route == null ? unknownHandler(r) : call(r, r.route);
+                if (o != null && r.finished.compareAndSet(false, true)) {
+                    r.task.source.settle(r.task, toSettle(r.task.id, r.task.leaseToken, o));
                 }
-                if (!r.finished.compareAndSet(false, true)) {
-                    return;
-                }
-                if (r.leaseLost) {
-                    // The lease is gone (reaped, reclaimed): a settle would be refused.
-                    return;
-                }
-                if (err != null && forced) {
-                    settles.add(Settle.release(r.claimed.id(), r.claimed.leaseToken()));
-                    return;
-                }
-                // The mapper runs with the task's context still set.
-                Outcome o = err instanceof UnknownHandlerException u ? Outcome.permanent(u) : r.queue.ladder.decide(ret, err);
-                settles.add(toSettle(r.claimed, o));
             } finally {
                 trace.close();
                 TaskContext.clear();
             }
         } finally {
-            slots.release();
+            running.remove(r.task.id);
+            if (holdsSlot) {
+                slots.release();
+            }
             active.decrementAndGet();
         }
     }
 
-    static Settle toSettle(ClaimedTask c, Outcome o) {
+    private Outcome unknownHandler(RunningTask r) {
+        running.remove(r.task.id);
+        return Outcome.permanent(new UnknownHandlerException(r.task.queue, r.task.handlerRef));
+    }
+
+    /**
+     * Reads the handler's argument, calls it, and decides the outcome; null
+     * when nothing is to be settled from here (the lease is gone, or the task
+     * was released or settled by the keeper).
+     */
+    private <T, R> Outcome call(RunningTask r, Route<T, R> route) {
+        T arg;
+        try {
+            arg = route.reader.read(r.task);
+        } catch (Exception e) {
+            running.remove(r.task.id);
+            Thread.interrupted();
+            return Outcome.permanent(new PayloadDecodeException(route.target, e));
+        }
+        R ret = null;
+        Throwable err = null;
+        try {
+            ret = route.handler.handle(arg);
+        } catch (Throwable t) {
+            err = t;
+        } finally {
+            running.remove(r.task.id);
+            Thread.interrupted();
+        }
+        CancelReason cancelled = r.cancelReason();
+        if (cancelled == CancelReason.LEASE_LOST) {
+            // The lease is gone (reaped, reclaimed): a settle would be refused.
+            if (r.finished.compareAndSet(false, true)) {
+                r.task.source.abandoned(r.task);
+            }
+            return null;
+        }
+        if (cancelled == CancelReason.SHUTDOWN && err != null) {
+            if (r.finished.compareAndSet(false, true)) {
+                r.task.source.settle(r.task, Settle.release(r.task.id, r.task.leaseToken));
+            }
+            return null;
+        }
+        if (cancelled == CancelReason.TIMEOUT) {
+            err = new HandlerTimeoutException(route.timeout, err);
+            ret = null;
+        }
+        // The mapper runs with the task's context still set.
+        return r.queue.ladder.decide(route.mapper, ret, err);
+    }
+
+    static Settle toSettle(String id, String leaseToken, Outcome o) {
         ErrorInfo e = o.error().orElse(null);
         switch (o.kind()) {
             case SUCCESS:
-                return Settle.success(c.id(), c.leaseToken());
+                return Settle.success(id, leaseToken);
             case RETRYABLE_FAILURE:
-                return new Settle(c.id(), c.leaseToken(), SettleOutcome.RETRYABLE_FAILURE, e, null);
+                return new Settle(id, leaseToken, SettleOutcome.RETRYABLE_FAILURE, e, null);
             case PERMANENT_FAILURE:
-                return new Settle(c.id(), c.leaseToken(), SettleOutcome.PERMANENT_FAILURE, e, null);
+                return new Settle(id, leaseToken, SettleOutcome.PERMANENT_FAILURE, e, null);
             case UNCLASSIFIED_FAILURE:
-                return new Settle(c.id(), c.leaseToken(), SettleOutcome.FAILURE, e, null);
+                return new Settle(id, leaseToken, SettleOutcome.FAILURE, e, null);
             case DEFER:
             default:
-                return Settle.defer(c.id(), c.leaseToken(), o.deferDelay().orElse(Duration.ZERO).toMillis(),
+                return Settle.defer(id, leaseToken, o.deferDelay().orElse(Duration.ZERO).toMillis(),
                         o.throttle().orElse(null));
         }
     }
 
-    // ------------------------------------------------------------------
-    // Settling
-
-    private void settleLoop() {
-        List<Settle> batch = new ArrayList<>(settleBatch);
-        while (true) {
-            Settle first;
-            try {
-                first = settles.poll(50, TimeUnit.MILLISECONDS);
-            } catch (InterruptedException e) {
-                first = null;
-            }
-            if (first == null) {
-                if (!settling && settles.isEmpty()) {
-                    return;
-                }
-                continue;
-            }
-            batch.clear();
-            batch.add(first);
-            settles.drainTo(batch, settleBatch - 1);
-            sendSettles(batch);
-        }
-    }
-
-    private void sendSettles(List<Settle> batch) {
-        long backoff = 50;
-        for (int attempt = 1; ; attempt++) {
-            try {
-                List<SettleResult> results = client.settle(batch, deadLetterListener != null);
-                for (SettleResult r : results) {
-                    if (r.ok()) {
-                        Envelope env = r.envelope();
-                        if (env != null && env.status() == Status.DEAD && deadLetterListener != null) {
-                            try {
-                                deadLetterListener.onDeadLetter(env);
-                            } catch (RuntimeException | Error e) {
-                                LOG.log(System.Logger.Level.WARNING, "dead-letter listener failed", e);
-                            }
-                        }
-                    } else {
-                        // UNSUPPORTED (a throttle on a store without flow limits) is a
-                        // deployment problem, not a race: say so louder.
-                        System.Logger.Level level = "UNSUPPORTED".equals(r.code()) ? System.Logger.Level.WARNING
-                                : System.Logger.Level.DEBUG;
-                        LOG.log(level, "settle of " + r.id() + " refused: " + r.code()
-                                + (r.detail() == null ? "" : ": " + r.detail()));
-                    }
-                }
-                return;
-            } catch (RdqException e) {
-                if (attempt >= 8) {
-                    // Left to the lease: the reaper makes the tasks due again.
-                    LOG.log(System.Logger.Level.WARNING, "giving up on " + batch.size() + " settles: " + e.getMessage());
-                    return;
-                }
+    /** A settle's answer, from a source: the dead-letter listener, and a log line for refusals. */
+    void settled(SettleResult r) {
+        if (r.ok()) {
+            Envelope env = r.envelope();
+            if (env != null && env.status() == Status.DEAD && deadLetterListener != null) {
                 try {
-                    Thread.sleep(backoff);
-                } catch (InterruptedException ie) {
-                    Thread.currentThread().interrupt();
+                    deadLetterListener.onDeadLetter(env);
+                } catch (RuntimeException | Error e) {
+                    LOG.log(System.Logger.Level.WARNING, "dead-letter listener failed", e);
                 }
-                backoff = Math.min(2000, backoff * 2);
             }
+            return;
         }
+        // UNSUPPORTED (a throttle on a store without flow limits) is a
+        // deployment problem, not a race: say so louder.
+        System.Logger.Level level = "UNSUPPORTED".equals(r.code()) ? System.Logger.Level.WARNING
+                : System.Logger.Level.DEBUG;
+        LOG.log(level, "settle of " + r.id() + " refused: " + r.code() + (r.detail() == null ? "" : ": " + r.detail()));
     }
 
     // ------------------------------------------------------------------
-    // Leases
+    // Leases and timeouts
 
-    private void leaseLoop() {
+    private void keepLoop() {
         while (!Thread.currentThread().isInterrupted()) {
             long now = System.nanoTime();
-            for (Running r : running.values()) {
-                if (now >= r.renewAt && !r.leaseLost) {
-                    r.extendNow(r.leaseMs);
+            for (RunningTask r : running.values()) {
+                if (r.pastTimeout(now)) {
+                    r.cancel(CancelReason.TIMEOUT);
+                    if (r.cancelReason() == CancelReason.TIMEOUT
+                            && now - r.startedAt >= r.timeout.toNanos() + IGNORED_INTERRUPT_NANOS
+                            && r.finished.compareAndSet(false, true)) {
+                        // The handler ignores its interrupt: its task is failed now,
+                        // and whatever it returns later is dropped.
+                        Outcome o = r.queue.ladder.decide(null, null, new HandlerTimeoutException(r.timeout, null));
+                        r.task.source.settle(r.task, toSettle(r.task.id, r.task.leaseToken, o));
+                    }
+                }
+                if (now >= r.renewAt && !r.leaseLost() && !r.finished.get()) {
+                    r.extendNow(r.task.leaseMs);
                 }
             }
             try {
                 Thread.sleep(20);
             } catch (InterruptedException e) {
                 return;
-            }
-        }
-    }
-
-    /** One claimed task while its handler runs. */
-    final class Running {
-        final ClaimedTask claimed;
-        final QueueRoutes queue;
-        final long leaseMs;
-        final AtomicBoolean finished = new AtomicBoolean();
-        volatile Thread thread;
-        volatile long renewAt;
-        volatile long expiresAt;
-        volatile boolean leaseLost;
-
-        Running(ClaimedTask claimed, QueueRoutes queue) {
-            this.claimed = claimed;
-            this.queue = queue;
-            this.leaseMs = leaseOf(claimed.envelope());
-            long now = System.nanoTime();
-            this.renewAt = now + TimeUnit.MILLISECONDS.toNanos(leaseMs / 3);
-            this.expiresAt = now + TimeUnit.MILLISECONDS.toNanos(leaseMs);
-        }
-
-        synchronized void extendNow(long extendMs) {
-            if (leaseLost || finished.get()) {
-                return;
-            }
-            long now = System.nanoTime();
-            try {
-                client.extendLease(claimed.id(), claimed.leaseToken(), extendMs);
-                renewAt = now + TimeUnit.MILLISECONDS.toNanos(Math.max(1, extendMs / 3));
-                expiresAt = now + TimeUnit.MILLISECONDS.toNanos(extendMs);
-            } catch (RdqException e) {
-                if ("LEASE_LOST".equals(e.code()) || "TASK_NOT_FOUND".equals(e.code()) || System.nanoTime() >= expiresAt) {
-                    lost();
-                } else {
-                    renewAt = now + TimeUnit.MILLISECONDS.toNanos(Math.min(250, Math.max(1, leaseMs / 10)));
-                }
-            }
-        }
-
-        private void lost() {
-            leaseLost = true;
-            Thread t = thread;
-            if (t != null && !finished.get()) {
-                t.interrupt();
             }
         }
     }
@@ -508,7 +450,7 @@ public final class Worker implements AutoCloseable {
         }
     }
 
-    private static ThreadFactory daemon(String name) {
+    static ThreadFactory daemon(String name) {
         AtomicInteger n = new AtomicInteger();
         return r -> {
             Thread t = new Thread(r, name + "-" + n.incrementAndGet());
@@ -517,38 +459,11 @@ public final class Worker implements AutoCloseable {
         };
     }
 
-    private static void joinQuietly(Thread t, long ms) {
+    static void joinQuietly(Thread t) {
         try {
-            t.join(ms == Long.MAX_VALUE ? 0 : ms);
+            t.join();
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-        }
-    }
-
-    // ------------------------------------------------------------------
-    // Routing
-
-    /** A registered handler of either shape. */
-    interface RouteHandler {
-        Object invoke(Envelope env) throws Exception;
-    }
-
-    static final class QueueRoutes {
-        final String queue;
-        final Map<String, RouteHandler> byRef;
-        final RouteHandler fallback;
-        final OutcomeLadder ladder;
-
-        QueueRoutes(String queue, Map<String, RouteHandler> byRef, RouteHandler fallback, OutcomeLadder ladder) {
-            this.queue = queue;
-            this.byRef = byRef;
-            this.fallback = fallback;
-            this.ladder = ladder;
-        }
-
-        RouteHandler handlerFor(String ref) {
-            RouteHandler h = byRef.get(ref);
-            return h != null ? h : fallback;
         }
     }
 
@@ -563,54 +478,140 @@ public final class Worker implements AutoCloseable {
         private int claimers = 1;
         private int settleBatch = 512;
         private int settlers = 2;
+        private int streams = 1;
         private Duration pollInterval = Duration.ofMillis(200);
         private Long leaseMs;
         private Duration shutdownGrace = Duration.ofSeconds(30);
         private DeadLetterListener deadLetterListener;
         private boolean virtualThreads = true;
+        private WorkerTransport transport = WorkerTransport.AUTO;
+        private ObjectMapper objectMapper;
 
         private Builder(RdqClient client) {
             this.client = Objects.requireNonNull(client, "client");
         }
 
         private RoutesBuilder routes(String queue) {
-            dev.rdq.envelope.Names.validateQueueName(queue);
+            Names.validateQueueName(queue);
             return routes.computeIfAbsent(queue, RoutesBuilder::new);
         }
 
-        /** Runs tasks of {@code handlerRef} on {@code queue} with {@code handler}. */
-        public Builder handler(String queue, String handlerRef, Handler handler) {
-            Objects.requireNonNull(handler, "handler");
-            dev.rdq.envelope.Names.validateHandlerRef(handlerRef);
-            routes(queue).byRef.put(handlerRef, env -> {
-                handler.handle(env);
-                return null;
-            });
+        private Builder route(String queue, String handlerRef, Route<?, ?> route) {
+            Names.validateHandlerRef(handlerRef);
+            routes(queue).byRef.put(handlerRef, route);
             return this;
+        }
+
+        private ObjectMapper objectMapper() {
+            if (objectMapper == null) {
+                objectMapper = Routes.defaultObjectMapper();
+            }
+            return objectMapper;
+        }
+
+        /** Runs tasks of {@code handlerRef} on {@code queue} with {@code handler}, which takes the whole envelope. */
+        public Builder handler(String queue, String handlerRef, Handler<Envelope> handler) {
+            Objects.requireNonNull(handler, "handler");
+            return route(queue, handlerRef, Route.ofEnvelope(voidHandler(handler), null, handler.timeout()));
         }
 
         /** Runs every task of {@code queue} whose handler_ref has no handler of its own. */
-        public Builder handler(String queue, Handler handler) {
+        public Builder handler(String queue, Handler<Envelope> handler) {
             Objects.requireNonNull(handler, "handler");
-            routes(queue).fallback = env -> {
-                handler.handle(env);
-                return null;
-            };
+            routes(queue).fallback = Route.ofEnvelope(voidHandler(handler), null, handler.timeout());
             return this;
         }
 
-        /** Runs tasks of {@code handlerRef} on {@code queue} with a handler that returns a value. */
-        public Builder valueHandler(String queue, String handlerRef, ValueHandler handler) {
+        /**
+         * Runs tasks of {@code handlerRef} on {@code queue} with {@code handler},
+         * which takes the payload as a {@code type}: {@code byte[]} (as stored),
+         * {@code String} (UTF-8), a {@link dev.rdq.json.JsonValue} (the SDK's JSON
+         * tree), {@link Envelope} (the whole task), or any other class, bound from
+         * the JSON payload by Jackson ({@link #objectMapper}). A payload that does
+         * not decode is a permanent failure ({@link PayloadDecodeException}).
+         */
+        public <T> Builder handler(String queue, String handlerRef, Class<T> type, Handler<T> handler) {
             Objects.requireNonNull(handler, "handler");
-            dev.rdq.envelope.Names.validateHandlerRef(handlerRef);
-            routes(queue).byRef.put(handlerRef, handler::handle);
-            return this;
+            return route(queue, handlerRef, typed(type, voidHandler(handler), null, handler.timeout()));
         }
 
-        /** Makes {@code mapper} authoritative for every call on {@code queue}. */
-        public Builder outcomeMapper(String queue, OutcomeMapper mapper) {
+        /** Runs tasks of {@code handlerRef} with {@code handler}, its payload decoded by {@code decoder}. */
+        public <T> Builder handler(String queue, String handlerRef, PayloadDecoder<T> decoder, Handler<T> handler) {
+            Objects.requireNonNull(decoder, "decoder");
+            Objects.requireNonNull(handler, "handler");
+            return route(queue, handlerRef, Route.ofPayload("the decoder's type", decoder, voidHandler(handler), null,
+                    handler.timeout()));
+        }
+
+        /** Runs tasks of {@code handlerRef} on {@code queue} with a handler of the envelope that returns a value. */
+        public <R> Builder valueHandler(String queue, String handlerRef, ValueHandler<Envelope, R> handler) {
+            Objects.requireNonNull(handler, "handler");
+            return route(queue, handlerRef, Route.ofEnvelope(handler, null, handler.timeout()));
+        }
+
+        /**
+         * Runs tasks of {@code handlerRef} with a handler of the payload as a
+         * {@code type} (as {@link #handler(String, String, Class, Handler)}) that
+         * returns an {@code R}, decided by {@code mapper} (null: the queue's
+         * mapper, if any, else the ladder).
+         */
+        public <T, R> Builder valueHandler(String queue, String handlerRef, Class<T> type, ValueHandler<T, R> handler,
+                OutcomeMapper<? super R> mapper) {
+            Objects.requireNonNull(handler, "handler");
+            return route(queue, handlerRef, typed(type, handler, mapper, handler.timeout()));
+        }
+
+        /**
+         * Makes {@code mapper} authoritative for every call on {@code queue}
+         * whose handler has no mapper of its own.
+         */
+        public Builder outcomeMapper(String queue, OutcomeMapper<Object> mapper) {
             routes(queue).mapper = Objects.requireNonNull(mapper, "mapper");
             return this;
+        }
+
+        /**
+         * Cancels a call of {@code handlerRef}'s handler on {@code queue} that
+         * runs longer than {@code timeout} (over the handler's own {@link
+         * Handler#timeout()}): its thread is interrupted, and the call is a
+         * failure of type {@link HandlerTimeoutException}. Register the
+         * handler first.
+         */
+        public Builder timeout(String queue, String handlerRef, Duration timeout) {
+            if (timeout.isNegative() || timeout.isZero()) {
+                throw new IllegalArgumentException("a handler timeout is positive");
+            }
+            RoutesBuilder r = routes(queue);
+            Route<?, ?> route = r.byRef.get(handlerRef);
+            if (route == null) {
+                throw new IllegalStateException("no handler " + handlerRef + " on " + queue + " to give a timeout");
+            }
+            r.byRef.put(handlerRef, route.withTimeout(timeout));
+            return this;
+        }
+
+        /** The Jackson mapper that binds payloads to handler classes (default: Jackson's defaults, unknown members ignored). */
+        public Builder objectMapper(ObjectMapper mapper) {
+            this.objectMapper = Objects.requireNonNull(mapper, "mapper");
+            return this;
+        }
+
+        @SuppressWarnings("unchecked")
+        private <T, R> Route<T, R> typed(Class<T> type, ValueHandler<T, R> handler, OutcomeMapper<? super R> mapper,
+                Duration timeout) {
+            Objects.requireNonNull(type, "type");
+            if (type == Envelope.class) {
+                // T is Envelope here.
+                return (Route<T, R>) (Route<?, ?>) Route.ofEnvelope((ValueHandler<Envelope, R>) handler, mapper, timeout);
+            }
+            return Route.ofPayload(type.getName(), Routes.decoderFor(type, objectMapper()), handler, mapper, timeout);
+        }
+
+        private static <T> ValueHandler<T, Object> voidHandler(Handler<T> handler) {
+            return arg -> {
+                handler.handle(arg);
+                return null;
+            };
         }
 
         /** Exceptions (and their subclasses, anywhere in the cause chain) that are retryable. */
@@ -631,43 +632,55 @@ public final class Worker implements AutoCloseable {
             return this;
         }
 
-        /** Handlers running at once (default 64). */
+        /** Handlers running at once (default 64); on the Work stream, the credits. */
         public Builder concurrency(int n) {
-            this.concurrency = positive(n, "concurrency");
+            this.concurrency = Math.min(10_000, positive(n, "concurrency"));
             return this;
         }
 
-        /** Most tasks per claim (default 64, at most 1000). */
+        /** How the worker reaches the server (default {@link WorkerTransport#AUTO}: gRPC, else HTTP). */
+        public Builder transport(WorkerTransport transport) {
+            this.transport = Objects.requireNonNull(transport, "transport");
+            return this;
+        }
+
+        /** gRPC: Work streams, each on a connection of its own, sharing the credits (default 1). */
+        public Builder streams(int n) {
+            this.streams = positive(n, "streams");
+            return this;
+        }
+
+        /** HTTP: most tasks per claim (default 64, at most 1000). */
         public Builder claimBatch(int n) {
             this.claimBatch = Math.min(1000, positive(n, "claimBatch"));
             return this;
         }
 
-        /** Claim loops per queue (default 1); more overlap claim round trips. */
+        /** HTTP: claim loops per queue (default 1); more overlap claim round trips. */
         public Builder claimers(int n) {
             this.claimers = positive(n, "claimers");
             return this;
         }
 
-        /** Most settles per {@code POST /v1/settle} (default 512, at most 1000). */
+        /** Most settles per batch (default 512, at most 1000): one {@code POST /v1/settle} or one {@code WorkSettle}. */
         public Builder settleBatch(int n) {
             this.settleBatch = Math.min(1000, positive(n, "settleBatch"));
             return this;
         }
 
-        /** Settle requests in flight at once (default 2). */
+        /** HTTP: settle requests in flight at once (default 2). */
         public Builder settlers(int n) {
             this.settlers = positive(n, "settlers");
             return this;
         }
 
-        /** Longest idle wait between claims of an empty queue (default 200 ms). */
+        /** HTTP: longest idle wait between claims of an empty queue (default 200 ms). */
         public Builder pollInterval(Duration d) {
             this.pollInterval = Objects.requireNonNull(d);
             return this;
         }
 
-        /** Lease of each claim; default the queue's {@code lease_ms}. */
+        /** Lease of each task; default the queue's {@code lease_ms}. */
         public Builder leaseMs(long ms) {
             this.leaseMs = ms;
             return this;
@@ -713,9 +726,9 @@ public final class Worker implements AutoCloseable {
 
     private static final class RoutesBuilder {
         final String queue;
-        final Map<String, RouteHandler> byRef = new HashMap<>();
-        RouteHandler fallback;
-        OutcomeMapper mapper;
+        final Map<String, Route<?, ?>> byRef = new HashMap<>();
+        Route<?, ?> fallback;
+        OutcomeMapper<Object> mapper;
 
         RoutesBuilder(String queue) {
             this.queue = queue;

@@ -9,6 +9,9 @@ import dev.rdq.client.SubmitRequest;
 import dev.rdq.envelope.Envelope;
 import dev.rdq.support.RdqServer;
 import org.junit.jupiter.api.DisplayName;
+import dev.rdq.envelope.Status;
+import dev.rdq.worker.Worker;
+import dev.rdq.worker.WorkerTransport;
 import org.junit.jupiter.api.Test;
 
 class AuthTest {
@@ -43,5 +46,20 @@ class AuthTest {
                 () -> SubmitRequest.builder("Bad Queue", "h").build()).code());
         assertEquals("INVALID_HANDLER_REF", assertThrows(RdqException.class,
                 () -> SubmitRequest.builder("q", "my::Handler").build()).code());
+    }
+
+    @Test
+    @DisplayName("a worker on the Work stream sends the token as authorization metadata; the stream's tasks run")
+    void grpc_worker_sends_the_token() throws Exception {
+        String config = "[[tokens]]\nname = \"worker\"\ntoken = \"a-long-work-secret-0123456789\"\nscopes = [\"submit\", \"work\"]\n";
+        try (RdqServer server = RdqServer.start(RdqServer.Store.EMBEDDED, config)) {
+            RdqClient authed = RdqClient.builder(server.url()).token("a-long-work-secret-0123456789").build();
+            String id = authed.submit(SubmitRequest.builder("auth.q", "h").build()).id();
+            try (Worker w = Worker.builder(authed).handler("auth.q", "h", task -> {}).start()) {
+                assertEquals(WorkerTransport.GRPC, w.transport());
+                Envelope done = Support.awaitTask(authed, id, "succeeded", e -> e.status() == Status.SUCCEEDED);
+                assertEquals(1, done.attempts().size());
+            }
+        }
     }
 }

@@ -35,6 +35,7 @@ import dev.rdq.worker.RetryableException;
 import dev.rdq.worker.TaskContext;
 import dev.rdq.worker.ThrottleException;
 import dev.rdq.worker.Worker;
+import dev.rdq.worker.WorkerTransport;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.UncheckedIOException;
@@ -72,6 +73,14 @@ abstract class EndToEndTests {
     final List<Worker> workers = new ArrayList<>();
 
     abstract RdqServer.Store store();
+
+    /** The worker transport under test (each subclass runs the suite over gRPC and over HTTP). */
+    abstract WorkerTransport transport();
+
+    /** A worker builder over the transport under test. */
+    Worker.Builder worker() {
+        return Worker.builder(client).transport(transport());
+    }
 
     @BeforeEach
     void startServer() {
@@ -193,7 +202,7 @@ abstract class EndToEndTests {
         for (int i = 0; i < 3; i++) {
             ids.add(submit(client, Q, "h", "p" + i).id());
         }
-        start(Worker.builder(client).handler(Q, task -> {
+        start(worker().handler(Q, task -> {
             throw new PermanentException(new IllegalArgumentException("bad input " + new String(task.payload(), StandardCharsets.UTF_8)));
         }));
         for (String id : ids) {
@@ -239,7 +248,7 @@ abstract class EndToEndTests {
         for (int i = 0; i < 100; i++) {
             ids.add(submit(client, Q, "echo", "n" + i).id());
         }
-        Worker w = start(Worker.builder(client).concurrency(8).claimBatch(16)
+        Worker w = start(worker().concurrency(8).claimBatch(16)
                 .handler(Q, "echo", task -> seen.put(task.id(), new String(task.payload(), StandardCharsets.UTF_8))));
         for (String id : ids) {
             Envelope e = awaitTask(client, id, "succeeded", t -> t.status() == Status.SUCCEEDED);
@@ -251,6 +260,89 @@ abstract class EndToEndTests {
         assertEquals(Runtime.version().feature() >= 21, w.usesVirtualThreads(), "virtual threads where the JDK has them");
     }
 
+    record Charge(String account, long cents) {}
+
+    @Test
+    @DisplayName("typed handlers: the JSON payload bound to a record; a value handler's own typed mapper; an undecodable payload is dead at once")
+    void typed_handlers() {
+        slowRetries(client, Q, "");
+        Map<String, Charge> seen = new ConcurrentHashMap<>();
+        List<String> queueMapperSaw = new CopyOnWriteArrayList<>();
+        String typed = submit(client, Q, "charge", "{\"account\":\"acme\",\"cents\":1250,\"note\":\"ignored\"}").id();
+        String bad = submit(client, Q, "charge", "{\"account\":").id();
+        String accepted = submit(client, Q, "verify", "{\"account\":\"ok\",\"cents\":1}").id();
+        String refused = submit(client, Q, "verify", "{\"account\":\"no\",\"cents\":1}").id();
+        start(worker()
+                .handler(Q, "charge", Charge.class, c -> seen.put(TaskContext.current().orElseThrow().id(), c))
+                .valueHandler(Q, "verify", Charge.class, c -> c.account().equals("ok"),
+                        (Boolean ok, Throwable err) -> err != null ? null
+                                : ok ? Outcome.success() : Outcome.permanent("verify.Refused", "refused"))
+                .outcomeMapper(Q, (ret, err) -> {
+                    queueMapperSaw.add(String.valueOf(ret));
+                    return null;
+                }));
+        awaitTask(client, typed, "succeeded", e -> e.status() == Status.SUCCEEDED);
+        assertEquals(new Charge("acme", 1250), seen.get(typed));
+        Envelope b = awaitTask(client, bad, "dead", e -> e.status() == Status.DEAD);
+        assertEquals(1, b.attemptCount());
+        assertEquals("dev.rdq.worker.PayloadDecodeException", lastError(b).type());
+        assertTrue(lastError(b).message().contains(Charge.class.getName()), lastError(b).message());
+        assertFalse(seen.containsKey(bad));
+        awaitTask(client, accepted, "succeeded", e -> e.status() == Status.SUCCEEDED);
+        assertEquals("verify.Refused", lastError(awaitTask(client, refused, "dead", e -> e.status() == Status.DEAD)).type());
+        // The queue's mapper decides for "charge" (it has no mapper of its own), never for "verify".
+        assertEquals(List.of("null"), queueMapperSaw);
+    }
+
+    /** A handler class with its own timeout, as River's Timeout or JobRunr's @Job. */
+    static final class SlowHandler implements dev.rdq.worker.Handler<String> {
+        final List<String> observed = new CopyOnWriteArrayList<>();
+
+        @Override
+        public void handle(String payload) throws Exception {
+            try {
+                Thread.sleep(600_000);
+            } catch (InterruptedException e) {
+                TaskContext ctx = TaskContext.current().orElseThrow();
+                observed.add(ctx.isCancelled() + " " + ctx.cancelReason().orElseThrow());
+                throw e;
+            }
+        }
+
+        @Override
+        public Duration timeout() {
+            return Duration.ofMillis(300);
+        }
+    }
+
+    @Test
+    @DisplayName("a handler past its timeout is cancelled and interrupted; the call fails as HandlerTimeoutException, retryable")
+    void handler_timeout() {
+        slowRetries(client, Q, "");
+        String byClass = submit(client, Q, "slow", "x").id();
+        String byBuilder = submit(client, Q, "lambda", "y").id();
+        SlowHandler slow = new SlowHandler();
+        List<Boolean> lambdaSawCancel = new CopyOnWriteArrayList<>();
+        start(worker()
+                .handler(Q, "slow", String.class, slow)
+                .handler(Q, "lambda", task -> {
+                    try {
+                        Thread.sleep(600_000);
+                    } finally {
+                        lambdaSawCancel.add(TaskContext.current().orElseThrow().isCancelled());
+                    }
+                })
+                .timeout(Q, "lambda", Duration.ofMillis(300)));
+        for (String id : List.of(byClass, byBuilder)) {
+            Envelope e = awaitTask(client, id, "retried", t -> t.attemptCount() == 1 && t.status() == Status.PENDING);
+            assertEquals(AttemptOutcome.RETRYABLE_FAILURE, lastAttempt(e).outcome().orElseThrow());
+            assertEquals("dev.rdq.worker.HandlerTimeoutException", lastError(e).type());
+            assertTrue(lastError(e).stack().orElseThrow().contains("InterruptedException"), "the cause is what the handler threw");
+        }
+        assertEquals(List.of("true TIMEOUT"), slow.observed);
+        assertEquals(List.of(true), lambdaSawCancel);
+    }
+
     @Test
     @DisplayName("rung 1: the queue's OutcomeMapper is authoritative for returned values and thrown errors")
     void outcome_mapper_is_authoritative() {
@@ -259,7 +351,7 @@ abstract class EndToEndTests {
         String throttled = submit(client, Q, "charge", "THROTTLED").id();
         String rejected = submit(client, Q, "charge", "REJECTED").id();
         String replay = submit(client, Q, "charge", "REPLAY").id();
-        start(Worker.builder(client)
+        start(worker()
                 .nonRetryableErrors(IllegalStateException.class)
                 .valueHandler(Q, "charge", task -> {
                     String s = new String(task.payload(), StandardCharsets.UTF_8);
@@ -298,7 +390,7 @@ abstract class EndToEndTests {
         String forcedRetry = submit(client, Q, "h", "retry").id();
         String forcedPermanent = submit(client, Q, "h", "permanent").id();
         String returned = submit(client, Q, "v", "x").id();
-        start(Worker.builder(client)
+        start(worker()
                 .retryableErrors(SocketTimeoutException.class)
                 .nonRetryableErrors(IllegalArgumentException.class)
                 .handler(Q, "h", task -> {
@@ -341,7 +433,7 @@ abstract class EndToEndTests {
         String subclass = submit(client, Q, "h", "subclass").id();
         String retry = submit(client, Q, "h", "retry").id();
         String both = submit(client, Q, "h", "both").id();
-        start(Worker.builder(client)
+        start(worker()
                 .retryableErrors(SocketTimeoutException.class, UncheckedIOException.class)
                 .nonRetryableErrors(CardDeclinedException.class)
                 .handler(Q, "h", task -> {
@@ -372,7 +464,7 @@ abstract class EndToEndTests {
                 + "\"retryable_errors\":[\"java.lang.*\"]");
         String glob = submit(client, Q, "h", "glob").id();
         String fallback = submit(client, Q, "h", "other").id();
-        start(Worker.builder(client).handler(Q, "h", task -> {
+        start(worker().handler(Q, "h", task -> {
             if (new String(task.payload(), StandardCharsets.UTF_8).equals("glob")) {
                 throw new IllegalStateException("matches both globs");
             }
@@ -392,7 +484,7 @@ abstract class EndToEndTests {
         slowRetries(client, Q, "");
         String overflow = submit(client, Q, "h", "overflow").id();
         String longMessage = submit(client, Q, "h", "long").id();
-        start(Worker.builder(client).concurrency(1).handler(Q, "h", task -> {
+        start(worker().concurrency(1).handler(Q, "h", task -> {
             String p = new String(task.payload(), StandardCharsets.UTF_8);
             if (p.equals("overflow")) {
                 recurse(0);
@@ -421,7 +513,7 @@ abstract class EndToEndTests {
     @DisplayName("a DeferException defers the task without spending an attempt")
     void deferral() {
         String id = submit(client, Q, "h", "x").id();
-        start(Worker.builder(client).handler(Q, "h", task -> {
+        start(worker().handler(Q, "h", task -> {
             throw new DeferException(Duration.ofHours(1));
         }));
         Envelope e = awaitTask(client, id, "deferred", t -> t.deferralCount() == 1);
@@ -449,7 +541,7 @@ abstract class EndToEndTests {
         Duration hold = Duration.ofSeconds(3);
         Map<String, Integer> calls = new ConcurrentHashMap<>();
         Map<String, Instant> started = new ConcurrentHashMap<>();
-        start(Worker.builder(client).concurrency(4).pollInterval(Duration.ofMillis(20))
+        start(worker().concurrency(4).pollInterval(Duration.ofMillis(20))
                 .handler(Q, "push-back", task -> {
                     if (calls.merge(task.id(), 1, Integer::sum) == 1) {
                         throw new ThrottleException(hold);
@@ -489,7 +581,7 @@ abstract class EndToEndTests {
         assertEquals("flow_key", bad.field().orElseThrow());
         assertEquals(0, bad.httpStatus(), "refused before any request");
         AtomicBoolean once = new AtomicBoolean();
-        start(Worker.builder(client).pollInterval(Duration.ofMillis(20)).handler(Q, "stop-all", task -> {
+        start(worker().pollInterval(Duration.ofMillis(20)).handler(Q, "stop-all", task -> {
             if (once.compareAndSet(false, true)) {
                 throw ThrottleException.queue(Duration.ofMinutes(1));
             }
@@ -533,7 +625,7 @@ abstract class EndToEndTests {
     void dead_letter_listener() {
         List<Envelope> dead = new CopyOnWriteArrayList<>();
         String id = submit(client, Q, "nobody-handles-this", "x").id();
-        start(Worker.builder(client).handler(Q, "known", task -> {}).onDeadLetter(dead::add));
+        start(worker().handler(Q, "known", task -> {}).onDeadLetter(dead::add));
         Await.until("the listener is called", () -> dead.size() == 1);
         assertEquals(id, dead.get(0).id());
         assertEquals(Status.DEAD, dead.get(0).status());
@@ -548,7 +640,7 @@ abstract class EndToEndTests {
     void lease_is_extended() {
         client.updateQueueConfig(Q, JsonObject.builder().put("lease_ms", 1500).build());
         String id = submit(client, Q, "slow", "x").id();
-        start(Worker.builder(client).handler(Q, "slow", task -> Thread.sleep(4_000)));
+        start(worker().handler(Q, "slow", task -> Thread.sleep(4_000)));
         Envelope e = awaitTask(client, id, "succeeded", t -> t.status() == Status.SUCCEEDED);
         assertEquals(1, e.attempts().size(), "no LEASE_EXPIRED attempt: " + e);
         assertEquals(AttemptOutcome.SUCCESS, e.attempts().get(0).outcome().orElseThrow());
@@ -562,7 +654,7 @@ abstract class EndToEndTests {
         CountDownLatch started = new CountDownLatch(1);
         AtomicBoolean interrupted = new AtomicBoolean();
         CountDownLatch done = new CountDownLatch(1);
-        start(Worker.builder(client).leaseMs(900).handler(Q, "h", task -> {
+        start(worker().leaseMs(900).handler(Q, "h", task -> {
             started.countDown();
             try {
                 Thread.sleep(60_000);
@@ -588,7 +680,7 @@ abstract class EndToEndTests {
     void graceful_shutdown_finishes_work() throws Exception {
         String id = submit(client, Q, "h", "x").id();
         CountDownLatch started = new CountDownLatch(1);
-        Worker w = Worker.builder(client).shutdownGrace(Duration.ofSeconds(20)).handler(Q, "h", task -> {
+        Worker w = worker().shutdownGrace(Duration.ofSeconds(20)).handler(Q, "h", task -> {
             started.countDown();
             Thread.sleep(500);
         }).start();
@@ -602,7 +694,7 @@ abstract class EndToEndTests {
     void shutdown_releases_unfinished_work() throws Exception {
         String id = submit(client, Q, "h", "x").id();
         CountDownLatch started = new CountDownLatch(1);
-        Worker w = Worker.builder(client).handler(Q, "h", task -> {
+        Worker w = worker().handler(Q, "h", task -> {
             started.countDown();
             Thread.sleep(600_000);
         }).start();
@@ -622,7 +714,7 @@ abstract class EndToEndTests {
         String id = submit(client, Q, "h", "x").id();
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         Process child = new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"),
-                KillableWorkerMain.class.getName(), server.url().toString(), Q)
+                KillableWorkerMain.class.getName(), server.url().toString(), Q, transport().name())
                 .redirectErrorStream(true).start();
         try {
             BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream(), StandardCharsets.UTF_8));
@@ -642,7 +734,7 @@ abstract class EndToEndTests {
         assertEquals("rdq.LeaseExpired", a.error().orElseThrow().type());
         assertNotEquals(Status.IN_FLIGHT, e.status());
         assertEquals(1, e.attemptCount());
-        start(Worker.builder(client).handler(Q, "h", task -> {}));
+        start(worker().handler(Q, "h", task -> {}));
         Envelope done = awaitTask(client, id, "succeeded", t -> t.status() == Status.SUCCEEDED);
         assertEquals(2, done.attempts().size());
     }

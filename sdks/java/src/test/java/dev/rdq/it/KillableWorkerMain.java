@@ -2,6 +2,7 @@ package dev.rdq.it;
 
 import dev.rdq.client.RdqClient;
 import dev.rdq.worker.Worker;
+import dev.rdq.worker.WorkerTransport;
 
 /**
  * A worker in its own JVM whose handler never returns, for the test that
@@ -13,6 +14,7 @@ public final class KillableWorkerMain {
     public static void main(String[] args) throws Exception {
         RdqClient client = RdqClient.builder(args[0]).build();
         Worker.builder(client)
+                .transport(WorkerTransport.valueOf(args[2]))
                 .handler(args[1], task -> {
                     System.out.println("RUNNING " + task.id());
                     System.out.flush();

@@ -17,6 +17,8 @@ import java.security.cert.CertificateFactory;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.TrustManagerFactory;
 import org.junit.jupiter.api.DisplayName;
+import dev.rdq.worker.Worker;
+import dev.rdq.worker.WorkerTransport;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -90,6 +92,26 @@ class TlsTest {
     /** A server whose URL names the certificate's host (the client above dials 127.0.0.1 instead). */
     private RdqServer startUnprobed(Cert c) throws Exception {
         return RdqServer.start(RdqServer.Store.EMBEDDED, tls(c), "elsewhere.example", c.trust());
+    }
+
+    @Test
+    @DisplayName("HTTPS with a bearer token: a worker on the Work stream (ALPN h2 on the same address) runs a task")
+    void grpc_worker_over_tls_with_a_token() throws Exception {
+        Cert c = cert("localhost", "DNS:localhost,IP:127.0.0.1");
+        String tokens = "[[tokens]]\nname = \"tls-worker\"\ntoken = \"a-long-tls-secret-0123456789\"\n"
+                + "scopes = [\"submit\", \"work\"]\n";
+        try (RdqServer server = RdqServer.start(RdqServer.Store.EMBEDDED, tls(c) + tokens, "localhost", c.trust())) {
+            RdqClient client = RdqClient.builder(server.url()).sslContext(c.trust())
+                    .token("a-long-tls-secret-0123456789").build();
+            String id = client.submit(SubmitRequest.builder("tls.q", "h").payloadJson("\"hi\"").build()).id();
+            java.util.concurrent.CompletableFuture<String> seen = new java.util.concurrent.CompletableFuture<>();
+            try (Worker w = Worker.builder(client).transport(WorkerTransport.AUTO)
+                    .handler("tls.q", "h", String.class, seen::complete).start()) {
+                assertEquals(WorkerTransport.GRPC, w.transport(), "gRPC answers on the HTTPS address");
+                assertEquals("\"hi\"", seen.get(60, java.util.concurrent.TimeUnit.SECONDS));
+                Support.awaitTask(client, id, "succeeded", e -> e.status() == dev.rdq.envelope.Status.SUCCEEDED);
+            }
+        }
     }
 
     private static String env0() {

@@ -102,16 +102,16 @@ class OutcomeLadderTest {
     @DisplayName("the worker's settle of a throttling outcome is DEFER with defer_ms and the scope")
     void throttle_settles() {
         ClaimedTask c = new ClaimedTask("01J2ZK7Q8XW5H3N9G4T6B8RDQ0", "lease", null);
-        Settle key = Worker.toSettle(c, lists.decide(null, new ThrottleException(Duration.ofMillis(1500))));
+        Settle key = Worker.toSettle(c.id(), c.leaseToken(), lists.decide(null, new ThrottleException(Duration.ofMillis(1500))));
         assertEquals(SettleOutcome.DEFER, key.outcome());
         assertEquals(1500L, key.deferMs());
         assertEquals(ThrottleScope.KEY, key.throttle());
         assertNull(key.error());
-        assertEquals(ThrottleScope.QUEUE, Worker.toSettle(c, Outcome.throttled(Duration.ofSeconds(3), ThrottleScope.QUEUE)).throttle());
-        Settle plain = Worker.toSettle(c, Outcome.defer(Duration.ofSeconds(3)));
+        assertEquals(ThrottleScope.QUEUE, Worker.toSettle(c.id(), c.leaseToken(), Outcome.throttled(Duration.ofSeconds(3), ThrottleScope.QUEUE)).throttle());
+        Settle plain = Worker.toSettle(c.id(), c.leaseToken(), Outcome.defer(Duration.ofSeconds(3)));
         assertEquals(3000L, plain.deferMs());
         assertNull(plain.throttle());
-        assertNull(Worker.toSettle(c, Outcome.success()).throttle());
+        assertNull(Worker.toSettle(c.id(), c.leaseToken(), Outcome.success()).throttle());
     }
 
     @Test
@@ -133,5 +133,30 @@ class OutcomeLadderTest {
         assertEquals("java.lang.IllegalStateException", o.error().orElseThrow().type());
         assertEquals("", o.error().orElseThrow().message());
         assertTrue(o.error().orElseThrow().stack().orElseThrow().startsWith("java.lang.IllegalStateException"));
+    }
+
+    @Test
+    @DisplayName("error_type: a wrapper records its cause's class; a list match in the cause chain records the thrown class")
+    void error_type_when_a_cause_decided() {
+        // A wrapper carries a decision, not a failure: the cause is what went wrong.
+        Outcome wrapped = lists.decide(null, new RetryableException(new IOException("disk full")));
+        assertEquals(Outcome.Kind.RETRYABLE_FAILURE, wrapped.kind());
+        assertEquals("java.io.IOException", wrapped.error().orElseThrow().type());
+        assertEquals("disk full", wrapped.error().orElseThrow().message());
+        assertEquals("java.io.IOException",
+                lists.decide(null, new PermanentException(new IOException("x"))).error().orElseThrow().type());
+        // Without a cause, the wrapper itself; with a type given, that type.
+        assertEquals(RetryableException.class.getName(),
+                lists.decide(null, new RetryableException("no cause")).error().orElseThrow().type());
+        assertEquals("billing.Declined",
+                lists.decide(null, new PermanentException("billing.Declined", "m")).error().orElseThrow().type());
+        // A wrapper found below the thrown exception records its own cause too.
+        assertEquals("java.io.IOException", lists.decide(null,
+                new CompletionException(new RetryableException(new IOException("x")))).error().orElseThrow().type());
+        // A list decides on a cause, but the thrown exception is what is recorded (its stack shows the chain).
+        Outcome listed = lists.decide(null, new UncheckedIOException(new IOException("io", new Declined())));
+        assertEquals(Outcome.Kind.PERMANENT_FAILURE, listed.kind());
+        assertEquals("java.io.UncheckedIOException", listed.error().orElseThrow().type());
+        assertTrue(listed.error().orElseThrow().stack().orElseThrow().contains(Declined.class.getName()));
     }
 }
