@@ -437,15 +437,106 @@ public final class RdqClient implements AutoCloseable {
 
     /** One page of the queue's DLQ; {@code cursor} and {@code errorTypeGlob} may be null. */
     public DeadPage listDead(String queue, int limit, String cursor, String errorTypeGlob) {
+        return listDead(queue, limit, cursor, errorTypeGlob, null);
+    }
+
+    /**
+     * One page of the queue's DLQ, of tasks dead for {@code reason} (a code
+     * of {@link dev.rdq.envelope.DeadReason}, or {@code UNRECORDED}; null:
+     * any); {@code cursor} and {@code errorTypeGlob} may be null.
+     */
+    public DeadPage listDead(String queue, int limit, String cursor, String errorTypeGlob, String reason) {
         Names.validateQueueName(queue);
         StringBuilder q = new StringBuilder("/v1/queues/").append(queue).append("/dead?limit=").append(limit);
-        if (cursor != null) {
-            q.append("&cursor=").append(URLEncoder.encode(cursor, StandardCharsets.UTF_8));
+        query(q, "cursor", cursor);
+        query(q, "error_type", errorTypeGlob);
+        query(q, "reason", reason);
+        return pageOf(object(send(httpGet(q.toString()))));
+    }
+
+    /**
+     * One page of the queue's tasks, newest first: in {@code status}
+     * ({@code PENDING}, {@code IN_FLIGHT}, {@code SUCCEEDED}, {@code DEAD};
+     * null: any), of {@code handlerRef} and with the header
+     * {@code "KEY=VALUE"} {@code header} (null: any).
+     */
+    public DeadPage listTasks(String queue, String status, String handlerRef, String header, int limit, String cursor) {
+        Names.validateQueueName(queue);
+        StringBuilder q = new StringBuilder("/v1/queues/").append(queue).append("/tasks?limit=").append(limit);
+        query(q, "status", status);
+        query(q, "handler_ref", handlerRef);
+        query(q, "header", header);
+        query(q, "cursor", cursor);
+        return pageOf(object(send(httpGet(q.toString()))));
+    }
+
+    /** The queue's dead tasks counted by reason, most first (reason → count, in that order). */
+    public java.util.Map<String, Long> deadReasons(String queue) {
+        Names.validateQueueName(queue);
+        JsonObject body = object(send(httpGet("/v1/queues/" + queue + "/dead/reasons")));
+        java.util.Map<String, Long> out = new java.util.LinkedHashMap<>();
+        for (JsonValue v : array(body, "reasons").items()) {
+            JsonObject r = (JsonObject) v;
+            out.put(r.string("reason").orElse(""), r.integer("count").orElse(0L));
         }
-        if (errorTypeGlob != null) {
-            q.append("&error_type=").append(URLEncoder.encode(errorTypeGlob, StandardCharsets.UTF_8));
+        return out;
+    }
+
+    /**
+     * Cancels PENDING tasks of the queue: each becomes DEAD with reason
+     * {@code CANCELLED} and keeps its history; a redrive brings it back. One
+     * id alone that cannot be cancelled is an {@link RdqException} with code
+     * {@code TASK_NOT_FOUND} or {@code INVALID_TRANSITION}; a store that
+     * cannot cancel (RabbitMQ) answers {@code UNSUPPORTED}.
+     */
+    public CancelResult cancel(String queue, CancelFilter filter) {
+        Names.validateQueueName(queue);
+        JsonWriter w = new JsonWriter(128).startObject();
+        if (filter.ids() != null) {
+            w.key("ids").startArray();
+            for (String id : filter.ids()) {
+                w.string(id);
+            }
+            w.endArray();
         }
-        JsonObject body = object(send(httpGet(q.toString())));
+        if (filter.handlerRef() != null) {
+            w.key("handler_ref").string(filter.handlerRef());
+        }
+        if (!filter.headers().isEmpty()) {
+            w.key("headers").startObject();
+            for (java.util.Map.Entry<String, String> h : new java.util.TreeMap<>(filter.headers()).entrySet()) {
+                w.key(h.getKey()).string(h.getValue());
+            }
+            w.endObject();
+        }
+        if (filter.olderThan() != null) {
+            w.key("older_than_ms").number(filter.olderThan().toMillis());
+        }
+        if (filter.limit() != null) {
+            w.key("limit").number(filter.limit());
+        }
+        w.key("dry_run").bool(filter.dryRun());
+        if (filter.message() != null) {
+            w.key("message").string(filter.message());
+        }
+        w.endObject();
+        JsonObject body = object(send(post("/v1/queues/" + queue + "/cancel", w.toByteArray())));
+        List<String> cancelled = new ArrayList<>();
+        for (JsonValue v : array(body, "ids").items()) {
+            cancelled.add(((JsonString) v).value());
+        }
+        return new CancelResult(body.string("queue").orElse(queue),
+                body.get("dry_run").map(v -> v.toString().equals("true")).orElse(filter.dryRun()),
+                body.integer("count").orElse((long) cancelled.size()), cancelled);
+    }
+
+    private static void query(StringBuilder q, String key, String value) {
+        if (value != null) {
+            q.append('&').append(key).append('=').append(URLEncoder.encode(value, StandardCharsets.UTF_8));
+        }
+    }
+
+    private static DeadPage pageOf(JsonObject body) {
         List<Envelope> items = new ArrayList<>();
         for (JsonValue v : array(body, "items").items()) {
             items.add(EnvelopeCodec.fromJson(v));
@@ -464,6 +555,12 @@ public final class RdqClient implements AutoCloseable {
      * {@code errorTypeGlob} (or any), at most {@code limit} (or all).
      */
     public RedriveResult redrive(String queue, List<String> ids, String errorTypeGlob, Long limit, boolean dryRun) {
+        return redrive(queue, ids, errorTypeGlob, null, limit, dryRun);
+    }
+
+    /** {@link #redrive(String, List, String, Long, boolean)}, of tasks dead for {@code reason} (null: any). */
+    public RedriveResult redrive(String queue, List<String> ids, String errorTypeGlob, String reason, Long limit,
+            boolean dryRun) {
         Names.validateQueueName(queue);
         JsonWriter w = new JsonWriter(128).startObject();
         if (ids != null) {
@@ -475,6 +572,9 @@ public final class RdqClient implements AutoCloseable {
         }
         if (errorTypeGlob != null) {
             w.key("error_type").string(errorTypeGlob);
+        }
+        if (reason != null) {
+            w.key("reason").string(reason);
         }
         if (limit != null) {
             w.key("limit").number(limit);

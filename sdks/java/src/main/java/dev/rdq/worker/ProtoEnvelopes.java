@@ -72,9 +72,27 @@ final class ProtoEnvelopes {
             }
             w.endArray();
         }
+        if (!omitted.contains("dead_reason")) {
+            w.key("dead_reason");
+            if (m.hasDeadReason()) {
+                deadReason(w, m.getDeadReason());
+            } else {
+                w.nullValue();
+            }
+        }
         unknown(w, m.getUnknownJson());
         w.endObject();
         return w.toByteArray();
+    }
+
+    private static void deadReason(JsonWriter w, EnvelopeOuterClass.DeadReason r) {
+        w.startObject();
+        w.key("code").string(r.getCode());
+        w.key("at").string(r.getAt());
+        w.key("by").string(r.getBy());
+        optional(w, r.getOmittedList(), "message", r.hasMessage() ? r.getMessage() : null);
+        unknown(w, r.getUnknownJson());
+        w.endObject();
     }
 
     private static void attempt(JsonWriter w, EnvelopeOuterClass.AttemptRecord a) {

@@ -235,6 +235,38 @@ abstract class EndToEndTests {
         assertEquals(1, redriven.redriveCount());
         assertEquals(0, redriven.attemptCount());
         assertEquals(1, redriven.attempts().size(), "history is kept");
+        assertTrue(redriven.deadReason().isEmpty(), "a redrive removes the reason");
+        Envelope still = client.showDead(Q, ids.get(0));
+        assertEquals("PERMANENT_FAILURE", still.deadReason().orElseThrow().code());
+        assertEquals(java.util.Map.of("PERMANENT_FAILURE", 2L), client.deadReasons(Q));
+        assertEquals(2, client.listDead(Q, 10, null, null, "PERMANENT_FAILURE").items().size());
+        assertEquals("INVALID_ARGUMENT", assertThrows(RdqException.class,
+                () -> client.listDead(Q, 10, null, null, "permanent")).code());
+    }
+
+    @Test
+    @DisplayName("pending tasks are listed, cancelled by filter with a dry run, and redriven by reason")
+    void cancel_pending_tasks() {
+        String cq = Q + ".cancel";
+        List<String> ids = new ArrayList<>();
+        for (String tenant : List.of("acme", "acme", "globex")) {
+            ids.add(client.submit(SubmitRequest.builder(cq, "report").header("tenant", tenant).build()).id());
+        }
+        DeadPage pending = client.listTasks(cq, "PENDING", null, "tenant=acme", 10, null);
+        assertEquals(List.of(ids.get(1), ids.get(0)), pending.items().stream().map(Envelope::id).toList());
+        dev.rdq.client.CancelResult dry = client.cancel(cq,
+                dev.rdq.client.CancelFilter.all().withHeaders(java.util.Map.of("tenant", "acme")).dryRun(true));
+        assertEquals(List.of(ids.get(0), ids.get(1)), dry.ids());
+        dev.rdq.client.CancelResult done = client.cancel(cq, dev.rdq.client.CancelFilter.ids(ids.get(0)).because("duplicate"));
+        assertEquals(1, done.count());
+        assertEquals("INVALID_TRANSITION", assertThrows(RdqException.class,
+                () -> client.cancel(cq, dev.rdq.client.CancelFilter.ids(ids.get(0)))).code());
+        Envelope dead = client.get(ids.get(0));
+        assertEquals(Status.DEAD, dead.status());
+        assertEquals("CANCELLED", dead.deadReason().orElseThrow().code());
+        assertEquals("duplicate", dead.deadReason().orElseThrow().message().orElseThrow());
+        assertEquals(1, client.redrive(cq, null, null, "CANCELLED", null, false).count());
+        assertEquals(Status.PENDING, client.get(ids.get(0)).status());
     }
 
     // ------------------------------------------------------------------
