@@ -36,9 +36,9 @@ pub struct PageQuery {
     pub reason: Option<String>,
 }
 
-/// A page of dead tasks.
+/// A page of tasks (a DLQ's, or a queue's by status), newest first.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[schema(as = DeadPage)]
+#[schema(as = TaskPage)]
 pub struct DlqPage {
     /// The envelopes, newest first.
     #[schema(value_type = Vec<Envelope>)]

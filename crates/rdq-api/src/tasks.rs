@@ -218,15 +218,3 @@ pub struct TaskPageQuery {
     #[param(value_type = Option<crate::schema::TaskId>)]
     pub cursor: Option<String>,
 }
-
-/// A page of tasks, newest first.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[schema(as = TaskPage)]
-pub struct TaskPage {
-    /// The envelopes, newest first.
-    #[schema(value_type = Vec<Envelope>)]
-    pub items: Vec<RawEnvelope>,
-    /// Pass as `cursor` for the next page; `null` on the last.
-    #[schema(value_type = Option<crate::schema::TaskId>, required = true)]
-    pub next_cursor: Option<String>,
-}

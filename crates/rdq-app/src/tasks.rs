@@ -16,6 +16,18 @@ use crate::{App, AuditRecord};
 /// Where a store that cannot look tasks up by id sends the caller.
 const NO_LOOKUP_HINT: &str = "this store cannot find a task by id; a dead task is found by queue: GET /v1/queues/{queue}/dead/{id} (rdq dlq show ID --queue Q)";
 
+/// Task ids as a request wrote them; `INVALID_FIELD` naming `ids[i]` for
+/// the first that is not one.
+pub fn parse_task_ids(ids: &[String]) -> Result<Vec<TaskId>, AppError> {
+    ids.iter()
+        .enumerate()
+        .map(|(i, id)| {
+            TaskId::parse(id)
+                .ok_or_else(|| AppError::invalid_field(&format!("ids[{i}]"), "is not a task id"))
+        })
+        .collect()
+}
+
 /// Which tasks [`App::tasks_page`] lists; every field optional.
 #[derive(Debug, Clone, Default)]
 pub struct TaskFilter {
@@ -67,20 +79,7 @@ impl App {
         body: CancelBody,
     ) -> Result<CancelResult, AppError> {
         self.existing_queue(caller, &[Scope::Admin], queue).await?;
-        let ids = body
-            .ids
-            .as_ref()
-            .map(|ids| {
-                ids.iter()
-                    .enumerate()
-                    .map(|(i, id)| {
-                        TaskId::parse(id).ok_or_else(|| {
-                            AppError::invalid_field(&format!("ids[{i}]"), "is not a task id")
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .transpose()?;
+        let ids = body.ids.as_deref().map(parse_task_ids).transpose()?;
         if ids.as_ref().is_some_and(Vec::is_empty) {
             return Err(AppError::invalid_field("ids", "names no task"));
         }

@@ -30,8 +30,7 @@ use rdq_api::dlq::{
 use rdq_api::flow::{QueueFlow, ThrottleBody};
 use rdq_api::queues::{CapabilityList, QueueList, QueueRow};
 use rdq_api::tasks::{
-    CancelBody, CancelResult, SubmitBatchBody, SubmitBatchResponse, SubmitBody, TaskPage,
-    TaskPageQuery,
+    CancelBody, CancelResult, SubmitBatchBody, SubmitBatchResponse, SubmitBody, TaskPageQuery,
 };
 use rdq_api::work::{
     ClaimBody, ClaimResponse, ExtendBody, SettleBatchBody, SettleBatchResponse, SettleBody,
@@ -228,19 +227,14 @@ impl Client {
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| (k, v)))
         .collect();
-        let answer: TaskPage = self
+        let answer: DlqPage = self
             .json(
                 Method::GET,
                 &format!("/v1/queues/{queue}/tasks?{}", query(&pairs)),
                 None::<&()>,
             )
             .await?;
-        let items = answer
-            .items
-            .iter()
-            .map(decode_raw)
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok((items, answer.next_cursor))
+        page_of(answer)
     }
 
     /// `DELETE /v1/tasks/{id}`.
@@ -415,12 +409,7 @@ impl Client {
                 None::<&()>,
             )
             .await?;
-        let items = answer
-            .items
-            .iter()
-            .map(decode_raw)
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok((items, answer.next_cursor))
+        page_of(answer)
     }
 
     /// `GET /v1/queues/{queue}/dead/{id}`.
@@ -648,6 +637,16 @@ fn decode(bytes: &[u8]) -> Result<Envelope, ClientError> {
 
 fn decode_raw(raw: &RawEnvelope) -> Result<Envelope, ClientError> {
     decode(raw.get().as_bytes())
+}
+
+/// The envelopes of a page of tasks, decoded, and its next cursor.
+fn page_of(answer: DlqPage) -> Result<(Vec<Envelope>, Option<String>), ClientError> {
+    let items = answer
+        .items
+        .iter()
+        .map(decode_raw)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((items, answer.next_cursor))
 }
 
 fn query(pairs: &[(&str, String)]) -> String {

@@ -642,33 +642,22 @@ impl Engine {
         // redriven by someone else in between is simply no longer DEAD).
         let limit = request.limit.unwrap_or(usize::MAX);
         let mut chosen = Vec::new();
-        let mut cursor = None;
-        while chosen.len() < limit {
-            let page = self
-                .list(&ListQuery {
-                    queue: request.queue.clone(),
-                    status: Some(Status::Dead),
-                    error_type: request.error_type.clone(),
-                    reason: Some(reason.clone()),
-                    handler_ref: None,
-                    headers: Default::default(),
-                    cursor,
-                    limit: MAX_PAGE,
-                    order: ListOrder::OldestFirst,
-                })
-                .await?;
-            let wanted = |id: &TaskId| request.ids.as_ref().is_none_or(|ids| ids.contains(id));
-            chosen.extend(
-                page.items
-                    .iter()
-                    .map(|env| env.id)
-                    .filter(wanted)
-                    .take(limit - chosen.len()),
-            );
-            match page.next_cursor {
-                Some(next) => cursor = Some(next),
-                None => break,
-            }
+        let query = ListQuery {
+            queue: request.queue.clone(),
+            status: Some(Status::Dead),
+            error_type: request.error_type.clone(),
+            reason: Some(reason.clone()),
+            order: ListOrder::OldestFirst,
+            ..ListQuery::default()
+        };
+        if limit > 0 {
+            self.scan(query, |env| {
+                if request.ids.as_ref().is_none_or(|ids| ids.contains(&env.id)) {
+                    chosen.push(env.id);
+                }
+                chosen.len() < limit
+            })
+            .await?;
         }
         if chosen.is_empty() {
             return Ok(chosen);
@@ -739,41 +728,26 @@ impl Engine {
     ) -> Result<Vec<TaskId>, EngineError> {
         let born_before = filter.older_than_ms.map(|ms| self.clock.now().minus_ms(ms));
         let mut chosen = Vec::new();
-        let mut cursor = None;
-        while chosen.len() < limit {
-            let page = self
-                .list(&ListQuery {
-                    queue: filter.queue.clone(),
-                    status: Some(Status::Pending),
-                    cursor,
-                    limit: MAX_PAGE,
-                    order: ListOrder::OldestFirst,
-                    ..ListQuery::default()
-                })
-                .await?;
-            for env in &page.items {
-                if chosen.len() == limit {
-                    break;
-                }
-                let wanted = filter.ids.as_ref().is_none_or(|ids| ids.contains(&env.id))
-                    && filter
-                        .handler_ref
-                        .as_ref()
-                        .is_none_or(|h| *h == env.handler_ref)
-                    && filter
-                        .headers
-                        .iter()
-                        .all(|(k, v)| env.headers.get(k) == Some(v))
-                    && born_before.is_none_or(|t| env.created_at < t);
-                if wanted {
-                    chosen.push(env.id);
-                }
-            }
-            match page.next_cursor {
-                Some(next) => cursor = Some(next),
-                None => break,
-            }
+        if limit == 0 {
+            return Ok(chosen);
         }
+        let query = ListQuery {
+            queue: filter.queue.clone(),
+            status: Some(Status::Pending),
+            handler_ref: filter.handler_ref.clone(),
+            headers: filter.headers.clone(),
+            order: ListOrder::OldestFirst,
+            ..ListQuery::default()
+        };
+        self.scan(query, |env| {
+            let wanted = filter.ids.as_ref().is_none_or(|ids| ids.contains(&env.id))
+                && born_before.is_none_or(|t| env.created_at < t);
+            if wanted {
+                chosen.push(env.id);
+            }
+            chosen.len() < limit
+        })
+        .await?;
         Ok(chosen)
     }
 
@@ -781,34 +755,48 @@ impl Engine {
     /// (then by code), on a store that lists: the DLQ is paged through.
     pub async fn dead_reasons(&self, queue: &str) -> Result<Vec<ReasonCount>, EngineError> {
         let mut counts: Vec<ReasonCount> = Vec::new();
-        let mut cursor = None;
+        let query = ListQuery {
+            queue: queue.to_owned(),
+            status: Some(Status::Dead),
+            ..ListQuery::default()
+        };
+        self.scan(query, |env| {
+            let code = reason_code(env);
+            match counts.iter_mut().find(|c| c.reason == code) {
+                Some(c) => c.count += 1,
+                None => counts.push(ReasonCount {
+                    reason: code.to_owned(),
+                    count: 1,
+                }),
+            }
+            true
+        })
+        .await?;
+        counts.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
+        Ok(counts)
+    }
+
+    /// Pages through every task `query` lists (its cursor and limit are
+    /// the scan's), calling `visit` on each until it answers false.
+    async fn scan(
+        &self,
+        mut query: ListQuery,
+        mut visit: impl FnMut(&Envelope) -> bool,
+    ) -> Result<(), EngineError> {
+        query.cursor = None;
+        query.limit = MAX_PAGE;
         loop {
-            let page = self
-                .list(&ListQuery {
-                    queue: queue.to_owned(),
-                    status: Some(Status::Dead),
-                    cursor,
-                    limit: MAX_PAGE,
-                    ..ListQuery::default()
-                })
-                .await?;
+            let page = self.list(&query).await?;
             for env in &page.items {
-                let code = reason_code(env);
-                match counts.iter_mut().find(|c| c.reason == code) {
-                    Some(c) => c.count += 1,
-                    None => counts.push(ReasonCount {
-                        reason: code.to_owned(),
-                        count: 1,
-                    }),
+                if !visit(env) {
+                    return Ok(());
                 }
             }
             match page.next_cursor {
-                Some(next) => cursor = Some(next),
-                None => break,
+                Some(next) => query.cursor = Some(next),
+                None => return Ok(()),
             }
         }
-        counts.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
-        Ok(counts)
     }
 
     /// The task with this id, on a store that can look tasks up.

@@ -10,7 +10,6 @@ use rdq_app::dlq::{DeadFilter, RedriveFilter};
 use rdq_app::work::MAX_SETTLE_BATCH;
 use rdq_app::{App, AppError, Caller};
 use rdq_engine::Submitted;
-use rdq_envelope::TaskId;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -403,16 +402,7 @@ impl pb::dlq_server::Dlq for GrpcApi {
         let ids = if msg.ids.is_empty() {
             None
         } else {
-            let mut ids = Vec::with_capacity(msg.ids.len());
-            for (i, id) in msg.ids.iter().enumerate() {
-                ids.push(TaskId::parse(id).ok_or_else(|| {
-                    st(AppError::invalid_field(
-                        &format!("ids[{i}]"),
-                        "is not a task id",
-                    ))
-                })?);
-            }
-            Some(ids)
+            Some(rdq_app::tasks::parse_task_ids(&msg.ids).map_err(st)?)
         };
         let limit = msg.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
         let result = self

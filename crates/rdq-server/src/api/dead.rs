@@ -15,10 +15,10 @@ use rdq_api::dlq::{
 };
 use rdq_app::Caller;
 use rdq_app::dlq::{DeadFilter, ImportEntry, RedriveFilter};
-use rdq_envelope::{Envelope, TaskId};
+use rdq_envelope::Envelope;
 
 use super::components::{Problem400, Problem404, Problem409, QueuePath, TaskPath};
-use super::response::{envelope_response, json_response, raw_envelope};
+use super::response::{envelope_response, json_response, page_response};
 use super::state::AppState;
 use crate::problem::ApiError;
 use crate::request::{JsonBody, PathArgs, QueryArgs, parse_task_id, read_body};
@@ -55,13 +55,7 @@ pub async fn list(
             query.limit.unwrap_or(DEFAULT_PAGE),
         )
         .await?;
-    Ok(json_response(
-        StatusCode::OK,
-        &DlqPage {
-            items: page.items.iter().map(raw_envelope).collect(),
-            next_cursor: page.next_cursor.map(|c| c.to_string()),
-        },
-    ))
+    Ok(page_response(&page))
 }
 
 #[utoipa::path(
@@ -116,17 +110,8 @@ pub async fn redrive(
 ) -> Result<Response, ApiError> {
     let ids = body
         .ids
-        .as_ref()
-        .map(|ids| {
-            ids.iter()
-                .enumerate()
-                .map(|(i, id)| {
-                    TaskId::parse(id).ok_or_else(|| {
-                        ApiError::invalid_field(&format!("ids[{i}]"), "is not a task id")
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()
-        })
+        .as_deref()
+        .map(rdq_app::tasks::parse_task_ids)
         .transpose()?;
     let result = state
         .app()

@@ -39,3 +39,14 @@ fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response {
     );
     response
 }
+
+/// A page of tasks as `GET …/dead` and `GET …/tasks` answer it.
+pub fn page_response(page: &rdq_engine::Page) -> Response {
+    json_response(
+        StatusCode::OK,
+        &rdq_api::dlq::DlqPage {
+            items: page.items.iter().map(raw_envelope).collect(),
+            next_cursor: page.next_cursor.map(|c| c.to_string()),
+        },
+    )
+}

@@ -11,7 +11,7 @@ use rdq_api::IDEMPOTENCY_KEY_HEADER;
 use rdq_api::schema::Envelope;
 use rdq_api::tasks::{
     CancelBody, CancelResult, SubmitBatchBody, SubmitBatchResponse, SubmitBody, SubmitItemResult,
-    TaskPage, TaskPageQuery,
+    TaskPageQuery,
 };
 use rdq_app::submit::SubmitCommand;
 use rdq_app::{AppError, Caller};
@@ -20,7 +20,7 @@ use rdq_engine::Submitted;
 use super::components::{
     BatchHeaders, Problem400, Problem404, Problem409, QueuePath, SubmitHeaders, TaskPath,
 };
-use super::response::{envelope_response, json_response, raw_envelope};
+use super::response::{envelope_response, json_response, page_response, raw_envelope};
 use super::state::AppState;
 use crate::problem::{ApiError, item_error};
 use crate::request::{JsonBody, PathArgs, QueryArgs, parse_task_id};
@@ -348,7 +348,7 @@ pub async fn cancel(
     summary = "A page of the queue's tasks, newest first, by status, handler and header (any scope on the queue)",
     params(QueuePath, TaskPageQuery),
     responses(
-        (status = 200, description = "The page", body = TaskPage),
+        (status = 200, description = "The page", body = rdq_api::dlq::DlqPage),
         (status = 400, response = Problem400),
         (status = 404, response = Problem404),
     ),
@@ -394,11 +394,5 @@ pub async fn list(
             query.limit.unwrap_or(rdq_api::DEFAULT_PAGE),
         )
         .await?;
-    Ok(json_response(
-        StatusCode::OK,
-        &TaskPage {
-            items: page.items.iter().map(raw_envelope).collect(),
-            next_cursor: page.next_cursor.map(|c| c.to_string()),
-        },
-    ))
+    Ok(page_response(&page))
 }
