@@ -80,6 +80,9 @@ impl App {
     ) -> Result<CancelResult, AppError> {
         self.existing_queue(caller, &[Scope::Admin], queue).await?;
         let ids = body.ids.as_deref().map(parse_task_ids).transpose()?;
+        if let Some(handler) = &body.handler_ref {
+            rdq_envelope::validate_handler_ref(handler)?;
+        }
         if ids.as_ref().is_some_and(Vec::is_empty) {
             return Err(AppError::invalid_field("ids", "names no task"));
         }
@@ -138,6 +141,9 @@ impl App {
     ) -> Result<rdq_engine::Page, AppError> {
         self.existing_queue(caller, crate::auth::READ_SCOPES, queue)
             .await?;
+        if let Some(handler) = &filter.handler_ref {
+            rdq_envelope::validate_handler_ref(handler)?;
+        }
         if !(1..=rdq_engine::store::MAX_PAGE).contains(&limit) {
             return Err(AppError::invalid_field(
                 "limit",

@@ -651,6 +651,15 @@ async fn pending_tasks_are_cancelled_by_id_and_filter(kind: Kind) {
     assert_eq!(ids(acme), vec![d.id]);
     let err = site
         .client
+        .tasks_page(&q, &page(None, Some("Bad Ref"), None))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.status, err.code.as_str()),
+        (Some(400), "INVALID_HANDLER_REF")
+    );
+    let err = site
+        .client
         .tasks_page(&q, &page(Some("LOST"), None, None))
         .await
         .unwrap_err();
