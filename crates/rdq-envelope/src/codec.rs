@@ -16,8 +16,8 @@ use serde_json::{Map, Number, Value};
 use crate::error::{EnvelopeError, ErrorCode};
 use crate::id::TaskId;
 use crate::model::{
-    Absent, AttemptRecord, DeadReason, ENVELOPE_VERSION, Envelope, ErrorInfo, Outcome, Status,
-    absent,
+    Absent, AttemptRecord, CancelRequest, DeadReason, ENVELOPE_VERSION, Envelope, ErrorInfo,
+    Outcome, Status, absent,
 };
 use crate::names::{validate_handler_ref, validate_queue_name};
 use crate::time::Timestamp;
@@ -45,6 +45,7 @@ pub const ENVELOPE_KEYS: &[&str] = &[
     "created_at",
     "attempts",
     "dead_reason",
+    "cancel_requested",
 ];
 /// The members of an attempt record the v1 model knows, in canonical order.
 pub const ATTEMPT_KEYS: &[&str] = &[
@@ -58,6 +59,8 @@ pub const ATTEMPT_KEYS: &[&str] = &[
 pub const ERROR_KEYS: &[&str] = &["type", "message", "detail", "stack"];
 /// The members of a dead reason the v1 model knows, in canonical order.
 pub const DEAD_REASON_KEYS: &[&str] = &["code", "at", "by", "message"];
+/// The members of a cancel request the v1 model knows, in canonical order.
+pub const CANCEL_REQUEST_KEYS: &[&str] = &["at", "by", "message"];
 
 /// Default limit on a serialised envelope: 1 MiB.
 pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = 1024 * 1024;
@@ -171,6 +174,14 @@ impl Envelope {
             None if a.has(absent::DEAD_REASON_NULL) => w.field("dead_reason", &()),
             None => {}
         }
+        match &self.cancel_requested {
+            Some(request) => {
+                w.key("cancel_requested");
+                encode_cancel_request(request, w.out);
+            }
+            None if a.has(absent::CANCEL_REQUESTED_NULL) => w.field("cancel_requested", &()),
+            None => {}
+        }
         w.extra(&self.extra, ENVELOPE_KEYS);
         w.finish();
     }
@@ -224,6 +235,17 @@ fn encode_dead_reason(r: &DeadReason, out: &mut Vec<u8>) {
         w.field("message", &r.message);
     }
     w.extra(&r.extra, DEAD_REASON_KEYS);
+    w.finish();
+}
+
+fn encode_cancel_request(r: &CancelRequest, out: &mut Vec<u8>) {
+    let mut w = ObjectWriter::start(out);
+    w.field_display("at", &r.at);
+    w.field("by", &r.by);
+    if !(r.absent.has(absent::MESSAGE) && r.message.is_none()) {
+        w.field("message", &r.message);
+    }
+    w.extra(&r.extra, CANCEL_REQUEST_KEYS);
     w.finish();
 }
 
@@ -660,6 +682,11 @@ fn decode_envelope(value: Value) -> Result<Envelope, EnvelopeError> {
         Some(Value::Null) => (None, true),
         Some(v) => (Some(decode_dead_reason(v, "dead_reason")?), false),
     };
+    let (cancel_requested, cr_null) = match f.take("cancel_requested") {
+        None => (None, false),
+        Some(Value::Null) => (None, true),
+        Some(v) => (Some(decode_cancel_request(v, "cancel_requested")?), false),
+    };
 
     let absent = absent_bit(hv_absent, absent::HANDLER_VERSION)
         | absent_bit(pr_absent, absent::PAYLOAD_REF)
@@ -672,7 +699,8 @@ fn decode_envelope(value: Value) -> Result<Envelope, EnvelopeError> {
         | absent_bit(na_absent, absent::NEXT_ATTEMPT_AT)
         | absent_bit(le_absent, absent::LEASE_EXPIRES_AT)
         | absent_bit(attempts_absent, absent::ATTEMPTS)
-        | absent_bit(dr_null, absent::DEAD_REASON_NULL);
+        | absent_bit(dr_null, absent::DEAD_REASON_NULL)
+        | absent_bit(cr_null, absent::CANCEL_REQUESTED_NULL);
 
     // Narrowing casts below are bounded by the `max` passed to `uint_or_zero`.
     Ok(Envelope {
@@ -696,6 +724,7 @@ fn decode_envelope(value: Value) -> Result<Envelope, EnvelopeError> {
         created_at,
         attempts,
         dead_reason,
+        cancel_requested,
         extra: f.into_extra(),
         absent: Absent(absent),
     })
@@ -718,6 +747,23 @@ fn decode_dead_reason(value: Value, prefix: &str) -> Result<DeadReason, Envelope
     let (message, message_absent) = f.opt_string("message")?;
     Ok(DeadReason {
         code,
+        at,
+        by,
+        message,
+        extra: f.into_extra(),
+        absent: Absent(absent_bit(message_absent, absent::MESSAGE)),
+    })
+}
+
+fn decode_cancel_request(value: Value, prefix: &str) -> Result<CancelRequest, EnvelopeError> {
+    let mut f = Fields::new(value, prefix)?;
+    let at = f.timestamp("at")?;
+    let by = f.string("by")?;
+    if by.is_empty() {
+        return Err(invalid(&f.path("by"), "who asked must not be empty"));
+    }
+    let (message, message_absent) = f.opt_string("message")?;
+    Ok(CancelRequest {
         at,
         by,
         message,

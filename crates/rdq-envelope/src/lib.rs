@@ -23,13 +23,14 @@ mod time;
 mod truncate;
 
 pub use codec::{
-    ATTEMPT_KEYS, DEAD_REASON_KEYS, DEFAULT_MAX_ENVELOPE_BYTES, ENVELOPE_KEYS, ERROR_KEYS,
-    is_canonical_base64, parse_strict,
+    ATTEMPT_KEYS, CANCEL_REQUEST_KEYS, DEAD_REASON_KEYS, DEFAULT_MAX_ENVELOPE_BYTES, ENVELOPE_KEYS,
+    ERROR_KEYS, is_canonical_base64, parse_strict,
 };
 pub use error::{EnvelopeError, ErrorCode};
 pub use id::TaskId;
 pub use model::{
-    AttemptRecord, DeadReason, ENVELOPE_VERSION, Envelope, ErrorInfo, Outcome, Status, dead_reasons,
+    AttemptRecord, CancelRequest, DeadReason, ENVELOPE_VERSION, Envelope, ErrorInfo, Outcome,
+    Status, dead_reasons,
 };
 pub use names::{
     MAX_NAME_LEN, RESERVED_HEADER_PREFIX, is_reserved_header, is_valid_name, validate_handler_ref,

@@ -115,6 +115,8 @@ pub(crate) mod absent {
     /// Unlike the others, set when the member was written as `null`: an
     /// unset dead reason is left out unless a writer wrote it so.
     pub const DEAD_REASON_NULL: u16 = 1 << 11;
+    /// Like [`DEAD_REASON_NULL`], for `cancel_requested`.
+    pub const CANCEL_REQUESTED_NULL: u16 = 1 << 12;
     // Attempt records.
     pub const FINISHED_AT: u16 = 1 << 0;
     pub const OUTCOME: u16 = 1 << 1;
@@ -295,6 +297,47 @@ impl DeadReason {
     }
 }
 
+/// A cancellation asked of a task while it ran: who asked, when, and why.
+/// Set on an IN_FLIGHT task by a cancel; the worker holding the lease
+/// learns of it, and an outcome other than success then ends the task DEAD
+/// with reason `CANCELLED` instead of retrying it. Kept as history once the
+/// task has finished; removed by a redrive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CancelRequest {
+    /// When the cancel was asked.
+    pub at: Timestamp,
+    /// Who asked (a principal's name).
+    pub by: String,
+    /// Details for people, at most 4 KiB when recorded by rdq.
+    pub message: Option<String>,
+    /// Fields this version does not know, kept as written.
+    pub extra: Map<String, Value>,
+    pub(crate) absent: Absent,
+}
+
+impl CancelRequest {
+    /// A request by `by` at `at`, with `message` cut to 4 KiB.
+    pub fn new(by: impl Into<String>, at: Timestamp, message: &str) -> Self {
+        Self {
+            at,
+            by: by.into(),
+            message: Some(truncate_message(message)),
+            extra: Map::new(),
+            absent: Absent::default(),
+        }
+    }
+
+    /// The members this request's canonical encoding leaves out (see
+    /// [`ErrorInfo::left_out`]).
+    pub fn left_out(&self) -> Vec<&'static str> {
+        if self.absent.has(absent::MESSAGE) && self.message.is_none() {
+            vec!["message"]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
 /// The reason codes rdq itself writes (`docs/outcomes.md`).
 pub mod dead_reasons {
     /// A failure spent the last of the queue's `max_attempts` (a lapsed
@@ -372,6 +415,9 @@ pub struct Envelope {
     pub attempts: Vec<AttemptRecord>,
     /// Why the task is DEAD. Additive v1 member, written only when set.
     pub dead_reason: Option<DeadReason>,
+    /// A cancel asked while the task ran. Additive v1 member, written only
+    /// when set.
+    pub cancel_requested: Option<CancelRequest>,
     /// Fields this version does not know, kept as written.
     pub extra: Map<String, Value>,
     pub(crate) absent: Absent,
@@ -431,6 +477,9 @@ impl Envelope {
         if self.dead_reason.is_none() && !a.has(absent::DEAD_REASON_NULL) {
             out.push("dead_reason");
         }
+        if self.cancel_requested.is_none() && !a.has(absent::CANCEL_REQUESTED_NULL) {
+            out.push("cancel_requested");
+        }
         out
     }
 
@@ -463,6 +512,7 @@ impl Envelope {
             created_at: now,
             attempts: Vec::new(),
             dead_reason: None,
+            cancel_requested: None,
             extra: Map::new(),
             // payload_ref is reserved: a writer of v1 never emits it.
             absent: Absent(absent::PAYLOAD_REF),
@@ -487,7 +537,7 @@ impl Envelope {
     /// it changes: from then on each is encoded even at its default, so one
     /// state always has one encoding whatever its writer left out before.
     /// (`payload_ref` stays as it was: rdq never populates it; an unset
-    /// `dead_reason` is left out.)
+    /// `dead_reason` or `cancel_requested` is left out.)
     pub fn mark_written(&mut self) {
         self.absent = Absent(self.absent.0 & absent::PAYLOAD_REF);
     }

@@ -13,8 +13,9 @@
 
 use base64::Engine as _;
 use rdq_envelope::{
-    ATTEMPT_KEYS as ATTEMPT_KNOWN, DEAD_REASON_KEYS as DEAD_REASON_KNOWN,
-    ENVELOPE_KEYS as ENVELOPE_KNOWN, ERROR_KEYS as ERROR_KNOWN,
+    ATTEMPT_KEYS as ATTEMPT_KNOWN, CANCEL_REQUEST_KEYS as CANCEL_REQUEST_KNOWN,
+    DEAD_REASON_KEYS as DEAD_REASON_KNOWN, ENVELOPE_KEYS as ENVELOPE_KNOWN,
+    ERROR_KEYS as ERROR_KNOWN,
 };
 use rdq_envelope::{Envelope, EnvelopeError, ErrorCode, parse_strict};
 use serde_json::{Map, Value};
@@ -35,10 +36,14 @@ pub const ENVELOPE_OPTIONAL: &[&str] = &[
     "lease_expires_at",
     "attempts",
     "dead_reason",
+    "cancel_requested",
 ];
 
 /// Dead-reason members a writer may leave out.
 pub const DEAD_REASON_OPTIONAL: &[&str] = &["message"];
+
+/// Cancel-request members a writer may leave out.
+pub const CANCEL_REQUEST_OPTIONAL: &[&str] = &["message"];
 
 /// Attempt-record members a writer may leave out.
 pub const ATTEMPT_OPTIONAL: &[&str] = &["finished_at", "outcome", "error"];
@@ -128,6 +133,13 @@ fn direct(env: Envelope) -> Result<pb::Envelope, Box<Envelope>> {
         message: r.message,
         unknown_json: String::new(),
     });
+    let cancel_requested = env.cancel_requested.map(|r| pb::CancelRequest {
+        omitted: owned(r.left_out()),
+        at: r.at.to_string(),
+        by: r.by,
+        message: r.message,
+        unknown_json: String::new(),
+    });
     Ok(pb::Envelope {
         envelope_version: env.envelope_version,
         id: env.id.to_string(),
@@ -151,6 +163,7 @@ fn direct(env: Envelope) -> Result<pb::Envelope, Box<Envelope>> {
         omitted,
         unknown_json: String::new(),
         dead_reason,
+        cancel_requested,
     })
 }
 
@@ -171,6 +184,10 @@ pub(crate) fn has_unknown_members(env: &Envelope) -> bool {
             .dead_reason
             .as_ref()
             .is_some_and(|r| extra(&r.extra, DEAD_REASON_KNOWN))
+        || env
+            .cancel_requested
+            .as_ref()
+            .is_some_and(|r| extra(&r.extra, CANCEL_REQUEST_KNOWN))
 }
 
 fn owned(names: Vec<&'static str>) -> Vec<String> {
@@ -265,6 +282,13 @@ fn from_canonical_json(bytes: &[u8]) -> Result<pb::Envelope, EnvelopeError> {
         Some(Value::Null) => {}
         Some(v) => out.dead_reason = Some(dead_reason_from_json(v, "dead_reason")?),
     }
+    match obj.remove("cancel_requested") {
+        None => omitted.push("cancel_requested"),
+        Some(Value::Null) => {}
+        Some(v) => {
+            out.cancel_requested = Some(cancel_request_from_json(v, "cancel_requested")?);
+        }
+    }
     out.omitted = in_order(ENVELOPE_OPTIONAL, &omitted);
     out.unknown_json = unknown_text(obj);
     Ok(out)
@@ -339,6 +363,22 @@ fn dead_reason_from_json(value: Value, path: &str) -> Result<pb::DeadReason, Env
     };
     out.message = take_nullable_string(&mut obj, "message", &mut omitted)?;
     out.omitted = in_order(DEAD_REASON_OPTIONAL, &omitted);
+    out.unknown_json = unknown_text(obj);
+    Ok(out)
+}
+
+fn cancel_request_from_json(value: Value, path: &str) -> Result<pb::CancelRequest, EnvelopeError> {
+    let Value::Object(mut obj) = value else {
+        return Err(malformed(path, "is not an object"));
+    };
+    let mut omitted = Vec::new();
+    let mut out = pb::CancelRequest {
+        at: take_string(&mut obj, "at")?.unwrap_or_default(),
+        by: take_string(&mut obj, "by")?.unwrap_or_default(),
+        ..Default::default()
+    };
+    out.message = take_nullable_string(&mut obj, "message", &mut omitted)?;
+    out.omitted = in_order(CANCEL_REQUEST_OPTIONAL, &omitted);
     out.unknown_json = unknown_text(obj);
     Ok(out)
 }
@@ -573,6 +613,18 @@ fn json_object(msg: &pb::Envelope) -> Result<Map<String, Value>, EnvelopeError> 
         msg.dead_reason.is_none(),
         "omitted",
     )?;
+    let cancel_requested = match &msg.cancel_requested {
+        Some(r) => Value::Object(cancel_request_object(r, "cancel_requested")?),
+        None => Value::Null,
+    };
+    put(
+        &mut obj,
+        o,
+        "cancel_requested",
+        cancel_requested,
+        msg.cancel_requested.is_none(),
+        "omitted",
+    )?;
     unknown_members(&msg.unknown_json, ENVELOPE_KNOWN, "unknown_json", &mut obj)?;
     Ok(obj)
 }
@@ -675,6 +727,32 @@ fn dead_reason_object(r: &pb::DeadReason, path: &str) -> Result<Map<String, Valu
     unknown_members(
         &r.unknown_json,
         DEAD_REASON_KNOWN,
+        &format!("{path}.unknown_json"),
+        &mut obj,
+    )?;
+    Ok(obj)
+}
+
+fn cancel_request_object(
+    r: &pb::CancelRequest,
+    path: &str,
+) -> Result<Map<String, Value>, EnvelopeError> {
+    let omitted_path = format!("{path}.omitted");
+    let omitted = check_omitted(&r.omitted, CANCEL_REQUEST_OPTIONAL, &omitted_path)?;
+    let mut obj = Map::new();
+    obj.insert("at".into(), r.at.clone().into());
+    obj.insert("by".into(), r.by.clone().into());
+    put(
+        &mut obj,
+        &omitted,
+        "message",
+        opt_string(&r.message),
+        r.message.is_none(),
+        &omitted_path,
+    )?;
+    unknown_members(
+        &r.unknown_json,
+        CANCEL_REQUEST_KNOWN,
         &format!("{path}.unknown_json"),
         &mut obj,
     )?;

@@ -201,6 +201,18 @@ fn envelope_body(env: &Envelope, id: &[u8; 26], scratch: &mut Scratch) -> bool {
         }
         put_bytes(out, 22, nested);
     }
+    if let Some(r) = &env.cancel_requested {
+        nested.clear();
+        put_str(nested, 1, &r.at.text());
+        put_str(nested, 2, r.by.as_bytes());
+        if let Some(m) = &r.message {
+            put_bytes(nested, 3, m.as_bytes());
+        }
+        for name in r.left_out() {
+            put_bytes(nested, 4, name.as_bytes());
+        }
+        put_bytes(out, 23, nested);
+    }
     true
 }
 

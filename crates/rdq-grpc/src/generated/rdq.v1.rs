@@ -69,9 +69,10 @@ pub struct Envelope {
     /// JSON names of the optional members the JSON writer left out
     /// (`handler_version`, `payload_ref`, `headers`, `priority`,
     /// `deferral_count`, `attempt_count`, `redrive_count`, `claim_count`,
-    /// `next_attempt_at`, `lease_expires_at`, `attempts`, `dead_reason`), in
-    /// the order of docs/envelope.md. For every envelope rdq writes: only
-    /// `payload_ref`, and `dead_reason` when the task has none.
+    /// `next_attempt_at`, `lease_expires_at`, `attempts`, `dead_reason`,
+    /// `cancel_requested`), in the order of docs/envelope.md. For every
+    /// envelope rdq writes: only `payload_ref`, and `dead_reason` and
+    /// `cancel_requested` when the task has none.
     #[prost(string, repeated, tag = "20")]
     pub omitted: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     /// Members of the JSON object this version of rdq does not know, as one
@@ -83,6 +84,30 @@ pub struct Envelope {
     /// `omitted` names it.
     #[prost(message, optional, tag = "22")]
     pub dead_reason: ::core::option::Option<DeadReason>,
+    /// JSON `cancel_requested`: a cancel asked while the task ran; unset is
+    /// `null` unless `omitted` names it.
+    #[prost(message, optional, tag = "23")]
+    pub cancel_requested: ::core::option::Option<CancelRequest>,
+}
+/// A cancel asked of a running task (JSON: the envelope's
+/// `cancel_requested`).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CancelRequest {
+    /// JSON `at`: when the cancel was asked.
+    #[prost(string, tag = "1")]
+    pub at: ::prost::alloc::string::String,
+    /// JSON `by`: who asked.
+    #[prost(string, tag = "2")]
+    pub by: ::prost::alloc::string::String,
+    /// JSON `message`: unset is `null`.
+    #[prost(string, optional, tag = "3")]
+    pub message: ::core::option::Option<::prost::alloc::string::String>,
+    /// JSON names of the optional members left out (`message`).
+    #[prost(string, repeated, tag = "4")]
+    pub omitted: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Unknown members as canonical JSON object text; empty when none.
+    #[prost(string, tag = "5")]
+    pub unknown_json: ::prost::alloc::string::String,
 }
 /// Why a task is DEAD (JSON: the envelope's `dead_reason`).
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
