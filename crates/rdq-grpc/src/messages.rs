@@ -202,6 +202,8 @@ pub fn settle_result(
     match result {
         Ok(env) => pb::SettleItemResult {
             id,
+            cancel_requested: env.status == rdq_envelope::Status::InFlight
+                && env.cancel_requested.is_some(),
             envelope: if with_envelope { envelope(&env) } else { None },
             problem: None,
         },
@@ -209,6 +211,7 @@ pub fn settle_result(
             id,
             envelope: None,
             problem: Some(problem(&e)),
+            cancel_requested: false,
         },
     }
 }

@@ -889,6 +889,12 @@ pub struct SettleItemResult {
     /// Why the item was refused; unset on success.
     #[prost(message, optional, tag = "3")]
     pub problem: ::core::option::Option<Problem>,
+    /// For a lease extension: a cancel was asked of the task while it ran
+    /// (its envelope's `cancel_requested`; set in bare acks too). The worker
+    /// should stop the handler: a success still counts, any other outcome
+    /// ends the task DEAD with reason CANCELLED.
+    #[prost(bool, tag = "4")]
+    pub cancel_requested: bool,
 }
 /// One result per item, in order.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -988,7 +994,7 @@ pub struct WorkExtend {
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct WorkResponse {
     /// What it is.
-    #[prost(oneof = "work_response::Kind", tags = "1, 2")]
+    #[prost(oneof = "work_response::Kind", tags = "1, 2, 3")]
     pub kind: ::core::option::Option<work_response::Kind>,
 }
 /// Nested message and enum types in `WorkResponse`.
@@ -1002,7 +1008,26 @@ pub mod work_response {
         /// The answer to a WorkSettle or WorkExtend.
         #[prost(message, tag = "2")]
         Ack(super::WorkAck),
+        /// A cancel was asked of a task this stream handed out and has not
+        /// settled yet; sent once per task, as soon as the server learns of it.
+        #[prost(message, tag = "3")]
+        Cancel(super::WorkCancel),
     }
+}
+/// Tells a worker to stop a running task (see docs/outcomes.md, cancelling
+/// running tasks): a success it still reports counts; a failure, deferral
+/// or release ends the task DEAD with reason CANCELLED, spending no attempt.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WorkCancel {
+    /// The task id.
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    /// The lease token the task was handed out with.
+    #[prost(string, tag = "2")]
+    pub lease_token: ::prost::alloc::string::String,
+    /// Who asked, when and why.
+    #[prost(message, optional, tag = "3")]
+    pub request: ::core::option::Option<CancelRequest>,
 }
 /// Acknowledges a WorkSettle (one result per settle, in order) or a
 /// WorkExtend (one result).
