@@ -170,6 +170,9 @@ pub struct CancelBody {
     /// "cancelled").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Leave running (IN_FLIGHT) tasks alone: cancel only PENDING ones.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending_only: bool,
 }
 
 /// The answer of a cancel.
@@ -182,9 +185,15 @@ pub struct CancelResult {
     pub dry_run: bool,
     /// How many were (or would be) cancelled.
     pub count: usize,
-    /// Which, oldest first for a filter, in the given order for ids.
+    /// Which, oldest first for a filter, in the given order for ids:
+    /// every task cancelled or asked to stop.
     #[schema(value_type = Vec<crate::schema::TaskId>)]
     pub ids: Vec<String>,
+    /// Those of `ids` that were running: asked to stop, they end DEAD with
+    /// reason CANCELLED unless their handler succeeds first.
+    #[serde(default)]
+    #[schema(value_type = Vec<crate::schema::TaskId>)]
+    pub running: Vec<String>,
 }
 
 /// Query of `GET /v1/queues/{queue}/tasks`: a page of a queue's tasks.

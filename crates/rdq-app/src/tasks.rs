@@ -125,6 +125,7 @@ impl App {
             dry_run: body.dry_run,
             count: ids.len(),
             ids,
+            running: Vec::new(),
         })
     }
 

@@ -128,6 +128,8 @@ pub async fn work_stream_worker(
                     done.send_replace(true);
                 }
             }
+            // The benchmark cancels nothing.
+            Some(pb::work_response::Kind::Cancel(_)) => {}
             None => return Err(failed("Work stream", "ended early")),
         }
     }

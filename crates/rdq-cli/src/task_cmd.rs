@@ -70,6 +70,9 @@ pub enum TaskCommand {
         /// List what would be cancelled, change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Leave running tasks alone: cancel only PENDING ones.
+        #[arg(long)]
+        pending_only: bool,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -106,6 +109,7 @@ pub async fn run(cmd: TaskCommand) -> Result<(), CliError> {
             limit,
             message,
             dry_run,
+            pending_only,
             target,
         } => {
             let headers = crate::envelope_cmd::parse_headers(&headers)?;
@@ -120,6 +124,7 @@ pub async fn run(cmd: TaskCommand) -> Result<(), CliError> {
                 limit,
                 dry_run,
                 message,
+                pending_only,
             };
             cancel(&queue, body, &target).await
         }
@@ -167,18 +172,28 @@ async fn cancel(queue: &str, body: CancelBody, target: &TargetArgs) -> Result<()
     if target.json {
         outln!(
             "{}",
-            json!({"queue": result.queue, "dry_run": dry_run, "count": result.count, "ids": result.ids})
+            json!({"queue": result.queue, "dry_run": dry_run, "count": result.count, "ids": result.ids, "running": result.running})
         )?;
-    } else if dry_run {
+        return Ok(());
+    }
+    let running = result.running.len();
+    let pending = result.count.saturating_sub(running);
+    if dry_run {
         for id in &result.ids {
-            outln!("{id}")?;
+            let mark = if result.running.contains(id) {
+                "  (running)"
+            } else {
+                ""
+            };
+            outln!("{id}{mark}")?;
         }
         outln!(
-            "{} PENDING task(s) of {queue} would be cancelled (dry run: nothing changed)",
-            result.count
+            "{pending} PENDING task(s) of {queue} would be cancelled and {running} running task(s) asked to stop (dry run: nothing changed)"
         )?;
     } else {
-        outln!("cancelled {} PENDING task(s) of {queue}", result.count)?;
+        outln!(
+            "cancelled {pending} PENDING task(s) of {queue}; asked {running} running task(s) to stop"
+        )?;
     }
     Ok(())
 }

@@ -744,6 +744,7 @@ struct WorkStream {
     rx: tonic::Streaming<pb::WorkResponse>,
     tasks: std::collections::VecDeque<pb::LeasedTask>,
     acks: std::collections::VecDeque<pb::WorkAck>,
+    cancels: std::collections::VecDeque<pb::WorkCancel>,
 }
 
 impl WorkStream {
@@ -763,6 +764,7 @@ impl WorkStream {
             rx,
             tasks: Default::default(),
             acks: Default::default(),
+            cancels: Default::default(),
         })
     }
 
@@ -777,6 +779,7 @@ impl WorkStream {
         match self.rx.message().await.unwrap().unwrap().kind {
             Some(pb::work_response::Kind::Task(t)) => self.tasks.push_back(t),
             Some(pb::work_response::Kind::Ack(a)) => self.acks.push_back(a),
+            Some(pb::work_response::Kind::Cancel(c)) => self.cancels.push_back(c),
             None => panic!("a message without a kind"),
         }
     }

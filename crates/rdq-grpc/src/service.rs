@@ -201,6 +201,7 @@ impl pb::tasks_server::Tasks for GrpcApi {
             limit: msg.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
             dry_run: msg.dry_run,
             message: msg.message,
+            pending_only: msg.pending_only,
         };
         let result = self
             .app
@@ -212,6 +213,7 @@ impl pb::tasks_server::Tasks for GrpcApi {
             dry_run: result.dry_run,
             count: result.count as u64,
             ids: result.ids,
+            running: result.running,
         }))
     }
 }

@@ -651,6 +651,9 @@ pub struct CancelTasksRequest {
     /// Why, recorded in each task's dead reason (cut to 4 KiB).
     #[prost(string, optional, tag = "8")]
     pub message: ::core::option::Option<::prost::alloc::string::String>,
+    /// Leave running (IN_FLIGHT) tasks alone: cancel only PENDING ones.
+    #[prost(bool, tag = "9")]
+    pub pending_only: bool,
 }
 /// Which tasks of a queue to list.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -699,9 +702,13 @@ pub struct CancelTasksResponse {
     /// How many were (or would be) cancelled.
     #[prost(uint64, tag = "3")]
     pub count: u64,
-    /// Which.
+    /// Which: every task cancelled or asked to stop.
     #[prost(string, repeated, tag = "4")]
     pub ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Those of `ids` that were running: asked to stop, they end DEAD with
+    /// reason CANCELLED unless their handler succeeds first.
+    #[prost(string, repeated, tag = "5")]
+    pub running: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 /// Names a queue whose DLQ is counted by reason.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -1286,8 +1293,9 @@ pub mod tasks_client {
             req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Tasks", "Delete"));
             self.inner.unary(req, path, codec).await
         }
-        /// Cancels PENDING tasks of a queue by id or filter (scope `admin`;
-        /// audited): each becomes DEAD with reason CANCELLED.
+        /// Cancels tasks of a queue by id or filter (scope `admin`; audited): a
+        /// PENDING task becomes DEAD with reason CANCELLED; a running one is
+        /// asked to stop (its worker is told; see docs/outcomes.md).
         pub async fn cancel(
             &mut self,
             request: impl tonic::IntoRequest<super::CancelTasksRequest>,
@@ -1374,8 +1382,9 @@ pub mod tasks_server {
             tonic::Response<super::DeleteTaskResponse>,
             tonic::Status,
         >;
-        /// Cancels PENDING tasks of a queue by id or filter (scope `admin`;
-        /// audited): each becomes DEAD with reason CANCELLED.
+        /// Cancels tasks of a queue by id or filter (scope `admin`; audited): a
+        /// PENDING task becomes DEAD with reason CANCELLED; a running one is
+        /// asked to stop (its worker is told; see docs/outcomes.md).
         async fn cancel(
             &self,
             request: tonic::Request<super::CancelTasksRequest>,
