@@ -330,13 +330,13 @@ pub async fn a_cancelled_job_never_runs_and_says_why_it_is_dead(h: Harness) {
     if !h.producer().engine().capabilities().cancel {
         return;
     }
-    assert_eq!(cancelled, vec![drop]);
+    assert_eq!(cancelled.ids, vec![drop]);
     let again = h
         .producer()
         .cancel(App::Work, &[drop], "billing-service", "twice")
         .await
         .unwrap();
-    assert!(again.is_empty(), "a dead task is not cancelled again");
+    assert!(again.ids.is_empty(), "a dead task is not cancelled again");
     let ran = shared();
     let sink = Arc::clone(&ran);
     let worker = h
