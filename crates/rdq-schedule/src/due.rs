@@ -9,7 +9,6 @@ use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use rdq_envelope::Timestamp as WireTimestamp;
 
 use crate::error::ScheduleError;
 use crate::model::Spec;
@@ -18,6 +17,15 @@ use crate::wall::{Wall, first_instant, high_water, whole_second};
 /// Longest interval, in ms: 366 days. A longer period is a calendar rule,
 /// which a cron pattern states better.
 pub const MAX_INTERVAL_MS: u64 = 366 * 86_400_000;
+
+/// Earliest instant rdq timestamps hold, `0000-01-01T00:00:00.000Z`.
+const MIN_MS: i64 = -62_167_219_200_000;
+/// Latest instant rdq timestamps hold, `9999-12-31T23:59:59.999Z`.
+const MAX_MS: i64 = 253_402_300_799_999;
+
+/// The last wall time croner searches: cron due times end with year 4999.
+const LAST_CRON_WALL: jiff::civil::DateTime =
+    jiff::civil::DateTime::constant(4999, 12, 31, 23, 59, 59, 0);
 
 /// Longest cron pattern, in bytes.
 pub const MAX_CRON_LEN: usize = 256;
@@ -182,13 +190,15 @@ impl Timing {
     fn within_bounds(&self, due: i64) -> Option<i64> {
         let after_start = self.start_ms.is_none_or(|s| due >= s);
         let before_end = self.end_ms.is_none_or(|e| due <= e);
-        (after_start && before_end && WireTimestamp::from_unix_ms(due).is_some()).then_some(due)
+        (after_start && before_end && (MIN_MS..=MAX_MS).contains(&due)).then_some(due)
     }
 
     /// The first wall time after the clock's highest reading up to `after`
     /// is the first whose instant is after `after` (`crate::wall`).
     fn cron_next_after(&self, cron: &Cron, after_ms: i64) -> Option<i64> {
-        let after = Timestamp::from_millisecond(after_ms).ok()?;
+        // No due time lies outside rdq's timestamps, so searching from their
+        // edge loses nothing and keeps jiff in its range.
+        let after = Timestamp::from_millisecond(after_ms.clamp(MIN_MS - 1, jiff_max_ms())).ok()?;
         let high = whole_second(high_water(&self.zone, after));
         let wall = cron.find_next_occurrence(&Wall(high), false).ok()?;
         Some(first_instant(&self.zone, wall.0)?.as_millisecond())
@@ -197,10 +207,29 @@ impl Timing {
     /// The last wall time at or before the clock's highest reading up to `at`
     /// is the last whose instant is at or before `at`.
     fn cron_last_at_or_before(&self, cron: &Cron, at_ms: i64) -> Option<i64> {
-        let at = Timestamp::from_millisecond(at_ms).ok()?;
-        let high = whole_second(high_water(&self.zone, at));
+        let at = Timestamp::from_millisecond(at_ms.clamp(MIN_MS - 1, jiff_max_ms())).ok()?;
+        // croner searches wall times up to the end of year 4999.
+        let high = whole_second(high_water(&self.zone, at)).min(LAST_CRON_WALL);
         let wall = cron.find_previous_occurrence(&Wall(high), true).ok()?;
         Some(first_instant(&self.zone, wall.0)?.as_millisecond())
+    }
+}
+
+/// jiff's last instant, a day short of rdq's (room for any zone's offset).
+fn jiff_max_ms() -> i64 {
+    Timestamp::MAX.as_millisecond().min(MAX_MS)
+}
+
+#[cfg(test)]
+mod tests {
+    use rdq_envelope::Timestamp;
+
+    #[test]
+    fn the_range_of_due_times_is_the_range_of_rdq_timestamps() {
+        assert!(Timestamp::from_unix_ms(super::MIN_MS).is_some());
+        assert!(Timestamp::from_unix_ms(super::MIN_MS - 1).is_none());
+        assert!(Timestamp::from_unix_ms(super::MAX_MS).is_some());
+        assert!(Timestamp::from_unix_ms(super::MAX_MS + 1).is_none());
     }
 }
 

@@ -168,3 +168,16 @@ fn due_between_stops_at_its_limit_and_counting_at_its_cap() {
     assert_eq!(every.count_between(0, 10_000, u64::MAX), 10);
     assert_eq!(every.count_between(10_000, 0, u64::MAX), 0);
 }
+
+#[test]
+fn searches_from_beyond_the_timestamp_range_still_answer() {
+    let t = cron("0 0 1 1 *", "Europe/London");
+    assert_eq!(
+        t.next_due_after(i64::MIN),
+        Some(ms("0001-01-01T00:00:00-00:01:15"))
+    );
+    assert_eq!(
+        t.last_due_at_or_before(i64::MAX),
+        Some(ms("4999-01-01T00:00:00Z"))
+    );
+}
