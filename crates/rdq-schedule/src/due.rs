@@ -220,19 +220,6 @@ fn jiff_max_ms() -> i64 {
     Timestamp::MAX.as_millisecond().min(MAX_MS)
 }
 
-#[cfg(test)]
-mod tests {
-    use rdq_envelope::Timestamp;
-
-    #[test]
-    fn the_range_of_due_times_is_the_range_of_rdq_timestamps() {
-        assert!(Timestamp::from_unix_ms(super::MIN_MS).is_some());
-        assert!(Timestamp::from_unix_ms(super::MIN_MS - 1).is_none());
-        assert!(Timestamp::from_unix_ms(super::MAX_MS).is_some());
-        assert!(Timestamp::from_unix_ms(super::MAX_MS + 1).is_none());
-    }
-}
-
 /// Parses 5 fields, or 6 with leading seconds; no year field.
 fn parse_cron(pattern: &str) -> Result<Cron, ScheduleError> {
     if pattern.len() > MAX_CRON_LEN {
@@ -261,4 +248,17 @@ fn parse_cron(pattern: &str) -> Result<Cron, ScheduleError> {
         });
     }
     Ok(cron)
+}
+
+#[cfg(test)]
+mod tests {
+    use rdq_envelope::Timestamp;
+
+    #[test]
+    fn the_range_of_due_times_is_the_range_of_rdq_timestamps() {
+        assert!(Timestamp::from_unix_ms(super::MIN_MS).is_some());
+        assert!(Timestamp::from_unix_ms(super::MIN_MS - 1).is_none());
+        assert!(Timestamp::from_unix_ms(super::MAX_MS).is_some());
+        assert!(Timestamp::from_unix_ms(super::MAX_MS + 1).is_none());
+    }
 }
