@@ -181,3 +181,25 @@ fn searches_from_beyond_the_timestamp_range_still_answer() {
         Some(ms("4999-01-01T00:00:00Z"))
     );
 }
+
+#[test]
+fn nth_last_and_nearest_weekday_forms_and_sunday_as_seven() {
+    // The last Friday of January 2026 is the 30th.
+    let t = cron("0 0 * * 5L", "UTC");
+    assert_eq!(
+        next_n(&t, ms("2026-01-01T00:00:00Z"), 1),
+        [ms("2026-01-30T00:00:00Z")]
+    );
+    // 2026-02-15 is a Sunday: the nearest weekday is Monday the 16th.
+    let t = cron("0 0 15W * *", "UTC");
+    assert_eq!(
+        next_n(&t, ms("2026-02-01T00:00:00Z"), 1),
+        [ms("2026-02-16T00:00:00Z")]
+    );
+    let sunday = next_n(&cron("0 0 * * 7", "UTC"), ms("2026-01-01T00:00:00Z"), 1);
+    assert_eq!(
+        sunday,
+        next_n(&cron("0 0 * * SUN", "UTC"), ms("2026-01-01T00:00:00Z"), 1)
+    );
+    assert_eq!(sunday, [ms("2026-01-04T00:00:00Z")]);
+}

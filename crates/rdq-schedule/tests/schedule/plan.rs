@@ -367,3 +367,45 @@ fn skip_reasons_have_stable_names() {
         ]
     );
 }
+
+/// The example table of docs/schedules.md: every minute, last fired at
+/// 10:00, ticking at 10:05:30 with a grace of one second.
+#[test]
+fn the_catch_up_table_of_the_reference_holds() {
+    let (last, now) = (600 * MIN, 605 * MIN + 30_000);
+    let at = |m: i64| (600 + m) * MIN;
+    let p = plan(&every_minute(CatchUp::Skip), &tick(Some(last), now));
+    assert!(p.submit.is_empty());
+    assert_eq!(p.skipped, [run(SkipReason::CatchUpSkip, at(1), at(5), 5)]);
+    let p = plan(&every_minute(CatchUp::Latest), &tick(Some(last), now));
+    assert_eq!(p.submit, [on_time(at(5))]);
+    assert_eq!(p.skipped, [run(SkipReason::CatchUpSkip, at(1), at(4), 4)]);
+    let all = CatchUp::All {
+        max: 10,
+        window_ms: 3_600_000,
+    };
+    let p = plan(&every_minute(all), &tick(Some(last), now));
+    assert_eq!(
+        p.submit,
+        [
+            backfill(at(1)),
+            backfill(at(2)),
+            backfill(at(3)),
+            backfill(at(4)),
+            on_time(at(5))
+        ]
+    );
+    let all = CatchUp::All {
+        max: 2,
+        window_ms: 180_000,
+    };
+    let p = plan(&every_minute(all), &tick(Some(last), now));
+    assert_eq!(p.submit, [backfill(at(4)), on_time(at(5))]);
+    assert_eq!(
+        p.skipped,
+        [
+            run(SkipReason::CatchUpWindow, at(1), at(2), 2),
+            run(SkipReason::CatchUpMax, at(3), at(3), 1)
+        ]
+    );
+}
