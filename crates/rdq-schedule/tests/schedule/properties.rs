@@ -270,3 +270,24 @@ proptest! {
         prop_assert_eq!(accounted, all);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Whatever a client sends as a pattern, it is parsed or refused with
+    /// `INVALID_CRON`; nothing panics.
+    #[test]
+    fn any_cron_text_is_parsed_or_refused(
+        pattern in r"([0-9*/,\-LW#?A-Za-z@]{0,6} ){0,7}[0-9*/,\-LW#?A-Za-z@]{0,6}",
+        at in YEARS,
+    ) {
+        match Timing::new(&Spec::Cron(pattern), "UTC", None, None) {
+            Ok(t) => {
+                if let Some(d) = t.next_due_after(at) {
+                    prop_assert!(d > at);
+                }
+            }
+            Err(e) => prop_assert_eq!(e.code(), "INVALID_CRON"),
+        }
+    }
+}
