@@ -220,6 +220,33 @@ for (const kind of STORES) {
       await page.context().close();
     });
 
+    it('asks a running task to stop after a confirmation and shows the request', async () => {
+      const queue = 'longjobs';
+      const env = await submit(server, { queue, handler_ref: 'crunch', payload_json: { n: 1 } });
+      const claimed = await server.api(TOKENS.worker, 'POST', `/v1/queues/${queue}/claim`, { max: 1, lease_ms: 60000 });
+      assert.equal(claimed.body.tasks[0].id, env.id);
+      const page = await newPage(browser);
+      await signIn(page, server.base, TOKENS.admin);
+      await page.goto(`${server.base}/ui#/tasks/${env.id}`);
+      await page.locator('#cancel-running-task').click();
+      await page.locator('#confirm').waitFor();
+      assert.match(await page.locator('#confirm-text').textContent(), /not retried/);
+      await page.getByRole('button', { name: 'Cancel running task', exact: true }).last().click();
+      await page.locator('#banner').filter({ hasText: 'Asked to stop' }).waitFor();
+      await page.locator('#cancel-requested').waitFor();
+      assert.match(await page.locator('#cancel-requested').textContent(), /Asked to stop by ops/);
+      assert.equal(await page.locator('#cancel-running-task').count(), 0, 'asked once');
+      // The worker hears of it at its next extension, then stops.
+      const t = claimed.body.tasks[0];
+      const ext = await server.api(TOKENS.worker, 'POST', `/v1/tasks/${t.id}/lease`, { lease_token: t.lease_token, extend_ms: 60000 });
+      assert.equal(ext.body.cancel_requested.by, 'ops');
+      const settled = await server.api(TOKENS.worker, 'POST', `/v1/tasks/${t.id}/settle`,
+        { lease_token: t.lease_token, outcome: 'RETRYABLE_FAILURE', error: { type: 'app.Stopped', message: 'stopped' } });
+      assert.equal(settled.body.dead_reason.code, 'CANCELLED');
+      assert.deepEqual(page.problems, []);
+      await page.context().close();
+    });
+
     it('exports, purges with confirmation, pauses and edits the policy with the API\'s codes', async () => {
       const queue = 'mail';
       await kill(server, queue, [{ type: 'smtp.Timeout' }, { type: 'smtp.Refused' }]);

@@ -772,10 +772,16 @@
       }, { id: 'redrive-task' }) : h('span', { class: 'small' }, `Redrive applies to dead tasks; this one is ${env.status}.`),
       env.status === 'PENDING' ? actionButton('Cancel task…', { caps: ['cancel'] }, async () => {
         if (!await confirmAction('Cancel task', `Cancel ${env.id}? It goes to the DLQ with reason CANCELLED and never runs unless redriven.`, 'Cancel task')) return;
-        await call('POST', `/v1/queues/${q(queue)}/cancel`, { ids: [env.id], message: 'cancelled from the dashboard' });
-        say('Cancelled: the task is in the DLQ with reason CANCELLED.', 'ok');
+        const r = await call('POST', `/v1/queues/${q(queue)}/cancel`, { ids: [env.id], message: 'cancelled from the dashboard' });
+        say(r.running && r.running.length ? 'Asked to stop: it had started meanwhile; its worker has been told.' : 'Cancelled: the task is in the DLQ with reason CANCELLED.', 'ok');
         await route();
       }, { id: 'cancel-task', class: 'danger' }) : '',
+      env.status === 'IN_FLIGHT' && !env.cancel_requested ? actionButton('Cancel running task…', { caps: ['cancel'] }, async () => {
+        if (!await confirmAction('Cancel running task', `Ask ${env.id} to stop? Its worker is told at once; unless its handler succeeds first, it goes to the DLQ with reason CANCELLED and is not retried.`, 'Cancel running task')) return;
+        const r = await call('POST', `/v1/queues/${q(queue)}/cancel`, { ids: [env.id], message: 'cancelled from the dashboard' });
+        say(r.running && r.running.length ? 'Asked to stop: its worker has been told.' : 'Cancelled: the task is in the DLQ with reason CANCELLED.', 'ok');
+        await route();
+      }, { id: 'cancel-running-task', class: 'danger' }) : '',
       actionButton('Delete', { caps: ['purge', 'get_by_id'] }, async () => {
         if (!await confirmAction('Delete task', `Delete ${env.id} for good, whatever its status?`, 'Delete')) return;
         await call('DELETE', `/v1/tasks/${q(env.id)}`);
@@ -783,6 +789,12 @@
         location.hash = hashFor(['queues', queue]);
       }, { id: 'delete-task', class: 'danger' })));
 
+    if (env.cancel_requested) {
+      const c = env.cancel_requested;
+      view.append(h('p', { id: 'cancel-requested', class: env.status === 'IN_FLIGHT' ? 'problem' : 'small' },
+        env.status === 'IN_FLIGHT' ? 'Asked to stop' : 'Was asked to stop while running',
+        ` by ${c.by} at `, h('time', { datetime: c.at }, c.at), c.message ? `: ${c.message}` : ''));
+    }
     if (env.dead_reason) {
       const r = env.dead_reason;
       view.append(h('p', { id: 'dead-reason', class: 'problem' },

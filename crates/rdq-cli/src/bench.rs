@@ -14,6 +14,8 @@
 //!   and settle each batch in one call.
 //! - `fairness`, `flow-exact` and `flow-limit`: flow control (see
 //!   `bench_flow`).
+//! - `cancel`: how soon a running task's worker on one node hears of a
+//!   cancel asked on another (see `bench_cancel`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +32,7 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 use crate::CliError;
+use crate::bench_cancel;
 use crate::bench_flow;
 use crate::bench_server;
 use crate::output::outln;
@@ -59,6 +62,10 @@ pub enum Workload {
     FlowExact,
     /// A global concurrency limit's cost against the same queue unlimited.
     FlowLimit,
+    /// How soon a running task's worker on `--worker-server` hears of a
+    /// cancel asked on `--server`: on a gRPC Work stream, and at an HTTP
+    /// worker's lease extension.
+    Cancel,
 }
 
 /// Arguments of `rdq bench`.
@@ -88,6 +95,13 @@ pub struct BenchArgs {
     /// one started in this process on the store of `--store`).
     #[arg(long, value_name = "URL")]
     server: Option<String>,
+    /// For `cancel`: the node the worker takes its tasks from (`--server`
+    /// submits and cancels them); both on one shared store.
+    #[arg(long, value_name = "URL")]
+    worker_server: Option<String>,
+    /// For `cancel`: the HTTP worker's lease-extension interval.
+    #[arg(long, default_value_t = 200, value_name = "MS")]
+    extend_ms: u64,
     /// HTTP pull workers for `pull`, each claiming 64 at a time.
     #[arg(long, default_value_t = 4)]
     workers: usize,
@@ -270,6 +284,22 @@ fn request(queue: &str, epoch: Instant) -> SubmitRequest {
 }
 
 async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliError> {
+    if args.workload == Workload::Cancel {
+        let (Some(server), Some(worker_server)) = (&args.server, &args.worker_server) else {
+            return Err(CliError::new(
+                "INVALID_ARGUMENT",
+                "--workload cancel needs --server and --worker-server: two nodes on one store",
+            ));
+        };
+        let setup = bench_cancel::CancelBench {
+            server: server.trim_end_matches('/').to_owned(),
+            worker_server: worker_server.trim_end_matches('/').to_owned(),
+            jobs: args.jobs,
+            concurrency: args.concurrency,
+            extend_ms: args.extend_ms,
+        };
+        return bench_cancel::run(&setup).await;
+    }
     if matches!(args.workload, Workload::Callback | Workload::Pull) {
         let mode = if args.workload == Workload::Callback {
             bench_server::Mode::Callback
@@ -371,7 +401,8 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
         | Workload::Retry
         | Workload::Backlog
         | Workload::Callback
-        | Workload::Pull => {
+        | Workload::Pull
+        | Workload::Cancel => {
             let submit_elapsed = submit_all(&engine, &queue, args, epoch).await?;
             let bar = progress(args, "work");
             let start = Instant::now();

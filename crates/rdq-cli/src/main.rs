@@ -7,6 +7,7 @@
 
 mod backend;
 mod bench;
+mod bench_cancel;
 mod bench_flow;
 mod bench_grpc;
 mod bench_server;

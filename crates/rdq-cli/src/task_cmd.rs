@@ -190,6 +190,8 @@ async fn cancel(queue: &str, body: CancelBody, target: &TargetArgs) -> Result<()
         outln!(
             "{pending} PENDING task(s) of {queue} would be cancelled and {running} running task(s) asked to stop (dry run: nothing changed)"
         )?;
+    } else if running == 0 {
+        outln!("cancelled {pending} PENDING task(s) of {queue}")?;
     } else {
         outln!(
             "cancelled {pending} PENDING task(s) of {queue}; asked {running} running task(s) to stop"

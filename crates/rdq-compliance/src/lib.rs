@@ -193,6 +193,6 @@ mod tests {
         let unique: HashSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
         assert!(names.contains(&"fixtures_round_trip"));
-        assert_eq!(names.len(), 36);
+        assert_eq!(names.len(), 38);
     }
 }

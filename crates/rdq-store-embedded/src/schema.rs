@@ -123,6 +123,8 @@ const FLOW_KEYS_FROM_ENVELOPES: &str =
 /// a new state decided without the request (a worker's stale copy), so a
 /// failure cannot overwrite the cancel with a retry (`writer::work`).
 /// Older rows need no value: no older build could ask a task to stop.
+/// Added by [`add_cancel_requested`] (a store created by a build that had
+/// it already has it).
 const V5_CANCEL: &str = "ALTER TABLE tasks ADD COLUMN cancel_requested INTEGER;";
 
 /// Settings the store itself keeps, such as the lease secret. Not versioned:
@@ -331,7 +333,7 @@ fn upgrade(conn: &Connection, from: i32) -> rusqlite::Result<()> {
         conn.execute_batch(FLOW_KEYS_FROM_ENVELOPES)?;
     }
     if from < 5 {
-        conn.execute_batch(V5_CANCEL)?;
+        add_cancel_requested(conn)?;
     }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)
 }
@@ -355,6 +357,20 @@ fn add_flow_key(conn: &Connection) -> rusqlite::Result<()> {
         .optional()?;
     if present.is_none() {
         conn.execute_batch("ALTER TABLE tasks ADD COLUMN flow_key TEXT;")?;
+    }
+    Ok(())
+}
+
+fn add_cancel_requested(conn: &Connection) -> rusqlite::Result<()> {
+    let present = conn
+        .query_row(
+            "SELECT 1 FROM pragma_table_info('tasks') WHERE name = 'cancel_requested'",
+            [],
+            |_| Ok(()),
+        )
+        .optional()?;
+    if present.is_none() {
+        conn.execute_batch(V5_CANCEL)?;
     }
     Ok(())
 }

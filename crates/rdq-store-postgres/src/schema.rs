@@ -183,7 +183,9 @@ fn v4(s: &str) -> String {
 /// cancel with a retry (`Q::Settle`). A constant default rewrites nothing,
 /// and no row needs another value: no older build asked a task to stop.
 fn v5(s: &str) -> String {
-    format!("ALTER TABLE {s}.tasks ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;")
+    format!(
+        "ALTER TABLE {s}.tasks ADD COLUMN IF NOT EXISTS cancel_requested boolean NOT NULL DEFAULT false;"
+    )
 }
 
 /// The lease secret of `schema`: `candidate` when no node stored one yet,
