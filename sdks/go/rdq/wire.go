@@ -101,6 +101,16 @@ func envelopeFromProto(p *rdqpb.Envelope) (envelope.Envelope, error) {
 		// An unset message field is null unless omitted names it.
 		env.NullDeadReason()
 	}
+	if c := p.CancelRequested; c != nil {
+		r, err := cancelRequestFromProto(c)
+		if err != nil {
+			return env, err
+		}
+		env.CancelRequested = r
+	} else {
+		// As dead_reason: unset is null unless omitted names it.
+		env.NullCancelRequested()
+	}
 	for _, m := range p.Omitted {
 		if !env.Omit(m) {
 			return env, badEnvelope("omitted", "%q", m)
@@ -110,6 +120,28 @@ func envelopeFromProto(p *rdqpb.Envelope) (envelope.Envelope, error) {
 		return env, err
 	}
 	return env, nil
+}
+
+// cancelRequestFromProto is the cancel request a message carries (an
+// envelope's cancel_requested, a WorkCancel's request).
+func cancelRequestFromProto(c *rdqpb.CancelRequest) (*envelope.CancelRequest, error) {
+	r := envelope.CancelRequest{By: c.GetBy(), Message: c.Message}
+	var err error
+	if r.At, err = timestamp("cancel_requested.at", c.GetAt()); err != nil {
+		return nil, err
+	}
+	if r.By == "" {
+		return nil, badEnvelope("cancel_requested.by", "empty")
+	}
+	for _, m := range c.GetOmitted() {
+		if !r.Omit(m) {
+			return nil, badEnvelope("cancel_requested.omitted", "%q", m)
+		}
+	}
+	if r.Extra, err = envelope.ParseExtra(c.GetUnknownJson()); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 func attemptFromProto(p *rdqpb.AttemptRecord) (envelope.Attempt, error) {
