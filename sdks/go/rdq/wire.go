@@ -260,7 +260,7 @@ func settleToProto(s Settle) *rdqpb.SettleRequest {
 
 // settleResultFromProto is one item of a WorkAck.
 func settleResultFromProto(r *rdqpb.SettleItemResult) SettleResult {
-	out := SettleResult{ID: r.GetId()}
+	out := SettleResult{ID: r.GetId(), CancelRequested: r.GetCancelRequested()}
 	switch {
 	case r.GetProblem() != nil:
 		out.Err = problemError(r.GetProblem())
@@ -270,6 +270,7 @@ func settleResultFromProto(r *rdqpb.SettleItemResult) SettleResult {
 			out.Err = fmt.Errorf("rdq: the settle answer for %s: %w", out.ID, err)
 		}
 		out.Envelope = env
+		out.CancelRequested = out.CancelRequested || env.CancelRequested != nil
 	}
 	return out
 }
