@@ -183,7 +183,8 @@ func TestAHandlerThatSucceedsAfterACancelKeepsItsSuccess(t *testing.T) {
 	runWorker(t, c, rdq.WorkerConfig{Transport: rdq.TransportGRPC, Queues: []string{"fake"}, Registry: reg})
 
 	receive(t, started, "start")
-	fake.push <- workCancel(task, "", "ops") // no lease token: any lease of the task
+	// No lease token: any lease of the task; no request: who asked is unknown.
+	fake.push <- &rdqpb.WorkResponse{Kind: &rdqpb.WorkResponse_Cancel{Cancel: &rdqpb.WorkCancel{Id: task.GetId()}}}
 	if cause := receive(t, seen, "cancel"); !errors.Is(cause, rdq.ErrCancelled) {
 		t.Fatalf("cause %v", cause)
 	}

@@ -125,6 +125,9 @@ func envelopeFromProto(p *rdqpb.Envelope) (envelope.Envelope, error) {
 // cancelRequestFromProto is the cancel request a message carries (an
 // envelope's cancel_requested, a WorkCancel's request).
 func cancelRequestFromProto(c *rdqpb.CancelRequest) (*envelope.CancelRequest, error) {
+	if c == nil {
+		return nil, badEnvelope("cancel_requested", "missing")
+	}
 	r := envelope.CancelRequest{By: c.GetBy(), Message: c.Message}
 	var err error
 	if r.At, err = timestamp("cancel_requested.at", c.GetAt()); err != nil {
