@@ -375,3 +375,29 @@ func (f *twoTasks) Work(stream rdqpb.Workers_WorkServer) error {
 	f.push <- &rdqpb.WorkResponse{Kind: &rdqpb.WorkResponse_Task{Task: f.second}}
 	return f.cancellingWorkers.Work(stream)
 }
+
+func TestCancelSendsPendingOnlyAndReadsRunning(t *testing.T) {
+	bodies := make(chan map[string]any, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		bodies <- body
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"queue":"q","dry_run":false,"count":2,"ids":["A","B"],"running":["B"]}`))
+	}))
+	t.Cleanup(srv.Close)
+	c := newClient(t, srv.URL)
+	res, err := c.Cancel(context.Background(), "q", rdq.CancelRequest{IDs: []string{"A", "B"}, PendingOnly: true})
+	if err != nil || res.Count != 2 || len(res.Running) != 1 || res.Running[0] != "B" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if body := <-bodies; body["pending_only"] != true {
+		t.Fatalf("sent %v", body)
+	}
+	if _, err := c.Cancel(context.Background(), "q", rdq.CancelRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if body := <-bodies; body["pending_only"] != nil {
+		t.Fatalf("sent %v", body)
+	}
+}

@@ -366,3 +366,18 @@ def test_an_http_extension_reads_the_envelopes_cancel_request() -> None:
         assert await _http_transport.extend_over_http(Answering(lost), TASK_ID, TOKEN, 1000) == Extension(False)  # type: ignore[arg-type]
 
     asyncio.run(scenario())
+
+
+def test_cancel_sends_pending_only_and_reads_running() -> None:
+    import httpx
+
+    from rdq import _calls
+
+    call = _calls.cancel("q", ["A"], None, None, None, None, False, "why", pending_only=True)
+    assert (call.method, call.path) == ("POST", "/v1/queues/q/cancel")
+    assert call.body == {"dry_run": False, "ids": ["A"], "message": "why", "pending_only": True}
+    assert "pending_only" not in _calls.cancel("q", None, None, None, None, None, True, None).body  # type: ignore[operator]
+    answer = {"queue": "q", "dry_run": False, "count": 2, "ids": ["A", "B"], "running": ["B"]}
+    assert call.read(httpx.Response(200, json=answer)) == rdq.CancelResult("q", False, 2, ["A", "B"], ["B"])
+    older = {"queue": "q", "dry_run": False, "count": 1, "ids": ["A"]}  # a server that predates `running`
+    assert call.read(httpx.Response(200, json=older)).running == []
