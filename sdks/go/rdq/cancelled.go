@@ -39,15 +39,19 @@ type CancelledError struct {
 	Message string
 }
 
+// Error is "cancelled by <by>: <message>" ("no reason given" without a
+// message), the message a cancelled failure is recorded with, as in every
+// SDK; "cancelled" when who asked is not known.
 func (e *CancelledError) Error() string {
-	by := e.By
-	if by == "" {
-		by = "an unknown principal"
+	switch {
+	case e.By == "" && e.Message == "":
+		return "cancelled"
+	case e.By == "":
+		return "cancelled: " + e.Message
+	case e.Message == "":
+		return "cancelled by " + e.By + ": no reason given"
 	}
-	if e.Message == "" {
-		return "cancelled by " + by
-	}
-	return "cancelled by " + by + ": " + e.Message
+	return "cancelled by " + e.By + ": " + e.Message
 }
 
 // Is reports true for ErrCancelled and context.Canceled.

@@ -166,11 +166,11 @@ def test_a_sync_handler_sees_the_flag_only(succeed: bool) -> None:
             assert (s.outcome.kind, s.outcome.error.type, s.outcome.error.message) == (
                 Kind.PERMANENT_FAILURE,
                 "rdq.Cancelled",
-                "cancelled by ops",
+                "cancelled by ops: no reason given",
             )
 
     _scenario(body)
-    assert seen == [(True, CancelRequest(at=OPS.at, by="ops"), "cancelled by ops")]
+    assert seen == [(True, CancelRequest(at=OPS.at, by="ops"), "cancelled by ops: no reason given")]
 
 
 def test_a_prefetched_task_cancelled_before_it_starts_is_not_run() -> None:
@@ -263,7 +263,7 @@ def test_a_bare_ack_cancels_with_who_asked_read_from_the_task_or_unknown() -> No
         await worker._extend(worker.running[TASK_ID])  # the task cannot be read: nothing listens
         (s,) = await _settled(transport)
         assert s.outcome.error is not None
-        assert (s.outcome.error.type, s.outcome.error.message) == ("rdq.Cancelled", "cancelled by an unknown principal")
+        assert (s.outcome.error.type, s.outcome.error.message) == ("rdq.Cancelled", "cancelled")
 
     _scenario(body)
 

@@ -490,9 +490,12 @@ def _call_sync(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 
 def cancelled_message(request: CancelRequest) -> str:
-    """`cancelled by <by>: <message>`, the failure a cancel is reported as."""
-    by = request.by or "an unknown principal"
-    return f"cancelled by {by}: {request.message}" if request.message else f"cancelled by {by}"
+    """`cancelled by <by>: <message>` ("no reason given" without a message),
+    the message a cancelled failure is recorded with, as in every SDK;
+    `cancelled` when who asked is not known."""
+    if not request.by:
+        return f"cancelled: {request.message}" if request.message else "cancelled"
+    return f"cancelled by {request.by}: {request.message or 'no reason given'}"
 
 
 def cancelled_outcome(request: CancelRequest) -> Outcome:
