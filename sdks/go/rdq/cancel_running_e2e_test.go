@@ -9,10 +9,14 @@ package rdq_test
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"rdq.dev/sdk/go/envelope"
+	"rdq.dev/sdk/go/internal/rdqpb"
 	"rdq.dev/sdk/go/rdq"
 )
 
@@ -61,9 +65,44 @@ func cancelWhileRunning(t *testing.T, c *rdq.Client, tr rdq.Transport, succeed b
 	return waitFor(t, c, env.ID, "finished", terminal), res, cause
 }
 
+// cancelsHeard counts the WorkCancel messages a client's Work streams bring.
+func cancelsHeard(n *atomic.Int32) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &countingStream{ClientStream: s, n: n}, nil
+	}
+}
+
+type countingStream struct {
+	grpc.ClientStream
+	n *atomic.Int32
+}
+
+func (s *countingStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if resp, ok := m.(*rdqpb.WorkResponse); ok && err == nil && resp.GetCancel() != nil {
+		s.n.Add(1)
+	}
+	return err
+}
+
 func TestACancelledRunningTaskStopsItsHandlerAndEndsDead(t *testing.T) {
 	forEachStoreAndTransport(t, func(t *testing.T, c *rdq.Client, url string, tr rdq.Transport) {
+		var heard atomic.Int32
+		c = newClientWith(t, rdq.ClientConfig{URL: url, GRPCDialOptions: []grpc.DialOption{grpc.WithStreamInterceptor(cancelsHeard(&heard))}})
 		final, res, cause := cancelWhileRunning(t, c, tr, false)
+		// On the stream the server pushes a WorkCancel; over HTTP the
+		// cancel comes with a lease extension's answer.
+		want := int32(0)
+		if tr == rdq.TransportGRPC {
+			want = 1
+		}
+		if heard.Load() != want {
+			t.Fatalf("%d WorkCancel messages (%s)", heard.Load(), tr)
+		}
 		if res.Count != 1 || !slices.Equal(res.IDs, []string{final.ID}) || !slices.Equal(res.Running, []string{final.ID}) {
 			t.Fatalf("cancel answered %+v", res)
 		}
