@@ -15,7 +15,9 @@ import pytest
 
 import rdq
 from conftest import Server
-from rdq.envelope import Envelope, Status
+from rdq import _grpc_transport
+from rdq.envelope import CancelRequest, Envelope, Status
+from rdq.v1 import envelope_pb2
 
 TRANSPORTS = ["grpc", "http"]
 BY = "py"  # the name of the test server's token
@@ -52,10 +54,19 @@ async def _scenario(
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("handler", ["async", "sync"])
 def test_a_cancelled_running_task_stops_its_handler_and_ends_dead(
-    server: Server, queue: str, transport: str, handler: str
+    server: Server, queue: str, transport: str, handler: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started = threading.Event()
     seen: list[Any] = []
+    # The stream's WorkCancel messages (bare acks carry no request to map).
+    heard: list[str] = []
+    mapped = _grpc_transport._cancel_request
+
+    def mapping(r: envelope_pb2.CancelRequest) -> CancelRequest:
+        heard.append(r.by)
+        return mapped(r)
+
+    monkeypatch.setattr(_grpc_transport, "_cancel_request", mapping)
 
     def register(w: rdq.Worker) -> None:
         @w.handler("async")
@@ -77,6 +88,7 @@ def test_a_cancelled_running_task_stops_its_handler_and_ends_dead(
     env, result = asyncio.run(_scenario(server, queue, transport, handler, register, started))
     assert result.ids == [env.id] and result.running == [env.id] and result.count == 1
     assert len(seen) == 1
+    assert heard == ([BY] if transport == "grpc" else [])  # over HTTP: a lease extension's answer
     why, request = seen[0]
     assert request is not None and (request.by, request.message) == (BY, "customer withdrew")
     assert why in (("cancelled by py: customer withdrew",), "cancelled by py: customer withdrew")
