@@ -393,6 +393,19 @@ func decodeEnvelope(v value) (Envelope, error) {
 		env.DeadReason = &r
 	}
 
+	cv, ok := f.take("cancel_requested")
+	switch {
+	case !ok:
+	case cv.kind == kindNull:
+		absent |= cancelRequestedNull
+	default:
+		r, err := decodeCancelRequest(cv, "cancel_requested")
+		if err != nil {
+			return env, err
+		}
+		env.CancelRequested = &r
+	}
+
 	env.Extra = f.extra()
 	env.absent = absent
 	return env, nil
@@ -504,6 +517,30 @@ func decodeDeadReason(v value, prefix string) (DeadReason, error) {
 	}
 	if r.By == "" {
 		return r, invalid(f.path("by"), "who decided must not be empty")
+	}
+	var a bool
+	if r.Message, a, err = f.optString("message"); err != nil {
+		return r, err
+	}
+	r.absent = bit(a, absentMessage)
+	r.Extra = f.extra()
+	return r, nil
+}
+
+func decodeCancelRequest(v value, prefix string) (CancelRequest, error) {
+	var r CancelRequest
+	f, err := newFields(v, prefix)
+	if err != nil {
+		return r, err
+	}
+	if r.At, err = f.timestamp("at"); err != nil {
+		return r, err
+	}
+	if r.By, err = f.str("by"); err != nil {
+		return r, err
+	}
+	if r.By == "" {
+		return r, invalid(f.path("by"), "who asked must not be empty")
 	}
 	var a bool
 	if r.Message, a, err = f.optString("message"); err != nil {

@@ -11,10 +11,11 @@ import (
 var envelopeKeys = keySet("envelope_version", "id", "queue", "handler_ref", "handler_version",
 	"payload", "payload_content_type", "payload_ref", "headers", "status", "priority",
 	"deferral_count", "attempt_count", "redrive_count", "claim_count", "next_attempt_at",
-	"lease_expires_at", "created_at", "attempts", "dead_reason")
+	"lease_expires_at", "created_at", "attempts", "dead_reason", "cancel_requested")
 var attemptKeys = keySet("attempt_no", "started_at", "finished_at", "outcome", "error")
 var errorKeys = keySet("type", "message", "detail", "stack")
 var deadReasonKeys = keySet("code", "at", "by", "message")
+var cancelRequestKeys = keySet("at", "by", "message")
 
 func keySet(keys ...string) map[string]bool {
 	m := make(map[string]bool, len(keys))
@@ -86,6 +87,14 @@ func (e *Envelope) validate() error {
 		}
 		if r.By == "" {
 			return invalid("dead_reason.by", "who decided must not be empty")
+		}
+	}
+	if r := e.CancelRequested; r != nil {
+		if !timestampInRange(r.At) {
+			return invalid("cancel_requested.at", "outside years 0000-9999")
+		}
+		if r.By == "" {
+			return invalid("cancel_requested.by", "who asked must not be empty")
 		}
 	}
 	return nil
@@ -258,6 +267,17 @@ func (e *Envelope) appendTo(out []byte) ([]byte, error) {
 		w.key("dead_reason")
 		w.out = append(w.out, "null"...)
 	}
+	switch {
+	case e.CancelRequested != nil:
+		w.key("cancel_requested")
+		var err error
+		if w.out, err = e.CancelRequested.appendTo(w.out, "cancel_requested"); err != nil {
+			return nil, err
+		}
+	case has(a, cancelRequestedNull):
+		w.key("cancel_requested")
+		w.out = append(w.out, "null"...)
+	}
 	if err := w.extra(e.Extra, envelopeKeys, ""); err != nil {
 		return nil, err
 	}
@@ -325,6 +345,19 @@ func (r *DeadReason) appendTo(out []byte, prefix string) ([]byte, error) {
 		w.optStr("message", r.Message)
 	}
 	if err := w.extra(r.Extra, deadReasonKeys, prefix); err != nil {
+		return nil, err
+	}
+	return append(w.out, '}'), nil
+}
+
+func (r *CancelRequest) appendTo(out []byte, prefix string) ([]byte, error) {
+	w := &objectWriter{out: append(out, '{'), first: true}
+	w.time("at", r.At)
+	w.str("by", r.By)
+	if !(has(r.absent, absentMessage) && r.Message == nil) {
+		w.optStr("message", r.Message)
+	}
+	if err := w.extra(r.Extra, cancelRequestKeys, prefix); err != nil {
 		return nil, err
 	}
 	return append(w.out, '}'), nil

@@ -63,6 +63,8 @@ const (
 	// Unlike the others, set when dead_reason was written as null: an unset
 	// dead reason is left out unless its writer wrote it so.
 	deadReasonNull
+	// Like deadReasonNull, for cancel_requested.
+	cancelRequestedNull
 )
 
 const (
@@ -125,6 +127,24 @@ type DeadReason struct {
 	absent uint16
 }
 
+// CancelRequest is a cancel asked of a task while it ran: who asked, when,
+// and why. rdq sets it on an IN_FLIGHT task that is cancelled; the worker
+// holding the lease learns of it, and an outcome other than success then
+// ends the task DEAD with reason CANCELLED. It is kept as history once the
+// task has finished and removed by a redrive.
+type CancelRequest struct {
+	// At is when the cancel was asked.
+	At time.Time
+	// By is who asked (the principal's name).
+	By string
+	// Message is details for people, at most 4 KiB when recorded by rdq
+	// (nil: null or absent).
+	Message *string
+	// Extra holds fields this version does not know, in canonical form.
+	Extra  map[string]json.RawMessage
+	absent uint16
+}
+
 // The reason codes rdq writes. Readers meet newer ones too: a code is valid
 // when IsValidDeadReasonCode says so, known or not.
 const (
@@ -151,6 +171,13 @@ const (
 func NewDeadReason(code, by string, at time.Time, message string) DeadReason {
 	message = TruncateMessage(message)
 	return DeadReason{Code: code, At: at.UTC().Truncate(time.Millisecond), By: by, Message: &message}
+}
+
+// NewCancelRequest returns a cancel request as rdq records it: asked by the
+// given by at the given time, with message cut to 4 KiB.
+func NewCancelRequest(by string, at time.Time, message string) CancelRequest {
+	message = TruncateMessage(message)
+	return CancelRequest{At: at.UTC().Truncate(time.Millisecond), By: by, Message: &message}
 }
 
 // IsValidDeadReasonCode reports whether code is a well-formed reason code,
@@ -195,6 +222,10 @@ type Envelope struct {
 	// DeadReason is why the task is DEAD; nil while it is not (or when its
 	// writer predates the member).
 	DeadReason *DeadReason
+	// CancelRequested is the cancel asked of the task while it ran; nil
+	// when none was (or when its writer predates the member). Kept once the
+	// task has finished; a redrive removes it.
+	CancelRequested *CancelRequest
 	// Extra holds fields this version does not know, in canonical form.
 	Extra  map[string]json.RawMessage
 	absent uint16
@@ -239,7 +270,8 @@ func (e *Envelope) LastError() *ErrorInfo {
 
 // MarkWritten marks every optional field as written, as rdq does for each
 // envelope it changes, so one state has one encoding (payload_ref excepted:
-// it is never populated; an unset dead reason is left out).
+// it is never populated; an unset dead reason or cancel request is left
+// out).
 func (e *Envelope) MarkWritten() { e.absent &= absentPayloadRef }
 
 // New returns a fresh PENDING envelope with a new id, due at now, the way

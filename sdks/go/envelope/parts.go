@@ -14,7 +14,7 @@ import (
 // Omit marks an optional member of the envelope as left out by its writer
 // (handler_version, payload_ref, headers, priority, deferral_count,
 // attempt_count, redrive_count, claim_count, next_attempt_at,
-// lease_expires_at, attempts, dead_reason), as Decode does for a member
+// lease_expires_at, attempts, dead_reason, cancel_requested), as Decode does for a member
 // missing from the JSON. It reports false for any other name.
 func (e *Envelope) Omit(member string) bool {
 	var b uint16
@@ -45,6 +45,9 @@ func (e *Envelope) Omit(member string) bool {
 		// Left out is an unset reason's default: only a null is undone.
 		e.absent &^= deadReasonNull
 		return true
+	case "cancel_requested":
+		e.absent &^= cancelRequestedNull
+		return true
 	default:
 		return false
 	}
@@ -58,6 +61,25 @@ func (e *Envelope) NullDeadReason() {
 	if e.DeadReason == nil {
 		e.absent |= deadReasonNull
 	}
+}
+
+// NullCancelRequested marks an unset cancel_requested as written null by
+// its writer, as Decode does for "cancel_requested": null
+// (Omit("cancel_requested") undoes it).
+func (e *Envelope) NullCancelRequested() {
+	if e.CancelRequested == nil {
+		e.absent |= cancelRequestedNull
+	}
+}
+
+// Omit marks an optional member of a cancel request (message) as left out
+// by its writer; false for any other name.
+func (r *CancelRequest) Omit(member string) bool {
+	if member != "message" {
+		return false
+	}
+	r.absent |= absentMessage
+	return true
 }
 
 // Omit marks an optional member of a dead reason (message) as left out by

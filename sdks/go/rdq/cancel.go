@@ -9,9 +9,9 @@ import (
 	"rdq.dev/sdk/go/envelope"
 )
 
-// CancelRequest selects PENDING tasks of a queue to cancel. The filters
-// combine; none selects every PENDING task of the queue, so try DryRun
-// first.
+// CancelRequest selects tasks of a queue to cancel: PENDING ones, and
+// running (IN_FLIGHT) ones unless PendingOnly is set. The filters combine;
+// none selects every such task of the queue, so try DryRun first.
 type CancelRequest struct {
 	IDs         []string          `json:"ids,omitempty"`
 	HandlerRef  string            `json:"handler_ref,omitempty"`
@@ -21,21 +21,31 @@ type CancelRequest struct {
 	DryRun      bool              `json:"dry_run,omitempty"`
 	// Message is why, recorded in each task's dead reason (cut to 4 KiB).
 	Message string `json:"message,omitempty"`
+	// PendingOnly leaves running tasks alone: only PENDING ones are cancelled.
+	PendingOnly bool `json:"pending_only,omitempty"`
 }
 
 // CancelResult says which tasks were (or, in a dry run, would be) cancelled.
 type CancelResult struct {
-	Queue  string   `json:"queue"`
-	DryRun bool     `json:"dry_run"`
-	Count  int      `json:"count"`
-	IDs    []string `json:"ids"`
+	Queue  string `json:"queue"`
+	DryRun bool   `json:"dry_run"`
+	Count  int    `json:"count"`
+	// IDs are every task cancelled or asked to stop.
+	IDs []string `json:"ids"`
+	// Running are those of IDs that were running: their workers are asked
+	// to stop them, and they end DEAD with reason CANCELLED unless their
+	// handler succeeds first. The others were PENDING and are DEAD now.
+	Running []string `json:"running"`
 }
 
-// Cancel cancels PENDING tasks (POST /v1/queues/{q}/cancel, admin): each
-// becomes DEAD with reason CANCELLED and keeps its history; DLQRedrive
-// brings it back. One id alone that cannot be cancelled is an *Error with
-// code TASK_NOT_FOUND or INVALID_TRANSITION; a store that cannot cancel
-// (RabbitMQ) answers UNSUPPORTED.
+// Cancel cancels tasks (POST /v1/queues/{q}/cancel, admin): a PENDING task
+// becomes DEAD with reason CANCELLED and keeps its history (DLQRedrive
+// brings it back); a running one is marked, its worker is told (the
+// handler's context is cancelled, see CancelRequested), and it ends DEAD
+// with reason CANCELLED unless its handler succeeds. One id alone that
+// cannot be cancelled is an *Error with code TASK_NOT_FOUND or
+// INVALID_TRANSITION; a store that cannot cancel (RabbitMQ) answers
+// UNSUPPORTED.
 func (c *Client) Cancel(ctx context.Context, queue string, req CancelRequest) (CancelResult, error) {
 	if err := envelope.ValidateQueueName(queue); err != nil {
 		return CancelResult{}, localError(err)

@@ -31,6 +31,8 @@ func (w *Worker) leaseOf(env envelope.Envelope) time.Duration {
 // its length after the last), and sleeps again. A lease the server answers
 // LEASE_LOST for, or that ends locally without a successful extension, has
 // its handler's context cancelled with ErrLeaseLost; the result is dropped.
+// An extension answered with a cancel request cancels the handler's context
+// with a *CancelledError.
 // It runs until Run stops it, after the last handler is done or released.
 func (w *Worker) leaseLoop() {
 	defer close(w.leaseDone)
@@ -86,12 +88,19 @@ func (w *Worker) leaseLoop() {
 func (w *Worker) extend(r *run, deadline time.Time, done chan struct{}) {
 	defer w.extenders.Done()
 	ectx, cancel := context.WithDeadline(context.Background(), later(deadline, time.Now().Add(r.interval)))
+	var res SettleResult
 	err := errStreamClosed
 	if s := w.stream.Load(); s != nil {
-		err = s.extend(ectx, r.task.ID, r.task.LeaseToken, r.lease)
+		res, err = s.extend(ectx, r.task.ID, r.task.LeaseToken, r.lease)
 	}
 	if err == errStreamClosed {
-		_, err = w.client.ExtendLease(ectx, r.task.ID, r.task.LeaseToken, r.lease)
+		res = SettleResult{ID: r.task.ID}
+		res.Envelope, err = w.client.ExtendLease(ectx, r.task.ID, r.task.LeaseToken, r.lease)
+	}
+	// The answer says a cancel was asked of the task: its handler is stopped.
+	var ce *CancelledError
+	if err == nil {
+		ce = w.cancelOfExtension(ectx, r, res)
 	}
 	cancel()
 
@@ -110,6 +119,9 @@ func (w *Worker) extend(r *run, deadline time.Time, done chan struct{}) {
 	if lost && r.state == stateRunning {
 		r.state = stateLost
 		r.cancel(ErrLeaseLost)
+	}
+	if ce != nil {
+		w.cancelLocked(r, ce)
 	}
 	r.extending = nil
 	close(done)

@@ -85,6 +85,10 @@ type SettleResult struct {
 	ID       string
 	Envelope envelope.Envelope
 	Err      error
+	// CancelRequested, in the answer to a lease extension on the Work
+	// stream: a cancel was asked of the task while it ran (set even when
+	// the answer carries no envelope).
+	CancelRequested bool
 }
 
 // SettleBatch reports up to 1000 outcomes in one request (POST /v1/settle).
@@ -157,7 +161,9 @@ func (c *Client) settleBatch(ctx context.Context, settles []Settle, envelopes bo
 }
 
 // ExtendLease makes the lease end extend from now (POST /v1/tasks/{id}/lease);
-// LEASE_LOST when the lease is no longer held.
+// LEASE_LOST when the lease is no longer held. The task's envelope is
+// answered: its CancelRequested is set when a cancel was asked of the task
+// while it ran (the handler should stop; see CancelRequested).
 func (c *Client) ExtendLease(ctx context.Context, id, leaseToken string, extend time.Duration) (envelope.Envelope, error) {
 	if id == "" {
 		return envelope.Envelope{}, errEmptyID

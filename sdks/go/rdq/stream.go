@@ -69,6 +69,10 @@ var errStreamClosed = errors.New("rdq: the Work stream is closed")
 // err set.
 type streamHandler func(s *workStream, task ClaimedTask, err error)
 
+// cancelHandler is told of each WorkCancel: a cancel was asked of a task
+// the stream handed out.
+type cancelHandler func(id, leaseToken string, ce *CancelledError)
+
 // ackFunc receives the results of one settle or extension, or the error
 // that ended the stream before its ack arrived.
 type ackFunc func(results []SettleResult, err error)
@@ -121,13 +125,15 @@ func (c *Client) openWorkStream(queues []string, credits int, lease time.Duratio
 	return &workStream{stream: stream, cancel: cancel, acks: map[uint64]ackFunc{}, done: make(chan struct{})}, nil
 }
 
-// start reads the stream from now on: tasks are handed to onTask from one
-// goroutine, in the order they arrive.
-func (s *workStream) start(onTask streamHandler) { go s.receive(onTask) }
+// start reads the stream from now on: tasks are handed to onTask, cancel
+// notices to onCancel, from one goroutine, in the order they arrive.
+func (s *workStream) start(onTask streamHandler, onCancel cancelHandler) {
+	go s.receive(onTask, onCancel)
+}
 
 // receive reads the stream until it ends: tasks go to onTask, acks to
 // whoever waits for their seq. It then fails the acks still awaited.
-func (s *workStream) receive(onTask streamHandler) {
+func (s *workStream) receive(onTask streamHandler, onCancel cancelHandler) {
 	// Headers come before any message, or not at all when the stream is
 	// refused (then Recv reports why).
 	if md, err := s.stream.Header(); err == nil && md != nil {
@@ -158,11 +164,13 @@ func (s *workStream) receive(onTask streamHandler) {
 				}
 				ack(results, nil)
 			}
+		case *rdqpb.WorkResponse_Cancel:
+			if c := kind.Cancel; c.GetId() != "" {
+				onCancel(c.GetId(), c.GetLeaseToken(), cancelledFromProto(c.GetRequest()))
+			}
 		default:
-			// A kind this SDK does not know (the server may add kinds,
-			// such as a notice about one running task): skipped, so a
-			// newer server never breaks an older worker. A notice about a
-			// task would find its run by id (Worker.running).
+			// A kind this SDK does not know (the server may add kinds):
+			// skipped, so a newer server never breaks an older worker.
 		}
 	}
 	switch {
@@ -244,33 +252,39 @@ func (s *workStream) settle(batch []Settle, ack ackFunc) error {
 	return s.send(&rdqpb.WorkRequest{Kind: &rdqpb.WorkRequest_Settle{Settle: &rdqpb.WorkSettle{Seq: seq, Settles: items}}}, seq, ack)
 }
 
-// extend extends one lease to extend from now and waits for its ack, or
-// for ctx. errStreamClosed when the stream takes no more messages.
-func (s *workStream) extend(ctx context.Context, id, leaseToken string, extend time.Duration) error {
+// extend extends one lease to extend from now and waits for its ack (its
+// one result), or for ctx. errStreamClosed when the stream takes no more
+// messages.
+func (s *workStream) extend(ctx context.Context, id, leaseToken string, extend time.Duration) (SettleResult, error) {
 	seq := s.nextSeq()
-	answer := make(chan error, 1)
+	type answered struct {
+		res SettleResult
+		err error
+	}
+	answer := make(chan answered, 1)
 	req := &rdqpb.WorkRequest{Kind: &rdqpb.WorkRequest_Extend{Extend: &rdqpb.WorkExtend{Seq: seq, Extend: &rdqpb.ExtendLeaseRequest{
 		Id: id, LeaseToken: leaseToken, ExtendMs: uint64(max(extend.Milliseconds(), 1)),
 	}}}}
 	err := s.send(req, seq, func(results []SettleResult, err error) {
+		var res SettleResult
 		if err == nil && len(results) > 0 {
-			err = results[0].Err
+			res, err = results[0], results[0].Err
 		}
-		answer <- err
+		answer <- answered{res, err}
 	})
 	if err != nil {
-		return err
+		return SettleResult{}, err
 	}
 	select {
-	case err := <-answer:
-		return err
+	case a := <-answer:
+		return a.res, a.err
 	case <-ctx.Done():
 		s.mu.Lock()
 		if s.acks != nil {
 			delete(s.acks, seq)
 		}
 		s.mu.Unlock()
-		return ctx.Err()
+		return SettleResult{}, ctx.Err()
 	}
 }
 

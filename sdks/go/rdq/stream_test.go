@@ -104,10 +104,10 @@ func (f *fakeWorkers) Work(stream rdqpb.Workers_WorkServer) error {
 	}
 	f.hellos <- req.GetHello()
 	for _, task := range f.tasks {
-		// Field 3 of WorkResponse's oneof, unknown here: a message naming a task.
+		// Field 15 of WorkResponse, unknown here: a message naming a task.
 		notice := &rdqpb.WorkResponse{}
 		inner := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), task.GetId())
-		notice.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, 3, protowire.BytesType), inner))
+		notice.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, 15, protowire.BytesType), inner))
 		if err := stream.Send(notice); err != nil {
 			return err
 		}

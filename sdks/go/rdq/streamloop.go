@@ -43,7 +43,7 @@ func (w *Worker) streamLoop(ctx, base context.Context) bool {
 		}
 		// Settles and extensions go on the stream from its first task on.
 		w.stream.Store(s)
-		s.start(func(s *workStream, t ClaimedTask, err error) { w.arrived(ctx, base, s, t, err) })
+		s.start(func(s *workStream, t ClaimedTask, err error) { w.arrived(ctx, base, s, t, err) }, w.cancelRun)
 		select {
 		case <-ctx.Done():
 			s.close(requestTimeout)

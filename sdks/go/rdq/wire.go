@@ -101,6 +101,16 @@ func envelopeFromProto(p *rdqpb.Envelope) (envelope.Envelope, error) {
 		// An unset message field is null unless omitted names it.
 		env.NullDeadReason()
 	}
+	if c := p.CancelRequested; c != nil {
+		r, err := cancelRequestFromProto(c)
+		if err != nil {
+			return env, err
+		}
+		env.CancelRequested = r
+	} else {
+		// As dead_reason: unset is null unless omitted names it.
+		env.NullCancelRequested()
+	}
 	for _, m := range p.Omitted {
 		if !env.Omit(m) {
 			return env, badEnvelope("omitted", "%q", m)
@@ -110,6 +120,31 @@ func envelopeFromProto(p *rdqpb.Envelope) (envelope.Envelope, error) {
 		return env, err
 	}
 	return env, nil
+}
+
+// cancelRequestFromProto is the cancel request a message carries (an
+// envelope's cancel_requested, a WorkCancel's request).
+func cancelRequestFromProto(c *rdqpb.CancelRequest) (*envelope.CancelRequest, error) {
+	if c == nil {
+		return nil, badEnvelope("cancel_requested", "missing")
+	}
+	r := envelope.CancelRequest{By: c.GetBy(), Message: c.Message}
+	var err error
+	if r.At, err = timestamp("cancel_requested.at", c.GetAt()); err != nil {
+		return nil, err
+	}
+	if r.By == "" {
+		return nil, badEnvelope("cancel_requested.by", "empty")
+	}
+	for _, m := range c.GetOmitted() {
+		if !r.Omit(m) {
+			return nil, badEnvelope("cancel_requested.omitted", "%q", m)
+		}
+	}
+	if r.Extra, err = envelope.ParseExtra(c.GetUnknownJson()); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 func attemptFromProto(p *rdqpb.AttemptRecord) (envelope.Attempt, error) {
@@ -228,7 +263,7 @@ func settleToProto(s Settle) *rdqpb.SettleRequest {
 
 // settleResultFromProto is one item of a WorkAck.
 func settleResultFromProto(r *rdqpb.SettleItemResult) SettleResult {
-	out := SettleResult{ID: r.GetId()}
+	out := SettleResult{ID: r.GetId(), CancelRequested: r.GetCancelRequested()}
 	switch {
 	case r.GetProblem() != nil:
 		out.Err = problemError(r.GetProblem())
@@ -238,6 +273,7 @@ func settleResultFromProto(r *rdqpb.SettleItemResult) SettleResult {
 			out.Err = fmt.Errorf("rdq: the settle answer for %s: %w", out.ID, err)
 		}
 		out.Envelope = env
+		out.CancelRequested = out.CancelRequested || env.CancelRequested != nil
 	}
 	return out
 }

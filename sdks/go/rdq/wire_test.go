@@ -62,7 +62,7 @@ func TestAProtoEnvelopeKeepsWhatItsJSONWouldKeep(t *testing.T) {
 	detail := `{"n": 1.0}`
 	p.Attempts[0].Error = &rdqpb.ErrorInfo{Type: "app.E", Message: "m", DetailJson: &detail, Stack: &stack}
 	p.Attempts[0].Omitted = []string{"finished_at"}
-	p.Omitted = append(p.Omitted, "dead_reason") // as the server sends a task without one
+	p.Omitted = append(p.Omitted, "dead_reason", "cancel_requested") // as the server sends a task without them
 	env, err := envelopeFromProto(p)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestADeadReasonMapsAsItsJSONWould(t *testing.T) {
 	p.Status = rdqpb.Status_DEAD
 	p.LeaseExpiresAt = nil
 	p.Attempts = nil
-	p.Omitted = append(p.Omitted, "attempts")
+	p.Omitted = append(p.Omitted, "attempts", "cancel_requested")
 	p.DeadReason = &rdqpb.DeadReason{Code: "CANCELLED", At: "2026-07-20T14:04:00.000Z", By: "ops", Omitted: []string{"message"},
 		UnknownJson: `{"zone":1.50}`}
 	env, err := envelopeFromProto(p)
@@ -121,5 +121,60 @@ func TestADeadReasonMapsAsItsJSONWould(t *testing.T) {
 	p.DeadReason = &rdqpb.DeadReason{Code: "CANCELLED", At: "yesterday", By: "ops"}
 	if _, err = envelopeFromProto(p); err == nil {
 		t.Fatal("a bad dead_reason.at was accepted")
+	}
+}
+
+func TestACancelRequestMapsAsItsJSONWould(t *testing.T) {
+	p := validProto()
+	p.Omitted = append(p.Omitted, "dead_reason")
+	msg := "customer withdrew"
+	p.CancelRequested = &rdqpb.CancelRequest{At: "2026-07-20T14:04:00.000Z", By: "ops", Message: &msg,
+		UnknownJson: `{"zone":1.50}`}
+	env, err := envelopeFromProto(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := env.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(got), `"cancel_requested":{"at":"2026-07-20T14:04:00.000Z","by":"ops","message":"customer withdrew","zone":1.50}}`) {
+		t.Fatalf("got %s", got)
+	}
+	p.CancelRequested = &rdqpb.CancelRequest{At: "2026-07-20T14:04:00.000Z", By: "ops", Omitted: []string{"message"}}
+	if env, err = envelopeFromProto(p); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = env.Encode(); !strings.HasSuffix(string(got), `"cancel_requested":{"at":"2026-07-20T14:04:00.000Z","by":"ops"}}`) {
+		t.Fatalf("got %s", got)
+	}
+	// Unset and not named in omitted: the JSON had null.
+	p.CancelRequested = nil
+	if env, err = envelopeFromProto(p); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = env.Encode(); !strings.HasSuffix(string(got), `"cancel_requested":null}`) {
+		t.Fatalf("got %s", got)
+	}
+	// Named in omitted: left out.
+	p.Omitted = append(p.Omitted, "cancel_requested")
+	if env, err = envelopeFromProto(p); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = env.Encode(); strings.Contains(string(got), "cancel_requested") {
+		t.Fatalf("got %s", got)
+	}
+	for name, bad := range map[string]*rdqpb.CancelRequest{
+		"bad at":          {At: "yesterday", By: "ops"},
+		"empty by":        {At: "2026-07-20T14:04:00.000Z"},
+		"unknown omitted": {At: "2026-07-20T14:04:00.000Z", By: "ops", Omitted: []string{"by"}},
+		"unknown_json":    {At: "2026-07-20T14:04:00.000Z", By: "ops", UnknownJson: "[1]"},
+	} {
+		p.CancelRequested = bad
+		_, err := envelopeFromProto(p)
+		var e *envelope.Error
+		if !errors.As(err, &e) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

@@ -186,6 +186,9 @@ type run struct {
 	deadline, next  time.Time
 	finished        bool
 	extending       chan struct{}
+	// cancelled is the cancel asked of the task while it ran (nil: none
+	// known), guarded by Worker.mu.
+	cancelled *CancelledError
 }
 
 type settleItem struct {
@@ -381,8 +384,13 @@ func (w *Worker) work(r *run) {
 	r.began = true
 	w.mu.Unlock()
 	var outcome Outcome
-	if !waited {
+	if !waited { // not released, lost or cancelled while it waited for a handler slot
 		outcome = w.execute(r.ctx, r.task.Envelope)
+		// A handler stopped by a cancel is a cancelled failure, unless it
+		// succeeded all the same.
+		if ce, cancelled := CancelRequested(r.ctx); cancelled && outcome.kind != kindSuccess {
+			outcome = cancelledOutcome(ce)
+		}
 	}
 	r.cancel(nil)
 	s := Settle{ID: r.task.ID, LeaseToken: r.task.LeaseToken, Outcome: outcome.Settlement(), Error: outcome.settleError()}

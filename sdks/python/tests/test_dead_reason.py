@@ -131,6 +131,8 @@ def _to_proto(env: Envelope) -> envelope_pb2.Envelope:
     omitted = set(env.omitted)
     if env.dead_reason is None and not env.dead_reason_null:
         omitted.add("dead_reason")
+    if env.cancel_requested is None and not env.cancel_requested_null:
+        omitted.add("cancel_requested")
     p = envelope_pb2.Envelope(
         envelope_version=env.envelope_version,
         id=env.id,
@@ -178,6 +180,13 @@ def _to_proto(env: Envelope) -> envelope_pb2.Envelope:
         p.dead_reason.unknown_json = unknown(r.extra)
         if r.message is not None:
             p.dead_reason.message = r.message
+    c = env.cancel_requested
+    if c is not None:
+        p.cancel_requested.at, p.cancel_requested.by = c.at, c.by
+        p.cancel_requested.omitted.extend(order(c.omitted, envelope.codec.CANCEL_REQUEST_KEYS))
+        p.cancel_requested.unknown_json = unknown(c.extra)
+        if c.message is not None:
+            p.cancel_requested.message = c.message
     return p
 
 

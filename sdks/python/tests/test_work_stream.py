@@ -1,6 +1,6 @@
 """The Work stream's reader against a scripted stream: messages of a kind
-this SDK does not know (the server's coming cancellation notice) are
-ignored, and the stream goes on."""
+this SDK does not know (a newer server's) are ignored, and the stream goes
+on."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from rdq._grpc_transport import GrpcTransport
 from rdq.envelope import Status
 from rdq.v1 import api_pb2, api_pb2_grpc, envelope_pb2
 
-# Field 3 of WorkResponse, length-delimited and empty: a kind added later.
-UNKNOWN_KIND = b"\x1a\x00"
+# Field 15 of WorkResponse, length-delimited and empty: a kind added later.
+UNKNOWN_KIND = b"\x7a\x00"
 
 
 class ScriptedCall:

@@ -1902,7 +1902,9 @@ type CancelTasksRequest struct {
 	// Report, change nothing.
 	DryRun bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// Why, recorded in each task's dead reason (cut to 4 KiB).
-	Message       *string `protobuf:"bytes,8,opt,name=message,proto3,oneof" json:"message,omitempty"`
+	Message *string `protobuf:"bytes,8,opt,name=message,proto3,oneof" json:"message,omitempty"`
+	// Leave running (IN_FLIGHT) tasks alone: cancel only PENDING ones.
+	PendingOnly   bool `protobuf:"varint,9,opt,name=pending_only,json=pendingOnly,proto3" json:"pending_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1991,6 +1993,13 @@ func (x *CancelTasksRequest) GetMessage() string {
 		return *x.Message
 	}
 	return ""
+}
+
+func (x *CancelTasksRequest) GetPendingOnly() bool {
+	if x != nil {
+		return x.PendingOnly
+	}
+	return false
 }
 
 // Which tasks of a queue to list.
@@ -2148,8 +2157,11 @@ type CancelTasksResponse struct {
 	DryRun bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// How many were (or would be) cancelled.
 	Count uint64 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
-	// Which.
-	Ids           []string `protobuf:"bytes,4,rep,name=ids,proto3" json:"ids,omitempty"`
+	// Which: every task cancelled or asked to stop.
+	Ids []string `protobuf:"bytes,4,rep,name=ids,proto3" json:"ids,omitempty"`
+	// Those of `ids` that were running: asked to stop, they end DEAD with
+	// reason CANCELLED unless their handler succeeds first.
+	Running       []string `protobuf:"bytes,5,rep,name=running,proto3" json:"running,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2208,6 +2220,13 @@ func (x *CancelTasksResponse) GetCount() uint64 {
 func (x *CancelTasksResponse) GetIds() []string {
 	if x != nil {
 		return x.Ids
+	}
+	return nil
+}
+
+func (x *CancelTasksResponse) GetRunning() []string {
+	if x != nil {
+		return x.Running
 	}
 	return nil
 }
@@ -3060,9 +3079,14 @@ type SettleItemResult struct {
 	// The task's new state, on success.
 	Envelope *Envelope `protobuf:"bytes,2,opt,name=envelope,proto3" json:"envelope,omitempty"`
 	// Why the item was refused; unset on success.
-	Problem       *Problem `protobuf:"bytes,3,opt,name=problem,proto3" json:"problem,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Problem *Problem `protobuf:"bytes,3,opt,name=problem,proto3" json:"problem,omitempty"`
+	// For a lease extension: a cancel was asked of the task while it ran
+	// (its envelope's `cancel_requested`; set in bare acks too). The worker
+	// should stop the handler: a success still counts, any other outcome
+	// ends the task DEAD with reason CANCELLED.
+	CancelRequested bool `protobuf:"varint,4,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SettleItemResult) Reset() {
@@ -3114,6 +3138,13 @@ func (x *SettleItemResult) GetProblem() *Problem {
 		return x.Problem
 	}
 	return nil
+}
+
+func (x *SettleItemResult) GetCancelRequested() bool {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return false
 }
 
 // One result per item, in order.
@@ -3590,6 +3621,7 @@ type WorkResponse struct {
 	//
 	//	*WorkResponse_Task
 	//	*WorkResponse_Ack
+	//	*WorkResponse_Cancel
 	Kind          isWorkResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3650,6 +3682,15 @@ func (x *WorkResponse) GetAck() *WorkAck {
 	return nil
 }
 
+func (x *WorkResponse) GetCancel() *WorkCancel {
+	if x != nil {
+		if x, ok := x.Kind.(*WorkResponse_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
 type isWorkResponse_Kind interface {
 	isWorkResponse_Kind()
 }
@@ -3664,9 +3705,83 @@ type WorkResponse_Ack struct {
 	Ack *WorkAck `protobuf:"bytes,2,opt,name=ack,proto3,oneof"`
 }
 
+type WorkResponse_Cancel struct {
+	// A cancel was asked of a task this stream handed out and has not
+	// settled yet; sent once per task, as soon as the server learns of it.
+	Cancel *WorkCancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
+}
+
 func (*WorkResponse_Task) isWorkResponse_Kind() {}
 
 func (*WorkResponse_Ack) isWorkResponse_Kind() {}
+
+func (*WorkResponse_Cancel) isWorkResponse_Kind() {}
+
+// Tells a worker to stop a running task (see docs/outcomes.md, cancelling
+// running tasks): a success it still reports counts; a failure, deferral
+// or release ends the task DEAD with reason CANCELLED, spending no attempt.
+type WorkCancel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The lease token the task was handed out with.
+	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	// Who asked, when and why.
+	Request       *CancelRequest `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkCancel) Reset() {
+	*x = WorkCancel{}
+	mi := &file_rdq_v1_api_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkCancel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkCancel) ProtoMessage() {}
+
+func (x *WorkCancel) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkCancel.ProtoReflect.Descriptor instead.
+func (*WorkCancel) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *WorkCancel) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *WorkCancel) GetLeaseToken() string {
+	if x != nil {
+		return x.LeaseToken
+	}
+	return ""
+}
+
+func (x *WorkCancel) GetRequest() *CancelRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
 
 // Acknowledges a WorkSettle (one result per settle, in order) or a
 // WorkExtend (one result).
@@ -3682,7 +3797,7 @@ type WorkAck struct {
 
 func (x *WorkAck) Reset() {
 	*x = WorkAck{}
-	mi := &file_rdq_v1_api_proto_msgTypes[54]
+	mi := &file_rdq_v1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3694,7 +3809,7 @@ func (x *WorkAck) String() string {
 func (*WorkAck) ProtoMessage() {}
 
 func (x *WorkAck) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[54]
+	mi := &file_rdq_v1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3707,7 +3822,7 @@ func (x *WorkAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkAck.ProtoReflect.Descriptor instead.
 func (*WorkAck) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{54}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *WorkAck) GetSeq() uint64 {
@@ -3873,7 +3988,7 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"error_type\x18\x02 \x01(\tH\x00R\terrorType\x88\x01\x01\x12\x1b\n" +
 	"\x06reason\x18\x03 \x01(\tH\x01R\x06reason\x88\x01\x01B\r\n" +
 	"\v_error_typeB\t\n" +
-	"\a_reason\"\x95\x03\n" +
+	"\a_reason\"\xb8\x03\n" +
 	"\x12CancelTasksRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
 	"\x03ids\x18\x02 \x03(\tR\x03ids\x12$\n" +
@@ -3883,7 +3998,8 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\rolder_than_ms\x18\x05 \x01(\x04H\x01R\volderThanMs\x88\x01\x01\x12\x19\n" +
 	"\x05limit\x18\x06 \x01(\x04H\x02R\x05limit\x88\x01\x01\x12\x17\n" +
 	"\adry_run\x18\a \x01(\bR\x06dryRun\x12\x1d\n" +
-	"\amessage\x18\b \x01(\tH\x03R\amessage\x88\x01\x01\x1a:\n" +
+	"\amessage\x18\b \x01(\tH\x03R\amessage\x88\x01\x01\x12!\n" +
+	"\fpending_only\x18\t \x01(\bR\vpendingOnly\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0e\n" +
@@ -3910,12 +4026,13 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\v2\x10.rdq.v1.EnvelopeR\x05items\x12$\n" +
 	"\vnext_cursor\x18\x02 \x01(\tH\x00R\n" +
 	"nextCursor\x88\x01\x01B\x0e\n" +
-	"\f_next_cursor\"l\n" +
+	"\f_next_cursor\"\x86\x01\n" +
 	"\x13CancelTasksResponse\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x14\n" +
 	"\x05count\x18\x03 \x01(\x04R\x05count\x12\x10\n" +
-	"\x03ids\x18\x04 \x03(\tR\x03ids\")\n" +
+	"\x03ids\x18\x04 \x03(\tR\x03ids\x12\x18\n" +
+	"\arunning\x18\x05 \x03(\tR\arunning\")\n" +
 	"\x11DlqReasonsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"Y\n" +
 	"\x12DlqReasonsResponse\x12\x14\n" +
@@ -3974,11 +4091,12 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\x06_errorB\v\n" +
 	"\t_defer_ms\"E\n" +
 	"\x12SettleBatchRequest\x12/\n" +
-	"\asettles\x18\x01 \x03(\v2\x15.rdq.v1.SettleRequestR\asettles\"{\n" +
+	"\asettles\x18\x01 \x03(\v2\x15.rdq.v1.SettleRequestR\asettles\"\xa6\x01\n" +
 	"\x10SettleItemResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12,\n" +
 	"\benvelope\x18\x02 \x01(\v2\x10.rdq.v1.EnvelopeR\benvelope\x12)\n" +
-	"\aproblem\x18\x03 \x01(\v2\x0f.rdq.v1.ProblemR\aproblem\"I\n" +
+	"\aproblem\x18\x03 \x01(\v2\x0f.rdq.v1.ProblemR\aproblem\x12)\n" +
+	"\x10cancel_requested\x18\x04 \x01(\bR\x0fcancelRequested\"I\n" +
 	"\x13SettleBatchResponse\x122\n" +
 	"\aresults\x18\x01 \x03(\v2\x18.rdq.v1.SettleItemResultR\aresults\"b\n" +
 	"\x12ExtendLeaseRequest\x12\x0e\n" +
@@ -4008,11 +4126,18 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"WorkExtend\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x122\n" +
-	"\x06extend\x18\x02 \x01(\v2\x1a.rdq.v1.ExtendLeaseRequestR\x06extend\"e\n" +
+	"\x06extend\x18\x02 \x01(\v2\x1a.rdq.v1.ExtendLeaseRequestR\x06extend\"\x93\x01\n" +
 	"\fWorkResponse\x12(\n" +
 	"\x04task\x18\x01 \x01(\v2\x12.rdq.v1.LeasedTaskH\x00R\x04task\x12#\n" +
-	"\x03ack\x18\x02 \x01(\v2\x0f.rdq.v1.WorkAckH\x00R\x03ackB\x06\n" +
-	"\x04kind\"O\n" +
+	"\x03ack\x18\x02 \x01(\v2\x0f.rdq.v1.WorkAckH\x00R\x03ack\x12,\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x12.rdq.v1.WorkCancelH\x00R\x06cancelB\x06\n" +
+	"\x04kind\"n\n" +
+	"\n" +
+	"WorkCancel\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vlease_token\x18\x02 \x01(\tR\n" +
+	"leaseToken\x12/\n" +
+	"\arequest\x18\x03 \x01(\v2\x15.rdq.v1.CancelRequestR\arequest\"O\n" +
 	"\aWorkAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x122\n" +
 	"\aresults\x18\x02 \x03(\v2\x18.rdq.v1.SettleItemResultR\aresults*\xc9\x01\n" +
@@ -4070,7 +4195,7 @@ func file_rdq_v1_api_proto_rawDescGZIP() []byte {
 }
 
 var file_rdq_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_rdq_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_rdq_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_rdq_v1_api_proto_goTypes = []any{
 	(ReportedOutcome)(0),         // 0: rdq.v1.ReportedOutcome
 	(DeferThrottle)(0),           // 1: rdq.v1.DeferThrottle
@@ -4128,39 +4253,41 @@ var file_rdq_v1_api_proto_goTypes = []any{
 	(*WorkSettle)(nil),           // 53: rdq.v1.WorkSettle
 	(*WorkExtend)(nil),           // 54: rdq.v1.WorkExtend
 	(*WorkResponse)(nil),         // 55: rdq.v1.WorkResponse
-	(*WorkAck)(nil),              // 56: rdq.v1.WorkAck
-	nil,                          // 57: rdq.v1.SubmitRequest.HeadersEntry
-	nil,                          // 58: rdq.v1.CapabilitiesResponse.CapabilitiesEntry
-	nil,                          // 59: rdq.v1.CancelTasksRequest.HeadersEntry
-	nil,                          // 60: rdq.v1.ListTasksRequest.HeadersEntry
-	(*Envelope)(nil),             // 61: rdq.v1.Envelope
-	(Status)(0),                  // 62: rdq.v1.Status
+	(*WorkCancel)(nil),           // 56: rdq.v1.WorkCancel
+	(*WorkAck)(nil),              // 57: rdq.v1.WorkAck
+	nil,                          // 58: rdq.v1.SubmitRequest.HeadersEntry
+	nil,                          // 59: rdq.v1.CapabilitiesResponse.CapabilitiesEntry
+	nil,                          // 60: rdq.v1.CancelTasksRequest.HeadersEntry
+	nil,                          // 61: rdq.v1.ListTasksRequest.HeadersEntry
+	(*Envelope)(nil),             // 62: rdq.v1.Envelope
+	(Status)(0),                  // 63: rdq.v1.Status
+	(*CancelRequest)(nil),        // 64: rdq.v1.CancelRequest
 }
 var file_rdq_v1_api_proto_depIdxs = []int32{
-	61, // 0: rdq.v1.TaskResponse.envelope:type_name -> rdq.v1.Envelope
-	57, // 1: rdq.v1.SubmitRequest.headers:type_name -> rdq.v1.SubmitRequest.HeadersEntry
-	61, // 2: rdq.v1.SubmitResponse.envelope:type_name -> rdq.v1.Envelope
+	62, // 0: rdq.v1.TaskResponse.envelope:type_name -> rdq.v1.Envelope
+	58, // 1: rdq.v1.SubmitRequest.headers:type_name -> rdq.v1.SubmitRequest.HeadersEntry
+	62, // 2: rdq.v1.SubmitResponse.envelope:type_name -> rdq.v1.Envelope
 	4,  // 3: rdq.v1.SubmitBatchRequest.tasks:type_name -> rdq.v1.SubmitRequest
-	61, // 4: rdq.v1.SubmitItemResult.envelope:type_name -> rdq.v1.Envelope
+	62, // 4: rdq.v1.SubmitItemResult.envelope:type_name -> rdq.v1.Envelope
 	2,  // 5: rdq.v1.SubmitItemResult.problem:type_name -> rdq.v1.Problem
 	7,  // 6: rdq.v1.SubmitBatchResponse.results:type_name -> rdq.v1.SubmitItemResult
 	13, // 7: rdq.v1.ListQueuesResponse.queues:type_name -> rdq.v1.QueueRow
-	58, // 8: rdq.v1.CapabilitiesResponse.capabilities:type_name -> rdq.v1.CapabilitiesResponse.CapabilitiesEntry
+	59, // 8: rdq.v1.CapabilitiesResponse.capabilities:type_name -> rdq.v1.CapabilitiesResponse.CapabilitiesEntry
 	22, // 9: rdq.v1.FlowResponse.keys:type_name -> rdq.v1.FlowKeyStatus
-	61, // 10: rdq.v1.DlqListResponse.items:type_name -> rdq.v1.Envelope
-	59, // 11: rdq.v1.CancelTasksRequest.headers:type_name -> rdq.v1.CancelTasksRequest.HeadersEntry
-	62, // 12: rdq.v1.ListTasksRequest.status:type_name -> rdq.v1.Status
-	60, // 13: rdq.v1.ListTasksRequest.headers:type_name -> rdq.v1.ListTasksRequest.HeadersEntry
-	61, // 14: rdq.v1.ListTasksResponse.items:type_name -> rdq.v1.Envelope
+	62, // 10: rdq.v1.DlqListResponse.items:type_name -> rdq.v1.Envelope
+	60, // 11: rdq.v1.CancelTasksRequest.headers:type_name -> rdq.v1.CancelTasksRequest.HeadersEntry
+	63, // 12: rdq.v1.ListTasksRequest.status:type_name -> rdq.v1.Status
+	61, // 13: rdq.v1.ListTasksRequest.headers:type_name -> rdq.v1.ListTasksRequest.HeadersEntry
+	62, // 14: rdq.v1.ListTasksResponse.items:type_name -> rdq.v1.Envelope
 	36, // 15: rdq.v1.DlqReasonsResponse.reasons:type_name -> rdq.v1.ReasonCount
-	61, // 16: rdq.v1.ImportRequest.envelope:type_name -> rdq.v1.Envelope
-	61, // 17: rdq.v1.LeasedTask.envelope:type_name -> rdq.v1.Envelope
+	62, // 16: rdq.v1.ImportRequest.envelope:type_name -> rdq.v1.Envelope
+	62, // 17: rdq.v1.LeasedTask.envelope:type_name -> rdq.v1.Envelope
 	42, // 18: rdq.v1.ClaimResponse.tasks:type_name -> rdq.v1.LeasedTask
 	0,  // 19: rdq.v1.SettleRequest.outcome:type_name -> rdq.v1.ReportedOutcome
 	44, // 20: rdq.v1.SettleRequest.error:type_name -> rdq.v1.ReportedError
 	1,  // 21: rdq.v1.SettleRequest.throttle:type_name -> rdq.v1.DeferThrottle
 	45, // 22: rdq.v1.SettleBatchRequest.settles:type_name -> rdq.v1.SettleRequest
-	61, // 23: rdq.v1.SettleItemResult.envelope:type_name -> rdq.v1.Envelope
+	62, // 23: rdq.v1.SettleItemResult.envelope:type_name -> rdq.v1.Envelope
 	2,  // 24: rdq.v1.SettleItemResult.problem:type_name -> rdq.v1.Problem
 	47, // 25: rdq.v1.SettleBatchResponse.results:type_name -> rdq.v1.SettleItemResult
 	51, // 26: rdq.v1.WorkRequest.hello:type_name -> rdq.v1.WorkHello
@@ -4170,61 +4297,63 @@ var file_rdq_v1_api_proto_depIdxs = []int32{
 	45, // 30: rdq.v1.WorkSettle.settles:type_name -> rdq.v1.SettleRequest
 	49, // 31: rdq.v1.WorkExtend.extend:type_name -> rdq.v1.ExtendLeaseRequest
 	42, // 32: rdq.v1.WorkResponse.task:type_name -> rdq.v1.LeasedTask
-	56, // 33: rdq.v1.WorkResponse.ack:type_name -> rdq.v1.WorkAck
-	47, // 34: rdq.v1.WorkAck.results:type_name -> rdq.v1.SettleItemResult
-	4,  // 35: rdq.v1.Tasks.Submit:input_type -> rdq.v1.SubmitRequest
-	6,  // 36: rdq.v1.Tasks.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
-	9,  // 37: rdq.v1.Tasks.Get:input_type -> rdq.v1.GetTaskRequest
-	10, // 38: rdq.v1.Tasks.Delete:input_type -> rdq.v1.DeleteTaskRequest
-	30, // 39: rdq.v1.Tasks.Cancel:input_type -> rdq.v1.CancelTasksRequest
-	31, // 40: rdq.v1.Tasks.List:input_type -> rdq.v1.ListTasksRequest
-	12, // 41: rdq.v1.Queues.List:input_type -> rdq.v1.ListQueuesRequest
-	15, // 42: rdq.v1.Queues.GetConfig:input_type -> rdq.v1.GetConfigRequest
-	16, // 43: rdq.v1.Queues.PutConfig:input_type -> rdq.v1.PutConfigRequest
-	18, // 44: rdq.v1.Queues.Capabilities:input_type -> rdq.v1.CapabilitiesRequest
-	20, // 45: rdq.v1.Queues.GetFlow:input_type -> rdq.v1.GetFlowRequest
-	21, // 46: rdq.v1.Queues.Throttle:input_type -> rdq.v1.ThrottleRequest
-	24, // 47: rdq.v1.Dlq.List:input_type -> rdq.v1.DlqListRequest
-	26, // 48: rdq.v1.Dlq.Show:input_type -> rdq.v1.DlqShowRequest
-	27, // 49: rdq.v1.Dlq.Redrive:input_type -> rdq.v1.RedriveRequest
-	29, // 50: rdq.v1.Dlq.Export:input_type -> rdq.v1.ExportRequest
-	37, // 51: rdq.v1.Dlq.Import:input_type -> rdq.v1.ImportRequest
-	39, // 52: rdq.v1.Dlq.Purge:input_type -> rdq.v1.PurgeRequest
-	34, // 53: rdq.v1.Dlq.Reasons:input_type -> rdq.v1.DlqReasonsRequest
-	41, // 54: rdq.v1.Workers.Claim:input_type -> rdq.v1.ClaimRequest
-	45, // 55: rdq.v1.Workers.Settle:input_type -> rdq.v1.SettleRequest
-	46, // 56: rdq.v1.Workers.SettleBatch:input_type -> rdq.v1.SettleBatchRequest
-	49, // 57: rdq.v1.Workers.ExtendLease:input_type -> rdq.v1.ExtendLeaseRequest
-	50, // 58: rdq.v1.Workers.Work:input_type -> rdq.v1.WorkRequest
-	5,  // 59: rdq.v1.Tasks.Submit:output_type -> rdq.v1.SubmitResponse
-	8,  // 60: rdq.v1.Tasks.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
-	3,  // 61: rdq.v1.Tasks.Get:output_type -> rdq.v1.TaskResponse
-	11, // 62: rdq.v1.Tasks.Delete:output_type -> rdq.v1.DeleteTaskResponse
-	33, // 63: rdq.v1.Tasks.Cancel:output_type -> rdq.v1.CancelTasksResponse
-	32, // 64: rdq.v1.Tasks.List:output_type -> rdq.v1.ListTasksResponse
-	14, // 65: rdq.v1.Queues.List:output_type -> rdq.v1.ListQueuesResponse
-	17, // 66: rdq.v1.Queues.GetConfig:output_type -> rdq.v1.QueueConfigResponse
-	17, // 67: rdq.v1.Queues.PutConfig:output_type -> rdq.v1.QueueConfigResponse
-	19, // 68: rdq.v1.Queues.Capabilities:output_type -> rdq.v1.CapabilitiesResponse
-	23, // 69: rdq.v1.Queues.GetFlow:output_type -> rdq.v1.FlowResponse
-	23, // 70: rdq.v1.Queues.Throttle:output_type -> rdq.v1.FlowResponse
-	25, // 71: rdq.v1.Dlq.List:output_type -> rdq.v1.DlqListResponse
-	3,  // 72: rdq.v1.Dlq.Show:output_type -> rdq.v1.TaskResponse
-	28, // 73: rdq.v1.Dlq.Redrive:output_type -> rdq.v1.RedriveResponse
-	3,  // 74: rdq.v1.Dlq.Export:output_type -> rdq.v1.TaskResponse
-	38, // 75: rdq.v1.Dlq.Import:output_type -> rdq.v1.ImportResponse
-	40, // 76: rdq.v1.Dlq.Purge:output_type -> rdq.v1.PurgeResponse
-	35, // 77: rdq.v1.Dlq.Reasons:output_type -> rdq.v1.DlqReasonsResponse
-	43, // 78: rdq.v1.Workers.Claim:output_type -> rdq.v1.ClaimResponse
-	3,  // 79: rdq.v1.Workers.Settle:output_type -> rdq.v1.TaskResponse
-	48, // 80: rdq.v1.Workers.SettleBatch:output_type -> rdq.v1.SettleBatchResponse
-	3,  // 81: rdq.v1.Workers.ExtendLease:output_type -> rdq.v1.TaskResponse
-	55, // 82: rdq.v1.Workers.Work:output_type -> rdq.v1.WorkResponse
-	59, // [59:83] is the sub-list for method output_type
-	35, // [35:59] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	57, // 33: rdq.v1.WorkResponse.ack:type_name -> rdq.v1.WorkAck
+	56, // 34: rdq.v1.WorkResponse.cancel:type_name -> rdq.v1.WorkCancel
+	64, // 35: rdq.v1.WorkCancel.request:type_name -> rdq.v1.CancelRequest
+	47, // 36: rdq.v1.WorkAck.results:type_name -> rdq.v1.SettleItemResult
+	4,  // 37: rdq.v1.Tasks.Submit:input_type -> rdq.v1.SubmitRequest
+	6,  // 38: rdq.v1.Tasks.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
+	9,  // 39: rdq.v1.Tasks.Get:input_type -> rdq.v1.GetTaskRequest
+	10, // 40: rdq.v1.Tasks.Delete:input_type -> rdq.v1.DeleteTaskRequest
+	30, // 41: rdq.v1.Tasks.Cancel:input_type -> rdq.v1.CancelTasksRequest
+	31, // 42: rdq.v1.Tasks.List:input_type -> rdq.v1.ListTasksRequest
+	12, // 43: rdq.v1.Queues.List:input_type -> rdq.v1.ListQueuesRequest
+	15, // 44: rdq.v1.Queues.GetConfig:input_type -> rdq.v1.GetConfigRequest
+	16, // 45: rdq.v1.Queues.PutConfig:input_type -> rdq.v1.PutConfigRequest
+	18, // 46: rdq.v1.Queues.Capabilities:input_type -> rdq.v1.CapabilitiesRequest
+	20, // 47: rdq.v1.Queues.GetFlow:input_type -> rdq.v1.GetFlowRequest
+	21, // 48: rdq.v1.Queues.Throttle:input_type -> rdq.v1.ThrottleRequest
+	24, // 49: rdq.v1.Dlq.List:input_type -> rdq.v1.DlqListRequest
+	26, // 50: rdq.v1.Dlq.Show:input_type -> rdq.v1.DlqShowRequest
+	27, // 51: rdq.v1.Dlq.Redrive:input_type -> rdq.v1.RedriveRequest
+	29, // 52: rdq.v1.Dlq.Export:input_type -> rdq.v1.ExportRequest
+	37, // 53: rdq.v1.Dlq.Import:input_type -> rdq.v1.ImportRequest
+	39, // 54: rdq.v1.Dlq.Purge:input_type -> rdq.v1.PurgeRequest
+	34, // 55: rdq.v1.Dlq.Reasons:input_type -> rdq.v1.DlqReasonsRequest
+	41, // 56: rdq.v1.Workers.Claim:input_type -> rdq.v1.ClaimRequest
+	45, // 57: rdq.v1.Workers.Settle:input_type -> rdq.v1.SettleRequest
+	46, // 58: rdq.v1.Workers.SettleBatch:input_type -> rdq.v1.SettleBatchRequest
+	49, // 59: rdq.v1.Workers.ExtendLease:input_type -> rdq.v1.ExtendLeaseRequest
+	50, // 60: rdq.v1.Workers.Work:input_type -> rdq.v1.WorkRequest
+	5,  // 61: rdq.v1.Tasks.Submit:output_type -> rdq.v1.SubmitResponse
+	8,  // 62: rdq.v1.Tasks.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
+	3,  // 63: rdq.v1.Tasks.Get:output_type -> rdq.v1.TaskResponse
+	11, // 64: rdq.v1.Tasks.Delete:output_type -> rdq.v1.DeleteTaskResponse
+	33, // 65: rdq.v1.Tasks.Cancel:output_type -> rdq.v1.CancelTasksResponse
+	32, // 66: rdq.v1.Tasks.List:output_type -> rdq.v1.ListTasksResponse
+	14, // 67: rdq.v1.Queues.List:output_type -> rdq.v1.ListQueuesResponse
+	17, // 68: rdq.v1.Queues.GetConfig:output_type -> rdq.v1.QueueConfigResponse
+	17, // 69: rdq.v1.Queues.PutConfig:output_type -> rdq.v1.QueueConfigResponse
+	19, // 70: rdq.v1.Queues.Capabilities:output_type -> rdq.v1.CapabilitiesResponse
+	23, // 71: rdq.v1.Queues.GetFlow:output_type -> rdq.v1.FlowResponse
+	23, // 72: rdq.v1.Queues.Throttle:output_type -> rdq.v1.FlowResponse
+	25, // 73: rdq.v1.Dlq.List:output_type -> rdq.v1.DlqListResponse
+	3,  // 74: rdq.v1.Dlq.Show:output_type -> rdq.v1.TaskResponse
+	28, // 75: rdq.v1.Dlq.Redrive:output_type -> rdq.v1.RedriveResponse
+	3,  // 76: rdq.v1.Dlq.Export:output_type -> rdq.v1.TaskResponse
+	38, // 77: rdq.v1.Dlq.Import:output_type -> rdq.v1.ImportResponse
+	40, // 78: rdq.v1.Dlq.Purge:output_type -> rdq.v1.PurgeResponse
+	35, // 79: rdq.v1.Dlq.Reasons:output_type -> rdq.v1.DlqReasonsResponse
+	43, // 80: rdq.v1.Workers.Claim:output_type -> rdq.v1.ClaimResponse
+	3,  // 81: rdq.v1.Workers.Settle:output_type -> rdq.v1.TaskResponse
+	48, // 82: rdq.v1.Workers.SettleBatch:output_type -> rdq.v1.SettleBatchResponse
+	3,  // 83: rdq.v1.Workers.ExtendLease:output_type -> rdq.v1.TaskResponse
+	55, // 84: rdq.v1.Workers.Work:output_type -> rdq.v1.WorkResponse
+	61, // [61:85] is the sub-list for method output_type
+	37, // [37:61] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_rdq_v1_api_proto_init() }
@@ -4262,6 +4391,7 @@ func file_rdq_v1_api_proto_init() {
 	file_rdq_v1_api_proto_msgTypes[53].OneofWrappers = []any{
 		(*WorkResponse_Task)(nil),
 		(*WorkResponse_Ack)(nil),
+		(*WorkResponse_Cancel)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4269,7 +4399,7 @@ func file_rdq_v1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rdq_v1_api_proto_rawDesc), len(file_rdq_v1_api_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   59,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

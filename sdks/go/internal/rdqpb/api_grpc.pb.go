@@ -48,8 +48,9 @@ type TasksClient interface {
 	Get(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*TaskResponse, error)
 	// Removes a task whatever its status (scope `admin`).
 	Delete(ctx context.Context, in *DeleteTaskRequest, opts ...grpc.CallOption) (*DeleteTaskResponse, error)
-	// Cancels PENDING tasks of a queue by id or filter (scope `admin`;
-	// audited): each becomes DEAD with reason CANCELLED.
+	// Cancels tasks of a queue by id or filter (scope `admin`; audited): a
+	// PENDING task becomes DEAD with reason CANCELLED; a running one is
+	// asked to stop (its worker is told; see docs/outcomes.md).
 	Cancel(ctx context.Context, in *CancelTasksRequest, opts ...grpc.CallOption) (*CancelTasksResponse, error)
 	// One page of a queue's tasks, newest first, by status, handler and
 	// headers (any scope on the queue).
@@ -139,8 +140,9 @@ type TasksServer interface {
 	Get(context.Context, *GetTaskRequest) (*TaskResponse, error)
 	// Removes a task whatever its status (scope `admin`).
 	Delete(context.Context, *DeleteTaskRequest) (*DeleteTaskResponse, error)
-	// Cancels PENDING tasks of a queue by id or filter (scope `admin`;
-	// audited): each becomes DEAD with reason CANCELLED.
+	// Cancels tasks of a queue by id or filter (scope `admin`; audited): a
+	// PENDING task becomes DEAD with reason CANCELLED; a running one is
+	// asked to stop (its worker is told; see docs/outcomes.md).
 	Cancel(context.Context, *CancelTasksRequest) (*CancelTasksResponse, error)
 	// One page of a queue's tasks, newest first, by status, handler and
 	// headers (any scope on the queue).

@@ -200,9 +200,10 @@ type Envelope struct {
 	// JSON names of the optional members the JSON writer left out
 	// (`handler_version`, `payload_ref`, `headers`, `priority`,
 	// `deferral_count`, `attempt_count`, `redrive_count`, `claim_count`,
-	// `next_attempt_at`, `lease_expires_at`, `attempts`, `dead_reason`), in
-	// the order of docs/envelope.md. For every envelope rdq writes: only
-	// `payload_ref`, and `dead_reason` when the task has none.
+	// `next_attempt_at`, `lease_expires_at`, `attempts`, `dead_reason`,
+	// `cancel_requested`), in the order of docs/envelope.md. For every
+	// envelope rdq writes: only `payload_ref`, and `dead_reason` and
+	// `cancel_requested` when the task has none.
 	Omitted []string `protobuf:"bytes,20,rep,name=omitted,proto3" json:"omitted,omitempty"`
 	// Members of the JSON object this version of rdq does not know, as one
 	// canonical JSON object text (keys sorted, numbers exactly as written);
@@ -210,9 +211,12 @@ type Envelope struct {
 	UnknownJson string `protobuf:"bytes,21,opt,name=unknown_json,json=unknownJson,proto3" json:"unknown_json,omitempty"`
 	// JSON `dead_reason`: why the task is DEAD; unset is `null` unless
 	// `omitted` names it.
-	DeadReason    *DeadReason `protobuf:"bytes,22,opt,name=dead_reason,json=deadReason,proto3,oneof" json:"dead_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DeadReason *DeadReason `protobuf:"bytes,22,opt,name=dead_reason,json=deadReason,proto3,oneof" json:"dead_reason,omitempty"`
+	// JSON `cancel_requested`: a cancel asked while the task ran; unset is
+	// `null` unless `omitted` names it.
+	CancelRequested *CancelRequest `protobuf:"bytes,23,opt,name=cancel_requested,json=cancelRequested,proto3,oneof" json:"cancel_requested,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Envelope) Reset() {
@@ -399,6 +403,96 @@ func (x *Envelope) GetDeadReason() *DeadReason {
 	return nil
 }
 
+func (x *Envelope) GetCancelRequested() *CancelRequest {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return nil
+}
+
+// A cancel asked of a running task (JSON: the envelope's
+// `cancel_requested`).
+type CancelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// JSON `at`: when the cancel was asked.
+	At string `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"`
+	// JSON `by`: who asked.
+	By string `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	// JSON `message`: unset is `null`.
+	Message *string `protobuf:"bytes,3,opt,name=message,proto3,oneof" json:"message,omitempty"`
+	// JSON names of the optional members left out (`message`).
+	Omitted []string `protobuf:"bytes,4,rep,name=omitted,proto3" json:"omitted,omitempty"`
+	// Unknown members as canonical JSON object text; empty when none.
+	UnknownJson   string `protobuf:"bytes,5,opt,name=unknown_json,json=unknownJson,proto3" json:"unknown_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRequest) Reset() {
+	*x = CancelRequest{}
+	mi := &file_rdq_v1_envelope_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRequest) ProtoMessage() {}
+
+func (x *CancelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_envelope_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
+func (*CancelRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_envelope_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CancelRequest) GetAt() string {
+	if x != nil {
+		return x.At
+	}
+	return ""
+}
+
+func (x *CancelRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *CancelRequest) GetMessage() string {
+	if x != nil && x.Message != nil {
+		return *x.Message
+	}
+	return ""
+}
+
+func (x *CancelRequest) GetOmitted() []string {
+	if x != nil {
+		return x.Omitted
+	}
+	return nil
+}
+
+func (x *CancelRequest) GetUnknownJson() string {
+	if x != nil {
+		return x.UnknownJson
+	}
+	return ""
+}
+
 // Why a task is DEAD (JSON: the envelope's `dead_reason`).
 type DeadReason struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -423,7 +517,7 @@ type DeadReason struct {
 
 func (x *DeadReason) Reset() {
 	*x = DeadReason{}
-	mi := &file_rdq_v1_envelope_proto_msgTypes[1]
+	mi := &file_rdq_v1_envelope_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -435,7 +529,7 @@ func (x *DeadReason) String() string {
 func (*DeadReason) ProtoMessage() {}
 
 func (x *DeadReason) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_envelope_proto_msgTypes[1]
+	mi := &file_rdq_v1_envelope_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -448,7 +542,7 @@ func (x *DeadReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadReason.ProtoReflect.Descriptor instead.
 func (*DeadReason) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_envelope_proto_rawDescGZIP(), []int{1}
+	return file_rdq_v1_envelope_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DeadReason) GetCode() string {
@@ -517,7 +611,7 @@ type AttemptRecord struct {
 
 func (x *AttemptRecord) Reset() {
 	*x = AttemptRecord{}
-	mi := &file_rdq_v1_envelope_proto_msgTypes[2]
+	mi := &file_rdq_v1_envelope_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +623,7 @@ func (x *AttemptRecord) String() string {
 func (*AttemptRecord) ProtoMessage() {}
 
 func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_envelope_proto_msgTypes[2]
+	mi := &file_rdq_v1_envelope_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +636,7 @@ func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptRecord.ProtoReflect.Descriptor instead.
 func (*AttemptRecord) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_envelope_proto_rawDescGZIP(), []int{2}
+	return file_rdq_v1_envelope_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AttemptRecord) GetAttemptNo() uint32 {
@@ -615,7 +709,7 @@ type ErrorInfo struct {
 
 func (x *ErrorInfo) Reset() {
 	*x = ErrorInfo{}
-	mi := &file_rdq_v1_envelope_proto_msgTypes[3]
+	mi := &file_rdq_v1_envelope_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +721,7 @@ func (x *ErrorInfo) String() string {
 func (*ErrorInfo) ProtoMessage() {}
 
 func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_envelope_proto_msgTypes[3]
+	mi := &file_rdq_v1_envelope_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +734,7 @@ func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorInfo.ProtoReflect.Descriptor instead.
 func (*ErrorInfo) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_envelope_proto_rawDescGZIP(), []int{3}
+	return file_rdq_v1_envelope_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ErrorInfo) GetType() string {
@@ -689,7 +783,7 @@ var File_rdq_v1_envelope_proto protoreflect.FileDescriptor
 
 const file_rdq_v1_envelope_proto_rawDesc = "" +
 	"\n" +
-	"\x15rdq/v1/envelope.proto\x12\x06rdq.v1\"\xe9\a\n" +
+	"\x15rdq/v1/envelope.proto\x12\x06rdq.v1\"\xc5\b\n" +
 	"\bEnvelope\x12)\n" +
 	"\x10envelope_version\x18\x01 \x01(\rR\x0fenvelopeVersion\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
@@ -718,7 +812,8 @@ const file_rdq_v1_envelope_proto_rawDesc = "" +
 	"\aomitted\x18\x14 \x03(\tR\aomitted\x12!\n" +
 	"\funknown_json\x18\x15 \x01(\tR\vunknownJson\x128\n" +
 	"\vdead_reason\x18\x16 \x01(\v2\x12.rdq.v1.DeadReasonH\x04R\n" +
-	"deadReason\x88\x01\x01\x1a:\n" +
+	"deadReason\x88\x01\x01\x12E\n" +
+	"\x10cancel_requested\x18\x17 \x01(\v2\x15.rdq.v1.CancelRequestH\x05R\x0fcancelRequested\x88\x01\x01\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +
@@ -726,7 +821,16 @@ const file_rdq_v1_envelope_proto_rawDesc = "" +
 	"\f_payload_refB\x12\n" +
 	"\x10_next_attempt_atB\x13\n" +
 	"\x11_lease_expires_atB\x0e\n" +
-	"\f_dead_reason\"\xa8\x01\n" +
+	"\f_dead_reasonB\x13\n" +
+	"\x11_cancel_requested\"\x97\x01\n" +
+	"\rCancelRequest\x12\x0e\n" +
+	"\x02at\x18\x01 \x01(\tR\x02at\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x12\x1d\n" +
+	"\amessage\x18\x03 \x01(\tH\x00R\amessage\x88\x01\x01\x12\x18\n" +
+	"\aomitted\x18\x04 \x03(\tR\aomitted\x12!\n" +
+	"\funknown_json\x18\x05 \x01(\tR\vunknownJsonB\n" +
+	"\n" +
+	"\b_message\"\xa8\x01\n" +
 	"\n" +
 	"DeadReason\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x0e\n" +
@@ -786,28 +890,30 @@ func file_rdq_v1_envelope_proto_rawDescGZIP() []byte {
 }
 
 var file_rdq_v1_envelope_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_rdq_v1_envelope_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_rdq_v1_envelope_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_rdq_v1_envelope_proto_goTypes = []any{
 	(Status)(0),           // 0: rdq.v1.Status
 	(Outcome)(0),          // 1: rdq.v1.Outcome
 	(*Envelope)(nil),      // 2: rdq.v1.Envelope
-	(*DeadReason)(nil),    // 3: rdq.v1.DeadReason
-	(*AttemptRecord)(nil), // 4: rdq.v1.AttemptRecord
-	(*ErrorInfo)(nil),     // 5: rdq.v1.ErrorInfo
-	nil,                   // 6: rdq.v1.Envelope.HeadersEntry
+	(*CancelRequest)(nil), // 3: rdq.v1.CancelRequest
+	(*DeadReason)(nil),    // 4: rdq.v1.DeadReason
+	(*AttemptRecord)(nil), // 5: rdq.v1.AttemptRecord
+	(*ErrorInfo)(nil),     // 6: rdq.v1.ErrorInfo
+	nil,                   // 7: rdq.v1.Envelope.HeadersEntry
 }
 var file_rdq_v1_envelope_proto_depIdxs = []int32{
-	6, // 0: rdq.v1.Envelope.headers:type_name -> rdq.v1.Envelope.HeadersEntry
+	7, // 0: rdq.v1.Envelope.headers:type_name -> rdq.v1.Envelope.HeadersEntry
 	0, // 1: rdq.v1.Envelope.status:type_name -> rdq.v1.Status
-	4, // 2: rdq.v1.Envelope.attempts:type_name -> rdq.v1.AttemptRecord
-	3, // 3: rdq.v1.Envelope.dead_reason:type_name -> rdq.v1.DeadReason
-	1, // 4: rdq.v1.AttemptRecord.outcome:type_name -> rdq.v1.Outcome
-	5, // 5: rdq.v1.AttemptRecord.error:type_name -> rdq.v1.ErrorInfo
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	5, // 2: rdq.v1.Envelope.attempts:type_name -> rdq.v1.AttemptRecord
+	4, // 3: rdq.v1.Envelope.dead_reason:type_name -> rdq.v1.DeadReason
+	3, // 4: rdq.v1.Envelope.cancel_requested:type_name -> rdq.v1.CancelRequest
+	1, // 5: rdq.v1.AttemptRecord.outcome:type_name -> rdq.v1.Outcome
+	6, // 6: rdq.v1.AttemptRecord.error:type_name -> rdq.v1.ErrorInfo
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_rdq_v1_envelope_proto_init() }
@@ -819,13 +925,14 @@ func file_rdq_v1_envelope_proto_init() {
 	file_rdq_v1_envelope_proto_msgTypes[1].OneofWrappers = []any{}
 	file_rdq_v1_envelope_proto_msgTypes[2].OneofWrappers = []any{}
 	file_rdq_v1_envelope_proto_msgTypes[3].OneofWrappers = []any{}
+	file_rdq_v1_envelope_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rdq_v1_envelope_proto_rawDesc), len(file_rdq_v1_envelope_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -17,7 +17,7 @@ from .answers import (
 )
 from .client import AsyncClient, Client
 from .context import TaskContext
-from .envelope import DeadReason, DeadReasonCode, Envelope, EnvelopeError
+from .envelope import CancelRequest, DeadReason, DeadReasonCode, Envelope, EnvelopeError
 from .errors import (
     Conflict,
     Forbidden,
@@ -31,12 +31,24 @@ from .errors import (
     Unavailable,
     Unsupported,
 )
-from .outcome import Defer, Kind, Outcome, OutcomeMapper, Permanent, ReportedError, Retryable, error_type_of
+from .outcome import (
+    CANCELLED_ERROR_TYPE,
+    Defer,
+    Kind,
+    Outcome,
+    OutcomeMapper,
+    Permanent,
+    ReportedError,
+    Retryable,
+    error_type_of,
+)
 from .worker import Worker
 
 __all__ = [
+    "CANCELLED_ERROR_TYPE",
     "UNRECORDED",
     "AsyncClient",
+    "CancelRequest",
     "CancelResult",
     "Client",
     "Conflict",

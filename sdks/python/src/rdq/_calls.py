@@ -312,7 +312,13 @@ def delete(task_id: str) -> Call[None]:
 
 def _read_cancel(resp: httpx.Response) -> CancelResult:
     doc = read_plain(resp)
-    return CancelResult(queue=doc["queue"], dry_run=doc["dry_run"], count=doc["count"], ids=list(doc["ids"]))
+    return CancelResult(
+        queue=doc["queue"],
+        dry_run=doc["dry_run"],
+        count=doc["count"],
+        ids=list(doc["ids"]),
+        running=list(doc.get("running") or []),
+    )
 
 
 def cancel(
@@ -324,8 +330,11 @@ def cancel(
     limit: int | None,
     dry_run: bool,
     message: str | None,
+    pending_only: bool = False,
 ) -> Call[CancelResult]:
     body: dict[str, object] = {"dry_run": dry_run}
+    if pending_only:
+        body["pending_only"] = True
     if ids is not None:
         body["ids"] = list(ids)
     if handler_ref is not None:

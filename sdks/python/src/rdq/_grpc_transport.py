@@ -22,12 +22,14 @@ import grpc.aio
 
 from . import _calls
 from ._grpc import rpc_error
-from ._proto import envelope_from_proto
-from ._transport import Settle, lease_duration_ms
+from ._http_transport import extend_over_http
+from ._proto import cancel_request_from_proto, envelope_from_proto
+from ._transport import Extension, Settle, lease_duration_ms
 from .context import TaskContext
-from .errors import LeaseLost, NotFound, RdqError, error_for
+from .envelope import CancelRequest
+from .errors import RdqError, error_for
 from .outcome import Kind
-from .v1 import api_pb2, api_pb2_grpc
+from .v1 import api_pb2, api_pb2_grpc, envelope_pb2
 
 if TYPE_CHECKING:
     from .worker import Worker
@@ -66,7 +68,7 @@ class _Extend:
     id: str
     lease_token: str
     extend_ms: int
-    answer: asyncio.Future[bool]
+    answer: asyncio.Future[Extension]
 
 
 class GrpcTransport:
@@ -148,10 +150,12 @@ class GrpcTransport:
                         self._task(resp.task, generation)
                     elif kind == "ack":
                         self._ack(resp.ack)
+                    elif kind == "cancel":
+                        c = resp.cancel
+                        self.worker.request_cancel(c.id, c.lease_token, _cancel_request(c.request))
                 except Exception:
                     log.exception("rdq worker: a %s message from the server could not be handled", kind)
-                # Any other kind comes from a newer server; a cancellation
-                # notice will call `self.worker.cancel_task(id, reason)`.
+                # Any other kind comes from a newer server: skipped.
         finally:
             writer.cancel()
             call.cancel()
@@ -186,11 +190,11 @@ class GrpcTransport:
             if entry.answer.done():
                 return
             if not ack.results or not ack.results[0].HasField("problem"):
-                entry.answer.set_result(True)
+                entry.answer.set_result(_extension(ack.results[0] if ack.results else None))
                 return
             problem = ack.results[0].problem
             if problem.code in ("LEASE_LOST", "TASK_NOT_FOUND"):
-                entry.answer.set_result(False)
+                entry.answer.set_result(Extension(kept=False))
             else:
                 entry.answer.set_exception(error_for(problem.http_status, problem.code, problem.detail))
             return
@@ -277,14 +281,10 @@ class GrpcTransport:
             for s, r in zip(batch, results, strict=False):
                 self.worker.settled(s, r.envelope, r.code, r.detail)
 
-    async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> bool:
+    async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> Extension:
         if self.worker.stopping:
-            try:
-                await self.worker.client._run(_calls.extend_lease(task_id, lease_token, extend_ms))
-            except (LeaseLost, NotFound):
-                return False
-            return True
-        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            return await extend_over_http(self.worker.client, task_id, lease_token, extend_ms)
+        answer: asyncio.Future[Extension] = asyncio.get_running_loop().create_future()
         self.outbox.put_nowait(_Extend(task_id, lease_token, extend_ms, answer))
         return await asyncio.wait_for(answer, timeout=max(5.0, extend_ms / 2000))
 
@@ -298,6 +298,26 @@ class GrpcTransport:
 
     async def close(self) -> None:
         """The channel is the client's, closed with it."""
+
+
+def _extension(result: api_pb2.SettleItemResult | None) -> Extension:
+    """A kept lease's answer: `cancel_requested` is set in bare acks too; the
+    envelope, when the ack carries one, says who asked."""
+    if result is None:
+        return Extension(kept=True)
+    request = None
+    if result.HasField("envelope") and result.envelope.HasField("cancel_requested"):
+        request = _cancel_request(result.envelope.cancel_requested)
+    return Extension(kept=True, cancel_requested=result.cancel_requested or request is not None, request=request)
+
+
+def _cancel_request(r: envelope_pb2.CancelRequest) -> CancelRequest:
+    """A message's cancel request; one that does not map onto a valid one
+    still cancels, with what it has."""
+    try:
+        return cancel_request_from_proto(r)
+    except ValueError:
+        return CancelRequest(at=r.at, by=r.by, message=r.message if r.HasField("message") else None)
 
 
 def _settle_request(s: Settle) -> api_pb2.SettleRequest:

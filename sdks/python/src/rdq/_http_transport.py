@@ -10,12 +10,13 @@ import logging
 from typing import TYPE_CHECKING
 
 from . import _calls
-from ._transport import Settle, lease_duration_ms
+from ._transport import Extension, Settle, lease_duration_ms
 from .context import TaskContext
 from .envelope import Envelope
 from .errors import LeaseLost, NotFound, RdqError
 
 if TYPE_CHECKING:
+    from .client import AsyncClient
     from .worker import Worker
 
 log = logging.getLogger("rdq.worker")
@@ -108,12 +109,8 @@ class HttpTransport:
                 for s, r in zip(batch, results, strict=False):
                     self.worker.settled(s, r.envelope, r.code, r.detail)
 
-    async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> bool:
-        try:
-            await self.client._run(_calls.extend_lease(task_id, lease_token, extend_ms))
-        except (LeaseLost, NotFound):
-            return False
-        return True
+    async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> Extension:
+        return await extend_over_http(self.client, task_id, lease_token, extend_ms)
 
     async def flush(self) -> None:
         for _ in range(1000):
@@ -124,3 +121,14 @@ class HttpTransport:
     async def close(self) -> None:
         if self.flusher is not None:
             self.flusher.cancel()
+
+
+async def extend_over_http(client: AsyncClient, task_id: str, lease_token: str, extend_ms: int) -> Extension:
+    """`POST /v1/tasks/{id}/lease`: the answer is the task's envelope, whose
+    `cancel_requested` says whether a cancel was asked of it."""
+    try:
+        env = await client._run(_calls.extend_lease(task_id, lease_token, extend_ms))
+    except (LeaseLost, NotFound):
+        return Extension(kept=False)
+    request = env.cancel_requested
+    return Extension(kept=True, cancel_requested=request is not None, request=request)

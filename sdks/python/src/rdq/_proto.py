@@ -1,14 +1,15 @@
 """`rdq.v1.Envelope` (protobuf) to the JSON model, as docs/grpc.md maps
 them (and crates/rdq-grpc/src/codec.rs does): unset optional fields are
 null unless named in `omitted`, unknown members arrive as canonical JSON
-text in `unknown_json`. An unset `dead_reason` is null too unless `omitted`
-names it, which it does for every task without a reason."""
+text in `unknown_json`. An unset `dead_reason` (or `cancel_requested`) is
+null too unless `omitted` names it, which it does for every task without
+one."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .envelope import Attempt, DeadReason, Envelope, ErrorInfo, Outcome, Status
+from .envelope import Attempt, CancelRequest, DeadReason, Envelope, ErrorInfo, Outcome, Status
 from .envelope._json import Json, parse
 from .v1 import envelope_pb2
 
@@ -24,10 +25,12 @@ _OUTCOME = {
 _ENVELOPE_OPTIONAL = (
     "handler_version", "payload_ref", "headers", "priority", "deferral_count", "attempt_count",
     "redrive_count", "claim_count", "next_attempt_at", "lease_expires_at", "attempts", "dead_reason",
+    "cancel_requested",
 )  # fmt: skip
 _ATTEMPT_OPTIONAL = ("finished_at", "outcome", "error")
 _ERROR_OPTIONAL = ("detail", "stack")
 _DEAD_REASON_OPTIONAL = ("message",)
+_CANCEL_REQUEST_OPTIONAL = ("message",)
 
 
 def _omitted(names: Sequence[str], allowed: tuple[str, ...], path: str) -> set[str]:
@@ -56,13 +59,19 @@ def _opt(msg: object, name: str) -> str | None:
 
 
 def envelope_from_proto(p: envelope_pb2.Envelope) -> Envelope:
-    # The model marks the opposite of `omitted` for dead_reason: a null one.
+    # The model marks the opposite of `omitted` for dead_reason and
+    # cancel_requested: a null one.
     omitted = _omitted(p.omitted, _ENVELOPE_OPTIONAL, "omitted")
     has_reason = p.HasField("dead_reason")
     if has_reason and "dead_reason" in omitted:
         raise ValueError("omitted: names 'dead_reason', which has a value")
     dead_reason_null = not has_reason and "dead_reason" not in omitted
     omitted.discard("dead_reason")
+    has_request = p.HasField("cancel_requested")
+    if has_request and "cancel_requested" in omitted:
+        raise ValueError("omitted: names 'cancel_requested', which has a value")
+    cancel_requested_null = not has_request and "cancel_requested" not in omitted
+    omitted.discard("cancel_requested")
     return Envelope(
         envelope_version=p.envelope_version,
         id=p.id,
@@ -84,9 +93,11 @@ def envelope_from_proto(p: envelope_pb2.Envelope) -> Envelope:
         created_at=p.created_at,
         attempts=[_attempt(a) for a in p.attempts],
         dead_reason=_dead_reason(p.dead_reason) if has_reason else None,
+        cancel_requested=cancel_request_from_proto(p.cancel_requested) if has_request else None,
         extra=_unknown(p.unknown_json),
         omitted=omitted,
         dead_reason_null=dead_reason_null,
+        cancel_requested_null=cancel_requested_null,
     )
 
 
@@ -96,6 +107,20 @@ def _dead_reason(r: envelope_pb2.DeadReason) -> DeadReason:
         raise ValueError("dead_reason.omitted: names 'message', which has a value")
     return DeadReason(
         code=r.code,
+        at=r.at,
+        by=r.by,
+        message=_opt(r, "message"),
+        extra=_unknown(r.unknown_json),
+        omitted=omitted,
+    )
+
+
+def cancel_request_from_proto(r: envelope_pb2.CancelRequest) -> CancelRequest:
+    """An envelope's `cancel_requested`, or a `WorkCancel`'s `request`."""
+    omitted = _omitted(r.omitted, _CANCEL_REQUEST_OPTIONAL, "cancel_requested.omitted")
+    if r.HasField("message") and "message" in omitted:
+        raise ValueError("cancel_requested.omitted: names 'message', which has a value")
+    return CancelRequest(
         at=r.at,
         by=r.by,
         message=_opt(r, "message"),

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from .envelope import CancelRequest
 from .outcome import Kind, Outcome
 
 
@@ -34,6 +35,17 @@ class Settle:
         return body
 
 
+@dataclass(frozen=True)
+class Extension:
+    """A lease extension's answer: whether the lease is kept, and whether a
+    cancel was asked of the task (`request` when the answer says who asked;
+    a bare stream ack only says that one was)."""
+
+    kept: bool
+    cancel_requested: bool = False
+    request: CancelRequest | None = None
+
+
 class Transport(Protocol):
     async def receive(self) -> None:
         """Hands tasks to the worker (`Worker.accept`) until cancelled;
@@ -45,8 +57,8 @@ class Transport(Protocol):
     def settle(self, s: Settle) -> None:
         """Queues a settle; it is sent with others in one batch."""
 
-    async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> bool:
-        """Extends a lease; False when it is lost."""
+    async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> Extension:
+        """Extends a lease; `kept` False when it is lost."""
 
     async def flush(self) -> None:
         """Waits until every queued settle has been answered."""

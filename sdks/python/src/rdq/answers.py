@@ -3,7 +3,7 @@ cancel and reason counts, queue counts, claimed tasks, settle results."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .envelope import Envelope
 
@@ -42,13 +42,16 @@ class RedriveResult:
 
 @dataclass(frozen=True)
 class CancelResult:
-    """The tasks a cancel made DEAD (reason CANCELLED), or would have on a
-    dry run."""
+    """The tasks a cancel reached, or would have on a dry run: `ids` every
+    one; `running` those of them that were running, asked to stop (their
+    workers are told, and they end DEAD with reason CANCELLED unless their
+    handler succeeds first). The others were PENDING and are DEAD now."""
 
     queue: str
     dry_run: bool
     count: int
     ids: list[str]
+    running: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

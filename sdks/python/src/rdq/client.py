@@ -192,14 +192,20 @@ class AsyncClient:
         limit: int | None = None,
         dry_run: bool = False,
         message: str | None = None,
+        pending_only: bool = False,
     ) -> CancelResult:
-        """Cancels PENDING tasks of `queue`: each becomes DEAD with reason
-        CANCELLED, `message` recorded as why. The filters combine (ids,
-        handler, headers value for value, submitted more than `older_than`
-        ago: a timedelta or milliseconds); none cancels every PENDING task,
-        so try `dry_run` first. One id alone that cannot be cancelled raises
+        """Cancels tasks of `queue`, `message` recorded as why: a PENDING one
+        becomes DEAD with reason CANCELLED; a running one is asked to stop
+        (its worker is told; it ends DEAD with reason CANCELLED unless its
+        handler succeeds first), unless `pending_only`. The filters combine
+        (ids, handler, headers value for value, submitted more than
+        `older_than` ago: a timedelta or milliseconds); none cancels every
+        such task, so try `dry_run` first. `running` in the answer lists the
+        running ones. One id alone that cannot be cancelled raises
         `NotFound` (TASK_NOT_FOUND) or `Conflict` (INVALID_TRANSITION)."""
-        return await self._run(_calls.cancel(queue, ids, handler_ref, headers, older_than, limit, dry_run, message))
+        return await self._run(
+            _calls.cancel(queue, ids, handler_ref, headers, older_than, limit, dry_run, message, pending_only)
+        )
 
     async def queues(self, names: Sequence[str] | None = None) -> list[QueueCounts]:
         return await self._run(_calls.list_queues(names))
@@ -371,14 +377,20 @@ class Client:
         limit: int | None = None,
         dry_run: bool = False,
         message: str | None = None,
+        pending_only: bool = False,
     ) -> CancelResult:
-        """Cancels PENDING tasks of `queue`: each becomes DEAD with reason
-        CANCELLED, `message` recorded as why. The filters combine (ids,
-        handler, headers value for value, submitted more than `older_than`
-        ago: a timedelta or milliseconds); none cancels every PENDING task,
-        so try `dry_run` first. One id alone that cannot be cancelled raises
+        """Cancels tasks of `queue`, `message` recorded as why: a PENDING one
+        becomes DEAD with reason CANCELLED; a running one is asked to stop
+        (its worker is told; it ends DEAD with reason CANCELLED unless its
+        handler succeeds first), unless `pending_only`. The filters combine
+        (ids, handler, headers value for value, submitted more than
+        `older_than` ago: a timedelta or milliseconds); none cancels every
+        such task, so try `dry_run` first. `running` in the answer lists the
+        running ones. One id alone that cannot be cancelled raises
         `NotFound` (TASK_NOT_FOUND) or `Conflict` (INVALID_TRANSITION)."""
-        return self._run(_calls.cancel(queue, ids, handler_ref, headers, older_than, limit, dry_run, message))
+        return self._run(
+            _calls.cancel(queue, ids, handler_ref, headers, older_than, limit, dry_run, message, pending_only)
+        )
 
     def queues(self, names: Sequence[str] | None = None) -> list[QueueCounts]:
         return self._run(_calls.list_queues(names))

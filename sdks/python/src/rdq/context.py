@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .envelope import Envelope
+from .envelope import CancelRequest, Envelope
 
 
 class TaskContext:
@@ -16,9 +16,12 @@ class TaskContext:
 
     A sync handler polls `cancelled` (or waits on `cancelled_event`) at
     safe points; an async handler is cancelled with `asyncio.CancelledError`
-    instead. A run is cancelled when its lease is lost (the task was
-    reclaimed, deleted or cancelled on the server) or the worker shuts down
-    and the grace period has passed; its outcome is then not reported."""
+    instead. A run is cancelled when a cancel is asked of its task
+    (`cancel_request` says who asked, when and why; what the handler then
+    does is reported: a return is still a success, anything else a failure
+    of type `rdq.Cancelled`), when its lease is lost (the task was
+    reclaimed or deleted), or when the worker shuts down and the grace
+    period has passed; in those two cases its outcome is not reported."""
 
     __slots__ = (
         "_cancelled",
@@ -27,6 +30,7 @@ class TaskContext:
         "_load",
         "attempt",
         "cancel_reason",
+        "cancel_request",
         "deferral_count",
         "handler_ref",
         "headers",
@@ -62,6 +66,10 @@ class TaskContext:
         self.deferral_count = deferral_count
         self.redrive_count = redrive_count
         self.cancel_reason: str | None = None
+        """Why the run was cancelled, for people; None while it runs on."""
+        self.cancel_request: CancelRequest | None = None
+        """The cancel asked of the task while it ran (`at`, `by`, `message`);
+        None when none was."""
         self._load = load
         self._envelope: Envelope | None = None
         self._cancelled = False
@@ -85,6 +93,8 @@ class TaskContext:
 
     @property
     def cancelled(self) -> bool:
+        """The run was cancelled: a cancel was asked of the task, its lease
+        was lost, or the worker's shutdown grace ran out."""
         return self._cancelled
 
     @property

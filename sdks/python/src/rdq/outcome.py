@@ -32,6 +32,9 @@ from .envelope import truncate_message, truncate_stack
 NO_HANDLER_ERROR_TYPE = "rdq.NoHandler"
 """Recorded, as a permanent failure, for a task no handler is registered for."""
 MAPPER_FAILED_ERROR_TYPE = "rdq.OutcomeMapperFailed"
+CANCELLED_ERROR_TYPE = "rdq.Cancelled"
+"""A handler stopped by a cancel asked of its task (its failure, deferral
+or cancellation is reported as this permanent failure)."""
 
 
 class Kind(StrEnum):

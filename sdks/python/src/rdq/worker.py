@@ -6,6 +6,9 @@ plain function), at most `concurrency` at once. Outcomes are resolved by
 the ladder (`rdq.outcome`) and settled in batches; leases are extended
 while a handler runs; SIGTERM stops taking tasks, lets running ones finish
 within `shutdown_grace`, and hands the rest back (RELEASE, no attempt spent).
+A cancel asked of a running task (a `WorkCancel` on the stream, or a lease
+extension's answer) cancels its handler; what the handler then does is
+reported, a failure as `rdq.Cancelled`.
 """
 
 from __future__ import annotations
@@ -19,14 +22,16 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 from ._handlers import Handler, PayloadError
 from ._transport import Settle, Transport
 from .client import AsyncClient
 from .context import TaskContext
-from .envelope import Envelope
-from .outcome import NO_HANDLER_ERROR_TYPE, Kind, Ladder, Outcome, OutcomeMapper
+from .envelope import CancelRequest, Envelope, format_timestamp
+from .errors import RdqError
+from .outcome import CANCELLED_ERROR_TYPE, NO_HANDLER_ERROR_TYPE, Kind, Ladder, Outcome, OutcomeMapper
 
 log = logging.getLogger("rdq.worker")
 
@@ -50,6 +55,8 @@ class Running:
     generation: int = 0
     task: asyncio.Task[None] | None = None
     released: bool = False
+    abandoned: bool = False
+    """Cancelled for a lost lease or at shutdown: its outcome is not reported."""
     started: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -280,15 +287,20 @@ class Worker:
         except asyncio.CancelledError:
             if not ctx.cancelled:
                 raise
-        if outcome is None or ctx.cancelled:
+        request = ctx.cancel_request
+        if r.abandoned or r.released or (outcome is None and request is None):
             # Handed back at shutdown, or the lease is gone: the RELEASE of a
             # lost lease is refused (LEASE_LOST) and changes nothing, but on
             # the Work stream it gives the task's credit back.
             self._settle(r, Outcome(Kind.RELEASE), quiet=not r.released)
             return
+        if request is not None and (outcome is None or outcome.kind is not Kind.SUCCESS):
+            # Stopped by a cancel: reported as such, unless it succeeded.
+            outcome = cancelled_outcome(request)
+        assert outcome is not None
         self._settle(r, outcome)
 
-    async def _run_handler(self, ctx: TaskContext) -> Outcome:
+    async def _run_handler(self, ctx: TaskContext) -> Outcome | None:
         handler = self.handlers.get(ctx.handler_ref)
         if handler is None:
             return Outcome.permanent_failure(
@@ -297,7 +309,8 @@ class Worker:
             )
         return await self._call(handler, ctx)
 
-    async def _call(self, handler: Handler, ctx: TaskContext) -> Outcome:
+    async def _call(self, handler: Handler, ctx: TaskContext) -> Outcome | None:
+        """The handler's outcome; None when the worker cancelled it."""
         returned: Any = None
         try:
             args = handler.arguments(ctx)
@@ -309,7 +322,7 @@ class Worker:
         except asyncio.CancelledError:
             if not ctx.cancelled:
                 raise
-            return Outcome(Kind.RELEASE)
+            return None
         except PayloadError as err:
             return Outcome.permanent_failure(err.__cause__ or err)
         except BaseException as err:
@@ -322,8 +335,9 @@ class Worker:
         """Cancels a running task: `CancelledError` in an async handler, the
         context's flag for a sync one. Its outcome is not reported; with
         `release` the task is handed back instead (shutdown)."""
-        if r.done.is_set() or r.ctx.cancelled:
+        if r.done.is_set() or r.abandoned:
             return
+        r.abandoned = True
         r.released = release
         r.ctx._cancel(reason)
         log.info("rdq worker: task %s cancelled: %s", r.ctx.id, reason)
@@ -336,10 +350,40 @@ class Worker:
             self._settle(r, Outcome(Kind.RELEASE))
 
     def cancel_task(self, task_id: str, reason: str) -> None:
-        """The hook for the server's cancellation notices (and lost leases)."""
+        """Abandons a task this worker runs, as a lost lease does: its
+        handler is cancelled and its outcome not reported."""
         r = self.running.get(task_id)
         if r is not None:
             self.cancel(r, reason)
+
+    def request_cancel(self, task_id: str, lease_token: str, request: CancelRequest) -> None:
+        """A cancel was asked of a task (the server's `WorkCancel`, or a lease
+        extension's answer): an async handler's asyncio task is cancelled
+        (`CancelledError` with the message `cancelled by …`), a sync one sees
+        `ctx.cancelled`; `ctx.cancel_request` says who asked. What the
+        handler then does is reported: a return is still a success, anything
+        else a failure of type `rdq.Cancelled`. A task not yet started is
+        not run. `lease_token` empty matches any lease of the task."""
+        r = self.running.get(task_id)
+        if r is None or (lease_token and r.ctx.lease_token != lease_token):
+            return
+        ctx = r.ctx
+        if r.done.is_set() or r.abandoned or ctx.cancel_request is not None:
+            return
+        ctx.cancel_request = request
+        why = cancelled_message(request)
+        ctx._cancel(why)
+        log.info("rdq worker: task %s: %s", ctx.id, why)
+        if r.task is None:
+            return
+        if not r.started:
+            # Prefetched, waiting for a handler slot: never run.
+            self._settle(r, cancelled_outcome(request))
+            r.task.cancel(why)
+            return
+        handler = self.handlers.get(ctx.handler_ref)
+        if handler is not None and handler.is_async:
+            r.task.cancel(why)
 
     def _forget(self, r: Running) -> None:
         if self.running.get(r.ctx.id) is r:
@@ -384,7 +428,9 @@ class Worker:
         lease that ran out with no extension answered cancels its handler."""
         while True:
             now = time.monotonic()
-            due = [r for r in self.running.values() if r.renew_at <= now and not r.ctx.cancelled]
+            # A run a cancel was asked of keeps its lease while its handler
+            # winds down: what it then does is still reported.
+            due = [r for r in self.running.values() if r.renew_at <= now and not r.abandoned]
             for r in due:
                 if r.expires_at <= now:
                     self.cancel(r, "the lease ran out")
@@ -406,15 +452,28 @@ class Worker:
         assert self._transport is not None
         sent = time.monotonic()
         try:
-            kept = await self._transport.extend(r.ctx.id, r.ctx.lease_token, r.lease_ms)
+            extension = await self._transport.extend(r.ctx.id, r.ctx.lease_token, r.lease_ms)
         except Exception as err:
             log.warning("rdq worker: extending the lease of %s failed: %s", r.ctx.id, err)
             r.renew_at = min(r.expires_at, time.monotonic() + r.lease_ms / 8000)
             return
-        if kept:
-            r.expires_at = sent + r.lease_ms / 1000
-        elif not r.done.is_set():
-            self.cancel(r, "the lease was lost")
+        if not extension.kept:
+            if not r.done.is_set():
+                self.cancel(r, "the lease was lost")
+            return
+        r.expires_at = sent + r.lease_ms / 1000
+        if extension.cancel_requested and r.ctx.cancel_request is None and not r.done.is_set():
+            request = extension.request or await self._cancel_request_of(r.ctx.id)
+            self.request_cancel(r.ctx.id, r.ctx.lease_token, request)
+
+    async def _cancel_request_of(self, task_id: str) -> CancelRequest:
+        """Who asked, read from the task when a bare ack only said that a
+        cancel was asked (the stream's `WorkCancel` usually comes first)."""
+        with contextlib.suppress(RdqError, OSError, TimeoutError):
+            env = await asyncio.wait_for(self.client.get(task_id), 10.0)
+            if env.cancel_requested is not None:
+                return env.cancel_requested
+        return CancelRequest(at=format_timestamp(datetime.now(UTC)), by="")
 
     @property
     def capacity(self) -> int:
@@ -428,3 +487,16 @@ class Worker:
 
 def _call_sync(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     return fn(*args)
+
+
+def cancelled_message(request: CancelRequest) -> str:
+    """`cancelled by <by>: <message>` ("no reason given" without a message),
+    the message a cancelled failure is recorded with, as in every SDK;
+    `cancelled` when who asked is not known."""
+    if not request.by:
+        return f"cancelled: {request.message}" if request.message else "cancelled"
+    return f"cancelled by {request.by}: {request.message or 'no reason given'}"
+
+
+def cancelled_outcome(request: CancelRequest) -> Outcome:
+    return Outcome.permanent_failure(cancelled_message(request), error_type=CANCELLED_ERROR_TYPE)

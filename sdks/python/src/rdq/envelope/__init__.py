@@ -7,7 +7,7 @@ for byte with the Rust codec on every case of compliance/fixtures.
 from ._json import Json, JsonNumber
 from .codec import DEFAULT_MAX_BYTES, check_size, decode, encode
 from .errors import Code, EnvelopeError
-from .model import VERSION, Attempt, DeadReason, DeadReasonCode, Envelope, ErrorInfo, Outcome, Status
+from .model import VERSION, Attempt, CancelRequest, DeadReason, DeadReasonCode, Envelope, ErrorInfo, Outcome, Status
 from .rules import (
     check_handler_ref,
     check_queue_name,
@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "VERSION",
     "Attempt",
+    "CancelRequest",
     "Code",
     "DeadReason",
     "DeadReasonCode",

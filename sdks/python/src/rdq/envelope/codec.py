@@ -13,7 +13,7 @@ from typing import TypeVar
 from . import rules
 from ._json import Json, JsonNumber, JsonSyntaxError, parse, write_string, write_value
 from .errors import Code, EnvelopeError, invalid, malformed
-from .model import VERSION, Attempt, DeadReason, Envelope, ErrorInfo, Outcome, Status
+from .model import VERSION, Attempt, CancelRequest, DeadReason, Envelope, ErrorInfo, Outcome, Status
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 _U8 = 255
@@ -25,11 +25,12 @@ ENVELOPE_KEYS = (
     "envelope_version", "id", "queue", "handler_ref", "handler_version", "payload",
     "payload_content_type", "payload_ref", "headers", "status", "priority", "deferral_count",
     "attempt_count", "redrive_count", "claim_count", "next_attempt_at", "lease_expires_at",
-    "created_at", "attempts", "dead_reason",
+    "created_at", "attempts", "dead_reason", "cancel_requested",
 )  # fmt: skip
 ATTEMPT_KEYS = ("attempt_no", "started_at", "finished_at", "outcome", "error")
 ERROR_KEYS = ("type", "message", "detail", "stack")
 DEAD_REASON_KEYS = ("code", "at", "by", "message")
+CANCEL_REQUEST_KEYS = ("at", "by", "message")
 
 T = TypeVar("T")
 
@@ -233,6 +234,13 @@ def decode_value(value: Json) -> Envelope:
         dead_reason = _decode_dead_reason(dv, "dead_reason")
         dead_reason_null = False
 
+    # The same for a cancel request.
+    cancel_requested = None
+    cv, cancel_requested_null = f.take("cancel_requested")
+    if cv is not None:
+        cancel_requested = _decode_cancel_request(cv, "cancel_requested")
+        cancel_requested_null = False
+
     return Envelope(
         id=ident,
         queue=queue,
@@ -253,9 +261,11 @@ def decode_value(value: Json) -> Envelope:
         created_at=created_at,
         attempts=attempts,
         dead_reason=dead_reason,
+        cancel_requested=cancel_requested,
         extra=f.m,
         omitted=f.omitted,
         dead_reason_null=dead_reason_null,
+        cancel_requested_null=cancel_requested_null,
     )
 
 
@@ -323,6 +333,16 @@ def _decode_dead_reason(value: Json, prefix: str) -> DeadReason:
     return DeadReason(code=code, at=at, by=by, message=message, extra=f.m, omitted=f.omitted)
 
 
+def _decode_cancel_request(value: Json, prefix: str) -> CancelRequest:
+    f = _Fields(value, prefix)
+    at = f.timestamp("at")
+    by = f.string("by")
+    if by == "":
+        raise invalid(f.path("by"), "who asked must not be empty")
+    message = f.opt_str("message")
+    return CancelRequest(at=at, by=by, message=message, extra=f.m, omitted=f.omitted)
+
+
 def _validate(env: Envelope) -> None:
     """Refuses what a decoder would refuse, so every encoding decodes again."""
     if not rules.is_valid_id(env.id):
@@ -367,6 +387,12 @@ def _validate(env: Envelope) -> None:
             raise invalid("dead_reason.at", f"{r.at!r} is not a timestamp")
         if r.by == "":
             raise invalid("dead_reason.by", "who decided must not be empty")
+    c = env.cancel_requested
+    if c is not None:
+        if not rules.is_valid_timestamp(c.at):
+            raise invalid("cancel_requested.at", f"{c.at!r} is not a timestamp")
+        if c.by == "":
+            raise invalid("cancel_requested.by", "who asked must not be empty")
 
 
 class _Writer:
@@ -464,6 +490,11 @@ def encode(env: Envelope) -> bytes:
         _write_dead_reason(out, env.dead_reason)
     elif env.dead_reason_null:
         w.string("dead_reason", None)
+    if env.cancel_requested is not None:
+        w.key("cancel_requested")
+        _write_cancel_request(out, env.cancel_requested)
+    elif env.cancel_requested_null:
+        w.string("cancel_requested", None)
     w.extra(env.extra, ENVELOPE_KEYS)
     w.close()
     return "".join(out).encode("utf-8")
@@ -508,4 +539,14 @@ def _write_dead_reason(out: list[str], r: DeadReason) -> None:
     if _keep(r.omitted, "message", r.message is None):
         w.string("message", r.message)
     w.extra(r.extra, DEAD_REASON_KEYS)
+    w.close()
+
+
+def _write_cancel_request(out: list[str], r: CancelRequest) -> None:
+    w = _Writer(out)
+    w.string("at", r.at)
+    w.string("by", r.by)
+    if _keep(r.omitted, "message", r.message is None):
+        w.string("message", r.message)
+    w.extra(r.extra, CANCEL_REQUEST_KEYS)
     w.close()

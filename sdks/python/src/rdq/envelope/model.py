@@ -7,7 +7,7 @@ already the one canonical spelling; `rules.parse_timestamp` gives a
 `omitted` the optional members the writer left out, so an envelope comes
 back byte for byte as it was read. `dead_reason` is the other way round:
 an unset reason is left out unless its writer wrote it as null
-(`dead_reason_null`).
+(`dead_reason_null`), and so is `cancel_requested` (`cancel_requested_null`).
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ class DeadReasonCode(StrEnum):
     """The lease lapsed max_lease_expiries times: a handler that keeps
     killing its worker."""
     CANCELLED = "CANCELLED"
-    """Cancelled while PENDING by an operator or a program."""
+    """Cancelled by an operator or a program: while PENDING, or while it ran
+    and its handler then did not succeed."""
     HANDLER_VERSION_MISMATCH = "HANDLER_VERSION_MISMATCH"
     """The task's handler_version is not the worker's and the queue
     dead-letters such tasks."""
@@ -90,6 +91,21 @@ class DeadReason:
     None when null or left out)."""
 
     code: str
+    at: str
+    by: str
+    message: str | None = None
+    extra: dict[str, Json] = field(default_factory=dict)
+    omitted: set[str] = field(default_factory=set)
+
+
+@dataclass
+class CancelRequest:
+    """A cancel asked of a task while it ran: when (`at`), who asked (`by`,
+    a principal's name) and why (`message`, None when null or left out).
+    The worker holding the lease is told; a handler that then does not
+    succeed ends the task DEAD with reason CANCELLED. Kept as history once
+    the task has finished; a redrive removes it."""
+
     at: str
     by: str
     message: str | None = None
@@ -122,10 +138,15 @@ class Envelope:
     dead_reason: DeadReason | None = None
     """Why the task is DEAD; None while it is not (or when its writer
     predates the member)."""
+    cancel_requested: CancelRequest | None = None
+    """The cancel asked of the task while it ran; None when none was (or
+    when its writer predates the member)."""
     extra: dict[str, Json] = field(default_factory=dict)
     omitted: set[str] = field(default_factory=set)
     dead_reason_null: bool = False
     """`dead_reason` was written as null: kept so while the reason is unset."""
+    cancel_requested_null: bool = False
+    """`cancel_requested` was written as null: kept so while it is unset."""
     envelope_version: int = VERSION
 
     @property
@@ -142,9 +163,11 @@ class Envelope:
     def mark_written(self) -> None:
         """Marks every optional member as written, as rdq does for each
         envelope it changes, so one state has one encoding (`payload_ref`
-        excepted: it is never populated; an unset dead reason is left out)."""
+        excepted: it is never populated; an unset dead reason or cancel
+        request is left out)."""
         self.omitted &= {"payload_ref"}
         self.dead_reason_null = False
+        self.cancel_requested_null = False
 
     def payload_json(self) -> object:
         """The payload parsed as JSON (numbers as int or float)."""
@@ -158,6 +181,7 @@ class Envelope:
 __all__ = [
     "VERSION",
     "Attempt",
+    "CancelRequest",
     "DeadReason",
     "DeadReasonCode",
     "Envelope",

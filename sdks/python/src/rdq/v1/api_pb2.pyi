@@ -313,7 +313,7 @@ class ExportRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., error_type: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class CancelTasksRequest(_message.Message):
-    __slots__ = ("queue", "ids", "handler_ref", "headers", "older_than_ms", "limit", "dry_run", "message")
+    __slots__ = ("queue", "ids", "handler_ref", "headers", "older_than_ms", "limit", "dry_run", "message", "pending_only")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -329,6 +329,7 @@ class CancelTasksRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PENDING_ONLY_FIELD_NUMBER: _ClassVar[int]
     queue: str
     ids: _containers.RepeatedScalarFieldContainer[str]
     handler_ref: str
@@ -337,7 +338,8 @@ class CancelTasksRequest(_message.Message):
     limit: int
     dry_run: bool
     message: str
-    def __init__(self, queue: _Optional[str] = ..., ids: _Optional[_Iterable[str]] = ..., handler_ref: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., older_than_ms: _Optional[int] = ..., limit: _Optional[int] = ..., dry_run: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
+    pending_only: bool
+    def __init__(self, queue: _Optional[str] = ..., ids: _Optional[_Iterable[str]] = ..., handler_ref: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., older_than_ms: _Optional[int] = ..., limit: _Optional[int] = ..., dry_run: _Optional[bool] = ..., message: _Optional[str] = ..., pending_only: _Optional[bool] = ...) -> None: ...
 
 class ListTasksRequest(_message.Message):
     __slots__ = ("queue", "status", "handler_ref", "headers", "limit", "cursor")
@@ -371,16 +373,18 @@ class ListTasksResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[_envelope_pb2.Envelope, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class CancelTasksResponse(_message.Message):
-    __slots__ = ("queue", "dry_run", "count", "ids")
+    __slots__ = ("queue", "dry_run", "count", "ids", "running")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
     queue: str
     dry_run: bool
     count: int
     ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, queue: _Optional[str] = ..., dry_run: _Optional[bool] = ..., count: _Optional[int] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    running: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, queue: _Optional[str] = ..., dry_run: _Optional[bool] = ..., count: _Optional[int] = ..., ids: _Optional[_Iterable[str]] = ..., running: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DlqReasonsRequest(_message.Message):
     __slots__ = ("queue",)
@@ -507,14 +511,16 @@ class SettleBatchRequest(_message.Message):
     def __init__(self, settles: _Optional[_Iterable[_Union[SettleRequest, _Mapping]]] = ...) -> None: ...
 
 class SettleItemResult(_message.Message):
-    __slots__ = ("id", "envelope", "problem")
+    __slots__ = ("id", "envelope", "problem", "cancel_requested")
     ID_FIELD_NUMBER: _ClassVar[int]
     ENVELOPE_FIELD_NUMBER: _ClassVar[int]
     PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     id: str
     envelope: _envelope_pb2.Envelope
     problem: Problem
-    def __init__(self, id: _Optional[str] = ..., envelope: _Optional[_Union[_envelope_pb2.Envelope, _Mapping]] = ..., problem: _Optional[_Union[Problem, _Mapping]] = ...) -> None: ...
+    cancel_requested: bool
+    def __init__(self, id: _Optional[str] = ..., envelope: _Optional[_Union[_envelope_pb2.Envelope, _Mapping]] = ..., problem: _Optional[_Union[Problem, _Mapping]] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
 
 class SettleBatchResponse(_message.Message):
     __slots__ = ("results",)
@@ -579,12 +585,24 @@ class WorkExtend(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., extend: _Optional[_Union[ExtendLeaseRequest, _Mapping]] = ...) -> None: ...
 
 class WorkResponse(_message.Message):
-    __slots__ = ("task", "ack")
+    __slots__ = ("task", "ack", "cancel")
     TASK_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
     task: LeasedTask
     ack: WorkAck
-    def __init__(self, task: _Optional[_Union[LeasedTask, _Mapping]] = ..., ack: _Optional[_Union[WorkAck, _Mapping]] = ...) -> None: ...
+    cancel: WorkCancel
+    def __init__(self, task: _Optional[_Union[LeasedTask, _Mapping]] = ..., ack: _Optional[_Union[WorkAck, _Mapping]] = ..., cancel: _Optional[_Union[WorkCancel, _Mapping]] = ...) -> None: ...
+
+class WorkCancel(_message.Message):
+    __slots__ = ("id", "lease_token", "request")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    lease_token: str
+    request: _envelope_pb2.CancelRequest
+    def __init__(self, id: _Optional[str] = ..., lease_token: _Optional[str] = ..., request: _Optional[_Union[_envelope_pb2.CancelRequest, _Mapping]] = ...) -> None: ...
 
 class WorkAck(_message.Message):
     __slots__ = ("seq", "results")

@@ -101,8 +101,9 @@ class TasksServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Cancel(self, request, context):
-        """Cancels PENDING tasks of a queue by id or filter (scope `admin`;
-        audited): each becomes DEAD with reason CANCELLED.
+        """Cancels tasks of a queue by id or filter (scope `admin`; audited): a
+        PENDING task becomes DEAD with reason CANCELLED; a running one is
+        asked to stop (its worker is told; see docs/outcomes.md).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

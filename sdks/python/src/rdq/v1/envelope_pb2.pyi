@@ -34,7 +34,7 @@ PERMANENT_FAILURE: Outcome
 LEASE_EXPIRED: Outcome
 
 class Envelope(_message.Message):
-    __slots__ = ("envelope_version", "id", "queue", "handler_ref", "handler_version", "payload", "payload_content_type", "payload_ref", "headers", "status", "priority", "deferral_count", "attempt_count", "redrive_count", "claim_count", "next_attempt_at", "lease_expires_at", "created_at", "attempts", "omitted", "unknown_json", "dead_reason")
+    __slots__ = ("envelope_version", "id", "queue", "handler_ref", "handler_version", "payload", "payload_content_type", "payload_ref", "headers", "status", "priority", "deferral_count", "attempt_count", "redrive_count", "claim_count", "next_attempt_at", "lease_expires_at", "created_at", "attempts", "omitted", "unknown_json", "dead_reason", "cancel_requested")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +64,7 @@ class Envelope(_message.Message):
     OMITTED_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_JSON_FIELD_NUMBER: _ClassVar[int]
     DEAD_REASON_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     envelope_version: int
     id: str
     queue: str
@@ -86,7 +87,22 @@ class Envelope(_message.Message):
     omitted: _containers.RepeatedScalarFieldContainer[str]
     unknown_json: str
     dead_reason: DeadReason
-    def __init__(self, envelope_version: _Optional[int] = ..., id: _Optional[str] = ..., queue: _Optional[str] = ..., handler_ref: _Optional[str] = ..., handler_version: _Optional[str] = ..., payload: _Optional[bytes] = ..., payload_content_type: _Optional[str] = ..., payload_ref: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., status: _Optional[_Union[Status, str]] = ..., priority: _Optional[int] = ..., deferral_count: _Optional[int] = ..., attempt_count: _Optional[int] = ..., redrive_count: _Optional[int] = ..., claim_count: _Optional[int] = ..., next_attempt_at: _Optional[str] = ..., lease_expires_at: _Optional[str] = ..., created_at: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[AttemptRecord, _Mapping]]] = ..., omitted: _Optional[_Iterable[str]] = ..., unknown_json: _Optional[str] = ..., dead_reason: _Optional[_Union[DeadReason, _Mapping]] = ...) -> None: ...
+    cancel_requested: CancelRequest
+    def __init__(self, envelope_version: _Optional[int] = ..., id: _Optional[str] = ..., queue: _Optional[str] = ..., handler_ref: _Optional[str] = ..., handler_version: _Optional[str] = ..., payload: _Optional[bytes] = ..., payload_content_type: _Optional[str] = ..., payload_ref: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., status: _Optional[_Union[Status, str]] = ..., priority: _Optional[int] = ..., deferral_count: _Optional[int] = ..., attempt_count: _Optional[int] = ..., redrive_count: _Optional[int] = ..., claim_count: _Optional[int] = ..., next_attempt_at: _Optional[str] = ..., lease_expires_at: _Optional[str] = ..., created_at: _Optional[str] = ..., attempts: _Optional[_Iterable[_Union[AttemptRecord, _Mapping]]] = ..., omitted: _Optional[_Iterable[str]] = ..., unknown_json: _Optional[str] = ..., dead_reason: _Optional[_Union[DeadReason, _Mapping]] = ..., cancel_requested: _Optional[_Union[CancelRequest, _Mapping]] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("at", "by", "message", "omitted", "unknown_json")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    OMITTED_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_JSON_FIELD_NUMBER: _ClassVar[int]
+    at: str
+    by: str
+    message: str
+    omitted: _containers.RepeatedScalarFieldContainer[str]
+    unknown_json: str
+    def __init__(self, at: _Optional[str] = ..., by: _Optional[str] = ..., message: _Optional[str] = ..., omitted: _Optional[_Iterable[str]] = ..., unknown_json: _Optional[str] = ...) -> None: ...
 
 class DeadReason(_message.Message):
     __slots__ = ("code", "at", "by", "message", "omitted", "unknown_json")
