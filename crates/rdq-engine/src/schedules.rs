@@ -381,11 +381,14 @@ fn parse(stored: &StoredSchedule) -> Result<ValidSchedule, EngineError> {
 
 fn info(stored: StoredSchedule, now_ms: i64) -> Result<ScheduleInfo, EngineError> {
     let valid = parse(&stored)?;
-    let from = stored
+    // As a tick reads it: after the cursor and the last change, and not
+    // before now (a due time at now itself is still to come).
+    let since = stored.updated_at_ms.saturating_sub(1);
+    let after = stored
         .last_due_ms
-        .map_or(now_ms, |c| c.max(now_ms))
-        .max(stored.updated_at_ms.saturating_sub(1));
-    let next_due_ms = valid.timing().next_due_after(from);
+        .map_or(since, |c| c.max(since))
+        .max(now_ms.saturating_sub(1));
+    let next_due_ms = valid.timing().next_due_after(after);
     Ok(ScheduleInfo {
         schedule: valid.into_schedule(),
         owner: stored.owner,
