@@ -199,7 +199,7 @@ fn v5(s: &str) -> String {
 /// due times by reason.
 fn v6(s: &str) -> String {
     format!(
-        "CREATE TABLE {s}.schedules (
+        "CREATE TABLE IF NOT EXISTS {s}.schedules (
             name         text   PRIMARY KEY,
             owner        text   NOT NULL,
             definition   text   NOT NULL,
