@@ -28,6 +28,7 @@ use redis::{Script, Value};
 
 use crate::conn::{Conn, Retry, retrying};
 use crate::error::{Failure, unexpected};
+use crate::keys::Keys;
 use crate::stored::{self, Placement, envelope_bytes};
 use crate::{RedisStore, Shared};
 
@@ -64,9 +65,34 @@ static MOVE_OUT: LazyLock<Script> = LazyLock::new(|| {
 /// Fields a put writes itself rather than carry over from a moved record.
 const OWN_FIELDS: [&str; 4] = ["def", "owner", "updated", "moved"];
 
+/// The registry of schedules under `keys`' prefix: name → queue.
+fn registry(keys: &Keys) -> String {
+    format!("{}:schedules", keys.prefix())
+}
+
+/// Deletes every schedule under `keys`' prefix (with the prefix's keys).
+pub(crate) async fn delete_schedules(conn: &mut Conn, keys: &Keys) -> Result<(), Failure> {
+    let registry_key = registry(keys);
+    let all: HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(&registry_key)
+        .query_async(conn)
+        .await?;
+    for (name, queue) in &all {
+        let _: Value = redis::cmd("DEL")
+            .arg(keys.queue(queue).schedule(name))
+            .query_async(conn)
+            .await?;
+    }
+    let _: Value = redis::cmd("DEL")
+        .arg(registry_key)
+        .query_async(conn)
+        .await?;
+    Ok(())
+}
+
 impl Shared {
     fn schedule_registry(&self) -> String {
-        format!("{}:schedules", self.keys.prefix())
+        registry(&self.keys)
     }
 
     fn schedule_record(&self, queue: &str, name: &str) -> String {
