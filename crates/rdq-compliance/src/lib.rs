@@ -146,6 +146,12 @@ macro_rules! __with_every_check {
             a_deferral_and_a_lease_expiry_give_their_slot_back
             a_throttle_passes_over_its_key_until_its_time
             local_concurrency_bounds_each_process
+            schedules_fire_each_due_time_once_across_racing_nodes
+            schedules_catch_up_after_a_gap_by_policy
+            schedules_overlap_policies_read_the_previous_task
+            a_paused_schedule_skips_and_resumes_without_catching_up
+            a_changed_schedule_keeps_its_cursor
+            a_deleted_or_invalid_schedule_fires_nothing
         }
     };
 }
@@ -193,6 +199,6 @@ mod tests {
         let unique: HashSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
         assert!(names.contains(&"fixtures_round_trip"));
-        assert_eq!(names.len(), 38);
+        assert_eq!(names.len(), 44);
     }
 }

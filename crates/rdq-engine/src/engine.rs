@@ -141,12 +141,12 @@ pub struct SettleRequest {
 /// The engine bound to a store and a clock. Cheap to clone.
 #[derive(Clone)]
 pub struct Engine {
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
     fallback: Arc<QueueConfig>,
     /// Wakes this process's idle workers when work may have become due, so
     /// they start within microseconds instead of at their next poll.
-    work_available: Arc<Notify>,
+    pub(crate) work_available: Arc<Notify>,
     /// Local concurrency: what this process holds per queue.
     local: Arc<LocalSlots>,
     /// Running tasks asked to stop, by this process or (through the store)

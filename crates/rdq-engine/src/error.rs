@@ -1,6 +1,7 @@
 //! The engine's one error type; every variant has a stable code.
 
 use rdq_envelope::{EnvelopeError, TaskId};
+use rdq_schedule::ScheduleError;
 
 /// Why the engine or a store refused an operation.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -31,6 +32,13 @@ pub enum EngineError {
     /// The store's data is not rdq's, or is damaged; nothing was changed.
     #[error("CORRUPT_STORE: {0}")]
     CorruptStore(String),
+    /// A schedule breaks a rule (carries the schedule's own code:
+    /// `INVALID_CRON`, `UNKNOWN_TIME_ZONE`, `INVALID_SCHEDULE_NAME`, …).
+    #[error(transparent)]
+    Schedule(#[from] ScheduleError),
+    /// No schedule has this name.
+    #[error("SCHEDULE_NOT_FOUND: no schedule {0}")]
+    ScheduleNotFound(String),
     /// The store could not be reached or failed; the operation may be retried.
     #[error("STORE_UNAVAILABLE: {0}")]
     Unavailable(String),
@@ -48,6 +56,8 @@ impl EngineError {
             Self::Unsupported(_) => "UNSUPPORTED",
             Self::InvalidArgument(_) => "INVALID_ARGUMENT",
             Self::CorruptStore(_) => "CORRUPT_STORE",
+            Self::Schedule(e) => e.code(),
+            Self::ScheduleNotFound(_) => "SCHEDULE_NOT_FOUND",
             Self::Unavailable(_) => "STORE_UNAVAILABLE",
         }
     }

@@ -10,7 +10,8 @@
 //! - [`lease_key`]: lease tokens keyed with the store's secret, so only the holder can present one;
 //! - [`batch`]: group commit for stores that write over a network;
 //! - [`Engine`]: the machine and policy bound to a store and a [`Clock`], the
-//!   one entry point the SDK, server and CLI use.
+//!   one entry point the SDK, server and CLI use; it also stores periodic
+//!   schedules and fires their due times (`Engine::fire_due`).
 //!
 //! Stores persist what the engine decided; no store ever sees retry policy.
 
@@ -27,6 +28,7 @@ pub mod lease_key;
 mod local;
 pub mod machine;
 pub mod policy;
+mod schedules;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -39,9 +41,11 @@ pub use flow::{FlowLedger, FlowPolicy, FlowStatus};
 pub use lease_key::{LeaseKey, TokenMismatch};
 pub use machine::{FailureKind, LeaseToken, RetryOverride, Settlement};
 pub use policy::{Backoff, QueuePolicy, VersionMismatch};
+pub use schedules::{FireReport, ScheduleFailure, ScheduleFired, ScheduleInfo, ScheduleSkipped};
 pub use store::{
     Cancel, CancelRequest, Capabilities, ClaimRequest, ConfigStore, DeadGroup, DeadReasonFilter,
-    LeasedUpdate, ListOrder, ListQuery, NewTask, Page, Pruning, QueueCounts, QueueDepths,
-    QueueDepthsSource, ReasonCount, Redrive, RedriveRequest, Removal, Store, Submitted, TaskCounts,
+    FireOutcome, FireRequest, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, Pruning,
+    QueueCounts, QueueDepths, QueueDepthsSource, ReasonCount, Redrive, RedriveRequest, Removal,
+    ScheduleOwner, SchedulePut, Schedules, Store, StoredSchedule, Submitted, TaskCounts,
     TaskListing, TaskLookup, WorkCapabilities,
 };

@@ -33,8 +33,9 @@ pub use model::{
     Status, dead_reasons,
 };
 pub use names::{
-    MAX_NAME_LEN, RESERVED_HEADER_PREFIX, is_reserved_header, is_valid_name, validate_handler_ref,
-    validate_queue_name, validate_user_headers,
+    MAX_FLOW_KEY_LEN, MAX_NAME_LEN, RESERVED_HEADER_PREFIX, is_reserved_header, is_valid_flow_key,
+    is_valid_name, validate_flow_key, validate_handler_ref, validate_queue_name,
+    validate_user_headers,
 };
 pub use time::Timestamp;
 pub use truncate::{

@@ -52,6 +52,40 @@ fn check(name: &str, code: ErrorCode, field: &str) -> Result<(), EnvelopeError> 
     Err(EnvelopeError::at(code, field, why))
 }
 
+/// Longest flow key, in bytes.
+pub const MAX_FLOW_KEY_LEN: usize = 128;
+
+/// True when `key` is 1–128 bytes of `[A-Za-z0-9._:/@=+-]`: a tenant id,
+/// an account, a host name, an API route. A rule of the task itself (the
+/// `rdq.flow_key` header it carries), so it lives with the other name rules
+/// and every layer that shapes a task checks the same thing.
+pub fn is_valid_flow_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= MAX_FLOW_KEY_LEN
+        && key.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(b, b'.' | b'_' | b':' | b'/' | b'@' | b'=' | b'+' | b'-')
+        })
+}
+
+/// Checks a flow key, refusing with `INVALID_FIELD` naming `flow_key`.
+pub fn validate_flow_key(key: &str) -> Result<(), EnvelopeError> {
+    if is_valid_flow_key(key) {
+        return Ok(());
+    }
+    let why = if key.is_empty() {
+        "must not be empty".to_owned()
+    } else if key.len() > MAX_FLOW_KEY_LEN {
+        format!(
+            "is {} bytes long; the limit is {MAX_FLOW_KEY_LEN}",
+            key.len()
+        )
+    } else {
+        format!("{key:?} has characters outside [A-Za-z0-9._:/@=+-]")
+    };
+    Err(EnvelopeError::at(ErrorCode::InvalidField, "flow_key", why))
+}
+
 /// True if header `key` is in the reserved namespace: `rdq.` in any case
 /// (`RDQ.x` and `Rdq.submitted_by` too), since header names are
 /// case-insensitive in HTTP and in most of the languages that read them.

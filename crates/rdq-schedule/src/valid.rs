@@ -2,12 +2,12 @@
 //!
 //! Each rule names the field it checks. The task template is checked by the
 //! same functions a submit goes through (`rdq-envelope`'s name and header
-//! rules, `rdq-engine`'s flow-key rule), so a schedule cannot hold a task
+//! rules, the flow-key rule), so a schedule cannot hold a task
 //! that every fire would then have refused.
 
 use rdq_envelope::{
-    EnvelopeError, ErrorCode, Timestamp, is_valid_name, validate_handler_ref, validate_queue_name,
-    validate_user_headers,
+    EnvelopeError, ErrorCode, Timestamp, is_valid_name, validate_flow_key, validate_handler_ref,
+    validate_queue_name, validate_user_headers,
 };
 
 use crate::due::Timing;
@@ -91,14 +91,7 @@ fn check_task(task: &TaskTemplate) -> Result<(), ScheduleError> {
     }
     validate_user_headers(&task.headers).map_err(in_task)?;
     if let Some(key) = &task.flow_key {
-        rdq_engine::flow::validate_flow_key(key).map_err(|e| match e {
-            rdq_engine::EngineError::Envelope(e) => in_task(e),
-            other => in_task(EnvelopeError::at(
-                ErrorCode::InvalidField,
-                "flow_key",
-                other.to_string(),
-            )),
-        })?;
+        validate_flow_key(key).map_err(in_task)?;
     }
     Ok(())
 }

@@ -25,6 +25,7 @@ mod error;
 mod flow;
 mod integrity;
 mod reader;
+mod schedules;
 mod schema;
 mod writer;
 
@@ -533,7 +534,8 @@ impl Store for EmbeddedStore {
         Cancel,
         Removal,
         Pruning,
-        ConfigStore
+        ConfigStore,
+        Schedules
     );
 }
 

@@ -23,7 +23,7 @@ use rdq_engine::EngineError;
 pub const APPLICATION_ID: i32 = 0x7264_7131;
 
 /// `PRAGMA user_version` of the schema this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// Status codes stored in `tasks.status`.
 pub(crate) mod status {
@@ -126,6 +126,26 @@ const FLOW_KEYS_FROM_ENVELOPES: &str =
 /// Added by [`add_cancel_requested`] (a store created by a build that had
 /// it already has it).
 const V5_CANCEL: &str = "ALTER TABLE tasks ADD COLUMN cancel_requested INTEGER;";
+
+/// Version 6 adds periodic schedules (`docs/schedules.md`): one row per
+/// schedule, its definition as JSON (the store never reads it), the cursor
+/// `last_due` a fire compares and moves in the transaction that submits the
+/// fire's tasks, the last task (for the overlap policy) and counters.
+/// `IF NOT EXISTS`, as [`FLOW`]: creating a store runs it too.
+const V6_SCHEDULES: &str = "
+CREATE TABLE IF NOT EXISTS schedules (
+    name         TEXT    PRIMARY KEY,
+    owner        TEXT    NOT NULL,
+    definition   TEXT    NOT NULL,
+    created_at   INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL,
+    last_due     INTEGER,
+    last_task    BLOB,
+    last_fire_at INTEGER,
+    fires        INTEGER NOT NULL DEFAULT 0,
+    skips        TEXT    NOT NULL DEFAULT '{}'
+) WITHOUT ROWID;
+";
 
 /// Settings the store itself keeps, such as the lease secret. Not versioned:
 /// every open creates the table if it is missing (a store written before it
@@ -318,7 +338,8 @@ pub(crate) fn lease_secret(conn: &Connection, path: &Path) -> Result<[u8; 32], E
 /// (`columns::stored`), which a version-2 build would misread. Version 4
 /// adds flow control ([`FLOW`]); a version-3 build would store tasks
 /// without their flow key. Version 5 adds [`V5_CANCEL`]; a version-4 build
-/// would settle over a cancel request.
+/// would settle over a cancel request. Version 6 adds [`V6_SCHEDULES`]; a
+/// version-5 build would not know the table.
 fn upgrade(conn: &Connection, from: i32) -> rusqlite::Result<()> {
     tracing::info!(
         from,
@@ -335,6 +356,9 @@ fn upgrade(conn: &Connection, from: i32) -> rusqlite::Result<()> {
     if from < 5 {
         add_cancel_requested(conn)?;
     }
+    if from < 6 {
+        conn.execute_batch(V6_SCHEDULES)?;
+    }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)
 }
 
@@ -343,7 +367,8 @@ fn create(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "application_id", APPLICATION_ID)?;
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     conn.execute_batch(SCHEMA)?;
-    conn.execute_batch(FLOW)
+    conn.execute_batch(FLOW)?;
+    conn.execute_batch(V6_SCHEDULES)
 }
 
 /// Adds `tasks.flow_key` unless the table has it already.

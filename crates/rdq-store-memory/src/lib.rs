@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+mod schedules;
 mod state;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -33,6 +34,8 @@ use crate::state::State;
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    /// Apart from the tasks: a fire takes this lock, then the tasks' one.
+    schedules: Mutex<schedules::ScheduleMap>,
 }
 
 impl MemoryStore {
@@ -45,6 +48,13 @@ impl MemoryStore {
         // No operation can panic half-way through a change, so a poisoned lock
         // still guards consistent data.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn schedules(&self) -> MutexGuard<'_, schedules::ScheduleMap> {
+        // As for `state`: no change can panic half-way.
+        self.schedules
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -111,7 +121,8 @@ impl Store for MemoryStore {
         Cancel,
         Removal,
         Pruning,
-        ConfigStore
+        ConfigStore,
+        Schedules
     );
 }
 

@@ -25,6 +25,7 @@ mod options;
 mod policies;
 mod pool;
 mod reads;
+mod schedules;
 mod schema;
 mod sql;
 mod temporary;
@@ -511,7 +512,8 @@ impl Store for PostgresStore {
         Cancel,
         Removal,
         Pruning,
-        ConfigStore
+        ConfigStore,
+        Schedules
     );
 }
 

@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 use crate::error::Failure;
 
 /// The newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// One schema version: its number, what it does and its DDL for a schema.
 struct Migration {
@@ -49,6 +49,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 5,
         description: "cancel requests of running tasks (tasks.cancel_requested)",
         ddl: v5,
+    },
+    Migration {
+        version: 6,
+        description: "periodic schedules (schedules)",
+        ddl: v6,
     },
 ];
 
@@ -185,6 +190,29 @@ fn v4(s: &str) -> String {
 fn v5(s: &str) -> String {
     format!(
         "ALTER TABLE {s}.tasks ADD COLUMN IF NOT EXISTS cancel_requested boolean NOT NULL DEFAULT false;"
+    )
+}
+
+/// Schema version 6: periodic schedules (`docs/schedules.md`). The
+/// definition is the schedule's JSON, which the store never reads;
+/// `last_due` is the cursor a fire compares and moves in the transaction
+/// that submits its tasks (`schedules.rs`); `last_task` is the task of the
+/// last fire (the overlap policy reads its status); `skips` counts skipped
+/// due times by reason.
+fn v6(s: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {s}.schedules (
+            name         text   PRIMARY KEY,
+            owner        text   NOT NULL,
+            definition   text   NOT NULL,
+            created_at   bigint NOT NULL,
+            updated_at   bigint NOT NULL,
+            last_due     bigint,
+            last_task    uuid,
+            last_fire_at bigint,
+            fires        bigint NOT NULL DEFAULT 0,
+            skips        jsonb  NOT NULL DEFAULT '{{}}'
+        );"
     )
 }
 

@@ -78,6 +78,13 @@ checks! {
     a_deferral_and_a_lease_expiry_give_their_slot_back
     a_throttle_passes_over_its_key_until_its_time
     local_concurrency_bounds_each_process
+    // RabbitMQ declares no schedules: each of these checks that it says so.
+    schedules_fire_each_due_time_once_across_racing_nodes
+    schedules_catch_up_after_a_gap_by_policy
+    schedules_overlap_policies_read_the_previous_task
+    a_paused_schedule_skips_and_resumes_without_catching_up
+    a_changed_schedule_keeps_its_cursor
+    a_deleted_or_invalid_schedule_fires_nothing
 }
 
 // These checks advance a virtual clock and expect tasks to become claimable

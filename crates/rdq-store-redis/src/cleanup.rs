@@ -50,6 +50,7 @@ fn drop_prefix(mut options: RedisOptions) -> Result<(), String> {
 
 /// Deletes every key rdq wrote under `keys`' prefix.
 pub(crate) async fn delete_prefix(conn: &mut Conn, keys: &Keys) -> Result<(), Failure> {
+    crate::schedules::delete_schedules(conn, keys).await?;
     let queues: Vec<String> = redis::cmd("SMEMBERS")
         .arg(keys.registry())
         .query_async(conn)

@@ -124,6 +124,12 @@ impl QueueKeys {
         format!("{}:fr:{key}", self.tag)
     }
 
+    /// The record of schedule `name`, whose fires submit to this queue: in
+    /// the queue's slot, so a fire is one script (`schedules.rs`).
+    pub(crate) fn schedule(&self, name: &str) -> String {
+        format!("{}:sch:{name}", self.tag)
+    }
+
     /// The id set of status digit `status` ('0' PENDING … '3' DEAD).
     pub(crate) fn ids(&self, status: char) -> Option<&str> {
         let n = status.to_digit(10).filter(|n| *n <= 3)?;

@@ -24,6 +24,7 @@ mod flow;
 mod keys;
 mod options;
 mod reads;
+mod schedules;
 mod scripts;
 mod stored;
 mod tls;
@@ -384,7 +385,8 @@ impl Store for RedisStore {
         Cancel,
         Removal,
         Pruning,
-        ConfigStore
+        ConfigStore,
+        Schedules
     );
 }
 

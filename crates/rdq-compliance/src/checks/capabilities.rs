@@ -56,6 +56,8 @@ pub async fn capabilities_tell_the_truth(factory: StoreFactory) {
     answers.push(("queue_config", caps.queue_config, !unsupported(&r)));
     let r = h.store.prune_succeeded(queue, h.now(), 1).await;
     answers.push(("prune", caps.prune, !unsupported(&r)));
+    let r = h.engine.list_schedules().await;
+    answers.push(("schedules", caps.schedules, !unsupported(&r)));
     if caps.queue_config {
         let r = h.store.put_config(queue, &test_policy().into()).await;
         assert!(

@@ -12,6 +12,7 @@ mod fixtures;
 mod flow;
 mod leases;
 mod limits;
+mod schedules;
 
 pub use admin::{
     counts_purge_delete_and_prune, idempotent_submit_returns_the_original, unknown_ids_are_reported,
@@ -51,4 +52,11 @@ pub use leases::{
 pub use limits::{
     a_healthy_store_is_ready, counters_at_their_maximum_never_wedge_a_task,
     the_lease_secret_is_stable,
+};
+pub use schedules::{
+    a_changed_schedule_keeps_its_cursor, a_deleted_or_invalid_schedule_fires_nothing,
+    a_paused_schedule_skips_and_resumes_without_catching_up,
+    schedules_catch_up_after_a_gap_by_policy,
+    schedules_fire_each_due_time_once_across_racing_nodes,
+    schedules_overlap_policies_read_the_previous_task,
 };

@@ -33,8 +33,7 @@ pub fn key_of(env: &Envelope) -> &str {
     env.headers.get(FLOW_KEY_HEADER).map_or("", String::as_str)
 }
 
-/// Longest flow key, in bytes.
-pub const MAX_FLOW_KEY_LEN: usize = 128;
+pub use rdq_envelope::{MAX_FLOW_KEY_LEN, is_valid_flow_key};
 
 /// Largest concurrency limit a policy may set.
 pub const MAX_CONCURRENCY: u64 = 1_000_000;
@@ -54,38 +53,11 @@ pub const MAX_WEIGHTED_KEYS: usize = 1_000;
 /// How many of the busiest keys [`FlowStatus`] lists.
 pub const STATUS_KEYS: usize = 20;
 
-/// True when `key` is 1–128 bytes of `[A-Za-z0-9._:/@=+-]`: a tenant id,
-/// an account, a host name, an API route.
-pub fn is_valid_flow_key(key: &str) -> bool {
-    !key.is_empty()
-        && key.len() <= MAX_FLOW_KEY_LEN
-        && key.bytes().all(|b| {
-            b.is_ascii_alphanumeric()
-                || matches!(b, b'.' | b'_' | b':' | b'/' | b'@' | b'=' | b'+' | b'-')
-        })
-}
-
 /// Checks a flow key given at submit, refusing with `INVALID_FIELD`
-/// naming `flow_key`.
+/// naming `flow_key` (the rule is the envelope's,
+/// [`rdq_envelope::validate_flow_key`]).
 pub fn validate_flow_key(key: &str) -> Result<(), EngineError> {
-    if is_valid_flow_key(key) {
-        return Ok(());
-    }
-    let why = if key.is_empty() {
-        "must not be empty".to_owned()
-    } else if key.len() > MAX_FLOW_KEY_LEN {
-        format!(
-            "is {} bytes long; the limit is {MAX_FLOW_KEY_LEN}",
-            key.len()
-        )
-    } else {
-        format!("{key:?} has characters outside [A-Za-z0-9._:/@=+-]")
-    };
-    Err(EngineError::Envelope(rdq_envelope::EnvelopeError::at(
-        rdq_envelope::ErrorCode::InvalidField,
-        "flow_key",
-        why,
-    )))
+    Ok(rdq_envelope::validate_flow_key(key)?)
 }
 
 /// A token bucket: `per_second` tokens a second, holding at most `burst`.

@@ -29,6 +29,7 @@
 
 pub mod admin;
 mod claim;
+pub mod schedules;
 
 use std::sync::Arc;
 
@@ -46,6 +47,9 @@ pub use admin::{
     sort_groups,
 };
 pub use claim::ClaimRequest;
+pub use schedules::{
+    FireOutcome, FireRequest, ScheduleOwner, SchedulePut, Schedules, StoredSchedule,
+};
 
 /// What a store's work path honours, as the store declares it. The
 /// compliance kit checks each declaration: what is declared works, what is
@@ -103,6 +107,9 @@ pub struct Capabilities {
     /// ([`ClaimRequest::flow`]) across every process on the store; throttles
     /// and flow status are kept with the store.
     pub claim_flow: bool,
+    /// [`Schedules`]: periodic schedules stored with the tasks, each due
+    /// time fired once across every process on the store.
+    pub schedules: bool,
 }
 
 impl Capabilities {
@@ -125,12 +132,13 @@ impl Capabilities {
                 .is_some_and(ConfigStore::process_local),
             claim_max_in_flight: work.claim_max_in_flight,
             claim_flow: work.claim_flow,
+            schedules: store.as_schedules().is_some(),
         }
     }
 
     /// The capability names, each with whether this store has it: what
     /// `GET /v1/capabilities` and the docs' tables show.
-    pub fn named(&self) -> [(&'static str, bool); 13] {
+    pub fn named(&self) -> [(&'static str, bool); 14] {
         [
             ("get_by_id", self.get_by_id),
             ("list", self.list),
@@ -145,6 +153,7 @@ impl Capabilities {
             ("prune", self.prune),
             ("claim_max_in_flight", self.claim_max_in_flight),
             ("claim_flow", self.claim_flow),
+            ("schedules", self.schedules),
         ]
     }
 }
@@ -375,6 +384,11 @@ pub trait Store: Send + Sync + 'static {
     fn as_config_store(&self) -> Option<&dyn ConfigStore> {
         None
     }
+
+    /// Storing schedules and firing them atomically, if this store can.
+    fn as_schedules(&self) -> Option<&dyn Schedules> {
+        None
+    }
 }
 
 /// When a finished task finished: its last attempt's end, else its creation.
@@ -478,6 +492,11 @@ macro_rules! __offer_extension {
     };
     (ConfigStore) => {
         fn as_config_store(&self) -> Option<&dyn $crate::ConfigStore> {
+            Some(self)
+        }
+    };
+    (Schedules) => {
+        fn as_schedules(&self) -> Option<&dyn $crate::Schedules> {
             Some(self)
         }
     };

@@ -13,6 +13,8 @@ use rdq_engine::{
 use rdq_envelope::{Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
 
+use super::schedules::{ScheduleDone, ScheduleJob};
+
 /// Most tasks one claim takes, whatever `max` asks for.
 pub(super) const MAX_CLAIM: usize = 10_000;
 
@@ -83,6 +85,8 @@ pub(crate) enum Job {
     /// Writes nothing of consequence, to learn whether writes commit now
     /// (readiness after a failed group).
     Probe { reply: Tx<Result<(), EngineError>> },
+    /// A schedule's put, delete or fire.
+    Schedule(ScheduleJob),
 }
 
 /// A write with its envelope already encoded by the caller, so the one
@@ -139,6 +143,7 @@ impl Job {
             Self::Submit { tasks, .. } => tasks.len().max(1),
             Self::Settle { updates, .. } => updates.len().max(1),
             Self::Claim { max, .. } => (*max).clamp(1, MAX_CLAIM),
+            Self::Schedule(job) => job.weight(),
             _ => 1,
         }
     }
@@ -165,6 +170,7 @@ impl Job {
             | Self::PutConfig { reply, .. }
             | Self::Throttle { reply, .. }
             | Self::Probe { reply } => Done::Unit(reply, Ok(())),
+            Self::Schedule(job) => Done::Schedule(job.unanswered()),
         }
     }
 }
@@ -191,6 +197,7 @@ pub(super) enum Done {
     ),
     Count(Tx<Result<u64, EngineError>>, Result<u64, EngineError>),
     Unit(Tx<Result<(), EngineError>>, Result<(), EngineError>),
+    Schedule(ScheduleDone),
 }
 
 impl Done {
@@ -204,6 +211,7 @@ impl Done {
             Self::Ids(reply, r) => drop(reply.send(r)),
             Self::Count(reply, r) => drop(reply.send(r)),
             Self::Unit(reply, r) => drop(reply.send(r)),
+            Self::Schedule(done) => done.send(),
         }
     }
 
@@ -216,6 +224,7 @@ impl Done {
             Self::Ids(reply, _) => drop(reply.send(Err(e.clone()))),
             Self::Count(reply, _) => drop(reply.send(Err(e.clone()))),
             Self::Unit(reply, _) => drop(reply.send(Err(e.clone()))),
+            Self::Schedule(done) => done.fail(e),
         }
     }
 }

@@ -32,6 +32,7 @@ mod flow;
 mod group;
 mod health;
 mod job;
+mod schedules;
 mod syncer;
 mod transaction;
 mod work;
@@ -46,6 +47,7 @@ use group::run;
 pub(crate) use health::Health;
 use job::Msg;
 pub(crate) use job::{Encoded, Job};
+pub(crate) use schedules::ScheduleJob;
 pub(crate) use syncer::{SyncFn, wal_sync};
 
 /// The handle the store holds: a channel to the writer thread.
