@@ -177,7 +177,7 @@ final class GrpcTaskSource implements TaskSource {
     static CancelRequest cancelRequestOf(String id, EnvelopeOuterClass.CancelRequest r) {
         try {
             return ProtoEnvelopes.toCancelRequest(r);
-        } catch (RdqException e) {
+        } catch (RuntimeException e) {
             LOG.log(System.Logger.Level.WARNING, "the cancel of " + id + ": " + e.getMessage());
             return unknownCancelRequest();
         }
