@@ -199,6 +199,15 @@ class CancelTest {
         }
     }
 
+    /**
+     * Returns once the worker has read everything the scripted server sent
+     * before: a lease extension's ack comes after it on the same stream, and
+     * the worker reads a stream in order.
+     */
+    static void barrier() {
+        TaskContext.current().orElseThrow().extendLease(Duration.ofSeconds(30));
+    }
+
     /** Sleeps until interrupted; false when {@code max} passed first. */
     static boolean sleepUntilInterrupted(Duration max) {
         try {
@@ -229,6 +238,7 @@ class CancelTest {
                             seen.add(Seen.now(false));
                             // A second notice of the same cancel interrupts no more.
                             assertTrue(cancelledAgain.await(30, TimeUnit.SECONDS));
+                            barrier();
                             if (sleepUntilInterrupted(Duration.ofMillis(300))) {
                                 interrupts.incrementAndGet();
                             }
@@ -303,6 +313,7 @@ class CancelTest {
                         .handler("stream.q", "h", (Envelope e) -> {
                             started.countDown();
                             assertTrue(cancels.await(30, TimeUnit.SECONDS));
+                            barrier();
                             boolean interrupted = sleepUntilInterrupted(Duration.ofMillis(300));
                             seen.add(Seen.now(interrupted));
                         })
@@ -332,6 +343,7 @@ class CancelTest {
                             ran.add(e.id());
                             started.countDown();
                             assertTrue(release.await(30, TimeUnit.SECONDS));
+                            barrier();
                         })
                         .start()) {
             assertEquals(WorkerTransport.GRPC, w.transport());
