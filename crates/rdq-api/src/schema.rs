@@ -246,6 +246,13 @@ hand_written!(
                     "at": timestamp(),
                     "by": {"type": "string", "minLength": 1},
                     "message": {"type": ["string", "null"]}
+                }},
+            "cancel_requested": {"type": ["object", "null"], "required": ["at", "by"],
+                "description": "A cancel asked while the task ran (docs/outcomes.md); left out otherwise",
+                "properties": {
+                    "at": timestamp(),
+                    "by": {"type": "string", "minLength": 1},
+                    "message": {"type": ["string", "null"]}
                 }}
         },
         "additionalProperties": true

@@ -99,9 +99,11 @@ impl App {
                 .message
                 .clone()
                 .unwrap_or_else(|| "cancelled".to_owned()),
+            pending_only: body.pending_only,
         };
         let cancelled = self.engine.cancel(&filter).await?;
-        let ids: Vec<String> = cancelled.iter().map(ToString::to_string).collect();
+        let ids: Vec<String> = cancelled.ids.iter().map(ToString::to_string).collect();
+        let running: Vec<String> = cancelled.running.iter().map(ToString::to_string).collect();
         self.audit().record(AuditRecord {
             who: caller.who().to_owned(),
             action: "task.cancel",
@@ -115,9 +117,11 @@ impl App {
                     "headers": body.headers,
                     "older_than_ms": body.older_than_ms,
                     "limit": body.limit,
+                    "pending_only": body.pending_only,
                 },
                 "message": body.message,
                 "ids": ids,
+                "running": running,
             }),
         });
         Ok(CancelResult {
@@ -125,7 +129,7 @@ impl App {
             dry_run: body.dry_run,
             count: ids.len(),
             ids,
-            running: Vec::new(),
+            running,
         })
     }
 

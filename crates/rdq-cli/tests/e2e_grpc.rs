@@ -1292,3 +1292,89 @@ async fn pending_tasks_are_cancelled_over_grpc() {
     );
     drop(server);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_task_is_cancelled_on_its_work_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RdqServer::start(dir.path(), &config(), &[]);
+    let ch = channel(&server).await;
+    let mut tasks = TasksClient::new(ch.clone());
+    let mut w = WorkStream::open(ch.clone(), hello("orders", 4, Some(60_000), false))
+        .await
+        .unwrap();
+    for i in 0..2u8 {
+        tasks
+            .submit(req(submit("orders", &[i]), ALL))
+            .await
+            .unwrap();
+    }
+    let (a, b) = (w.task().await, w.task().await);
+    let asked = tasks
+        .cancel(req(
+            pb::CancelTasksRequest {
+                queue: "orders".into(),
+                ids: vec![a.id.clone()],
+                message: Some("customer withdrew".into()),
+                ..Default::default()
+            },
+            ALL,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(asked.ids, vec![a.id.clone()]);
+    assert_eq!(asked.running, vec![a.id.clone()], "it was running");
+    let told = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            if let Some(c) = w.cancels.pop_front() {
+                return c;
+            }
+            w.next().await;
+        }
+    })
+    .await
+    .expect("the stream pushes the cancel");
+    assert_eq!(
+        (told.id.as_str(), told.lease_token.as_str()),
+        (a.id.as_str(), a.lease_token.as_str())
+    );
+    let request = told.request.expect("who and why");
+    assert_eq!(request.message.as_deref(), Some("customer withdrew"));
+    assert!(!request.by.is_empty());
+
+    // An extension says so too; the other task's does not.
+    for (seq, t, expected) in [(1, &a, true), (2, &b, false)] {
+        w.send(pb::work_request::Kind::Extend(pb::WorkExtend {
+            seq,
+            extend: Some(pb::ExtendLeaseRequest {
+                id: t.id.clone(),
+                lease_token: t.lease_token.clone(),
+                extend_ms: 60_000,
+            }),
+        }))
+        .await;
+        let ack = w.ack().await;
+        assert_eq!(ack.results[0].cancel_requested, expected, "task {}", t.id);
+        let env = ack.results[0].envelope.as_ref().unwrap();
+        assert_eq!(env.cancel_requested.is_some(), expected);
+    }
+
+    // The handler then fails: DEAD, cancelled, not retried; the other's
+    // failure retries as usual.
+    w.send(pb::work_request::Kind::Settle(pb::WorkSettle {
+        seq: 3,
+        settles: vec![
+            settle(&a, pb::ReportedOutcome::ReportedRetryableFailure),
+            settle(&b, pb::ReportedOutcome::ReportedRetryableFailure),
+        ],
+    }))
+    .await;
+    let ack = w.ack().await;
+    let dead = ack.results[0].envelope.as_ref().unwrap();
+    assert_eq!(status_of(dead), pb::Status::Dead);
+    assert_eq!(dead.dead_reason.as_ref().unwrap().code, "CANCELLED");
+    let retried = ack.results[1].envelope.as_ref().unwrap();
+    assert_eq!(status_of(retried), pb::Status::Pending);
+    assert!(w.cancels.is_empty(), "one push per task");
+    drop(server);
+}

@@ -443,3 +443,44 @@ async fn sigterm_finishes_the_callback_in_flight_then_exits() {
     assert!(server.log().contains("listening on"));
     server.terminate();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_aborts_the_callback_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RdqServer::start(dir.path(), FAST_CONFIG, &[]);
+    let receiver = Receiver::start().await;
+    let api = Api::new(&server.base);
+    api.configure(
+        "long",
+        json!({"max_attempts": 2, "backoff": {"kind": "none"}, "lease_ms": 30000,
+               "callback": {"url": receiver.url, "timeout_ms": 20000}}),
+    )
+    .await;
+    let id = api.submit("long", json!({"delay_ms": 15000})).await;
+    for _ in 0..500 {
+        if !receiver.for_task(&id).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(receiver.for_task(&id).len(), 1, "the callback is in flight");
+    let started = std::time::Instant::now();
+    let (status, body) = api
+        .post(
+            "/v1/queues/long/cancel",
+            json!({"ids": [id], "message": "stop it"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["running"], json!([id]));
+    let env = api.settled(&id).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the call was cut short, not waited out"
+    );
+    assert_eq!(env["status"], "DEAD");
+    assert_eq!(env["dead_reason"]["code"], "CANCELLED");
+    assert_eq!(env["attempt_count"], 1, "not retried");
+    assert_eq!(env["attempts"][0]["error"]["type"], "rdq.Cancelled");
+    server.terminate();
+}

@@ -126,6 +126,8 @@ macro_rules! __with_every_check {
             dead_reasons_are_kept_filtered_and_redriven
             cancelling_a_pending_task_is_terminal_and_redrivable
             a_cancel_racing_a_claim_has_exactly_one_winner
+            cancelling_a_running_task_stops_it_without_a_retry
+            a_cancel_racing_a_settle_has_exactly_one_winner
             idempotent_submit_returns_the_original
             counts_purge_delete_and_prune
             unknown_ids_are_reported

@@ -20,7 +20,7 @@ use rdq_envelope::{
     validate_user_headers,
 };
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 
 use crate::clock::Clock;
 use crate::config::QueueConfig;
@@ -36,7 +36,7 @@ use crate::store::{
     Submitted, finished_at, reason_code, unsupported,
 };
 
-/// Which PENDING tasks [`Engine::cancel`] takes, and who cancels them.
+/// Which tasks [`Engine::cancel`] takes, and who cancels them.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CancelFilter {
     /// The queue.
@@ -57,7 +57,28 @@ pub struct CancelFilter {
     pub by: String,
     /// Why, for people (the dead reason's `message`).
     pub message: String,
+    /// Leave running tasks alone: cancel PENDING ones only.
+    pub pending_only: bool,
 }
+
+/// What [`Engine::cancel`] did (or would do, on a dry run).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Cancelled {
+    /// Every task cancelled or asked to stop, in the order chosen.
+    pub ids: Vec<TaskId>,
+    /// Those of `ids` that were running: asked to stop, they end DEAD with
+    /// reason `CANCELLED` unless their handler succeeds first.
+    pub running: Vec<TaskId>,
+}
+
+/// Capacity of the channel of cancel requests ([`Engine::cancel_requests`]):
+/// a subscriber that falls this far behind is told it lagged and re-checks
+/// the leases it holds.
+const CANCEL_CHANNEL: usize = 4096;
+
+/// How often [`Engine::cancel`] retries asking a running task to stop when
+/// its state changes underneath (settled, released, reclaimed).
+const ASK_ATTEMPTS: usize = 4;
 
 impl CancelFilter {
     /// True when ids are the only filter.
@@ -128,6 +149,9 @@ pub struct Engine {
     work_available: Arc<Notify>,
     /// Local concurrency: what this process holds per queue.
     local: Arc<LocalSlots>,
+    /// Running tasks asked to stop, by this process or (through the store)
+    /// another: how the holder of a lease learns of it at once.
+    cancels: broadcast::Sender<TaskId>,
 }
 
 impl Engine {
@@ -136,13 +160,27 @@ impl Engine {
         let work_available = store
             .work_signal()
             .unwrap_or_else(|| Arc::new(Notify::new()));
+        let cancels = store
+            .cancel_signal()
+            .unwrap_or_else(|| broadcast::channel(CANCEL_CHANNEL).0);
         Self {
             store,
             clock,
             fallback: Arc::new(QueueConfig::default()),
             work_available,
             local: Arc::default(),
+            cancels,
         }
+    }
+
+    /// The ids of running tasks asked to stop from now on, by any process
+    /// on the store that announces them ([`Store::cancel_signal`]), else by
+    /// this one. A worker holding one of them reads its `cancel_requested`
+    /// ([`Engine::leased`]) and stops its handler. A receiver that lags
+    /// re-checks every lease it holds; a store without announcements is
+    /// still covered by lease extensions, which answer the request.
+    pub fn cancel_requests(&self) -> broadcast::Receiver<TaskId> {
+        self.cancels.subscribe()
     }
 
     /// Signalled after submits, retries and reaps in this process, and by
@@ -439,8 +477,7 @@ impl Engine {
         &self,
         reqs: Vec<SettleRequest>,
     ) -> Vec<Result<Envelope, EngineError>> {
-        let (decided, tokens) = self.decide(reqs).await;
-        self.apply(decided, tokens, Keep::States)
+        self.settle_kept(reqs, Keep::States)
             .await
             .into_iter()
             .map(|r| r.and_then(|kept| kept.ok_or_else(too_few)))
@@ -451,14 +488,42 @@ impl Engine {
     /// states (the worker loop): the decided envelopes move into the store
     /// instead of being copied for the caller.
     pub async fn settle_batch(&self, reqs: Vec<SettleRequest>) -> Vec<Result<(), EngineError>> {
-        let (decided, tokens) = self.decide(reqs).await;
-        self.apply(decided, tokens, Keep::Nothing)
+        self.settle_kept(reqs, Keep::Nothing)
             .await
             .into_iter()
             .map(|r| r.map(drop))
             .collect()
     }
 
+    /// Decides and writes `reqs`; then decides again, from the stored
+    /// state, each one the store refused because the task was asked to stop
+    /// after the caller's copy was taken ([`Engine::redecide`]).
+    async fn settle_kept(
+        &self,
+        reqs: Vec<SettleRequest>,
+        keep: Keep,
+    ) -> Vec<Result<Option<Envelope>, EngineError>> {
+        let (decided, tokens, unaware) = self.decide(reqs).await;
+        let mut results = self.apply(decided, tokens.clone(), keep).await;
+        let again: Vec<_> = unaware
+            .into_iter()
+            .zip(&tokens)
+            .enumerate()
+            .filter_map(|(i, (u, token))| {
+                let (id, settlement) = u?;
+                matches!(results[i], Err(EngineError::LeaseLost(_))).then_some((
+                    i,
+                    id,
+                    *token,
+                    Event::Settle(settlement),
+                ))
+            })
+            .collect();
+        if !again.is_empty() {
+            self.redecide(again, keep, &mut results).await;
+        }
+        results
+    }
     /// The in-flight state behind each `(id, token)` a worker presents
     /// ([`Store::leased`]): what a settle or extension by id and token
     /// decides from, on every store.
@@ -474,28 +539,40 @@ impl Engine {
 
     /// The engine's decision for each settle, under each queue's live policy
     /// (read once per queue per batch), consuming the requests so no
-    /// envelope is copied; with the tokens the writes are fenced by.
+    /// envelope is copied; with the tokens the writes are fenced by, and,
+    /// for each decision made from a copy without a cancel request, what to
+    /// decide again should the task have been asked to stop since.
     async fn decide(
         &self,
         reqs: Vec<SettleRequest>,
-    ) -> (Vec<Result<Envelope, EngineError>>, Vec<LeaseToken>) {
+    ) -> (
+        Vec<Result<Envelope, EngineError>>,
+        Vec<LeaseToken>,
+        Vec<Option<(TaskId, Settlement)>>,
+    ) {
         let now = self.clock.now();
         let mut policies = BatchPolicies::default();
         let mut decided = Vec::with_capacity(reqs.len());
         let mut tokens = Vec::with_capacity(reqs.len());
+        let mut unaware = Vec::with_capacity(reqs.len());
         for req in reqs {
             tokens.push(req.token);
+            let id = req.envelope.id;
+            let aware = req.envelope.cancel_requested.is_some();
             decided.push(match policies.of(self, &req.envelope.queue).await {
                 Ok(policy) => {
                     machine::settle_owned(req.envelope, req.token, &req.settlement, policy, now)
                 }
                 Err(e) => Err(e),
             });
+            unaware.push((!aware).then_some((id, req.settlement)));
         }
-        (decided, tokens)
+        (decided, tokens, unaware)
     }
 
-    /// Extends a claim's lease to `extend_ms` from now.
+    /// Extends a claim's lease to `extend_ms` from now. The state answered
+    /// carries `cancel_requested` when the task was asked to stop: the
+    /// worker should stop its handler.
     pub async fn extend_lease(
         &self,
         envelope: &Envelope,
@@ -503,11 +580,67 @@ impl Engine {
         extend_ms: u64,
     ) -> Result<Envelope, EngineError> {
         let next = machine::extend_lease(envelope, token, extend_ms, self.clock.now());
-        self.apply(vec![next], vec![token], Keep::States)
-            .await
+        let mut results = self.apply(vec![next], vec![token], Keep::States).await;
+        if envelope.cancel_requested.is_none()
+            && matches!(results.first(), Some(Err(EngineError::LeaseLost(_))))
+        {
+            let again = vec![(0, envelope.id, token, Event::Extend(extend_ms))];
+            self.redecide(again, Keep::States, &mut results).await;
+        }
+        results
             .pop()
             .unwrap_or_else(|| Err(too_few()))
             .and_then(|kept| kept.ok_or_else(too_few))
+    }
+
+    /// Decides `again` from the stored states: a store refuses a state
+    /// decided without the task's cancel request (`LEASE_LOST`), so a
+    /// worker's copy taken before the request cannot overwrite it. Where
+    /// the task is still under the same claim and was asked to stop, the
+    /// event is decided again and written in place of the refusal; any
+    /// other refusal stands. The request is never withdrawn while the task
+    /// runs, so one more decision suffices.
+    async fn redecide(
+        &self,
+        again: Vec<(usize, TaskId, LeaseToken, Event)>,
+        keep: Keep,
+        results: &mut [Result<Option<Envelope>, EngineError>],
+    ) {
+        let leases: Vec<_> = again
+            .iter()
+            .map(|(_, id, token, _)| (*id, *token))
+            .collect();
+        let fresh = self.store.leased(&leases).await;
+        let now = self.clock.now();
+        let mut policies = BatchPolicies::default();
+        let mut slots = Vec::new();
+        let mut decided = Vec::new();
+        let mut tokens = Vec::new();
+        for ((i, _, token, event), env) in again.into_iter().zip(fresh) {
+            let Ok(env) = env else { continue };
+            if env.cancel_requested.is_none() {
+                continue;
+            }
+            let next = match event {
+                Event::Extend(ms) => machine::extend_lease(&env, token, ms, now),
+                Event::Settle(settlement) => match policies.of(self, &env.queue).await {
+                    Ok(policy) => machine::settle_owned(env, token, &settlement, policy, now),
+                    Err(e) => Err(e),
+                },
+            };
+            slots.push(i);
+            decided.push(next);
+            tokens.push(token);
+        }
+        if decided.is_empty() {
+            return;
+        }
+        let written = self.apply(decided, tokens, keep).await;
+        for (i, r) in slots.into_iter().zip(written) {
+            if let Some(slot) = results.get_mut(i) {
+                *slot = r;
+            }
+        }
     }
 
     /// The one write path of every transition of an in-flight task (settle,
@@ -673,13 +806,19 @@ impl Engine {
         redrive.redrive(&by_id, self.clock.now()).await
     }
 
-    /// Cancels PENDING tasks: those among `filter.ids` (when given) that
-    /// match every other filter, oldest first, at most `filter.limit`; each
-    /// becomes DEAD with reason `CANCELLED` in one atomic step against
-    /// concurrent claims. Returns the ids cancelled (that would be, on a dry
-    /// run). One id given alone that cannot be cancelled is an error:
-    /// `TASK_NOT_FOUND`, or `INVALID_TRANSITION` naming its status.
-    pub async fn cancel(&self, filter: &CancelFilter) -> Result<Vec<TaskId>, EngineError> {
+    /// Cancels tasks: those among `filter.ids` (when given) that match
+    /// every other filter, PENDING ones first then running ones, oldest
+    /// first, at most `filter.limit`. A PENDING task becomes DEAD with
+    /// reason `CANCELLED` in one atomic step against concurrent claims; a
+    /// running (IN_FLIGHT) one, unless `filter.pending_only`, is asked to
+    /// stop ([`machine::request_cancel`], one compare-and-swap against its
+    /// worker's settle) and the holder of its lease is told
+    /// ([`Engine::cancel_requests`]). A task that changes state meanwhile
+    /// (retried, released) is taken as it is then. Answers which were
+    /// cancelled or asked (would be, on a dry run). One id given alone that
+    /// can be neither is an error: `TASK_NOT_FOUND`, or
+    /// `INVALID_TRANSITION` naming its status.
+    pub async fn cancel(&self, filter: &CancelFilter) -> Result<Cancelled, EngineError> {
         validate_queue_name(&filter.queue)?;
         let Some(cancel) = self.store.as_cancel() else {
             return unsupported("cancel tasks");
@@ -687,23 +826,42 @@ impl Engine {
         let limit = filter.limit.unwrap_or(usize::MAX);
         let chosen: Vec<TaskId> = match &filter.ids {
             Some(ids) if filter.only_ids() => ids.iter().copied().take(limit).collect(),
-            _ => self.pending_matching(filter, limit).await?,
+            _ => self.cancellable(filter, limit).await?,
         };
-        let request = CancelRequest {
-            queue: filter.queue.clone(),
-            ids: chosen,
-            by: filter.by.clone(),
-            message: filter.message.clone(),
-            dry_run: filter.dry_run,
-        };
-        let cancelled = if request.ids.is_empty() {
+        let mut pending = if chosen.is_empty() {
             Vec::new()
         } else {
+            let request = CancelRequest {
+                queue: filter.queue.clone(),
+                ids: chosen.clone(),
+                by: filter.by.clone(),
+                message: filter.message.clone(),
+                dry_run: filter.dry_run,
+            };
             cancel.cancel_pending(&request, self.clock.now()).await?
         };
+        let mut running = Vec::new();
+        if !filter.pending_only {
+            let rest: Vec<TaskId> = chosen
+                .iter()
+                .copied()
+                .filter(|id| !pending.contains(id))
+                .collect();
+            for id in rest {
+                match self.ask_to_stop(filter, id).await? {
+                    Asked::Running => running.push(id),
+                    Asked::Cancelled => pending.push(id),
+                    Asked::Neither => {}
+                }
+            }
+            if !filter.dry_run && !running.is_empty() {
+                self.store.announce_cancel(&running).await;
+            }
+        }
         if let Some([id]) = filter.ids.as_deref()
             && filter.only_ids()
-            && cancelled.is_empty()
+            && pending.is_empty()
+            && running.is_empty()
         {
             let env = match self.store.as_lookup() {
                 Some(lookup) => lookup.get(*id).await?,
@@ -712,42 +870,120 @@ impl Engine {
             if env.queue != filter.queue {
                 return Err(EngineError::TaskNotFound(*id));
             }
+            let which = if filter.pending_only {
+                "only PENDING tasks can be cancelled (pending_only)"
+            } else {
+                "only PENDING and IN_FLIGHT tasks can be cancelled"
+            };
             return Err(EngineError::InvalidTransition(format!(
-                "task {id} is {}; only PENDING tasks can be cancelled",
+                "task {id} is {}; {which}",
                 env.status.as_str()
             )));
         }
-        Ok(cancelled)
+        let ids = chosen
+            .into_iter()
+            .filter(|id| pending.contains(id) || running.contains(id))
+            .collect();
+        Ok(Cancelled { ids, running })
     }
 
-    /// The PENDING tasks of `filter.queue` matching `filter`, oldest first.
-    async fn pending_matching(
+    /// Asks the running task `id` to stop, retrying while its state
+    /// changes underneath; a task found PENDING again is cancelled.
+    async fn ask_to_stop(&self, filter: &CancelFilter, id: TaskId) -> Result<Asked, EngineError> {
+        let Some(lookup) = self.store.as_lookup() else {
+            return Ok(Asked::Neither);
+        };
+        let Some(cancel) = self.store.as_cancel() else {
+            return Ok(Asked::Neither);
+        };
+        for _ in 0..ASK_ATTEMPTS {
+            let env = match lookup.get(id).await {
+                Ok(env) if env.queue == filter.queue => env,
+                Ok(_) | Err(EngineError::TaskNotFound(_)) => return Ok(Asked::Neither),
+                Err(e) => return Err(e),
+            };
+            match env.status {
+                Status::InFlight if env.cancel_requested.is_some() || filter.dry_run => {
+                    return Ok(Asked::Running);
+                }
+                Status::InFlight => {
+                    let Some(token) = LeaseToken::current(&env) else {
+                        continue;
+                    };
+                    let now = self.clock.now();
+                    let next = machine::request_cancel(&env, &filter.by, &filter.message, now);
+                    let written = self.apply(vec![next], vec![token], Keep::Nothing).await;
+                    match written.into_iter().next() {
+                        Some(Ok(_)) => {
+                            // No receiver is fine: nobody here holds it.
+                            let _ = self.cancels.send(id);
+                            return Ok(Asked::Running);
+                        }
+                        Some(Err(
+                            EngineError::LeaseLost(_) | EngineError::InvalidTransition(_),
+                        )) => {}
+                        Some(Err(e)) => return Err(e),
+                        None => return Err(too_few()),
+                    }
+                }
+                Status::Pending => {
+                    let request = CancelRequest {
+                        queue: filter.queue.clone(),
+                        ids: vec![id],
+                        by: filter.by.clone(),
+                        message: filter.message.clone(),
+                        dry_run: filter.dry_run,
+                    };
+                    if !cancel
+                        .cancel_pending(&request, self.clock.now())
+                        .await?
+                        .is_empty()
+                    {
+                        return Ok(Asked::Cancelled);
+                    }
+                }
+                Status::Succeeded | Status::Dead => return Ok(Asked::Neither),
+            }
+        }
+        Ok(Asked::Neither)
+    }
+
+    /// The PENDING tasks of `filter.queue` matching `filter`, oldest first,
+    /// then (unless `pending_only`) the running ones.
+    async fn cancellable(
         &self,
         filter: &CancelFilter,
         limit: usize,
     ) -> Result<Vec<TaskId>, EngineError> {
         let born_before = filter.older_than_ms.map(|ms| self.clock.now().minus_ms(ms));
         let mut chosen = Vec::new();
-        if limit == 0 {
-            return Ok(chosen);
-        }
-        let query = ListQuery {
-            queue: filter.queue.clone(),
-            status: Some(Status::Pending),
-            handler_ref: filter.handler_ref.clone(),
-            headers: filter.headers.clone(),
-            order: ListOrder::OldestFirst,
-            ..ListQuery::default()
+        let statuses: &[Status] = if filter.pending_only {
+            &[Status::Pending]
+        } else {
+            &[Status::Pending, Status::InFlight]
         };
-        self.scan(query, |env| {
-            let wanted = filter.ids.as_ref().is_none_or(|ids| ids.contains(&env.id))
-                && born_before.is_none_or(|t| env.created_at < t);
-            if wanted {
-                chosen.push(env.id);
+        for &status in statuses {
+            if chosen.len() >= limit {
+                break;
             }
-            chosen.len() < limit
-        })
-        .await?;
+            let query = ListQuery {
+                queue: filter.queue.clone(),
+                status: Some(status),
+                handler_ref: filter.handler_ref.clone(),
+                headers: filter.headers.clone(),
+                order: ListOrder::OldestFirst,
+                ..ListQuery::default()
+            };
+            self.scan(query, |env| {
+                let wanted = filter.ids.as_ref().is_none_or(|ids| ids.contains(&env.id))
+                    && born_before.is_none_or(|t| env.created_at < t);
+                if wanted {
+                    chosen.push(env.id);
+                }
+                chosen.len() < limit
+            })
+            .await?;
+        }
         Ok(chosen)
     }
 
@@ -1003,6 +1239,23 @@ impl BatchPolicies {
             None => Err(EngineError::Unavailable("policy lookup failed".into())),
         }
     }
+}
+
+/// What [`Engine::ask_to_stop`] found and did.
+enum Asked {
+    /// Running, and asked to stop (or already asked).
+    Running,
+    /// PENDING by then, and cancelled.
+    Cancelled,
+    /// Finished, gone, or in another queue.
+    Neither,
+}
+
+/// What a worker asked of a lease, kept to be decided again
+/// ([`Engine::redecide`]).
+enum Event {
+    Settle(Settlement),
+    Extend(u64),
 }
 
 /// Whether [`Engine::apply`] hands back the states it wrote.

@@ -31,7 +31,9 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::QueueConfig;
-pub use engine::{CancelFilter, Claimed, Engine, SettleRequest, SubmitRequest, is_prunable};
+pub use engine::{
+    CancelFilter, Cancelled, Claimed, Engine, SettleRequest, SubmitRequest, is_prunable,
+};
 pub use error::EngineError;
 pub use flow::{FlowLedger, FlowPolicy, FlowStatus};
 pub use lease_key::{LeaseKey, TokenMismatch};

@@ -14,7 +14,9 @@
 //! that could not be claimed again is not redriven (it stays in the DLQ), and
 //! stores do not pick PENDING tasks whose `claim_count` is at the maximum.
 
-use rdq_envelope::{AttemptRecord, DeadReason, Envelope, ErrorInfo, Outcome, Status, Timestamp};
+use rdq_envelope::{
+    AttemptRecord, CancelRequest, DeadReason, Envelope, ErrorInfo, Outcome, Status, Timestamp,
+};
 use rdq_envelope::{dead_reasons, error_types};
 
 use crate::error::EngineError;
@@ -326,6 +328,11 @@ fn settled(
 ) -> Envelope {
     next.mark_written();
     let own_priority = next.priority;
+    if let Some(request) = next.cancel_requested.clone()
+        && *settlement != Settlement::Success
+    {
+        return stopped(next, settlement, &request, policy, now);
+    }
     match settlement {
         // The one way to SUCCEEDED (stores rely on it: `replay_success`).
         Settlement::Success => return succeeded(next, now),
@@ -391,6 +398,53 @@ fn settled(
     next
 }
 
+/// A task asked to stop while it ran ends with any outcome but success:
+/// DEAD with reason `CANCELLED` by whoever asked, spending no further
+/// attempt. A failure closes its attempt as reported; a deferral or a
+/// release undoes it, as they always do.
+fn stopped(
+    mut next: Envelope,
+    settlement: &Settlement,
+    request: &CancelRequest,
+    policy: &QueuePolicy,
+    now: Timestamp,
+) -> Envelope {
+    match settlement {
+        Settlement::Failure { error, kind } | Settlement::FailureWithRetry { error, kind, .. } => {
+            let permanent = match kind {
+                FailureKind::Permanent => true,
+                FailureKind::Retryable => false,
+                FailureKind::Unclassified => {
+                    policy.classify(&error.error_type) == Classification::Permanent
+                }
+            };
+            let outcome = if permanent {
+                Outcome::PermanentFailure
+            } else {
+                Outcome::RetryableFailure
+            };
+            close_attempt(&mut next, now, outcome, Some(error.clone()));
+        }
+        Settlement::Defer { .. } | Settlement::Release | Settlement::Success => {
+            next.attempts.pop();
+            next.attempt_count = next.attempt_count.saturating_sub(1);
+        }
+    }
+    restore_base_priority(&mut next);
+    let message = request
+        .message
+        .as_deref()
+        .unwrap_or("cancelled while running");
+    die(
+        &mut next,
+        dead_reasons::CANCELLED,
+        &request.by,
+        now,
+        message,
+    );
+    next
+}
+
 /// The lease lapsed with no outcome: the attempt closes as `LEASE_EXPIRED`,
 /// counts against `max_attempts`, and the task retries or dies.
 pub fn expire_lease(
@@ -437,6 +491,17 @@ pub fn expire_lease(
         next.attempts.push(AttemptRecord::open(no, deadline));
     }
     close_attempt(&mut next, now, Outcome::LeaseExpired, Some(error));
+    if let Some(request) = &next.cancel_requested {
+        // Asked to stop, and it did (or its worker died): no retry.
+        let message = request
+            .message
+            .clone()
+            .unwrap_or_else(|| "cancelled while running".to_owned());
+        let by = request.by.clone();
+        restore_base_priority(&mut next);
+        die(&mut next, dead_reasons::CANCELLED, &by, now, &message);
+        return Ok(next);
+    }
     let budget = policy.max_lease_expiries;
     if budget > 0 && lease_expiries(&next) >= budget {
         let why = format!(
@@ -494,6 +559,7 @@ pub fn redrive(env: &Envelope, now: Timestamp) -> Result<Envelope, EngineError> 
     next.mark_written();
     next.status = Status::Pending;
     next.dead_reason = None;
+    next.cancel_requested = None;
     next.attempt_count = 0;
     next.redrive_count = next.redrive_count.saturating_add(1);
     next.next_attempt_at = Some(now);
@@ -522,6 +588,37 @@ pub fn cancel(
     next.mark_written();
     restore_base_priority(&mut next);
     die(&mut next, dead_reasons::CANCELLED, by, now, message);
+    Ok(next)
+}
+
+/// Someone asks a running task to stop: the IN_FLIGHT task keeps its lease
+/// and gains `cancel_requested`, which its worker learns of (on its next
+/// lease extension, at once on a `Work` stream). What it then reports
+/// decides: a success stands; anything else ends it DEAD with reason
+/// `CANCELLED` ([`settle`], [`expire_lease`]). Refused for a task that is
+/// not IN_FLIGHT or was already asked (`INVALID_TRANSITION`).
+pub fn request_cancel(
+    env: &Envelope,
+    by: &str,
+    message: &str,
+    now: Timestamp,
+) -> Result<Envelope, EngineError> {
+    if env.status != Status::InFlight {
+        return Err(EngineError::InvalidTransition(format!(
+            "task {} is {}, only IN_FLIGHT tasks are asked to stop",
+            env.id,
+            env.status.as_str()
+        )));
+    }
+    if env.cancel_requested.is_some() {
+        return Err(EngineError::InvalidTransition(format!(
+            "task {} was already asked to stop",
+            env.id
+        )));
+    }
+    let mut next = env.clone();
+    next.mark_written();
+    next.cancel_requested = Some(CancelRequest::new(by, now, message));
     Ok(next)
 }
 

@@ -862,6 +862,134 @@ fn a_claim_at_the_maximum_claim_count_is_refused_and_changes_nothing() {
     assert_eq!(env, before);
 }
 
+// ---------------------------------------------------------------------------
+// Cancelling a running task
+
+/// A task claimed at t0 with plenty of attempts left, asked to stop at 1 s.
+fn asked_to_stop(p: &QueuePolicy) -> (Envelope, LeaseToken) {
+    let (env, token) = claimed(p, t0());
+    let asked =
+        machine::request_cancel(&env, "ops@example.com", "order withdrawn", at(1_000)).unwrap();
+    (asked, token)
+}
+
+#[test]
+fn asking_a_running_task_to_stop_marks_it_and_keeps_its_lease() {
+    let p = policy();
+    let (env, token) = claimed(&p, t0());
+    let asked =
+        machine::request_cancel(&env, "ops@example.com", "order withdrawn", at(1_000)).unwrap();
+    assert_eq!(asked.status, Status::InFlight);
+    assert_eq!(asked.lease_expires_at, env.lease_expires_at);
+    assert_eq!(asked.claim_count, env.claim_count);
+    let request = asked.cancel_requested.as_ref().unwrap();
+    assert_eq!(request.by, "ops@example.com");
+    assert_eq!(request.at, at(1_000));
+    assert_eq!(request.message.as_deref(), Some("order withdrawn"));
+    // The worker can still extend; the mark stays.
+    let extended = machine::extend_lease(&asked, token, 60_000, at(2_000)).unwrap();
+    assert!(extended.cancel_requested.is_some());
+}
+
+#[test]
+fn only_a_running_task_not_yet_asked_can_be_asked_to_stop() {
+    let p = policy();
+    let pending = submitted(&p, t0());
+    assert_invalid_transition(machine::request_cancel(&pending, "ops", "", t0()));
+    let (asked, token) = asked_to_stop(&p);
+    let before = asked.clone();
+    assert_invalid_transition(machine::request_cancel(&asked, "ops", "again", at(2)));
+    assert_eq!(asked, before);
+    let done = machine::settle(&asked, token, &Settlement::Success, &p, at(3_000)).unwrap();
+    assert_invalid_transition(machine::request_cancel(&done, "ops", "", at(4_000)));
+}
+
+#[test]
+fn a_success_after_a_cancel_request_stands() {
+    let p = policy();
+    let (asked, token) = asked_to_stop(&p);
+    let done = machine::settle(&asked, token, &Settlement::Success, &p, at(3_000)).unwrap();
+    assert_eq!(done.status, Status::Succeeded);
+    assert!(done.dead_reason.is_none());
+    assert!(done.cancel_requested.is_some(), "kept as history");
+}
+
+#[test]
+fn a_failure_after_a_cancel_request_is_dead_cancelled_without_a_retry() {
+    let p = QueuePolicy {
+        max_attempts: 25,
+        ..policy()
+    };
+    let (asked, token) = asked_to_stop(&p);
+    let dead = machine::settle(&asked, token, &retryable(), &p, at(3_000)).unwrap();
+    assert_eq!(dead.status, Status::Dead);
+    assert_eq!(reason(&dead), (dead_reasons::CANCELLED, "ops@example.com"));
+    assert_eq!(
+        dead.dead_reason.as_ref().unwrap().message.as_deref(),
+        Some("order withdrawn")
+    );
+    assert_eq!(dead.attempt_count, 1);
+    let last = dead.attempts.last().unwrap();
+    assert_eq!(last.outcome, Some(Outcome::RetryableFailure));
+    assert_eq!(last.finished_at, Some(at(3_000)));
+    assert!(dead.next_attempt_at.is_none() && dead.lease_expires_at.is_none());
+    // A permanent one likewise, its outcome as reported.
+    let permanent = fail("app.Invalid", FailureKind::Permanent);
+    let dead = machine::settle(&asked, token, &permanent, &p, at(3_000)).unwrap();
+    assert_eq!(reason(&dead).0, dead_reasons::CANCELLED);
+    assert_eq!(
+        dead.attempts.last().unwrap().outcome,
+        Some(Outcome::PermanentFailure)
+    );
+}
+
+#[test]
+fn a_deferral_or_release_after_a_cancel_request_is_dead_cancelled_and_undoes_the_attempt() {
+    let p = policy();
+    let (asked, token) = asked_to_stop(&p);
+    for s in [Settlement::Defer { delay_ms: 5_000 }, Settlement::Release] {
+        let dead = machine::settle(&asked, token, &s, &p, at(3_000)).unwrap();
+        assert_eq!(dead.status, Status::Dead, "{s:?}");
+        assert_eq!(reason(&dead).0, dead_reasons::CANCELLED);
+        assert_eq!(dead.attempt_count, 0);
+        assert!(dead.attempts.is_empty());
+        assert_eq!(dead.deferral_count, 0);
+    }
+}
+
+#[test]
+fn a_lapsed_lease_after_a_cancel_request_is_dead_cancelled() {
+    let p = QueuePolicy {
+        max_attempts: 25,
+        ..policy()
+    };
+    let (asked, _) = asked_to_stop(&p);
+    let dead = machine::expire_lease(&asked, &p, at(60_000)).unwrap();
+    assert_eq!(dead.status, Status::Dead);
+    assert_eq!(reason(&dead), (dead_reasons::CANCELLED, "ops@example.com"));
+    assert_eq!(
+        dead.attempts.last().unwrap().outcome,
+        Some(Outcome::LeaseExpired)
+    );
+}
+
+#[test]
+fn redrive_of_a_task_cancelled_while_running_clears_the_request() {
+    let p = policy();
+    let (asked, token) = asked_to_stop(&p);
+    let dead = machine::settle(&asked, token, &retryable(), &p, at(3_000)).unwrap();
+    let again = machine::redrive(&dead, at(4_000)).unwrap();
+    assert_eq!(again.status, Status::Pending);
+    assert!(again.cancel_requested.is_none() && again.dead_reason.is_none());
+    let (reclaimed, token) = machine::claim(&again, p.lease_ms, at(4_000)).unwrap();
+    let retried = machine::settle(&reclaimed, token, &retryable(), &p, at(5_000)).unwrap();
+    assert_eq!(
+        retried.status,
+        Status::Pending,
+        "retries as usual once redriven"
+    );
+}
+
 #[test]
 fn a_claim_one_below_the_maximum_gets_the_last_token_and_still_settles() {
     let p = policy();

@@ -18,3 +18,6 @@ pub const HANDLER_VERSION_MISMATCH: &str = "rdq.HandlerVersionMismatch";
 pub const OUTCOME_MAPPER_PANIC: &str = "rdq.OutcomeMapperPanic";
 /// A deferral recorded as an error (the SDK's `defer` out of a handler's error path).
 pub const DEFERRED: &str = "rdq.Deferred";
+/// The handler was stopped because a cancel was asked of its task while it
+/// ran (the task then ends DEAD with reason `CANCELLED`).
+pub const CANCELLED: &str = "rdq.Cancelled";

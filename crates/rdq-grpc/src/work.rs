@@ -21,6 +21,12 @@
 //! at once (the store groups them with other streams' writes). Acks
 //! therefore come in the order the store finishes, matched by `seq`.
 //!
+//! A cancel asked of a task the stream handed out and has not seen settled
+//! is pushed at once as a `WorkCancel` (once per task): the engine's cancel
+//! channel names it (from this process, or from another one on stores that
+//! announce), the stream reads the task's `cancel_requested` and sends it.
+//! An extension's ack says the same (`cancel_requested`).
+//!
 //! A stream that ends or breaks releases nothing: tasks handed out keep
 //! their leases until settled by id and token (on any stream or over HTTP)
 //! or until they lapse and the reaper records `LEASE_EXPIRED`. A protocol
@@ -31,12 +37,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use foldhash::HashSet;
+use foldhash::HashMap;
 use futures::{Stream, StreamExt as _};
 use rdq_app::work::{MAX_CLAIM, MAX_SETTLE_BATCH, WorkGrant};
 use rdq_app::{App, AppError, Caller};
 use rdq_envelope::TaskId;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
@@ -180,11 +186,18 @@ enum Next {
     Stop,
 }
 
+/// A task the stream handed out and has not seen settled.
+struct Held {
+    lease_token: String,
+    /// A `WorkCancel` was sent (or is on its way) for it.
+    told: bool,
+}
+
 struct Driver {
     app: App,
     hello: Hello,
     tx: Out,
-    held: HashSet<TaskId>,
+    held: HashMap<TaskId, Held>,
     credits: u32,
     next_queue: usize,
     pending: Arc<Semaphore>,
@@ -195,18 +208,27 @@ where
     S: Stream<Item = Result<pb::WorkRequest, Status>> + Unpin,
 {
     let notify = Arc::clone(app.engine().work_available());
+    let mut cancels = app.engine().cancel_requests();
     let credits = hello.credits;
     let mut d = Driver {
         app,
         hello,
         tx,
-        held: HashSet::default(),
+        held: HashMap::default(),
         credits,
         next_queue: 0,
         pending: Arc::new(Semaphore::new(MAX_PENDING_ACKS)),
     };
     let mut starved = false;
     loop {
+        // Cancels heard while busy go out before the next claim.
+        loop {
+            match cancels.try_recv() {
+                Ok(id) => d.tell_cancel(Some(id)),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => d.tell_cancel(None),
+                Err(_) => break,
+            }
+        }
         let free = (d.credits as usize).saturating_sub(d.held.len());
         if free > 0 && free >= d.refill_at() && !starved {
             match d.claim_round(free).await {
@@ -233,6 +255,12 @@ where
             }
             () = wake, if waiting => starved = false,
             () = tokio::time::sleep(IDLE_POLL), if waiting => starved = false,
+            heard = cancels.recv() => match heard {
+                Ok(id) => d.tell_cancel(Some(id)),
+                Err(broadcast::error::RecvError::Lagged(_)) => d.tell_cancel(None),
+                // The engine is gone; nothing more to hear.
+                Err(broadcast::error::RecvError::Closed) => cancels = broadcast::channel(1).1,
+            },
             () = d.tx.closed() => return,
         }
     }
@@ -280,7 +308,13 @@ impl Driver {
             let count = claimed.len();
             let mut batch = Vec::with_capacity(count);
             for task in claimed {
-                self.held.insert(task.envelope.id);
+                self.held.insert(
+                    task.envelope.id,
+                    Held {
+                        lease_token: task.lease_token.clone(),
+                        told: false,
+                    },
+                );
                 batch.push(Ok(WorkOut::Task(task)));
             }
             if self.tx.send(batch).await.is_err() {
@@ -291,6 +325,47 @@ impl Driver {
             return Ok(count);
         }
         Ok(0)
+    }
+
+    /// Sends a `WorkCancel` for the task `id` (every held task with
+    /// `None`, after the channel dropped some) if this stream holds it, has
+    /// not told the worker yet, and the task has a cancel request. The read
+    /// and the send run beside the stream.
+    fn tell_cancel(&mut self, id: Option<TaskId>) {
+        let ids: Vec<TaskId> = match id {
+            Some(id) => vec![id],
+            None => self.held.keys().copied().collect(),
+        };
+        for id in ids {
+            let Some(held) = self.held.get_mut(&id).filter(|h| !h.told) else {
+                continue;
+            };
+            held.told = true;
+            let (engine, tx, lease_token) = (
+                self.app.engine().clone(),
+                self.tx.clone(),
+                held.lease_token.clone(),
+            );
+            tokio::spawn(async move {
+                let Ok(env) = engine.get(id).await else {
+                    return;
+                };
+                let Some(request) = env
+                    .cancel_requested
+                    .filter(|_| env.status == rdq_envelope::Status::InFlight)
+                else {
+                    return;
+                };
+                let msg = WorkOut::Message(pb::WorkResponse {
+                    kind: Some(pb::work_response::Kind::Cancel(pb::WorkCancel {
+                        id: id.to_string(),
+                        lease_token,
+                        request: Some(crate::messages::cancel_request(request)),
+                    })),
+                });
+                let _ = tx.send(vec![Ok(msg)]).await;
+            });
+        }
     }
 
     async fn fail(&self, e: AppError) -> Next {

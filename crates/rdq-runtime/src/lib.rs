@@ -12,4 +12,4 @@ mod worker;
 
 pub use services::{PrunerConfig, ReaperConfig, run_pruner, run_reaper, run_reaper_with};
 pub use shutdown::{Shutdown, ShutdownTrigger, shutdown_channel};
-pub use worker::{Handler, Task, Worker, WorkerConfig, WorkerStats};
+pub use worker::{Handler, Heartbeat, Task, Worker, WorkerConfig, WorkerStats};

@@ -1,13 +1,21 @@
 //! The worker loop: claim in batches, run handlers with bounded concurrency,
 //! settle in batches, fence every handler by its lease.
 //!
+//! A handler's task learns that a cancel was asked of it ([`Task::cancelled`])
+//! from the engine's cancel channel (announced by every process on stores
+//! that can) or from a lease extension's answer; the worker gives it
+//! [`WorkerConfig::cancel_grace`] to stop, then stops it and reports the
+//! failure `rdq.Cancelled`. With [`WorkerConfig::heartbeat`] the worker
+//! extends each running handler's lease itself.
+//!
 //! The SDK's `Worker` wraps this loop and `rdq bench` drives it directly, so
 //! the benchmark measures exactly the path users get.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -18,8 +26,8 @@ use rdq_engine::{
     Claimed, Engine, EngineError, FailureKind, LeaseToken, SettleRequest, Settlement,
 };
 use rdq_envelope::error_types;
-use rdq_envelope::{Envelope, ErrorInfo, Timestamp};
-use tokio::sync::{Semaphore, mpsc, watch};
+use rdq_envelope::{CancelRequest, Envelope, ErrorInfo, TaskId, Timestamp};
+use tokio::sync::{Notify, Semaphore, broadcast, mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
@@ -31,6 +39,10 @@ pub struct Task {
     token: LeaseToken,
     lease_deadline_ms: AtomicI64,
     engine: Engine,
+    /// The cancel asked of the task while it runs, once known.
+    cancel: OnceLock<CancelRequest>,
+    /// Wakes [`Task::cancelled`] when `cancel` is set.
+    cancel_heard: Notify,
 }
 
 impl Task {
@@ -51,16 +63,83 @@ impl Task {
     }
 
     /// Extends the lease so it ends `by` from now; fails with `LEASE_LOST`
-    /// when the lease already lapsed or was taken over.
+    /// when the lease already lapsed or was taken over. The answer also
+    /// tells of a cancel asked meanwhile ([`Task::cancelled`]).
     pub async fn extend_lease(&self, by: Duration) -> Result<Timestamp, EngineError> {
         let ms = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
         let mut current = self.envelope.clone();
         current.lease_expires_at = Some(self.lease_deadline());
+        if let Some(request) = self.cancel.get() {
+            current.cancel_requested = Some(request.clone());
+        }
         let next = self.engine.extend_lease(&current, self.token, ms).await?;
         let deadline = next.lease_expires_at.unwrap_or_else(|| self.engine.now());
         self.lease_deadline_ms
             .store(deadline.unix_ms(), Ordering::Release);
+        if let Some(request) = next.cancel_requested {
+            self.asked_to_stop(request);
+        }
         Ok(deadline)
+    }
+
+    /// The cancel asked of this task while it runs, if one was heard of.
+    pub fn cancel_request(&self) -> Option<&CancelRequest> {
+        self.cancel.get()
+    }
+
+    /// Whether a cancel was asked of this task while it runs.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.get().is_some()
+    }
+
+    /// Completes once a cancel is asked of this task (at once if it was
+    /// already). A handler that then succeeds keeps its success; one that
+    /// fails, defers or stops ends the task DEAD with reason `CANCELLED`.
+    pub async fn cancelled(&self) {
+        loop {
+            let heard = self.cancel_heard.notified();
+            tokio::pin!(heard);
+            heard.as_mut().enable();
+            if self.cancel.get().is_some() {
+                return;
+            }
+            heard.await;
+        }
+    }
+
+    /// The failure to report for a handler stopped because of a cancel:
+    /// `rdq.Cancelled`, saying who asked and why.
+    pub fn cancelled_failure(&self) -> Settlement {
+        let message = match self.cancel.get() {
+            Some(r) => format!(
+                "cancelled by {}: {}",
+                r.by,
+                r.message.as_deref().unwrap_or("no reason given")
+            ),
+            None => "cancelled".to_owned(),
+        };
+        Settlement::Failure {
+            error: ErrorInfo::new(error_types::CANCELLED, &message),
+            kind: FailureKind::Permanent,
+        }
+    }
+
+    /// Records the cancel asked of the task (the first one heard stands).
+    fn asked_to_stop(&self, request: CancelRequest) {
+        if self.cancel.set(request).is_ok() {
+            self.cancel_heard.notify_waiters();
+        }
+    }
+
+    /// The length of this claim's lease: from the open attempt's start to
+    /// the deadline it was claimed with.
+    fn lease_length(&self) -> Option<Duration> {
+        let started = self.envelope.open_attempt()?.started_at.unix_ms();
+        let until = self.envelope.lease_expires_at?.unix_ms();
+        u64::try_from(until - started)
+            .ok()
+            .filter(|&ms| ms > 0)
+            .map(Duration::from_millis)
     }
 }
 
@@ -78,6 +157,19 @@ where
     fn handle(&self, task: Arc<Task>) -> BoxFuture<'static, Settlement> {
         Box::pin(self(task))
     }
+}
+
+/// Whether and how often a worker extends its running handlers' leases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Heartbeat {
+    /// Never: a handler's lease is what it was claimed with, unless the
+    /// handler extends it ([`Task::extend_lease`]).
+    #[default]
+    Off,
+    /// Every third of the claim's lease, by the lease's length.
+    Auto,
+    /// At this interval, by the lease's length.
+    Every(Duration),
 }
 
 /// How a worker runs.
@@ -105,6 +197,14 @@ pub struct WorkerConfig {
     /// waits under its own lease; those still waiting at shutdown are handed
     /// back unrun.
     pub prefetch: usize,
+    /// Lease extensions while a handler runs (default [`Heartbeat::Off`]).
+    /// Each extension's answer also tells of a cancel asked of the task.
+    pub heartbeat: Heartbeat,
+    /// How long a handler asked to stop may go on before the worker stops
+    /// it and reports the failure `rdq.Cancelled` (default 5 s). A handler
+    /// that finishes first keeps its outcome: a success stands, anything
+    /// else ends the task DEAD with reason `CANCELLED`.
+    pub cancel_grace: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -118,6 +218,75 @@ impl Default for WorkerConfig {
             shutdown_grace: Duration::from_secs(30),
             lease_ms: None,
             prefetch: 0,
+            heartbeat: Heartbeat::Off,
+            cancel_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The handlers a worker is running, by task: where a cancel heard on the
+/// engine's channel is delivered.
+#[derive(Default)]
+struct Running(Mutex<HashMap<TaskId, Arc<Task>>>);
+
+impl Running {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TaskId, Arc<Task>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn add(&self, task: &Arc<Task>) {
+        self.lock().insert(task.envelope.id, Arc::clone(task));
+    }
+
+    fn remove(&self, id: TaskId) {
+        self.lock().remove(&id);
+    }
+
+    /// Reads the tasks `ids` (those running here) under their leases and
+    /// tells each one a cancel was asked of.
+    async fn deliver(&self, engine: &Engine, ids: &[TaskId]) {
+        let tasks: Vec<Arc<Task>> = {
+            let running = self.lock();
+            ids.iter()
+                .filter_map(|id| running.get(id).cloned())
+                .collect()
+        };
+        let leases: Vec<_> = tasks
+            .iter()
+            .filter(|t| !t.is_cancelled())
+            .map(|t| (t.envelope.id, t.token))
+            .collect();
+        for (state, (id, _)) in engine.leased(&leases).await.into_iter().zip(&leases) {
+            let Ok(env) = state else { continue };
+            let Some(request) = env.cancel_requested else {
+                continue;
+            };
+            if let Some(task) = tasks.iter().find(|t| t.envelope.id == *id) {
+                task.asked_to_stop(request);
+            }
+        }
+    }
+
+    fn ids(&self) -> Vec<TaskId> {
+        self.lock().keys().copied().collect()
+    }
+}
+
+/// Delivers the engine's cancel requests to the handlers running here until
+/// the channel closes; after falling behind, checks every one.
+async fn watch_cancels(
+    engine: Engine,
+    running: Arc<Running>,
+    mut heard: broadcast::Receiver<TaskId>,
+) {
+    loop {
+        match heard.recv().await {
+            Ok(id) => running.deliver(&engine, &[id]).await,
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                let ids = running.ids();
+                running.deliver(&engine, &ids).await;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
         }
     }
 }
@@ -177,6 +346,12 @@ impl Worker {
             Arc::clone(&self.stats),
         ));
         let (abort_tx, abort_rx) = watch::channel(false);
+        let live = Arc::new(Running::default());
+        let watcher = tokio::spawn(watch_cancels(
+            self.engine.clone(),
+            Arc::clone(&live),
+            self.engine.cancel_requests(),
+        ));
         let mut running = JoinSet::new();
         let mut next_queue = 0usize;
         let mut ready: VecDeque<Claimed> = VecDeque::new();
@@ -262,14 +437,21 @@ impl Worker {
                         envelope: c.envelope,
                         token: c.token,
                         engine: self.engine.clone(),
+                        cancel: OnceLock::new(),
+                        cancel_heard: Notify::new(),
                     });
                     running.spawn(run_one(
                         task,
                         Arc::clone(&self.handler),
-                        self.engine.clone(),
-                        settle_tx.clone(),
-                        abort_rx.clone(),
-                        Arc::clone(&self.stats),
+                        Lane {
+                            engine: self.engine.clone(),
+                            settle_tx: settle_tx.clone(),
+                            abort: abort_rx.clone(),
+                            stats: Arc::clone(&self.stats),
+                            live: Arc::clone(&live),
+                            heartbeat: self.config.heartbeat,
+                            cancel_grace: self.config.cancel_grace,
+                        },
                         permit,
                     ));
                 }
@@ -309,6 +491,7 @@ impl Worker {
             abort_tx.send_replace(true);
             while running.join_next().await.is_some() {}
         }
+        watcher.abort();
         drop(settle_tx);
         if settler.await.is_err() {
             warn!("the settle loop ended abnormally");
@@ -317,16 +500,26 @@ impl Worker {
     }
 }
 
+/// What every handler of one worker shares.
+struct Lane {
+    engine: Engine,
+    settle_tx: mpsc::UnboundedSender<SettleRequest>,
+    abort: watch::Receiver<bool>,
+    stats: Arc<WorkerStats>,
+    live: Arc<Running>,
+    heartbeat: Heartbeat,
+    cancel_grace: Duration,
+}
+
 /// Runs one handler under its lease and queues its settle.
 async fn run_one(
     task: Arc<Task>,
     handler: Arc<dyn Handler>,
-    engine: Engine,
-    settle_tx: mpsc::UnboundedSender<SettleRequest>,
-    mut abort: watch::Receiver<bool>,
-    stats: Arc<WorkerStats>,
+    mut lane: Lane,
     _permit: tokio::sync::OwnedSemaphorePermit,
 ) {
+    let stats = Arc::clone(&lane.stats);
+    lane.live.add(&task);
     let work = AssertUnwindSafe(handler.handle(Arc::clone(&task))).catch_unwind();
     let settlement = tokio::select! {
         result = work => match result {
@@ -344,31 +537,40 @@ async fn run_one(
                 }
             }
         },
-        () = lease_lapse(&task, &engine) => {
+        () = lease_lapse(&task, &lane.engine) => {
             // Past the lease the task may already run elsewhere: stop, report
             // nothing, and let the reaper record LEASE_EXPIRED.
             stats.lease_overruns.fetch_add(1, Ordering::Relaxed);
+            lane.live.remove(task.envelope.id);
             return;
         }
-        _ = abort.wait_for(|&a| a) => {
+        _ = lane.abort.wait_for(|&a| a) => {
             stats.released.fetch_add(1, Ordering::Relaxed);
             Settlement::Release
         }
+        never = heartbeats(&task, lane.heartbeat) => match never {},
+        () = stop_after_grace(&task, lane.cancel_grace) => task.cancelled_failure(),
     };
+    lane.live.remove(task.envelope.id);
     let deadline = task.lease_deadline();
     let token = task.token;
+    let asked = task.cancel.get().cloned();
     // The handler is done with the task: take the envelope rather than copy it.
     let mut envelope = match Arc::try_unwrap(task) {
         Ok(task) => task.envelope,
         Err(shared) => shared.envelope.clone(),
     };
     envelope.lease_expires_at = Some(deadline);
+    if asked.is_some() {
+        // Decide from what the store holds: the request is part of it.
+        envelope.cancel_requested = asked;
+    }
     let request = SettleRequest {
         envelope,
         token,
         settlement,
     };
-    if let Err(unsent) = settle_tx.send(request) {
+    if let Err(unsent) = lane.settle_tx.send(request) {
         let env = &unsent.0.envelope;
         warn!(
             task_id = %env.id,
@@ -377,6 +579,34 @@ async fn run_one(
             "settle loop gone; the lease will lapse and the task retry"
         );
     }
+}
+
+/// Extends `task`'s lease by its length at each beat, for as long as the
+/// handler runs; never completes. A refused extension stops beating (the
+/// lease lapses as it would have).
+async fn heartbeats(task: &Task, heartbeat: Heartbeat) -> std::convert::Infallible {
+    let Some(length) = task.lease_length() else {
+        return std::future::pending().await;
+    };
+    let every = match heartbeat {
+        Heartbeat::Off => return std::future::pending().await,
+        Heartbeat::Auto => length / 3,
+        Heartbeat::Every(every) => every,
+    }
+    .max(Duration::from_millis(1));
+    loop {
+        tokio::time::sleep(every).await;
+        if let Err(e) = task.extend_lease(length).await {
+            debug!(task_id = %task.envelope.id, error = %e, "lease extension refused; no more heartbeats");
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// Completes `grace` after a cancel is asked of `task`.
+async fn stop_after_grace(task: &Task, grace: Duration) {
+    task.cancelled().await;
+    tokio::time::sleep(grace).await;
 }
 
 /// Completes when the task's lease (as extended) has passed.

@@ -513,3 +513,56 @@ async fn claim_and_batch_settle_answers_carry_envelopes_in_their_canonical_bytes
     assert_eq!(got.text, settled_raw[0], "the same bytes as GET");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn an_http_worker_hears_of_a_cancel_at_its_next_extension() {
+    let server = TestServer::start().await;
+    server.submit("q", json!(1)).await;
+    server.submit("q", json!(2)).await;
+    let tasks = claim(&server, "q", json!({"max": 1, "lease_ms": 60000})).await;
+    let (running, waiting) = (
+        tasks[0]["id"].as_str().unwrap().to_owned(),
+        server.submit("q", json!(3)).await,
+    );
+    let waiting = waiting["id"].as_str().unwrap().to_owned();
+    let r = server
+        .post(
+            "/v1/queues/q/cancel",
+            json!({"ids": [running, waiting], "message": "not needed"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.body["count"], 2);
+    assert_eq!(r.body["running"], json!([running]), "{}", r.text);
+    let path = format!("/v1/tasks/{running}/lease");
+    let r = server
+        .post(
+            &path,
+            json!({"lease_token": tasks[0]["lease_token"], "extend_ms": 60000}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.body["status"], "IN_FLIGHT");
+    assert_eq!(r.body["cancel_requested"]["message"], "not needed");
+    let r = server
+        .post(
+            &settle_path(&tasks[0]),
+            json!({"lease_token": tasks[0]["lease_token"], "outcome": "RETRYABLE_FAILURE",
+                   "error": {"type": "app.Stopped", "message": "stopped"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.body["status"], "DEAD");
+    assert_eq!(r.body["dead_reason"]["code"], "CANCELLED");
+    assert_eq!(r.body["attempt_count"], 1);
+    // pending_only leaves a running task alone.
+    let next = claim(&server, "q", json!({"max": 1, "lease_ms": 60000})).await;
+    server
+        .post(
+            "/v1/queues/q/cancel",
+            json!({"ids": [next[0]["id"]], "pending_only": true}),
+        )
+        .await
+        .assert_problem(409, "INVALID_TRANSITION");
+    server.stop().await;
+}

@@ -23,7 +23,7 @@ use rdq_engine::EngineError;
 pub const APPLICATION_ID: i32 = 0x7264_7131;
 
 /// `PRAGMA user_version` of the schema this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// Status codes stored in `tasks.status`.
 pub(crate) mod status {
@@ -33,7 +33,7 @@ pub(crate) mod status {
     pub(crate) const DEAD: i64 = 3;
 }
 
-/// The schema (version 4). The envelope bytes are the source of truth; every other
+/// The schema (version 5). The envelope bytes are the source of truth; every other
 /// column of `tasks` is derived from them (see `columns.rs`) for the queries'
 /// sake. Partial indexes keep each hot lookup an index seek over only the rows
 /// it can match: claimable PENDING tasks, leased IN_FLIGHT tasks, the DLQ and
@@ -53,7 +53,8 @@ CREATE TABLE tasks (
     idempotency_key  TEXT,
     envelope         BLOB    NOT NULL,
     claimed_at       INTEGER,
-    flow_key         TEXT
+    flow_key         TEXT,
+    cancel_requested INTEGER
 );
 CREATE UNIQUE INDEX tasks_id ON tasks (id);
 CREATE INDEX tasks_queue ON tasks (queue, id);
@@ -116,6 +117,13 @@ const FLOW_KEYS_FROM_ENVELOPES: &str =
     "UPDATE tasks SET flow_key = json_extract(CAST(envelope AS TEXT), '$.headers.\"rdq.flow_key\"')
     WHERE status != 2 AND instr(envelope, CAST('\"rdq.flow_key\"' AS BLOB)) > 0
     AND json_valid(CAST(envelope AS TEXT));";
+
+/// Version 5 adds `tasks.cancel_requested`: 1 while an IN_FLIGHT task has
+/// been asked to stop, NULL otherwise. A settle's compare-and-swap refuses
+/// a new state decided without the request (a worker's stale copy), so a
+/// failure cannot overwrite the cancel with a retry (`writer::work`).
+/// Older rows need no value: no older build could ask a task to stop.
+const V5_CANCEL: &str = "ALTER TABLE tasks ADD COLUMN cancel_requested INTEGER;";
 
 /// Settings the store itself keeps, such as the lease secret. Not versioned:
 /// every open creates the table if it is missing (a store written before it
@@ -307,7 +315,8 @@ pub(crate) fn lease_secret(conn: &Connection, path: &Path) -> Result<[u8; 32], E
 /// marks stores that may hold successes written as columns only
 /// (`columns::stored`), which a version-2 build would misread. Version 4
 /// adds flow control ([`FLOW`]); a version-3 build would store tasks
-/// without their flow key.
+/// without their flow key. Version 5 adds [`V5_CANCEL`]; a version-4 build
+/// would settle over a cancel request.
 fn upgrade(conn: &Connection, from: i32) -> rusqlite::Result<()> {
     tracing::info!(
         from,
@@ -320,6 +329,9 @@ fn upgrade(conn: &Connection, from: i32) -> rusqlite::Result<()> {
         add_flow_key(conn)?;
         conn.execute_batch(FLOW)?;
         conn.execute_batch(FLOW_KEYS_FROM_ENVELOPES)?;
+    }
+    if from < 5 {
+        conn.execute_batch(V5_CANCEL)?;
     }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)
 }

@@ -307,6 +307,11 @@ impl State {
         if LeaseToken::current(stored) != Some(update.expected) {
             return Err(EngineError::LeaseLost(id));
         }
+        // A state decided without the task's cancel request (a worker's
+        // stale copy) must not overwrite it: the engine decides again.
+        if stored.cancel_requested.is_some() && update.envelope.cancel_requested.is_none() {
+            return Err(EngineError::LeaseLost(id));
+        }
         self.replace(update.envelope);
         Ok(())
     }

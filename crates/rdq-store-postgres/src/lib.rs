@@ -103,6 +103,9 @@ impl Drop for Started {
     }
 }
 
+/// Capacity of the channel of cancel requests (`Shared::cancels`).
+const CANCEL_CHANNEL: usize = 4096;
+
 /// What the store's operations and background tasks share.
 pub(crate) struct Shared {
     pub(crate) config: Config,
@@ -116,6 +119,9 @@ pub(crate) struct Shared {
     pub(crate) origin: String,
     /// Signalled when another node made work due (see `listener.rs`).
     pub(crate) work: Arc<Notify>,
+    /// Running tasks asked to stop, by this node's engine or announced by
+    /// another node (see `listener.rs`).
+    pub(crate) cancels: tokio::sync::broadcast::Sender<TaskId>,
     pub(crate) policies: PolicyCache,
     pub(crate) wait: Duration,
     pub(crate) max_group: usize,
@@ -285,6 +291,7 @@ impl PostgresStore {
             tls: options.tls,
             origin,
             work: Arc::new(Notify::new()),
+            cancels: tokio::sync::broadcast::channel(CANCEL_CHANNEL).0,
             policies: PolicyCache::default(),
             wait: options.wait,
             max_group: options.max_group,
@@ -396,6 +403,16 @@ impl Store for PostgresStore {
 
     fn work_signal(&self) -> Option<Arc<Notify>> {
         Some(Arc::clone(&self.inner.shared.work))
+    }
+
+    fn cancel_signal(&self) -> Option<tokio::sync::broadcast::Sender<TaskId>> {
+        Some(self.inner.shared.cancels.clone())
+    }
+
+    async fn announce_cancel(&self, ids: &[TaskId]) {
+        if self.started().await.is_ok() {
+            writes::announce_cancel(self.shared(), ids).await;
+        }
     }
 
     async fn submit(&self, tasks: Vec<NewTask>) -> Vec<Result<Submitted, EngineError>> {

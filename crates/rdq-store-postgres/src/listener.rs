@@ -4,8 +4,9 @@
 //!
 //! Writes that make tasks claimable (submits, retries due now, releases,
 //! reaps, redrives) queue a `NOTIFY` in their own transaction, so it is sent
-//! exactly when the work becomes visible. Payloads are `w ORIGIN QUEUE` (work)
-//! and `c ORIGIN QUEUE` (a stored policy changed); a node ignores its own
+//! exactly when the work becomes visible. Payloads are `w ORIGIN QUEUE` (work),
+//! `c ORIGIN QUEUE` (a stored policy changed) and `x ORIGIN ID…` (running
+//! tasks asked to stop, relayed to `Shared::cancels`); a node ignores its own
 //! (it already woke its workers, or dropped its cache, itself). The worker
 //! loop still polls slowly as a fallback: a notification lost with a dropped
 //! connection costs at most one poll interval, and tasks that become due by
@@ -109,6 +110,13 @@ fn handle(shared: &Shared, payload: &str) {
     match kind {
         "w" => shared.work.notify_waiters(),
         "c" => shared.policies.invalidate(),
+        "x" => {
+            let ids = parts.next().unwrap_or_default().split(' ');
+            for id in ids.filter_map(rdq_envelope::TaskId::parse) {
+                // No receiver is fine: nobody here holds the task.
+                let _ = shared.cancels.send(id);
+            }
+        }
         _ => {}
     }
 }

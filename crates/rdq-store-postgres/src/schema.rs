@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 use crate::error::Failure;
 
 /// The newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// One schema version: its number, what it does and its DDL for a schema.
 struct Migration {
@@ -44,6 +44,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 4,
         description: "flow keys only on flow-controlled queues (flow_queues)",
         ddl: v4,
+    },
+    Migration {
+        version: 5,
+        description: "cancel requests of running tasks (tasks.cancel_requested)",
+        ddl: v5,
     },
 ];
 
@@ -169,6 +174,16 @@ fn v4(s: &str) -> String {
         CREATE INDEX tasks_flow ON {s}.tasks (queue, flow_key, priority DESC, next_attempt_at, id)
             WHERE status = 0 AND flow_key IS NOT NULL;"
     )
+}
+
+/// Schema version 5: `tasks.cancel_requested` is true while an IN_FLIGHT
+/// task has been asked to stop (its envelope's `cancel_requested`). A
+/// settle's compare-and-swap refuses a new state decided without the
+/// request (a worker's stale copy), so a failure cannot overwrite the
+/// cancel with a retry (`Q::Settle`). A constant default rewrites nothing,
+/// and no row needs another value: no older build asked a task to stop.
+fn v5(s: &str) -> String {
+    format!("ALTER TABLE {s}.tasks ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;")
 }
 
 /// The lease secret of `schema`: `candidate` when no node stored one yet,

@@ -55,7 +55,8 @@ pub(crate) enum Listing {
 pub(crate) enum Q {
     /// Grouped submit: insert every new task, skip conflicts, count, notify.
     Submit,
-    /// Grouped settle: compare-and-swap on `(status, claim_count)`.
+    /// Grouped settle: compare-and-swap on `(status, claim_count)` and the
+    /// task's cancel request.
     Settle,
     /// Rewrites rows this transaction holds locked (redrive).
     Rewrite,
@@ -226,14 +227,18 @@ impl Sql {
                  )
                  SELECT id, (SELECT count(*) FROM woken) FROM ins"
             ),
+            // `v.cancel`: the new state knows the task was asked to stop;
+            // one that does not cannot overwrite a request (schema v5).
             Q::Settle => format!(
                 "WITH v AS (
-                    SELECT * FROM unnest($1::uuid[], $2::int8[], {ROW_ARRAYS})
-                        AS v(id, expected, {ROW_COLUMNS})
+                    SELECT * FROM unnest($1::uuid[], $2::int8[], {ROW_ARRAYS}, $13::bool[])
+                        AS v(id, expected, {ROW_COLUMNS}, cancel)
                  ), u AS (
-                    UPDATE {s}.tasks t SET {SET_ROW}
+                    UPDATE {s}.tasks t SET {SET_ROW},
+                        cancel_requested = (v.status = 1 AND v.cancel)
                     FROM v
                     WHERE t.id = v.id AND t.status = 1 AND t.claim_count = v.expected
+                        AND (NOT t.cancel_requested OR v.cancel)
                     RETURNING t.id, t.queue, t.status, 1::int2 AS old
                  ), counted AS (
                     INSERT INTO {s}.queue_counts (queue, pending, in_flight, succeeded, dead)

@@ -18,6 +18,7 @@ use rdq_engine::{
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::columns::{Rows, stored_envelope, task_id_of, uuid_of};
@@ -215,17 +216,17 @@ async fn settle_group(shared: &Shared, updates: &[&LeasedUpdate]) -> Vec<Result<
             members.sort_by_key(|&i| updates[i].envelope.id);
             let mut rows = Rows::with_capacity(members.len());
             let mut expected = Vec::with_capacity(members.len());
+            let mut cancel = Vec::with_capacity(members.len());
             for &i in &members {
                 rows.push(&updates[i].envelope, &encoded[i]);
                 expected.push(i64::from(updates[i].expected.0));
+                cancel.push(updates[i].envelope.cancel_requested.is_some());
             }
-            let applied = conn
-                .client
-                .query(
-                    &stmt,
-                    &rows.rewrite_params(&expected, &shared.channel, &shared.origin),
-                )
-                .await?;
+            let [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12] =
+                rows.rewrite_params(&expected, &shared.channel, &shared.origin);
+            let params: [&(dyn ToSql + Sync); 13] =
+                [p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, &cancel];
+            let applied = conn.client.query(&stmt, &params).await?;
             let mut done: HashSet<Uuid> = HashSet::with_capacity(applied.len());
             for row in &applied {
                 done.insert(row.try_get(0)?);
@@ -628,4 +629,30 @@ pub(crate) async fn prune(
             .try_get(0)?;
         Ok(u64::try_from(n).unwrap_or(0))
     })
+}
+
+/// Most task ids in one cancel announcement: a `NOTIFY` payload holds at
+/// most 8000 bytes, and each id takes 27.
+const IDS_PER_NOTIFY: usize = 250;
+
+/// Tells the other nodes listening on this schema that these running tasks
+/// were asked to stop (`x ORIGIN ID…`, see `listener.rs`). Best effort: a
+/// node that misses it learns of the request at its next lease extension.
+pub(crate) async fn announce_cancel(shared: &Shared, ids: &[TaskId]) {
+    for chunk in ids.chunks(IDS_PER_NOTIFY) {
+        let mut payload = format!("x {}", shared.origin);
+        for id in chunk {
+            payload.push(' ');
+            payload.push_str(&id.to_string());
+        }
+        let sent: Result<(), EngineError> = retrying!(shared, Retry::Always, |conn, _applied| {
+            conn.client
+                .execute("SELECT pg_notify($1, $2)", &[&shared.channel, &payload])
+                .await?;
+            Ok(())
+        });
+        if let Err(e) = sent {
+            tracing::warn!(error = %e, "cannot announce cancel requests to other nodes");
+        }
+    }
 }

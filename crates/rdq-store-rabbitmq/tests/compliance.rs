@@ -58,6 +58,8 @@ checks! {
     redrive_by_filter_with_dry_run_and_limit
     dead_reasons_are_kept_filtered_and_redriven
     cancelling_a_pending_task_is_terminal_and_redrivable
+    cancelling_a_running_task_stops_it_without_a_retry
+    a_cancel_racing_a_settle_has_exactly_one_winner
     idempotent_submit_returns_the_original
     counts_purge_delete_and_prune
     unknown_ids_are_reported

@@ -1,6 +1,7 @@
 //! What processes sharing one Redis tell each other, over one pub/sub
-//! channel (`PREFIX:events`): a queue's policy changed (`c:QUEUE`), or new
-//! work was stored (`w:ORIGIN`).
+//! channel (`PREFIX:events`): a queue's policy changed (`c:QUEUE`), new
+//! work was stored (`w:ORIGIN`), or running tasks were asked to stop
+//! (`x:ORIGIN:ID,ID…`, relayed to [`Events::cancels`]).
 //!
 //! The engine reads a queue's policy at every claim and settle; asking
 //! Redis each time would add a round trip to every one. Instead each
@@ -21,9 +22,13 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use rdq_engine::QueueConfig;
+use rdq_envelope::TaskId;
 use tokio::sync::Notify;
 
 use crate::Shared;
+
+/// Capacity of the channel of cancel requests ([`Events::cancels`]).
+const CANCEL_CHANNEL: usize = 4096;
 
 /// The longest a cached policy is trusted without reading it again.
 const MAX_AGE: Duration = Duration::from_secs(5);
@@ -34,6 +39,9 @@ pub(crate) struct Events {
     pub(crate) origin: String,
     /// Signalled when another process stored work.
     pub(crate) work: Arc<Notify>,
+    /// Running tasks asked to stop, by this process's engine or announced
+    /// by another process.
+    pub(crate) cancels: tokio::sync::broadcast::Sender<TaskId>,
     listening: AtomicBool,
     /// Bumped by every invalidation, so a read that raced one is not cached.
     epoch: AtomicU64,
@@ -46,6 +54,7 @@ impl Events {
         Self {
             origin,
             work: Arc::new(Notify::new()),
+            cancels: tokio::sync::broadcast::channel(CANCEL_CHANNEL).0,
             listening: AtomicBool::new(false),
             epoch: AtomicU64::new(0),
             policies: Mutex::new(HashMap::new()),
@@ -105,6 +114,15 @@ impl Events {
             .is_some_and(|origin| origin != self.origin)
         {
             self.work.notify_waiters();
+        } else if let Some((origin, ids)) = message
+            .strip_prefix("x:")
+            .and_then(|rest| rest.split_once(':'))
+            && origin != self.origin
+        {
+            for id in ids.split(',').filter_map(TaskId::parse) {
+                // No receiver is fine: nobody here holds the task.
+                let _ = self.cancels.send(id);
+            }
         }
     }
 }

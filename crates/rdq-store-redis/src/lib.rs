@@ -288,6 +288,14 @@ impl Store for RedisStore {
         Some(Arc::clone(&self.inner.shared.events.work))
     }
 
+    fn cancel_signal(&self) -> Option<tokio::sync::broadcast::Sender<TaskId>> {
+        Some(self.inner.shared.events.cancels.clone())
+    }
+
+    async fn announce_cancel(&self, ids: &[TaskId]) {
+        writes::announce_cancel(&self.inner.shared, ids).await;
+    }
+
     async fn submit(&self, tasks: Vec<NewTask>) -> Vec<Result<Submitted, EngineError>> {
         let n = tasks.len();
         if n == 0 {

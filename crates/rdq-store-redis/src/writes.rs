@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use futures::FutureExt;
 use rdq_engine::{ClaimRequest, EngineError, LeasedUpdate, NewTask, Submitted};
-use rdq_envelope::Envelope;
+use rdq_envelope::{Envelope, TaskId};
 use redis::Value;
 use tokio::sync::oneshot;
 
@@ -103,6 +103,29 @@ async fn announce_work(shared: &Shared) {
             tracing::debug!(error = %e, "cannot announce new work");
         }
     });
+}
+
+/// Most task ids in one cancel announcement.
+const IDS_PER_ANNOUNCEMENT: usize = 500;
+
+/// Tells other processes that these running tasks were asked to stop
+/// (best effort: a process that misses it learns of each request at its
+/// next lease extension).
+pub(crate) async fn announce_cancel(shared: &Shared, ids: &[TaskId]) {
+    let Ok(mut conn) = shared.conn().await else {
+        return;
+    };
+    for chunk in ids.chunks(IDS_PER_ANNOUNCEMENT) {
+        let list: Vec<String> = chunk.iter().map(ToString::to_string).collect();
+        let published: redis::RedisResult<Value> = redis::cmd("PUBLISH")
+            .arg(shared.keys.channel())
+            .arg(format!("x:{}:{}", shared.events.origin, list.join(",")))
+            .query_async(&mut conn)
+            .await;
+        if let Err(e) = published {
+            tracing::warn!(error = %e, "cannot announce cancel requests to other processes");
+        }
+    }
 }
 
 /// The indices of `items` per queue, each queue's in order, queues in the

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdq_envelope::queuey::CORRELATION_ID_HEADER;
-use rdq_envelope::{Envelope, TaskId, Timestamp};
+use rdq_envelope::{CancelRequest, Envelope, TaskId, Timestamp};
 use rdq_runtime::Task;
 
 use crate::error::Error;
@@ -169,9 +169,10 @@ impl JobContext {
         self.headers.get(key).map(String::as_str)
     }
 
-    /// When the lease ends unless extended: the job's timeout. At that moment
-    /// the worker stops the handler and the reaper records `LEASE_EXPIRED`
-    /// (a retryable failure that counts as an attempt). `None` in tests.
+    /// When the lease ends unless extended (the worker extends it while the
+    /// handler runs, unless a `job_timeout` is set). At that moment the
+    /// worker stops the handler and the reaper records `LEASE_EXPIRED` (a
+    /// retryable failure that counts as an attempt). `None` in tests.
     pub fn lease_deadline(&self) -> Option<Timestamp> {
         self.lease.as_ref().map(|t| t.lease_deadline())
     }
@@ -180,6 +181,42 @@ impl JobContext {
     pub fn lease_remaining(&self, now: Timestamp) -> Option<Duration> {
         self.lease_deadline()
             .map(|d| Duration::from_millis(d.ms_since(now)))
+    }
+
+    /// Whether a cancel was asked of this task while it runs (an operator's
+    /// `rdq task cancel`, a program's `Producer::cancel`, on any node). A
+    /// handler that checks it at safe points can stop early: returning an
+    /// error then ends the task DEAD with reason `CANCELLED`, without a
+    /// retry; returning `Ok` keeps the success. Always false in tests.
+    pub fn is_cancelled(&self) -> bool {
+        self.lease.as_ref().is_some_and(|t| t.is_cancelled())
+    }
+
+    /// Who asked this task to stop, when and why, once known.
+    pub fn cancel_request(&self) -> Option<&CancelRequest> {
+        self.lease.as_ref().and_then(|t| t.cancel_request())
+    }
+
+    /// Completes once a cancel is asked of this task (never, in tests): race
+    /// it against the work, e.g. in `tokio::select!`. A handler that does not
+    /// stop within the worker's `cancel_grace` (5 s by default) is stopped
+    /// and its task ends DEAD with reason `CANCELLED`.
+    ///
+    /// ```no_run
+    /// # use rdq::prelude::*;
+    /// # async fn work() {}
+    /// # async fn handle(ctx: JobContext) -> Result<(), JobError> {
+    /// tokio::select! {
+    ///     () = work() => Ok(()),
+    ///     () = ctx.cancelled() => Err(JobError::new("app.Cancelled", "stopped on request")),
+    /// }
+    /// # }
+    /// ```
+    pub async fn cancelled(&self) {
+        match &self.lease {
+            Some(task) => task.cancelled().await,
+            None => std::future::pending().await,
+        }
     }
 
     /// Extends the lease so it ends `by` from now; returns the new deadline.

@@ -187,10 +187,13 @@ impl<Q: QueueSet> Producer<Q> {
         &self.engine
     }
 
-    /// Cancels PENDING tasks of `queue` among `ids`: each becomes DEAD with
-    /// reason `CANCELLED`, decided by `by` for `message`; returns those
-    /// cancelled (a task already claimed, finished or dead is left alone).
-    /// A redrive brings one back. For filters (handler, headers, age), use
+    /// Cancels tasks of `queue` among `ids`, decided by `by` for
+    /// `message`: a PENDING one becomes DEAD with reason `CANCELLED`; a
+    /// running one is asked to stop (its handler learns of it through
+    /// [`crate::JobContext::cancelled`]; unless it then succeeds it ends
+    /// DEAD with reason `CANCELLED`). Answers which were cancelled or asked
+    /// ([`rdq_engine::Cancelled`]); a finished or dead task is left alone. A
+    /// redrive brings one back. For filters (handler, headers, age), use
     /// [`Engine::cancel`] on [`Producer::engine`].
     pub async fn cancel(
         &self,
@@ -198,7 +201,7 @@ impl<Q: QueueSet> Producer<Q> {
         ids: &[TaskId],
         by: &str,
         message: &str,
-    ) -> Result<Vec<TaskId>, Error> {
+    ) -> Result<rdq_engine::Cancelled, Error> {
         let filter = rdq_engine::CancelFilter {
             queue: queue.name().to_owned(),
             ids: Some(ids.to_vec()),
@@ -212,7 +215,7 @@ impl<Q: QueueSet> Producer<Q> {
             Err(
                 rdq_engine::EngineError::InvalidTransition(_)
                 | rdq_engine::EngineError::TaskNotFound(_),
-            ) if ids.len() == 1 => Ok(Vec::new()),
+            ) if ids.len() == 1 => Ok(rdq_engine::Cancelled::default()),
             other => Ok(other?),
         }
     }

@@ -18,8 +18,8 @@ use std::time::Duration;
 use rdq_engine::Engine;
 use rdq_envelope::is_valid_name;
 use rdq_runtime::{
-    PrunerConfig, ReaperConfig, ShutdownTrigger, Task, WorkerConfig, WorkerStats, run_pruner,
-    run_reaper_with, shutdown_channel,
+    Heartbeat, PrunerConfig, ReaperConfig, ShutdownTrigger, Task, WorkerConfig, WorkerStats,
+    run_pruner, run_reaper_with, shutdown_channel,
 };
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -138,13 +138,39 @@ impl<Q: QueueSet> WorkerBuilder<Q> {
         self
     }
 
-    /// The job timeout: the lease this worker claims with (default: the
-    /// queue's `lease_ms`, 30 s unless configured). A handler still running
+    /// The job timeout: a fixed lease this worker claims with, which it then
+    /// does not extend by itself (no `heartbeat`). A handler still running
     /// when its lease ends is stopped and the attempt is recorded as
-    /// `LEASE_EXPIRED`; long jobs call `ctx.extend_lease(d)`.
+    /// `LEASE_EXPIRED`; long jobs call `ctx.extend_lease(d)`. Without a job
+    /// timeout, a handler runs for as long as it lives: the worker claims
+    /// with the queue's `lease_ms` and extends the lease every third of it,
+    /// so only a dead worker's tasks are reclaimed.
     #[must_use]
     pub fn job_timeout(mut self, timeout: Duration) -> Self {
         self.config.lease_ms = Some(millis(timeout).max(1));
+        self.config.heartbeat = Heartbeat::Off;
+        self
+    }
+
+    /// How often the worker extends a running handler's lease, by the
+    /// lease's length (default: every third of the lease). The heartbeat is
+    /// separate from the lease: a long lease with frequent beats hears of a
+    /// cancel sooner on stores that do not announce it; a short lease with
+    /// the default beats reclaims a dead worker's tasks sooner. Replaces a
+    /// `job_timeout`'s fixed lease.
+    #[must_use]
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.config.heartbeat = Heartbeat::Every(every.max(Duration::from_millis(1)));
+        self
+    }
+
+    /// How long a handler asked to stop ([`JobContext::cancelled`]) may go
+    /// on before the worker stops it (default 5 s). One that finishes first
+    /// keeps its outcome: a success stands, anything else ends the task
+    /// DEAD with reason `CANCELLED`.
+    #[must_use]
+    pub fn cancel_grace(mut self, grace: Duration) -> Self {
+        self.config.cancel_grace = grace;
         self
     }
 
@@ -336,7 +362,11 @@ impl<Q: QueueSet> Worker<Q> {
             engine,
             registrations: Vec::new(),
             queues: None,
-            config: WorkerConfig::default(),
+            config: WorkerConfig {
+                // A live handler keeps its lease (see `heartbeat`).
+                heartbeat: Heartbeat::Auto,
+                ..WorkerConfig::default()
+            },
             queue_retry: HashMap::new(),
             job_retry: HashMap::new(),
             classifiers: Vec::new(),

@@ -18,7 +18,9 @@ pub use admin::{
 };
 pub use cancel::{
     a_cancel_racing_a_claim_has_exactly_one_winner,
+    a_cancel_racing_a_settle_has_exactly_one_winner,
     cancelling_a_pending_task_is_terminal_and_redrivable,
+    cancelling_a_running_task_stops_it_without_a_retry,
 };
 pub use capabilities::capabilities_tell_the_truth;
 pub use claim_request::{

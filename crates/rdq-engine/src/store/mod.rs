@@ -215,6 +215,23 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// Where this store relays the running tasks other processes asked to
+    /// stop ([`Store::announce_cancel`] elsewhere): an [`crate::Engine`]
+    /// built on it sends its own requests through the same channel, so a
+    /// subscriber ([`crate::Engine::cancel_requests`]) hears every one.
+    /// `None` (the default): a store only this process uses.
+    fn cancel_signal(&self) -> Option<tokio::sync::broadcast::Sender<TaskId>> {
+        None
+    }
+
+    /// Tells the other processes on this store that these running tasks
+    /// were asked to stop (a database's `NOTIFY`, a `PUBLISH`), so whoever
+    /// holds their leases learns of it at once instead of at its next
+    /// lease extension. Best effort; the default does nothing.
+    async fn announce_cancel(&self, ids: &[TaskId]) {
+        let _ = ids;
+    }
+
     /// This process claims no more from `queue` (its worker is stopping):
     /// hand back whatever the store holds ready for claims here, so that it
     /// is neither stuck nor counted as a lapsed lease. Leases already handed

@@ -290,15 +290,19 @@ async fn dispatch_one(dispatch: Arc<QueueDispatch>, task: Arc<Task>) -> Settleme
     };
     let url = target.display_url();
     let (settlement, protocol, status_code, error_type) = if target.is_grpc() {
-        let result = grpc::call(
+        let call = grpc::call(
             &dispatch.grpc,
             dispatch.address_policy,
             &target,
             env,
             attempt,
             traceparent.as_deref(),
-        )
-        .await;
+        );
+        // A cancel asked of the task aborts the call in flight.
+        let result = tokio::select! {
+            result = call => result,
+            () = task.cancelled() => return cancelled(&dispatch, &task, started),
+        };
         let settlement = decide_grpc(&target, &result, dispatch.excerpt_bytes);
         let code = result
             .as_ref()
@@ -312,7 +316,10 @@ async fn dispatch_one(dispatch: Arc<QueueDispatch>, task: Arc<Task>) -> Settleme
             error_type,
         )
     } else {
-        let result = post(&dispatch, &target, env, attempt, traceparent.as_deref()).await;
+        let result = tokio::select! {
+            result = post(&dispatch, &target, env, attempt, traceparent.as_deref()) => result,
+            () = task.cancelled() => return cancelled(&dispatch, &task, started),
+        };
         let now = SystemTime::now();
         let settlement = decide(
             &target,
@@ -355,6 +362,21 @@ async fn dispatch_one(dispatch: Arc<QueueDispatch>, task: Arc<Task>) -> Settleme
     dispatch
         .metrics
         .dispatch_latency(&dispatch.queue, started.elapsed());
+    dispatch
+        .metrics
+        .outcome(&dispatch.queue, label(&settlement));
+    settlement
+}
+
+/// A callback cut short because a cancel was asked of its task: the
+/// request is dropped (its connection closed) and the failure
+/// `rdq.Cancelled` reported, which ends the task DEAD with reason
+/// `CANCELLED`.
+fn cancelled(dispatch: &QueueDispatch, task: &Task, started: Instant) -> Settlement {
+    dispatch
+        .metrics
+        .dispatch_latency(&dispatch.queue, started.elapsed());
+    let settlement = task.cancelled_failure();
     dispatch
         .metrics
         .outcome(&dispatch.queue, label(&settlement));

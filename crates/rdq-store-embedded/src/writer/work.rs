@@ -29,16 +29,20 @@ const CLAIM_ROW: &str = "UPDATE tasks SET status = 1, lease_expires_at = ?2, \
 
 /// What a settle writes: the columns ?2 to ?8 (`Columns::of` the settled
 /// envelope) and `$more`, on the row `$row`, if it still holds the lease
-/// (?10 queue, ?11 claim counter).
+/// (?10 queue, ?11 claim counter) and, when the task was asked to stop, the
+/// new state knows it (?12: 1 when the settled envelope has
+/// `cancel_requested`, else NULL; kept in the column while IN_FLIGHT).
 macro_rules! settle_if_leased {
     ($more:literal, $row:literal) => {
         concat!(
             "UPDATE tasks SET status = ?2, priority = ?3, next_attempt_at = ?4, \
-             lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, finished_at = ?8",
+             lease_expires_at = ?5, lease_attempt = ?6, error_type = ?7, finished_at = ?8, \
+             cancel_requested = CASE WHEN ?2 = 1 THEN ?12 END",
             $more,
             " WHERE ",
             $row,
-            " AND queue = ?10 AND status = 1 AND lease_attempt = ?11"
+            " AND queue = ?10 AND status = 1 AND lease_attempt = ?11 \
+             AND (cancel_requested IS NULL OR ?12 IS NOT NULL)"
         )
     };
 }
@@ -47,11 +51,11 @@ macro_rules! settle_if_leased {
 /// envelope ?9.
 const UPDATE_IF_LEASED: &str = settle_if_leased!(", envelope = ?9, claimed_at = NULL", "id = ?1");
 
-/// [`UPDATE_IF_LEASED`] on the row ?12, which must still be the task's: a
+/// [`UPDATE_IF_LEASED`] on the row ?13, which must still be the task's: a
 /// seek by rowid instead of one through the id index.
 const UPDATE_IF_LEASED_AT: &str = settle_if_leased!(
     ", envelope = ?9, claimed_at = NULL",
-    "seq = ?12 AND id = ?1"
+    "seq = ?13 AND id = ?1"
 );
 
 /// A successful settle of the task ?1: its columns only. The row keeps the
@@ -59,8 +63,8 @@ const UPDATE_IF_LEASED_AT: &str = settle_if_leased!(
 /// success (`columns::stored`); ?9 is not used.
 const SUCCEED_IF_LEASED: &str = settle_if_leased!("", "id = ?1");
 
-/// [`SUCCEED_IF_LEASED`] on the row ?12.
-const SUCCEED_IF_LEASED_AT: &str = settle_if_leased!("", "seq = ?12 AND id = ?1");
+/// [`SUCCEED_IF_LEASED`] on the row ?13.
+const SUCCEED_IF_LEASED_AT: &str = settle_if_leased!("", "seq = ?13 AND id = ?1");
 
 /// The `flow_key` column of a new task: its flow key, or for a task without
 /// one `''` in a flow-controlled queue and NULL elsewhere (`schema::FLOW`).
@@ -172,6 +176,7 @@ pub(super) fn settle_one(
         encoded.bytes,
         env.queue,
         i64::from(update.expected.0),
+        env.cancel_requested.as_ref().map(|_| 1_i64),
     ];
     let (by_id, at_seq) = if encoded.is_compact() {
         (SUCCEED_IF_LEASED, SUCCEED_IF_LEASED_AT)

@@ -3,8 +3,17 @@
 -- is the required status, then six per write: id, expected claim count,
 -- new stored value, new status, place kind, score. Writes apply in order.
 -- Answers two per write: 'K' and '' (applied), 'N' and '' (no such task),
--- or 'L' and the current value (status or claim count differ).
+-- or 'L' and the current value (status or claim count differ, or the task
+-- was asked to stop and the new value does not know it: a state decided
+-- from a worker's stale copy never overwrites a cancel request; the engine
+-- decides again from the stored one).
 local required = ARGV[1]
+-- How a canonical envelope spells its cancel request (`docs/envelope.md`).
+local ASKED = ',"cancel_requested":{"at":'
+local function overwrites_request(stored, new)
+  return required == '1' and string.find(stored, ASKED, 1, true) ~= nil
+    and string.find(new, ASKED, 1, true) == nil
+end
 prefetch(every(ARGV, 2, 6))
 local out = {}
 for i = 2, #ARGV, 6 do
@@ -15,7 +24,7 @@ for i = 2, #ARGV, 6 do
     out[#out + 1] = ''
   else
     local s, c, _, _, key = meta(v)
-    if s ~= required or c ~= ARGV[i + 1] then
+    if s ~= required or c ~= ARGV[i + 1] or overwrites_request(v, ARGV[i + 2]) then
       out[#out + 1] = 'L'
       out[#out + 1] = v
     else

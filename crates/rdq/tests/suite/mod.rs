@@ -330,13 +330,13 @@ pub async fn a_cancelled_job_never_runs_and_says_why_it_is_dead(h: Harness) {
     if !h.producer().engine().capabilities().cancel {
         return;
     }
-    assert_eq!(cancelled, vec![drop]);
+    assert_eq!(cancelled.ids, vec![drop]);
     let again = h
         .producer()
         .cancel(App::Work, &[drop], "billing-service", "twice")
         .await
         .unwrap();
-    assert!(again.is_empty(), "a dead task is not cancelled again");
+    assert!(again.ids.is_empty(), "a dead task is not cancelled again");
     let ran = shared();
     let sink = Arc::clone(&ran);
     let worker = h
@@ -365,6 +365,92 @@ pub async fn a_cancelled_job_never_runs_and_says_why_it_is_dead(h: Harness) {
     assert_eq!(reason.code, "CANCELLED");
     assert_eq!(reason.by, "billing-service");
     assert_eq!(reason.message.as_deref(), Some("order withdrawn"));
+}
+
+pub async fn a_running_job_hears_of_its_cancel_and_is_not_retried(h: Harness) {
+    h.policy(WORK, no_backoff(10)).await;
+    if !h.producer().engine().capabilities().cancel {
+        return;
+    }
+    let stops = h.producer().enqueue(&Step { n: 1 }).await.unwrap().id;
+    let stubborn = h.producer().enqueue(&Step { n: 2 }).await.unwrap().id;
+    let heard: Shared<(u32, String)> = shared();
+    let sink = Arc::clone(&heard);
+    let worker = h
+        .worker()
+        .cancel_grace(Duration::from_millis(300))
+        .handler_fn(move |job: Step, ctx: JobContext| {
+            let sink = Arc::clone(&sink);
+            async move {
+                if job.n == 2 {
+                    // Ignores the cancel: stopped after the grace.
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    return Ok::<(), JobError>(());
+                }
+                ctx.cancelled().await;
+                let by = ctx
+                    .cancel_request()
+                    .map(|r| r.by.clone())
+                    .unwrap_or_default();
+                sink.lock().unwrap().push((job.n, by));
+                assert!(ctx.is_cancelled());
+                Err(JobError::new("app.Stopped", "stopped on request"))
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    h.until(WORK, "both running", all(Status::InFlight, 2))
+        .await;
+    let asked = h
+        .producer()
+        .cancel(App::Work, &[stops, stubborn], "ops", "order withdrawn")
+        .await
+        .unwrap();
+    assert_eq!(asked.running.len(), 2, "both were running");
+    h.until(WORK, "both dead", all(Status::Dead, 2)).await;
+    worker.shutdown(STOP).await.unwrap();
+    assert_eq!(*heard.lock().unwrap(), vec![(1, "ops".to_owned())]);
+    for id in [stops, stubborn] {
+        let env = h.task(WORK, id).await;
+        let reason = env.dead_reason.as_ref().unwrap();
+        assert_eq!(
+            (reason.code.as_str(), reason.by.as_str()),
+            ("CANCELLED", "ops")
+        );
+        assert_eq!(env.attempt_count, 1, "no retry");
+    }
+    let stopped = h.task(WORK, stubborn).await;
+    assert_eq!(
+        stopped.last_error().unwrap().error_type,
+        rdq::error_types::CANCELLED
+    );
+}
+
+pub async fn a_live_handler_keeps_its_lease_by_heartbeat(h: Harness) {
+    h.policy(
+        WORK,
+        QueuePolicy {
+            lease_ms: 300,
+            ..no_backoff(1)
+        },
+    )
+    .await;
+    let id = h.producer().enqueue(&Step { n: 1 }).await.unwrap().id;
+    let worker = h
+        .worker()
+        .handler_fn(|_job: Step, _ctx: JobContext| async move {
+            // Four times the lease, without touching it.
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+            Ok::<(), JobError>(())
+        })
+        .build()
+        .unwrap()
+        .start();
+    h.until(WORK, "succeeded", all(Status::Succeeded, 1)).await;
+    let report = worker.shutdown(STOP).await.unwrap();
+    assert_eq!(report.lease_overruns, 0);
+    assert_eq!(h.task(WORK, id).await.attempt_count, 1);
 }
 
 pub async fn exhausted_attempts_dead_letter_under_the_worker_override(h: Harness) {
