@@ -76,9 +76,12 @@ public final class CancelRequest {
         return Objects.hash(at, by, message, extra, absent);
     }
 
-    /** {@code cancelled by <by>}, then {@code : <message>} when there is one. */
+    /**
+     * {@code cancelled by <by>: <message>} ({@code no reason given} without
+     * one): the message rdq's workers record with a handler they stopped.
+     */
     @Override
     public String toString() {
-        return message == null ? "cancelled by " + by : "cancelled by " + by + ": " + message;
+        return "cancelled by " + by + ": " + (message == null ? "no reason given" : message);
     }
 }

@@ -87,7 +87,7 @@ class CancelRequestTest {
         CancelRequest read = env.cancelRequested().orElseThrow();
         assertEquals("scheduler", read.by());
         assertTrue(read.message().isEmpty());
-        assertEquals("cancelled by scheduler", read.toString());
+        assertEquals("cancelled by scheduler: no reason given", read.toString());
         assertEquals(new JsonNumber("1.50"), ((JsonObject) read.extra().get("node").orElseThrow()).get("n").orElseThrow());
         Envelope built = env.toBuilder().cancelRequested(CancelRequest.of("scheduler", read.at(), null)).build();
         assertTrue(text(built).endsWith("\"by\":\"scheduler\",\"message\":null}}"), text(built));

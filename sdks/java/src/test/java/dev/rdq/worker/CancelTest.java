@@ -298,7 +298,7 @@ class CancelTest {
             Seen a = seen.poll(5, TimeUnit.SECONDS);
             assertTrue(a.interruptedAtStart(), "interrupted");
             assertEquals(CancelReason.CANCEL_REQUESTED, a.reason());
-            assertEquals("cancelled by ops", a.request().orElseThrow().toString());
+            assertEquals("cancelled by ops: no reason given", a.request().orElseThrow().toString());
         }
     }
 
@@ -566,7 +566,7 @@ class CancelTest {
             assertNull(s.get("error").orElse(null));
             Seen a = seen.poll(5, TimeUnit.SECONDS);
             assertTrue(a.interruptedAtStart());
-            assertEquals("cancelled by ops", a.request().orElseThrow().toString());
+            assertEquals("cancelled by ops: no reason given", a.request().orElseThrow().toString());
         }
     }
 }
