@@ -483,11 +483,15 @@ public final class RdqClient implements AutoCloseable {
     }
 
     /**
-     * Cancels PENDING tasks of the queue: each becomes DEAD with reason
-     * {@code CANCELLED} and keeps its history; a redrive brings it back. One
-     * id alone that cannot be cancelled is an {@link RdqException} with code
-     * {@code TASK_NOT_FOUND} or {@code INVALID_TRANSITION}; a store that
-     * cannot cancel (RabbitMQ) answers {@code UNSUPPORTED}.
+     * Cancels tasks of the queue: a PENDING one becomes DEAD with reason
+     * {@code CANCELLED} and keeps its history (a redrive brings it back); a
+     * running one is asked to stop ({@link CancelResult#running()}): its
+     * worker is told, and it ends DEAD with reason {@code CANCELLED} unless
+     * its handler succeeds first. {@link CancelFilter#pendingOnly(boolean)}
+     * leaves running tasks alone. One id alone that cannot be cancelled is an
+     * {@link RdqException} with code {@code TASK_NOT_FOUND} or {@code
+     * INVALID_TRANSITION}; a store that cannot cancel (RabbitMQ) answers
+     * {@code UNSUPPORTED}.
      */
     public CancelResult cancel(String queue, CancelFilter filter) {
         Names.validateQueueName(queue);
@@ -519,15 +523,28 @@ public final class RdqClient implements AutoCloseable {
         if (filter.message() != null) {
             w.key("message").string(filter.message());
         }
+        if (filter.pendingOnly()) {
+            w.key("pending_only").bool(true);
+        }
         w.endObject();
         JsonObject body = object(send(post("/v1/queues/" + queue + "/cancel", w.toByteArray())));
-        List<String> cancelled = new ArrayList<>();
-        for (JsonValue v : array(body, "ids").items()) {
-            cancelled.add(((JsonString) v).value());
-        }
+        List<String> cancelled = ids(array(body, "ids"));
+        // A server from before running tasks could be cancelled answers no `running`.
+        List<String> running = body.get("running").orElse(null) instanceof JsonArray a ? ids(a) : List.of();
         return new CancelResult(body.string("queue").orElse(queue),
                 body.get("dry_run").map(v -> v.toString().equals("true")).orElse(filter.dryRun()),
-                body.integer("count").orElse((long) cancelled.size()), cancelled);
+                body.integer("count").orElse((long) cancelled.size()), cancelled, running);
+    }
+
+    private static List<String> ids(JsonArray array) {
+        List<String> out = new ArrayList<>(array.items().size());
+        for (JsonValue v : array.items()) {
+            if (!(v instanceof JsonString s)) {
+                throw unexpected("a task id that is not a string");
+            }
+            out.add(s.value());
+        }
+        return out;
     }
 
     private static void query(StringBuilder q, String key, String value) {

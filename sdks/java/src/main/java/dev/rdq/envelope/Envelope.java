@@ -21,8 +21,8 @@ import java.util.TreeMap;
  * <p>Fields a writer left out and that still hold their default stay left
  * out when re-encoded, so envelopes written by other tools round-trip byte for
  * byte; unknown fields ({@link #extra()}) survive at every level.
- * {@code dead_reason} is the other way round: an unset reason is left out
- * unless its writer wrote it as null.
+ * {@code dead_reason} and {@code cancel_requested} are the other way round:
+ * an unset one is left out unless its writer wrote it as null.
  */
 public final class Envelope {
     /** The envelope version this SDK reads and writes. */
@@ -42,6 +42,8 @@ public final class Envelope {
     // Unlike the others, set when dead_reason was written as null: an unset
     // dead reason is left out unless its writer wrote it so.
     static final int DEAD_REASON_NULL = 1 << 11;
+    // Like DEAD_REASON_NULL, for cancel_requested.
+    static final int CANCEL_REQUESTED_NULL = 1 << 12;
 
     private final String id;
     private final String queue;
@@ -62,6 +64,7 @@ public final class Envelope {
     private final Instant createdAt;
     private final List<AttemptRecord> attempts;
     private final DeadReason deadReason;
+    private final CancelRequest cancelRequested;
     private final JsonObject extra;
     final int absent;
 
@@ -87,6 +90,7 @@ public final class Envelope {
         this.createdAt = b.createdAt;
         this.attempts = List.copyOf(b.attempts);
         this.deadReason = b.deadReason;
+        this.cancelRequested = b.cancelRequested;
         this.extra = b.extra;
         this.absent = b.absent;
     }
@@ -132,6 +136,7 @@ public final class Envelope {
         b.createdAt = createdAt;
         b.attempts.addAll(attempts);
         b.deadReason = deadReason;
+        b.cancelRequested = cancelRequested;
         b.extra = extra;
         b.absent = absent;
         return b;
@@ -261,6 +266,14 @@ public final class Envelope {
         return Optional.ofNullable(deadReason);
     }
 
+    /**
+     * The cancel asked of the task while it ran, if one was: set on a running
+     * task by a cancel, kept as history once it finished, removed by a redrive.
+     */
+    public Optional<CancelRequest> cancelRequested() {
+        return Optional.ofNullable(cancelRequested);
+    }
+
     /** Fields this version does not know, kept as written. */
     public JsonObject extra() {
         return extra;
@@ -284,7 +297,8 @@ public final class Envelope {
                 && redriveCount == e.redriveCount && claimCount == e.claimCount
                 && Objects.equals(nextAttemptAt, e.nextAttemptAt) && Objects.equals(leaseExpiresAt, e.leaseExpiresAt)
                 && createdAt.equals(e.createdAt) && attempts.equals(e.attempts)
-                && Objects.equals(deadReason, e.deadReason) && extra.equals(e.extra) && absent == e.absent;
+                && Objects.equals(deadReason, e.deadReason) && Objects.equals(cancelRequested, e.cancelRequested)
+                && extra.equals(e.extra) && absent == e.absent;
     }
 
     @Override
@@ -319,6 +333,7 @@ public final class Envelope {
         private Instant createdAt;
         private final List<AttemptRecord> attempts = new ArrayList<>();
         private DeadReason deadReason;
+        private CancelRequest cancelRequested;
         private JsonObject extra = JsonObject.EMPTY;
         private int absent;
 
@@ -444,6 +459,17 @@ public final class Envelope {
             return this;
         }
 
+        /**
+         * The cancel asked of the task while it ran, or {@code null} for none;
+         * an unset request is left out of the encoding, even one its writer
+         * wrote as null.
+         */
+        public Builder cancelRequested(CancelRequest request) {
+            this.cancelRequested = request;
+            absent &= ~CANCEL_REQUESTED_NULL;
+            return this;
+        }
+
         /** Unknown fields; keys that name a known field are not written. */
         public Builder extra(JsonObject extra) {
             this.extra = Objects.requireNonNull(extra, "extra");
@@ -467,7 +493,7 @@ public final class Envelope {
 
         Builder rawCounts(int priority, long deferralCount, long attemptCount, long redriveCount, long claimCount,
                 Instant nextAttemptAt, Instant leaseExpiresAt, Instant createdAt, List<AttemptRecord> attempts,
-                DeadReason deadReason, JsonObject extra, int absent) {
+                DeadReason deadReason, CancelRequest cancelRequested, JsonObject extra, int absent) {
             this.priority = priority;
             this.deferralCount = deferralCount;
             this.attemptCount = attemptCount;
@@ -478,6 +504,7 @@ public final class Envelope {
             this.createdAt = createdAt;
             this.attempts.addAll(attempts);
             this.deadReason = deadReason;
+            this.cancelRequested = cancelRequested;
             this.extra = extra;
             this.absent = absent;
             return this;

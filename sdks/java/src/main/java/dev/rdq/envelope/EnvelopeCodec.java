@@ -41,10 +41,11 @@ public final class EnvelopeCodec {
     private static final Set<String> ENVELOPE_KEYS = Set.of("envelope_version", "id", "queue", "handler_ref",
             "handler_version", "payload", "payload_content_type", "payload_ref", "headers", "status", "priority",
             "deferral_count", "attempt_count", "redrive_count", "claim_count", "next_attempt_at",
-            "lease_expires_at", "created_at", "attempts", "dead_reason");
+            "lease_expires_at", "created_at", "attempts", "dead_reason", "cancel_requested");
     private static final Set<String> ATTEMPT_KEYS = Set.of("attempt_no", "started_at", "finished_at", "outcome", "error");
     private static final Set<String> ERROR_KEYS = Set.of("type", "message", "detail", "stack");
     private static final Set<String> DEAD_REASON_KEYS = Set.of("code", "at", "by", "message");
+    private static final Set<String> CANCEL_REQUEST_KEYS = Set.of("at", "by", "message");
     private static final BigInteger I64_MIN = BigInteger.valueOf(Long.MIN_VALUE);
     private static final BigInteger U64_MAX = BigInteger.ONE.shiftLeft(64).subtract(BigInteger.ONE);
     private static final long U32_MAX = 0xffff_ffffL;
@@ -155,6 +156,13 @@ public final class EnvelopeCodec {
         } else if ((a & Envelope.DEAD_REASON_NULL) != 0) {
             w.key("dead_reason").nullValue();
         }
+        CancelRequest cr = e.cancelRequested().orElse(null);
+        if (cr != null) {
+            w.key("cancel_requested");
+            encodeCancelRequest(cr, w);
+        } else if ((a & Envelope.CANCEL_REQUESTED_NULL) != 0) {
+            w.key("cancel_requested").nullValue();
+        }
         extra(w, e.extra(), ENVELOPE_KEYS);
         w.endObject();
     }
@@ -215,6 +223,19 @@ public final class EnvelopeCodec {
             w.key("message").stringOrNull(message);
         }
         extra(w, r.extra(), DEAD_REASON_KEYS);
+        w.endObject();
+    }
+
+    private static void encodeCancelRequest(CancelRequest r, JsonWriter w) {
+        w.startObject();
+        w.key("at");
+        timestamp(w, r.at());
+        w.key("by").string(r.by());
+        String message = r.message().orElse(null);
+        if (!((r.absent & CancelRequest.MESSAGE) != 0 && message == null)) {
+            w.key("message").stringOrNull(message);
+        }
+        extra(w, r.extra(), CANCEL_REQUEST_KEYS);
         w.endObject();
     }
 
@@ -493,18 +514,23 @@ public final class EnvelopeCodec {
         JsonValue dv = f.take("dead_reason");
         boolean deadReasonNull = dv == JsonNull.INSTANCE;
         DeadReason deadReason = dv == null || deadReasonNull ? null : decodeDeadReason(dv, "dead_reason");
+        JsonValue cv = f.take("cancel_requested");
+        boolean cancelRequestedNull = cv == JsonNull.INSTANCE;
+        CancelRequest cancelRequested = cv == null || cancelRequestedNull ? null
+                : decodeCancelRequest(cv, "cancel_requested");
 
         int absent = bit(hvAbsent, Envelope.HANDLER_VERSION) | bit(prAbsent, Envelope.PAYLOAD_REF)
                 | (headersAbsent ? Envelope.HEADERS : 0) | bit(pAbsent, Envelope.PRIORITY)
                 | bit(dcAbsent, Envelope.DEFERRAL_COUNT) | bit(acAbsent, Envelope.ATTEMPT_COUNT)
                 | bit(rcAbsent, Envelope.REDRIVE_COUNT) | bit(ccAbsent, Envelope.CLAIM_COUNT)
                 | bit(naAbsent, Envelope.NEXT_ATTEMPT_AT) | bit(leAbsent, Envelope.LEASE_EXPIRES_AT)
-                | (attemptsAbsent ? Envelope.ATTEMPTS : 0) | (deadReasonNull ? Envelope.DEAD_REASON_NULL : 0);
+                | (attemptsAbsent ? Envelope.ATTEMPTS : 0) | (deadReasonNull ? Envelope.DEAD_REASON_NULL : 0)
+                | (cancelRequestedNull ? Envelope.CANCEL_REQUESTED_NULL : 0);
 
         return new Envelope.Builder()
                 .raw(id, queue, handlerRef, handlerVersion, payload, contentType, payloadRef, headers, status)
                 .rawCounts((int) priority, deferrals, attemptCount, redrives, claims, nextAttemptAt, leaseExpiresAt,
-                        createdAt, attempts, deadReason, f.extra(), absent)
+                        createdAt, attempts, deadReason, cancelRequested, f.extra(), absent)
                 .buildUnchecked();
     }
 
@@ -569,6 +595,23 @@ public final class EnvelopeCodec {
         boolean[] messageAbsent = new boolean[1];
         String message = f.optString("message", messageAbsent);
         return new DeadReason(code, at, by, message, f.extra(), bit(messageAbsent, DeadReason.MESSAGE));
+    }
+
+    private static CancelRequest decodeCancelRequest(JsonValue value, String prefix) {
+        Fields f = new Fields(value, prefix, CANCEL_REQUEST_KEYS);
+        Instant at = f.timestamp("at");
+        String by = f.string("by");
+        if (by.isEmpty()) {
+            throw invalid(f.path("by"), "who asked must not be empty");
+        }
+        boolean[] messageAbsent = new boolean[1];
+        String message = f.optString("message", messageAbsent);
+        return new CancelRequest(at, by, message, f.extra(), bit(messageAbsent, CancelRequest.MESSAGE));
+    }
+
+    /** A {@code cancel_requested} member on its own (as an API answer may carry it). */
+    public static CancelRequest cancelRequestFromJson(JsonValue value) {
+        return decodeCancelRequest(value, "cancel_requested");
     }
 
     /**

@@ -12,5 +12,13 @@ public enum CancelReason {
     /** The lease is gone (refused extension, or it ran out unreachable): nothing is settled. */
     LEASE_LOST,
     /** The worker is shutting down past its grace: the task is released (due now, no attempt spent). */
-    SHUTDOWN
+    SHUTDOWN,
+    /**
+     * A cancel was asked of the task ({@code RdqClient.cancel}, {@code rdq task
+     * cancel}, the dashboard; {@link TaskContext#cancelRequest()} says who and
+     * why): a success the handler still returns counts; a failure is reported
+     * as type {@code rdq.Cancelled}, and the task ends DEAD with reason
+     * {@code CANCELLED}.
+     */
+    CANCEL_REQUESTED
 }

@@ -21,6 +21,7 @@ import java.util.concurrent.TimeUnit;
 import javax.net.ssl.SSLContext;
 import rdq.v1.Api;
 import rdq.v1.QueuesGrpc;
+import rdq.v1.TasksGrpc;
 import rdq.v1.WorkersGrpc;
 
 /**
@@ -94,6 +95,10 @@ final class GrpcChannel implements AutoCloseable {
 
     WorkersGrpc.WorkersBlockingStub workersBlocking() {
         return WorkersGrpc.newBlockingStub(channel).withInterceptors(auth);
+    }
+
+    TasksGrpc.TasksBlockingStub tasksBlocking() {
+        return TasksGrpc.newBlockingStub(channel).withInterceptors(auth);
     }
 
     /**

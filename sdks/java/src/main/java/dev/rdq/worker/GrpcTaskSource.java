@@ -5,6 +5,8 @@ import dev.rdq.client.Settle;
 import dev.rdq.client.SettleResult;
 import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientResponseObserver;
+import dev.rdq.envelope.CancelRequest;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -41,8 +43,13 @@ import rdq.v1.EnvelopeOuterClass;
  * {@code Workers/SettleBatch} calls, which give no credit back, so the server
  * pushes nothing more; a task pushed anyway is released the same way.
  *
+ * <p>Cancels. A {@code WorkCancel} says a cancel was asked of a task this
+ * stream handed out: the worker stops its handler. A lease extension's
+ * result with {@code cancel_requested} says the same (when the notice was
+ * lost with a broken stream).
+ *
  * <p>A {@code WorkResponse} of a kind this SDK does not know is ignored: the
- * server may grow new kinds (for example a notice about a running task).
+ * server may grow new kinds.
  */
 final class GrpcTaskSource implements TaskSource {
     private static final System.Logger LOG = System.getLogger("dev.rdq.worker");
@@ -51,6 +58,8 @@ final class GrpcTaskSource implements TaskSource {
     private static final long CALL_TIMEOUT_MS = 30_000;
     /** The longest a settle waits for others to join its batch while handlers run. */
     private static final long LINGER_NANOS = TimeUnit.MILLISECONDS.toNanos(2);
+    /** {@link CancelRequest#by()} of a cancel whose details the server's answer did not carry. */
+    static final String UNKNOWN_CANCELLER = "unknown";
 
     private final Worker worker;
     private final GrpcChannel channel;
@@ -103,17 +112,18 @@ final class GrpcTaskSource implements TaskSource {
     }
 
     @Override
-    public void extend(Leased task, long ms) {
+    public CancelRequest extend(Leased task, long ms) {
         Api.ExtendLeaseRequest req = Api.ExtendLeaseRequest.newBuilder()
                 .setId(task.id).setLeaseToken(task.leaseToken).setExtendMs(ms).build();
         Stream s = current;
         if (s == null || s.dead) {
+            Api.TaskResponse resp;
             try {
-                channel.workersBlocking().withDeadlineAfter(CALL_TIMEOUT_MS, TimeUnit.MILLISECONDS).extendLease(req);
-                return;
+                resp = channel.workersBlocking().withDeadlineAfter(CALL_TIMEOUT_MS, TimeUnit.MILLISECONDS).extendLease(req);
             } catch (RuntimeException e) {
                 throw GrpcChannel.error(e);
             }
+            return resp.hasEnvelope() ? cancelOf(task, resp.getEnvelope()) : null;
         }
         long seq = seqs.incrementAndGet();
         CompletableFuture<Api.WorkAck> ack = new CompletableFuture<>();
@@ -132,10 +142,64 @@ final class GrpcTaskSource implements TaskSource {
             Thread.currentThread().interrupt();
             throw new RdqException(RdqException.INTERRUPTED, null, "interrupted", 0, e);
         }
-        if (a.getResultsCount() > 0 && a.getResults(0).hasProblem()) {
-            Api.Problem p = a.getResults(0).getProblem();
+        if (a.getResultsCount() == 0) {
+            return null;
+        }
+        Api.SettleItemResult result = a.getResults(0);
+        if (result.hasProblem()) {
+            Api.Problem p = result.getProblem();
             throw new RdqException(p.getCode(), null, p.getDetail(), p.getHttpStatus(), null);
         }
+        if (!result.getCancelRequested()) {
+            return null;
+        }
+        // The flag says a cancel was asked; who and why came with the
+        // WorkCancel, or with the envelope when the ack has one.
+        CancelRequest known = result.hasEnvelope() ? cancelOf(task, result.getEnvelope()) : null;
+        if (known == null) {
+            known = task.cancelRequest();
+        }
+        return known != null ? known : lookUpCancelRequest(task);
+    }
+
+    /** The cancel request of a running task's envelope, or null. */
+    private static CancelRequest cancelOf(Leased task, EnvelopeOuterClass.Envelope e) {
+        if (e.getStatus() != EnvelopeOuterClass.Status.IN_FLIGHT || !e.hasCancelRequested()) {
+            return null;
+        }
+        return cancelRequestOf(task.id, e.getCancelRequested());
+    }
+
+    /**
+     * A cancel request as the server sent it; one that does not map onto a
+     * valid request still cancels the task, as asked by an unknown caller.
+     */
+    static CancelRequest cancelRequestOf(String id, EnvelopeOuterClass.CancelRequest r) {
+        try {
+            return ProtoEnvelopes.toCancelRequest(r);
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.WARNING, "the cancel of " + id + ": " + e.getMessage());
+            return unknownCancelRequest();
+        }
+    }
+
+    static CancelRequest unknownCancelRequest() {
+        return CancelRequest.of(UNKNOWN_CANCELLER, Instant.ofEpochMilli(System.currentTimeMillis()), null);
+    }
+
+    /** Who asked, read from the task ({@code Tasks/Get}) when only the flag said a cancel was asked. */
+    private CancelRequest lookUpCancelRequest(Leased task) {
+        try {
+            Api.TaskResponse t = channel.tasksBlocking().withDeadlineAfter(5_000, TimeUnit.MILLISECONDS)
+                    .get(Api.GetTaskRequest.newBuilder().setId(task.id).build());
+            CancelRequest r = t.hasEnvelope() ? cancelOf(task, t.getEnvelope()) : null;
+            if (r != null) {
+                return r;
+            }
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.DEBUG, "reading the cancel of " + task.id + ": " + GrpcChannel.error(e).getMessage());
+        }
+        return unknownCancelRequest();
     }
 
     /**
@@ -365,6 +429,17 @@ final class GrpcTaskSource implements TaskSource {
         }
     }
 
+    /** A cancel was asked of a task this stream handed out: its handler is stopped. */
+    private void onCancel(Api.WorkCancel c) {
+        try {
+            CancelRequest request = c.hasRequest() ? cancelRequestOf(c.getId(), c.getRequest()) : unknownCancelRequest();
+            worker.cancelRequested(c.getId(), c.getLeaseToken(), request);
+        } catch (RuntimeException e) {
+            // Never out of the stream's callback: the lease extension's answer says it again.
+            LOG.log(System.Logger.Level.WARNING, "the cancel of " + c.getId() + " failed", e);
+        }
+    }
+
     private void onSettleAck(List<Out> settles, Api.WorkAck ack) {
         window.release();
         held.addAndGet(-settles.size());
@@ -439,6 +514,7 @@ final class GrpcTaskSource implements TaskSource {
             delivered = true;
             switch (r.getKindCase()) {
                 case TASK -> onTask(this, r.getTask());
+                case CANCEL -> onCancel(r.getCancel());
                 case ACK -> {
                     Api.WorkAck ack = r.getAck();
                     List<Out> batch = settles.remove(ack.getSeq());

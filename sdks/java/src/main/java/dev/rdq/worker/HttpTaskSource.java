@@ -5,6 +5,9 @@ import dev.rdq.client.ClaimedTask;
 import dev.rdq.client.RdqClient;
 import dev.rdq.client.Settle;
 import dev.rdq.client.SettleResult;
+import dev.rdq.envelope.CancelRequest;
+import dev.rdq.envelope.Envelope;
+import dev.rdq.envelope.Status;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -68,8 +71,10 @@ final class HttpTaskSource implements TaskSource {
     }
 
     @Override
-    public void extend(Leased task, long ms) {
-        client.extendLease(task.id, task.leaseToken, ms);
+    public CancelRequest extend(Leased task, long ms) {
+        Envelope env = client.extendLease(task.id, task.leaseToken, ms);
+        // Kept as history once a task finishes: only a running task's counts.
+        return env.status() == Status.IN_FLIGHT ? env.cancelRequested().orElse(null) : null;
     }
 
     @Override

@@ -1,7 +1,9 @@
 package dev.rdq.worker;
 
 import dev.rdq.client.ClaimedTask;
+import dev.rdq.envelope.CancelRequest;
 import dev.rdq.envelope.Envelope;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
 
 /**
@@ -25,6 +27,8 @@ final class Leased {
     /** The Work stream that handed it out (its credit belongs there); 0 for HTTP. */
     final long generation;
     private final Supplier<byte[]> payload;
+    /** The cancel asked of this claim through the API, once the worker learns of it. */
+    private final AtomicReference<CancelRequest> cancelRequest = new AtomicReference<>();
     private Supplier<Envelope> envelopeOf;
     private Envelope envelope;
 
@@ -50,6 +54,16 @@ final class Leased {
                 env::payload, null);
         l.envelope = env;
         return l;
+    }
+
+    /** The cancel asked of the task, or null. */
+    CancelRequest cancelRequest() {
+        return cancelRequest.get();
+    }
+
+    /** Keeps {@code request} unless one was recorded before. */
+    void recordCancelRequest(CancelRequest request) {
+        cancelRequest.compareAndSet(null, request);
     }
 
     byte[] payload() {

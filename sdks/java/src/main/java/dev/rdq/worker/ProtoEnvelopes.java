@@ -1,6 +1,7 @@
 package dev.rdq.worker;
 
 import dev.rdq.RdqException;
+import dev.rdq.envelope.CancelRequest;
 import dev.rdq.envelope.Envelope;
 import dev.rdq.envelope.EnvelopeCodec;
 import dev.rdq.envelope.EnvelopeException;
@@ -80,9 +81,42 @@ final class ProtoEnvelopes {
                 w.nullValue();
             }
         }
+        if (!omitted.contains("cancel_requested")) {
+            w.key("cancel_requested");
+            if (m.hasCancelRequested()) {
+                cancelRequest(w, m.getCancelRequested());
+            } else {
+                w.nullValue();
+            }
+        }
         unknown(w, m.getUnknownJson());
         w.endObject();
         return w.toByteArray();
+    }
+
+    /**
+     * The {@link CancelRequest} of {@code r} (a {@code WorkCancel}'s, an
+     * envelope's), through its JSON as {@code cancel_requested}; an {@link
+     * RdqException} ({@code UNEXPECTED_RESPONSE}) when it is not a valid one.
+     */
+    static CancelRequest toCancelRequest(EnvelopeOuterClass.CancelRequest r) {
+        JsonWriter w = new JsonWriter(128);
+        cancelRequest(w, r);
+        try {
+            return EnvelopeCodec.cancelRequestFromJson(EnvelopeCodec.parse(w.toByteArray()));
+        } catch (EnvelopeException e) {
+            throw new RdqException(RdqException.UNEXPECTED_RESPONSE, e.field().orElse(null),
+                    "the server sent a cancel request this SDK refuses: " + e.getMessage(), 0, e);
+        }
+    }
+
+    private static void cancelRequest(JsonWriter w, EnvelopeOuterClass.CancelRequest r) {
+        w.startObject();
+        w.key("at").string(r.getAt());
+        w.key("by").string(r.getBy());
+        optional(w, r.getOmittedList(), "message", r.hasMessage() ? r.getMessage() : null);
+        unknown(w, r.getUnknownJson());
+        w.endObject();
     }
 
     private static void deadReason(JsonWriter w, EnvelopeOuterClass.DeadReason r) {

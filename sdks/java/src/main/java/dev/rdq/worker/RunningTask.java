@@ -1,6 +1,7 @@
 package dev.rdq.worker;
 
 import dev.rdq.RdqException;
+import dev.rdq.envelope.CancelRequest;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -9,8 +10,11 @@ import java.util.concurrent.atomic.AtomicReference;
 /**
  * One task from the moment the worker accepts it until it is settled or let
  * go: its lease clock, its handler's thread, and whether it was cancelled.
- * Every way a running handler is stopped — timeout, lost lease, shutdown —
- * goes through {@link #cancel}, which sets the reason once and interrupts.
+ * Every way a running handler is stopped — timeout, lost lease, shutdown, a
+ * cancel asked through the API — goes through {@link #cancel}, which sets the
+ * reason once and interrupts the handler's thread at most once, and only
+ * while the handler runs: an interrupt never outlives its handler into the
+ * next task a pooled thread runs.
  */
 final class RunningTask {
     final Leased task;
@@ -22,7 +26,10 @@ final class RunningTask {
     /** Set once, by whoever settles or lets go of the task. */
     final AtomicBoolean finished = new AtomicBoolean();
     private final AtomicReference<CancelReason> cancelled = new AtomicReference<>();
-    volatile Thread thread;
+    /** Guards {@link #handlerRunning} and the interrupt: never held while waiting for anything. */
+    private final Object interruptLock = new Object();
+    private Thread handlerThread;
+    private boolean handlerRunning;
     volatile long startedAt;
     volatile long renewAt;
     volatile long expiresAt;
@@ -42,20 +49,62 @@ final class RunningTask {
         return cancelled.get();
     }
 
+    /** The cancel asked of the task through the API, or null. */
+    CancelRequest cancelRequest() {
+        return task.cancelRequest();
+    }
+
     /**
      * Cancels the handler for {@code reason} (the first reason sticks): sets
      * the flag {@link TaskContext#isCancelled()} reads, then interrupts the
-     * handler's thread. Answers true for the call that cancelled it.
+     * handler's thread if the handler is running. Answers true for the call
+     * that cancelled it.
      */
     boolean cancel(CancelReason reason) {
         if (!cancelled.compareAndSet(null, reason)) {
             return false;
         }
-        Thread t = thread;
-        if (t != null && !finished.get()) {
-            t.interrupt();
+        synchronized (interruptLock) {
+            if (handlerRunning && !finished.get()) {
+                handlerThread.interrupt();
+            }
         }
         return true;
+    }
+
+    /**
+     * Records a cancel asked of the task (the first request is kept) and
+     * cancels the handler with {@link CancelReason#CANCEL_REQUESTED} unless it
+     * was already cancelled for another reason. Answers true when this call
+     * cancelled it.
+     */
+    boolean requestCancel(CancelRequest request) {
+        task.recordCancelRequest(request);
+        return cancel(CancelReason.CANCEL_REQUESTED);
+    }
+
+    /**
+     * Marks the handler as running on the calling thread; false (and nothing
+     * marked) when the task was cancelled before its handler started.
+     */
+    boolean handlerStarting() {
+        synchronized (interruptLock) {
+            if (cancelled.get() != null) {
+                return false;
+            }
+            handlerThread = Thread.currentThread();
+            handlerRunning = true;
+            return true;
+        }
+    }
+
+    /** The handler returned or threw: no interrupt reaches its thread from now on, and one pending is cleared. */
+    void handlerEnded() {
+        synchronized (interruptLock) {
+            handlerRunning = false;
+            handlerThread = null;
+            Thread.interrupted();
+        }
     }
 
     boolean leaseLost() {
@@ -67,14 +116,19 @@ final class RunningTask {
         return timeout != null && startedAt != 0 && now - startedAt >= timeout.toNanos();
     }
 
-    /** Extends the lease now to end {@code extendMs} from now; cancels the handler when the lease is gone. */
+    /**
+     * Extends the lease now to end {@code extendMs} from now; cancels the
+     * handler when the lease is gone, or when the answer says a cancel was
+     * asked of the task.
+     */
     synchronized void extendNow(long extendMs) {
         if (leaseLost() || finished.get()) {
             return;
         }
         long now = System.nanoTime();
+        CancelRequest asked;
         try {
-            task.source.extend(task, extendMs);
+            asked = task.source.extend(task, extendMs);
             renewAt = now + TimeUnit.MILLISECONDS.toNanos(Math.max(1, extendMs / 3));
             expiresAt = now + TimeUnit.MILLISECONDS.toNanos(extendMs);
         } catch (RdqException e) {
@@ -83,6 +137,10 @@ final class RunningTask {
             } else {
                 renewAt = now + TimeUnit.MILLISECONDS.toNanos(Math.min(250, Math.max(1, task.leaseMs / 10)));
             }
+            return;
+        }
+        if (asked != null) {
+            requestCancel(asked);
         }
     }
 }

@@ -1,6 +1,7 @@
 package dev.rdq.worker;
 
 import dev.rdq.client.SubmitRequest;
+import dev.rdq.envelope.CancelRequest;
 import dev.rdq.envelope.Envelope;
 import java.time.Duration;
 import java.util.Optional;
@@ -57,16 +58,28 @@ public final class TaskContext {
     }
 
     /**
-     * True once the worker cancelled this handler (its thread is interrupted
-     * too): a long handler checks it between steps and stops.
+     * True once the worker cancelled this handler — its timeout passed, its
+     * lease was lost, the worker is shutting down, or a cancel was asked of
+     * the task — and interrupted its thread (once): a long handler checks it
+     * between steps and stops.
      */
     public boolean isCancelled() {
         return running.cancelReason() != null;
     }
 
-    /** Why the handler was cancelled, if it was. */
+    /** Why the handler was cancelled, if it was ({@link CancelReason#CANCEL_REQUESTED} for a cancel asked of the task). */
     public Optional<CancelReason> cancelReason() {
         return Optional.ofNullable(running.cancelReason());
+    }
+
+    /**
+     * The cancel asked of this task while it runs ({@code RdqClient.cancel},
+     * {@code rdq task cancel}, the dashboard), once the worker learns of it:
+     * who asked ({@link CancelRequest#by()}), when and why. Present also when
+     * the handler had already been cancelled for another reason.
+     */
+    public Optional<CancelRequest> cancelRequest() {
+        return Optional.ofNullable(running.cancelRequest());
     }
 
     /** True once the lease was lost (the handler is also cancelled then). */

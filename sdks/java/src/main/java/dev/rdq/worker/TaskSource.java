@@ -1,6 +1,7 @@
 package dev.rdq.worker;
 
 import dev.rdq.client.Settle;
+import dev.rdq.envelope.CancelRequest;
 
 /**
  * Where a {@link Worker} gets tasks and sends their outcomes: the gRPC Work
@@ -25,8 +26,12 @@ interface TaskSource {
     /** The handler of {@code task} ended and no settle will follow (its lease is gone). */
     void abandoned(Leased task);
 
-    /** Extends the lease of {@code task} to {@code ms} from now; an {@link dev.rdq.RdqException} when refused. */
-    void extend(Leased task, long ms);
+    /**
+     * Extends the lease of {@code task} to {@code ms} from now; an {@link
+     * dev.rdq.RdqException} when refused. Answers the cancel asked of the
+     * task when the answer says there is one, else null.
+     */
+    CancelRequest extend(Leased task, long ms);
 
     /** Takes no new tasks; settles still go out. */
     void stopClaiming();

@@ -49,8 +49,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * worker.
  *
  * <p>Every way a running handler is stopped (its timeout, its lost lease,
- * shutdown) is a {@link CancelReason}: {@link TaskContext#isCancelled()}
- * turns true and the handler's thread is interrupted.
+ * shutdown, a cancel asked through the API) is a {@link CancelReason}:
+ * {@link TaskContext#isCancelled()} turns true and the handler's thread is
+ * interrupted, once.
  *
  * <p>While a handler runs, {@link TraceContext#current()} on its thread is
  * the task's {@code traceparent} header (when well formed), so submits made
@@ -189,7 +190,7 @@ public final class Worker implements AutoCloseable {
         return usingVirtualThreads;
     }
 
-    /** Handlers running now. */
+    /** Tasks taken and not yet finished: handlers running, or about to. */
     public int inFlight() {
         return running.size();
     }
@@ -264,10 +265,13 @@ public final class Worker implements AutoCloseable {
         RunningTask r = new RunningTask(task, q, route, route == null ? null : route.timeout);
         boolean slot = task.source instanceof HttpTaskSource || slots.tryAcquire();
         active.incrementAndGet();
+        // Known from now on, so a cancel asked before the handler starts is not missed.
+        running.put(task.id, r);
         try {
             handlers.execute(() -> run(r, slot));
             return true;
         } catch (RuntimeException e) {
+            running.remove(task.id, r);
             active.decrementAndGet();
             if (slot) {
                 slots.release();
@@ -284,9 +288,7 @@ public final class Worker implements AutoCloseable {
                 }
                 return;
             }
-            r.thread = Thread.currentThread();
             r.startedAt = System.nanoTime();
-            running.put(r.task.id, r);
             TaskContext.set(new TaskContext(r));
             // The task's trace context for the handler (and the mapper), so
             // its submits continue the task's trace; restored afterwards.
@@ -301,7 +303,7 @@ public final class Worker implements AutoCloseable {
                 TaskContext.clear();
             }
         } finally {
-            running.remove(r.task.id);
+            running.remove(r.task.id, r);
             if (holdsSlot) {
                 slots.release();
             }
@@ -310,7 +312,7 @@ public final class Worker implements AutoCloseable {
     }
 
     private Outcome unknownHandler(RunningTask r) {
-        running.remove(r.task.id);
+        running.remove(r.task.id, r);
         return Outcome.permanent(new UnknownHandlerException(r.task.queue, r.task.handlerRef));
     }
 
@@ -324,20 +326,24 @@ public final class Worker implements AutoCloseable {
         try {
             arg = route.reader.read(r.task);
         } catch (Exception e) {
-            running.remove(r.task.id);
-            Thread.interrupted();
+            running.remove(r.task.id, r);
             return Outcome.permanent(new PayloadDecodeException(route.target, e));
         }
         R ret = null;
         Throwable err = null;
-        try {
-            ret = route.handler.handle(arg);
-        } catch (Throwable t) {
-            err = t;
-        } finally {
-            running.remove(r.task.id);
-            Thread.interrupted();
+        if (!r.handlerStarting()) {
+            // Cancelled before its handler started: it is not called.
+            err = new java.util.concurrent.CancellationException("cancelled before the handler started");
+        } else {
+            try {
+                ret = route.handler.handle(arg);
+            } catch (Throwable t) {
+                err = t;
+            } finally {
+                r.handlerEnded();
+            }
         }
+        running.remove(r.task.id, r);
         CancelReason cancelled = r.cancelReason();
         if (cancelled == CancelReason.LEASE_LOST) {
             // The lease is gone (reaped, reclaimed): a settle would be refused.
@@ -356,8 +362,45 @@ public final class Worker implements AutoCloseable {
             err = new HandlerTimeoutException(route.timeout, err);
             ret = null;
         }
+        if (cancelled == CancelReason.CANCEL_REQUESTED && err != null) {
+            // Stopped because a cancel was asked: whatever it threw, the mapper is not asked.
+            return cancelledOutcome(r.cancelRequest(), err);
+        }
         // The mapper runs with the task's context still set.
-        return r.queue.ladder.decide(route.mapper, ret, err);
+        Outcome o = r.queue.ladder.decide(route.mapper, ret, err);
+        // A success after a cancel counts; any other outcome ends the task DEAD (CANCELLED) on the server.
+        return cancelled == CancelReason.CANCEL_REQUESTED && o.kind() != Outcome.Kind.SUCCESS
+                ? cancelledOutcome(r.cancelRequest(), err) : o;
+    }
+
+    /** The error type of a handler stopped because a cancel was asked of its task. */
+    static final String CANCELLED_ERROR_TYPE = "rdq.Cancelled";
+
+    /**
+     * The failure reported for a handler stopped by a cancel: type {@value
+     * #CANCELLED_ERROR_TYPE}, message {@code cancelled by <by>: <message>},
+     * the stack of what the handler threw (if anything).
+     */
+    static Outcome cancelledOutcome(dev.rdq.envelope.CancelRequest request, Throwable thrown) {
+        String message = request != null ? request.toString() : "cancelled";
+        ErrorInfo e = ErrorInfo.of(CANCELLED_ERROR_TYPE, message);
+        if (thrown != null) {
+            e = e.withStack(Outcome.errorOf(thrown).stack().orElse(null));
+        }
+        return Outcome.permanent(e);
+    }
+
+    /**
+     * A source says a cancel was asked of the task {@code id} it handed out
+     * with {@code leaseToken}: its handler is stopped (or, not started yet,
+     * never called). A task this worker no longer runs, or runs under
+     * another claim, is left alone.
+     */
+    void cancelRequested(String id, String leaseToken, dev.rdq.envelope.CancelRequest request) {
+        RunningTask r = running.get(id);
+        if (r != null && r.task.leaseToken.equals(leaseToken) && !r.finished.get()) {
+            r.requestCancel(request);
+        }
     }
 
     static Settle toSettle(String id, String leaseToken, Outcome o) {
@@ -407,12 +450,15 @@ public final class Worker implements AutoCloseable {
             for (RunningTask r : running.values()) {
                 if (r.pastTimeout(now)) {
                     r.cancel(CancelReason.TIMEOUT);
-                    if (r.cancelReason() == CancelReason.TIMEOUT
+                    CancelReason why = r.cancelReason();
+                    if ((why == CancelReason.TIMEOUT || why == CancelReason.CANCEL_REQUESTED)
                             && now - r.startedAt >= r.timeout.toNanos() + IGNORED_INTERRUPT_NANOS
                             && r.finished.compareAndSet(false, true)) {
-                        // The handler ignores its interrupt: its task is failed now,
-                        // and whatever it returns later is dropped.
-                        Outcome o = r.queue.ladder.decide(null, null, new HandlerTimeoutException(r.timeout, null));
+                        // The handler ignores its interrupt past its timeout: its task
+                        // is failed now, and whatever it returns later is dropped.
+                        HandlerTimeoutException late = new HandlerTimeoutException(r.timeout, null);
+                        Outcome o = why == CancelReason.TIMEOUT ? r.queue.ladder.decide(null, null, late)
+                                : cancelledOutcome(r.cancelRequest(), late);
                         r.task.source.settle(r.task, toSettle(r.task.id, r.task.leaseToken, o));
                     }
                 }

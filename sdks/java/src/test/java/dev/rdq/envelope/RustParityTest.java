@@ -138,6 +138,16 @@ class RustParityTest {
         cases.add(new Object[] {"version 1.0", new String(with(""), StandardCharsets.UTF_8).replace("\"envelope_version\":1", "\"envelope_version\":1.0").getBytes(StandardCharsets.UTF_8)});
         cases.add(new Object[] {"version -1", new String(with(""), StandardCharsets.UTF_8).replace("\"envelope_version\":1", "\"envelope_version\":-1").getBytes(StandardCharsets.UTF_8)});
         cases.add(new Object[] {"error detail nested", with(",\"attempts\":[{\"attempt_no\":1,\"started_at\":\"2026-07-20T14:03:22.117Z\",\"outcome\":\"PERMANENT_FAILURE\",\"error\":{\"type\":\"t\",\"message\":\"m\",\"detail\":{\"z\":[1,{\"b\":null,\"a\":true}],\"a\":\"x\"},\"zz\":1}}]")});
+        String at = "\"at\":\"2026-07-20T14:03:30.000Z\"";
+        cases.add(new Object[] {"cancel_requested members reordered, unknown ones", with(",\"cancel_requested\":{\"z\":1E5,\"message\":\"m\",\"by\":\"ops\"," + at + ",\"a\":[]}")});
+        cases.add(new Object[] {"cancel_requested before dead_reason", with(",\"cancel_requested\":{" + at + ",\"by\":\"ops\"},\"dead_reason\":{\"code\":\"CANCELLED\"," + at + ",\"by\":\"ops\"}")});
+        cases.add(new Object[] {"cancel_requested and dead_reason both bad", with(",\"cancel_requested\":{\"by\":\"\"},\"dead_reason\":{\"code\":\"x\"}")});
+        cases.add(new Object[] {"cancel_requested duplicate key", with(",\"cancel_requested\":{" + at + ",\"by\":\"a\",\"by\":\"b\"}")});
+        cases.add(new Object[] {"cancel_requested at a number", with(",\"cancel_requested\":{\"at\":1,\"by\":\"ops\"}")});
+        cases.add(new Object[] {"cancel_requested by null", with(",\"cancel_requested\":{" + at + ",\"by\":null}")});
+        cases.add(new Object[] {"cancel_requested empty", with(",\"cancel_requested\":{}")});
+        cases.add(new Object[] {"cancel_requested array", with(",\"cancel_requested\":[]")});
+        cases.add(new Object[] {"cancel_requested message object", with(",\"cancel_requested\":{" + at + ",\"by\":\"ops\",\"message\":{}}")});
         return cases.stream().map(c -> DynamicTest.dynamicTest((String) c[0],
                 () -> compare((byte[]) c[1], EnvelopeCodec.DEFAULT_MAX_ENVELOPE_BYTES)));
     }

@@ -57,6 +57,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.DisplayName;
 import org.junit.jupiter.api.Test;
@@ -267,6 +268,124 @@ abstract class EndToEndTests {
         assertEquals("duplicate", dead.deadReason().orElseThrow().message().orElseThrow());
         assertEquals(1, client.redrive(cq, null, null, "CANCELLED", null, false).count());
         assertEquals(Status.PENDING, client.get(ids.get(0)).status());
+    }
+
+    // ------------------------------------------------------------------
+    // Cancelling running tasks
+
+    /**
+     * Cancels one running task by id; the test is skipped (not failed) on a
+     * server that cannot cancel running tasks: a store without cancel
+     * ({@code 501 UNSUPPORTED}), or a server from before running tasks could
+     * be cancelled (it refuses one as not PENDING).
+     */
+    static dev.rdq.client.CancelResult cancelRunning(RdqClient c, String queue, String id, String why) {
+        try {
+            return c.cancel(queue, dev.rdq.client.CancelFilter.ids(id).because(why));
+        } catch (RdqException e) {
+            Assumptions.assumeFalse("UNSUPPORTED".equals(e.code()) || e.httpStatus() == 501,
+                    "the store cannot cancel tasks: " + e.getMessage());
+            Assumptions.assumeFalse("INVALID_TRANSITION".equals(e.code())
+                    && e.getMessage().contains("only PENDING tasks can be cancelled"),
+                    "this rdq serve cannot cancel running tasks yet: " + e.getMessage());
+            throw e;
+        }
+    }
+
+    /** What a handler saw of its cancellation, as one line. */
+    static String cancellation() {
+        TaskContext ctx = TaskContext.current().orElseThrow();
+        return ctx.isCancelled() + " " + ctx.cancelReason().map(Enum::name).orElse("-") + " "
+                + ctx.cancelRequest().map(Object::toString).orElse("-");
+    }
+
+    @Test
+    @DisplayName("a running task cancelled through the API: its handler sees isCancelled and the interrupt; the task ends DEAD (CANCELLED) with no attempt more")
+    void cancel_running_task() throws Exception {
+        String cq = Q + ".cancel.running";
+        CountDownLatch started = new CountDownLatch(1);
+        java.util.concurrent.BlockingQueue<String> seen = new java.util.concurrent.LinkedBlockingQueue<>();
+        // A short lease: over HTTP the worker learns of the cancel on its next extension (a third of it).
+        start(worker().leaseMs(1500).handler(cq, "block", task -> {
+            started.countDown();
+            try {
+                Thread.sleep(60_000);
+                seen.add("not interrupted");
+            } catch (InterruptedException e) {
+                seen.add(cancellation());
+                throw e;
+            }
+        }));
+        String id = submit(client, cq, "block", "{}").id();
+        assertTrue(started.await(60, TimeUnit.SECONDS), "the handler did not start");
+        dev.rdq.client.CancelResult r = cancelRunning(client, cq, id, "customer withdrew");
+        assertEquals(List.of(id), r.ids());
+        assertEquals(List.of(id), r.running());
+        assertEquals(1, r.count());
+        assertEquals("true CANCEL_REQUESTED cancelled by anonymous: customer withdrew", seen.poll(30, TimeUnit.SECONDS));
+
+        Envelope dead = awaitTask(client, id, "dead", e -> e.status() == Status.DEAD);
+        assertEquals("CANCELLED", dead.deadReason().orElseThrow().code());
+        assertEquals("anonymous", dead.deadReason().orElseThrow().by(), "an open server's canceller");
+        assertEquals("anonymous", dead.cancelRequested().orElseThrow().by());
+        assertEquals("customer withdrew", dead.cancelRequested().orElseThrow().message().orElseThrow());
+        assertEquals(1, dead.attempts().size(), "no attempt more");
+        ErrorInfo err = lastError(dead);
+        assertEquals("rdq.Cancelled", err.type());
+        assertEquals("cancelled by anonymous: customer withdrew", err.message());
+        assertTrue(err.stack().orElseThrow().contains("java.lang.InterruptedException"), err.stack().orElseThrow());
+        assertEquals(1, client.listDead(cq, 10, null, null, "CANCELLED").items().size());
+    }
+
+    @Test
+    @DisplayName("a handler that ignores the cancel and returns succeeds: the task is SUCCEEDED, the request kept as history")
+    void cancel_ignored_succeeds() throws Exception {
+        String cq = Q + ".cancel.ignored";
+        CountDownLatch started = new CountDownLatch(1);
+        java.util.concurrent.BlockingQueue<String> seen = new java.util.concurrent.LinkedBlockingQueue<>();
+        start(worker().leaseMs(1500).handler(cq, "stubborn", task -> {
+            started.countDown();
+            try {
+                Thread.sleep(60_000);
+                seen.add("not interrupted");
+            } catch (InterruptedException e) {
+                seen.add(cancellation());
+                // Finishes its work all the same.
+            }
+        }));
+        String id = submit(client, cq, "stubborn", "{}").id();
+        assertTrue(started.await(60, TimeUnit.SECONDS), "the handler did not start");
+        assertEquals(List.of(id), cancelRunning(client, cq, id, "too late").running());
+        assertEquals("true CANCEL_REQUESTED cancelled by anonymous: too late", seen.poll(30, TimeUnit.SECONDS));
+        Envelope done = awaitTask(client, id, "succeeded", e -> e.status() == Status.SUCCEEDED);
+        assertTrue(done.deadReason().isEmpty());
+        assertEquals("anonymous", done.cancelRequested().orElseThrow().by());
+        assertEquals(AttemptOutcome.SUCCESS, lastAttempt(done).outcome().orElseThrow());
+    }
+
+    @Test
+    @DisplayName("pendingOnly cancels PENDING tasks and leaves running ones alone")
+    void cancel_pending_only() throws Exception {
+        String cq = Q + ".cancel.pending";
+        CountDownLatch started = new CountDownLatch(1);
+        CountDownLatch finish = new CountDownLatch(1);
+        AtomicBoolean cancelled = new AtomicBoolean();
+        start(worker().handler(cq, "h", task -> {
+            started.countDown();
+            assertTrue(finish.await(60, TimeUnit.SECONDS));
+            cancelled.set(TaskContext.current().orElseThrow().isCancelled());
+        }));
+        String running = submit(client, cq, "h", "{}").id();
+        assertTrue(started.await(60, TimeUnit.SECONDS), "the handler did not start");
+        String later = client.submit(SubmitRequest.builder(cq, "h").delay(Duration.ofHours(1)).build()).id();
+        dev.rdq.client.CancelResult r = client.cancel(cq, dev.rdq.client.CancelFilter.all().pendingOnly(true));
+        assertEquals(List.of(later), r.ids());
+        assertEquals(List.of(), r.running());
+        finish.countDown();
+        Envelope done = awaitTask(client, running, "succeeded", e -> e.status() == Status.SUCCEEDED);
+        assertFalse(cancelled.get());
+        assertTrue(done.cancelRequested().isEmpty());
+        assertEquals("CANCELLED", client.get(later).deadReason().orElseThrow().code());
     }
 
     // ------------------------------------------------------------------

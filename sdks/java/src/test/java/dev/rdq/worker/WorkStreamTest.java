@@ -107,7 +107,7 @@ class WorkStreamTest {
     /** A message with a field number this SDK's WorkResponse does not have, as a newer server would send. */
     static Api.WorkResponse unknownKind() {
         return Api.WorkResponse.newBuilder().setUnknownFields(UnknownFieldSet.newBuilder()
-                .addField(3, UnknownFieldSet.Field.newBuilder()
+                .addField(15, UnknownFieldSet.Field.newBuilder()
                         .addLengthDelimited(ByteString.copyFromUtf8("\n\u001a" + TASK_A)).build())
                 .build()).build();
     }
