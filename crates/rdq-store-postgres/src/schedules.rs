@@ -8,21 +8,20 @@
 //! the connection drop after the commit was sent, the retry finds the
 //! cursor moved and answers `Raced`: the fire happened once either way.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use rdq_engine::store::schedules::{add_skips, created_count, last_task};
 use rdq_engine::{
-    EngineError, FireOutcome, FireRequest, ScheduleOwner, SchedulePut, Schedules, StoredSchedule,
-    Submitted,
+    EngineError, FireOutcome, FireRequest, NewTask, ScheduleOwner, SchedulePut, Schedules,
+    StoredSchedule,
 };
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::columns::{Rows, task_id_of, uuid_of};
+use crate::columns::{task_id_of, uuid_of};
 use crate::error::Failure;
-use crate::sql::Q;
-use crate::writes::explain_conflict;
+use crate::writes::insert_tasks;
 use crate::{PostgresStore, Retry, Shared, retrying};
 
 const COLUMNS: &str = "name, owner, definition, created_at, updated_at, last_due, last_task, \
@@ -148,52 +147,8 @@ async fn fire_schedule(shared: &Shared, fire: &FireRequest) -> Result<FireOutcom
         };
         let skips: String = moved.try_get(0)?;
         // The same statement as every submit: counts and wake-ups included.
-        let stmt = conn.stmt(&shared.sql, Q::Submit).await?;
-        let mut rows = Rows::with_capacity(fire.tasks.len());
-        let mut queues = Vec::with_capacity(fire.tasks.len());
-        let mut keys = Vec::with_capacity(fire.tasks.len());
-        let mut flow_keys = Vec::with_capacity(fire.tasks.len());
-        for (task, bytes) in fire.tasks.iter().zip(&encoded) {
-            rows.push(&task.envelope, bytes);
-            queues.push(task.envelope.queue.as_str());
-            keys.push(task.idempotency_key.as_deref().map(str::as_bytes));
-            flow_keys.push(rdq_engine::flow::key_of(&task.envelope));
-        }
-        let inserted = conn
-            .client
-            .query(
-                &stmt,
-                &[
-                    &rows.ids,
-                    &queues,
-                    &rows.status,
-                    &rows.priority,
-                    &rows.next_attempt_at,
-                    &rows.lease_expires_at,
-                    &rows.claim_count,
-                    &rows.error_type,
-                    &rows.finished_at,
-                    &rows.envelope,
-                    &keys,
-                    &shared.channel,
-                    &shared.origin,
-                    &flow_keys,
-                ],
-            )
-            .await?;
-        let mut fresh: HashSet<Uuid> = HashSet::with_capacity(inserted.len());
-        for row in &inserted {
-            fresh.insert(row.try_get(0)?);
-        }
-        let mut results: Vec<Result<Submitted, EngineError>> = Vec::with_capacity(fire.tasks.len());
-        for (i, task) in fire.tasks.iter().enumerate() {
-            if fresh.remove(&rows.ids[i]) {
-                results.push(Ok(Submitted::Created(task.envelope.clone())));
-            } else {
-                results
-                    .push(explain_conflict(shared, conn, task, &encoded[i], maybe_applied).await?);
-            }
-        }
+        let tasks: Vec<&NewTask> = fire.tasks.iter().collect();
+        let results = insert_tasks(shared, conn, &tasks, &encoded, maybe_applied).await?;
         let mut counted: BTreeMap<String, u64> = serde_json::from_str(&skips).unwrap_or_default();
         add_skips(&mut counted, &fire.skipped);
         let counted = serde_json::to_string(&counted).unwrap_or_else(|_| "{}".to_owned());

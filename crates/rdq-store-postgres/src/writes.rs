@@ -78,63 +78,75 @@ pub(crate) async fn run_submits(shared: Arc<Shared>, batch: Vec<SubmitRequest>) 
 async fn submit_group(shared: &Shared, tasks: &[&NewTask]) -> Vec<Result<Submitted, EngineError>> {
     let encoded: Vec<Vec<u8>> = tasks.iter().map(|t| t.envelope.encode()).collect();
     let outcome = retrying!(shared, Retry::Always, |conn, maybe_applied| {
-        let stmt = conn.stmt(&shared.sql, Q::Submit).await?;
-        let mut rows = Rows::with_capacity(tasks.len());
-        let mut queues = Vec::with_capacity(tasks.len());
-        let mut keys = Vec::with_capacity(tasks.len());
-        let mut flow_keys = Vec::with_capacity(tasks.len());
-        for (task, bytes) in tasks.iter().zip(&encoded) {
-            rows.push(&task.envelope, bytes);
-            queues.push(task.envelope.queue.as_str());
-            keys.push(task.idempotency_key.as_deref().map(str::as_bytes));
-            flow_keys.push(rdq_engine::flow::key_of(&task.envelope));
-        }
-        let inserted = conn
-            .client
-            .query(
-                &stmt,
-                &[
-                    &rows.ids,
-                    &queues,
-                    &rows.status,
-                    &rows.priority,
-                    &rows.next_attempt_at,
-                    &rows.lease_expires_at,
-                    &rows.claim_count,
-                    &rows.error_type,
-                    &rows.finished_at,
-                    &rows.envelope,
-                    &keys,
-                    &shared.channel,
-                    &shared.origin,
-                    &flow_keys,
-                ],
-            )
-            .await?;
-        let mut fresh: HashSet<Uuid> = HashSet::with_capacity(inserted.len());
-        for row in &inserted {
-            fresh.insert(row.try_get(0)?);
-        }
-        let mut results = Vec::with_capacity(tasks.len());
-        for (i, task) in tasks.iter().enumerate() {
-            // `remove`: of two tasks with one id in a group, only the
-            // first was inserted.
-            if fresh.remove(&rows.ids[i]) {
-                results.push(Ok(Submitted::Created(task.envelope.clone())));
-            } else {
-                results
-                    .push(explain_conflict(shared, conn, task, &encoded[i], maybe_applied).await?);
-            }
-        }
-        Ok(results)
+        insert_tasks(shared, conn, tasks, &encoded, maybe_applied).await
     });
     outcome.unwrap_or_else(|e| vec![Err(e); tasks.len()])
+}
+
+/// Inserts `tasks` (their canonical bytes `encoded`) in one statement on
+/// `conn`, counting them and waking workers as every submit does; one
+/// result per task. A task not inserted is explained ([`explain_conflict`]).
+pub(crate) async fn insert_tasks(
+    shared: &Shared,
+    conn: &mut Conn,
+    tasks: &[&NewTask],
+    encoded: &[Vec<u8>],
+    maybe_applied: bool,
+) -> Result<Vec<Result<Submitted, EngineError>>, Failure> {
+    let stmt = conn.stmt(&shared.sql, Q::Submit).await?;
+    let mut rows = Rows::with_capacity(tasks.len());
+    let mut queues = Vec::with_capacity(tasks.len());
+    let mut keys = Vec::with_capacity(tasks.len());
+    let mut flow_keys = Vec::with_capacity(tasks.len());
+    for (task, bytes) in tasks.iter().zip(encoded) {
+        rows.push(&task.envelope, bytes);
+        queues.push(task.envelope.queue.as_str());
+        keys.push(task.idempotency_key.as_deref().map(str::as_bytes));
+        flow_keys.push(rdq_engine::flow::key_of(&task.envelope));
+    }
+    let inserted = conn
+        .client
+        .query(
+            &stmt,
+            &[
+                &rows.ids,
+                &queues,
+                &rows.status,
+                &rows.priority,
+                &rows.next_attempt_at,
+                &rows.lease_expires_at,
+                &rows.claim_count,
+                &rows.error_type,
+                &rows.finished_at,
+                &rows.envelope,
+                &keys,
+                &shared.channel,
+                &shared.origin,
+                &flow_keys,
+            ],
+        )
+        .await?;
+    let mut fresh: HashSet<Uuid> = HashSet::with_capacity(inserted.len());
+    for row in &inserted {
+        fresh.insert(row.try_get(0)?);
+    }
+    let mut results = Vec::with_capacity(tasks.len());
+    for (i, task) in tasks.iter().enumerate() {
+        // `remove`: of two tasks with one id in a group, only the
+        // first was inserted.
+        if fresh.remove(&rows.ids[i]) {
+            results.push(Ok(Submitted::Created(task.envelope.clone())));
+        } else {
+            results.push(explain_conflict(shared, conn, task, &encoded[i], maybe_applied).await?);
+        }
+    }
+    Ok(results)
 }
 
 /// Why a task was not inserted: its idempotency key is taken (the original
 /// comes back), or its id is (refused). After an attempt whose outcome was
 /// lost, finding this very envelope means that attempt stored it.
-pub(crate) async fn explain_conflict(
+async fn explain_conflict(
     shared: &Shared,
     conn: &mut Conn,
     task: &NewTask,
