@@ -88,7 +88,10 @@ async fn three_nodes_fire_each_due_time_once_through_a_kill() {
     drop_schema(&schema);
     assert!(due.len() >= 7, "about nine seconds of fires, got {due:?}");
     let twice: Vec<_> = due.iter().filter(|(_, n)| **n != 1).collect();
-    assert!(twice.is_empty(), "a due time fired more than once: {twice:?}");
+    assert!(
+        twice.is_empty(),
+        "a due time fired more than once: {twice:?}"
+    );
     let instants: Vec<i64> = due
         .keys()
         .map(|t| rdq_envelope::Timestamp::parse(t).unwrap().unix_ms())

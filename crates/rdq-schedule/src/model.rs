@@ -55,6 +55,77 @@ fn default_time_zone() -> String {
     DEFAULT_TIME_ZONE.to_owned()
 }
 
+impl Schedule {
+    /// A schedule `name` firing `task` on the cron `pattern`, in UTC until
+    /// [`Schedule::in_zone`]; every other field at its default.
+    pub fn cron(name: impl Into<String>, pattern: impl Into<String>, task: TaskTemplate) -> Self {
+        Self::with_spec(name.into(), Spec::Cron(pattern.into()), task)
+    }
+
+    /// A schedule `name` firing `task` every `every_ms` milliseconds.
+    pub fn every(name: impl Into<String>, every_ms: u64, task: TaskTemplate) -> Self {
+        Self::with_spec(name.into(), Spec::EveryMs(every_ms), task)
+    }
+
+    fn with_spec(name: String, spec: Spec, task: TaskTemplate) -> Self {
+        Self {
+            name,
+            task,
+            spec,
+            tz: default_time_zone(),
+            start_ms: None,
+            end_ms: None,
+            paused: false,
+            overlap: Overlap::default(),
+            catch_up: CatchUp::default(),
+        }
+    }
+
+    /// Reads the cron pattern in the IANA zone `tz`.
+    #[must_use]
+    pub fn in_zone(mut self, tz: impl Into<String>) -> Self {
+        self.tz = tz.into();
+        self
+    }
+
+    /// Sets the overlap policy.
+    #[must_use]
+    pub fn overlap(mut self, overlap: Overlap) -> Self {
+        self.overlap = overlap;
+        self
+    }
+
+    /// Sets the catch-up policy.
+    #[must_use]
+    pub fn catch_up(mut self, catch_up: CatchUp) -> Self {
+        self.catch_up = catch_up;
+        self
+    }
+}
+
+impl TaskTemplate {
+    /// A task of `handler_ref` on `queue`, with no payload.
+    pub fn new(queue: impl Into<String>, handler_ref: impl Into<String>) -> Self {
+        Self {
+            queue: queue.into(),
+            handler_ref: handler_ref.into(),
+            payload: Vec::new(),
+            payload_content_type: default_content_type(),
+            headers: BTreeMap::new(),
+            priority: 0,
+            flow_key: None,
+        }
+    }
+
+    /// With these payload bytes, of MIME type `content_type`.
+    #[must_use]
+    pub fn payload(mut self, bytes: impl Into<Vec<u8>>, content_type: impl Into<String>) -> Self {
+        self.payload = bytes.into();
+        self.payload_content_type = content_type.into();
+        self
+    }
+}
+
 /// The task a fire submits; the fields of a submit that make sense to repeat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

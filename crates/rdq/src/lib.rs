@@ -58,6 +58,7 @@ mod job_error;
 pub mod outcome;
 mod producer;
 mod retry;
+mod schedules;
 mod stores;
 pub mod testing;
 mod worker;
@@ -75,7 +76,8 @@ pub use rdq_engine::{Backoff, Engine, QueuePolicy, VersionMismatch};
 pub use rdq_envelope::error_types;
 pub use rdq_envelope::{Envelope, ErrorInfo, TaskId, Timestamp};
 pub use rdq_macros::{Job, Queues};
-pub use rdq_runtime::{PrunerConfig, ReaperConfig};
+pub use rdq_runtime::{PrunerConfig, ReaperConfig, SchedulerConfig};
+pub use rdq_schedule::{CatchUp, Overlap, Schedule, Spec, TaskTemplate};
 pub use retry::RetryPolicy;
 #[cfg(feature = "embedded")]
 pub use stores::open_embedded;

@@ -18,8 +18,8 @@ use std::time::Duration;
 use rdq_engine::Engine;
 use rdq_envelope::is_valid_name;
 use rdq_runtime::{
-    Heartbeat, PrunerConfig, ReaperConfig, ShutdownTrigger, Task, WorkerConfig, WorkerStats,
-    run_pruner, run_reaper_with, shutdown_channel,
+    Heartbeat, PrunerConfig, ReaperConfig, SchedulerConfig, ShutdownTrigger, Task, WorkerConfig,
+    WorkerStats, run_pruner, run_reaper_with, run_scheduler, shutdown_channel,
 };
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -61,6 +61,8 @@ pub struct WorkerBuilder<Q: QueueSet> {
     version_requeue_delay: Duration,
     reaper: Option<ReaperConfig>,
     pruner: Option<PrunerConfig>,
+    schedules: Vec<rdq_schedule::Schedule>,
+    scheduler: Option<SchedulerConfig>,
     policy_ttl: Duration,
 }
 
@@ -236,8 +238,32 @@ impl<Q: QueueSet> WorkerBuilder<Q> {
         self
     }
 
+    /// Declares a schedule in code (docs/schedules.md): stored by name,
+    /// owned by code, when the worker starts, replacing the stored
+    /// definition (its cursor and counters stay). A schedule code put once
+    /// and declares no more keeps firing and is reported
+    /// ([`WorkerHandle::undeclared_schedules`], and a warning), never
+    /// deleted silently. An invalid one fails [`WorkerBuilder::build`] with
+    /// its code (`INVALID_CRON`, `UNKNOWN_TIME_ZONE`, …).
+    #[must_use]
+    pub fn schedule(mut self, schedule: rdq_schedule::Schedule) -> Self {
+        self.schedules.push(schedule);
+        self
+    }
+
+    /// Runs the scheduler beside the worker (default: off), firing every
+    /// stored schedule's due times as each `rdq serve` node does; any
+    /// number of workers and nodes may run one, and each due time fires
+    /// once.
+    #[must_use]
+    pub fn scheduler(mut self, config: Option<SchedulerConfig>) -> Self {
+        self.scheduler = config;
+        self
+    }
+
     /// Builds the worker, refusing invalid names and duplicate handlers.
     pub fn build(self) -> Result<Worker<Q>, Error> {
+        crate::schedules::validate(&self.schedules)?;
         let mut entries: HashMap<String, HashMap<String, Arc<Entry>>> = HashMap::new();
         let mut handled_queues: Vec<&'static str> = Vec::new();
         for r in self.registrations {
@@ -326,6 +352,8 @@ impl<Q: QueueSet> WorkerBuilder<Q> {
             config,
             reaper: self.reaper,
             pruner: self.pruner,
+            schedules: self.schedules,
+            scheduler: self.scheduler,
             abort_tx,
             counters,
             _queues: PhantomData,
@@ -341,6 +369,8 @@ pub struct Worker<Q: QueueSet> {
     config: WorkerConfig,
     reaper: Option<ReaperConfig>,
     pruner: Option<PrunerConfig>,
+    schedules: Vec<rdq_schedule::Schedule>,
+    scheduler: Option<SchedulerConfig>,
     abort_tx: watch::Sender<bool>,
     counters: Arc<Counters>,
     _queues: PhantomData<fn(Q)>,
@@ -375,6 +405,8 @@ impl<Q: QueueSet> Worker<Q> {
             version_requeue_delay: Duration::from_secs(5),
             reaper: Some(ReaperConfig::default()),
             pruner: Some(PrunerConfig::default()),
+            schedules: Vec::new(),
+            scheduler: None,
             policy_ttl: Duration::from_secs(1),
         }
     }
@@ -401,7 +433,7 @@ impl<Q: QueueSet> Worker<Q> {
 
     /// Starts the worker (and its reaper and pruner) on the current tokio
     /// runtime and returns its handle. Dropping the handle leaves it running.
-    pub fn start(self) -> WorkerHandle {
+    pub fn start(mut self) -> WorkerHandle {
         let (trigger, shutdown) = shutdown_channel();
         let dispatcher = Arc::clone(&self.dispatcher);
         let runtime = rdq_runtime::Worker::new(
@@ -423,9 +455,26 @@ impl<Q: QueueSet> Worker<Q> {
         let pruner = self
             .pruner
             .map(|config| tokio::spawn(run_pruner(self.engine.clone(), config, shutdown.clone())));
+        let declared = Arc::new(crate::schedules::Declared::default());
+        let schedules = std::mem::take(&mut self.schedules);
+        let scheduler = {
+            let (engine, declared, shutdown) =
+                (self.engine.clone(), Arc::clone(&declared), shutdown.clone());
+            let config = self.scheduler;
+            (!schedules.is_empty() || config.is_some()).then(|| {
+                tokio::spawn(async move {
+                    if !schedules.is_empty() {
+                        crate::schedules::reconcile(&engine, schedules, declared).await;
+                    }
+                    if let Some(config) = config {
+                        run_scheduler(engine, config, shutdown).await;
+                    }
+                })
+            })
+        };
         let join = tokio::spawn(async move {
             runtime.run(shutdown).await;
-            for service in [reaper, pruner].into_iter().flatten() {
+            for service in [reaper, pruner, scheduler].into_iter().flatten() {
                 if service.await.is_err() {
                     warn!("a background service ended abnormally");
                 }
@@ -437,6 +486,7 @@ impl<Q: QueueSet> Worker<Q> {
             join,
             stats,
             counters: self.counters,
+            declared,
         }
     }
 
@@ -461,9 +511,17 @@ pub struct WorkerHandle {
     join: JoinHandle<()>,
     stats: Arc<WorkerStats>,
     counters: Arc<Counters>,
+    declared: Arc<crate::schedules::Declared>,
 }
 
 impl WorkerHandle {
+    /// Schedules put by code (by this or another program) that this
+    /// worker does not declare: they keep firing until deleted (`rdq
+    /// schedule delete NAME`). Known once the worker has stored its own.
+    pub fn undeclared_schedules(&self) -> Vec<String> {
+        self.declared.undeclared()
+    }
+
     /// Counters so far.
     pub fn report(&self) -> WorkerReport {
         WorkerReport::read(&self.stats, &self.counters)
