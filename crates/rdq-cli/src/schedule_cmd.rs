@@ -24,7 +24,7 @@ const SHOWN_NEXT: usize = 5;
 pub enum ScheduleCommand {
     /// Create or replace a schedule: from its JSON (`--file`, `-` for
     /// stdin), or from flags (`--cron` or `--every`, `--queue`, `--handler`).
-    Put(PutArgs),
+    Put(Box<PutArgs>),
     /// Every schedule: spec, zone, paused, last fire, next run.
     List {
         #[command(flatten)]
@@ -125,7 +125,7 @@ pub struct PutArgs {
 /// Runs `rdq schedule …`.
 pub async fn run(cmd: ScheduleCommand) -> Result<(), CliError> {
     match cmd {
-        ScheduleCommand::Put(args) => put(args).await,
+        ScheduleCommand::Put(args) => put(*args).await,
         ScheduleCommand::List { target } => list(&target).await,
         ScheduleCommand::Show { name, target } => show(&name, &target).await,
         ScheduleCommand::Next {
