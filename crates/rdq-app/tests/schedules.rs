@@ -56,7 +56,10 @@ async fn a_store_without_schedules_answers_unsupported_to_every_schedule_use_cas
     .unwrap();
     let schedule = schedule_from_body("tick", body).unwrap();
     let errors = [
-        app.put_schedule(&caller, schedule).await.map(drop).unwrap_err(),
+        app.put_schedule(&caller, schedule)
+            .await
+            .map(drop)
+            .unwrap_err(),
         app.schedules(&caller).await.map(drop).unwrap_err(),
         app.schedule(&caller, "tick").await.map(drop).unwrap_err(),
         app.delete_schedule(&caller, "tick").await.unwrap_err(),
@@ -64,8 +67,14 @@ async fn a_store_without_schedules_answers_unsupported_to_every_schedule_use_cas
             .await
             .map(drop)
             .unwrap_err(),
-        app.run_schedule(&caller, "tick").await.map(drop).unwrap_err(),
-        app.next_due(&caller, "tick", 5).await.map(drop).unwrap_err(),
+        app.run_schedule(&caller, "tick")
+            .await
+            .map(drop)
+            .unwrap_err(),
+        app.next_due(&caller, "tick", 5)
+            .await
+            .map(drop)
+            .unwrap_err(),
     ];
     for e in errors {
         assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
