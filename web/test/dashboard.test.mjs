@@ -424,6 +424,57 @@ for (const kind of STORES) {
 
 // Flow control needs a store that keeps flow limits (capability
 // claim_flow); the in-memory store does.
+describe('the schedules page', () => {
+  let server;
+  before(async () => { server = await startServer('memory'); });
+  after(async () => { await server?.stop(); });
+
+  it('lists schedules with their last task and skips, and pauses, runs and deletes them after confirmations', async () => {
+    const put = await server.api(TOKENS.admin, 'PUT', '/v1/schedules/tick',
+      { task: { queue: 'ticks', handler_ref: 'tick' }, spec: { every_ms: 1000 } });
+    assert.equal(put.status, 201, JSON.stringify(put.body));
+    // The server's scheduler fires it within a few seconds.
+    let state;
+    for (let i = 0; i < 50; i++) {
+      state = (await server.api(TOKENS.admin, 'GET', '/v1/schedules/tick')).body;
+      if (state.last_fired_task) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.ok(state.last_fired_task, JSON.stringify(state));
+
+    const page = await newPage(browser);
+    await signIn(page, server.base, TOKENS.admin);
+    await page.locator('#nav-schedules').click();
+    const row = page.locator('#schedules tbody tr[data-schedule="tick"]');
+    await row.waitFor();
+    assert.match(await row.textContent(), /every 1 s/);
+    assert.match(await row.locator('.skips').textContent(), /none|catch_up/);
+    const link = row.locator('.last-task a');
+    assert.match(await link.getAttribute('href'), /^#\/queues\/ticks\/tasks\/[0-9A-Z]{26}$/);
+
+    await page.getByRole('button', { name: 'Pause tick' }).click();
+    await page.locator('#banner').filter({ hasText: 'tick paused' }).waitFor();
+    await page.locator('#schedules tbody tr[data-schedule="tick"] .badge.paused').waitFor();
+
+    await page.getByRole('button', { name: 'Run tick now' }).click();
+    await page.locator('#confirm').waitFor();
+    assert.match(await page.locator('#confirm-text').textContent(), /once now/);
+    await page.locator('#confirm-ok').click();
+    await page.locator('#banner').filter({ hasText: 'a manual run of tick' }).waitFor();
+    const manual = (await server.api(TOKENS.admin, 'GET', '/v1/queues/ticks/tasks?header=rdq.schedule_manual%3Dtrue')).body;
+    assert.equal(manual.items.length, 1, JSON.stringify(manual));
+
+    await page.getByRole('button', { name: 'Delete tick' }).click();
+    await page.locator('#confirm').waitFor();
+    await page.locator('#confirm-ok').click();
+    await page.locator('#banner').filter({ hasText: 'Deleted schedule tick' }).waitFor();
+    assert.equal(await page.locator('#schedules').count(), 0);
+    assert.equal((await server.api(TOKENS.admin, 'GET', '/v1/schedules/tick')).status, 404);
+    assert.deepEqual(page.problems, []);
+    await page.context().close();
+  });
+});
+
 const FLOW_STORES = (process.env.RDQ_DASHBOARD_FLOW_STORES || 'memory').split(',').filter(Boolean);
 
 for (const kind of FLOW_STORES) {

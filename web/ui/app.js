@@ -271,6 +271,7 @@
     try {
       if (parts.length === 0) await overviewPage(view);
       else if (parts[0] === 'audit') await auditPage(view, params);
+      else if (parts[0] === 'schedules') await schedulesPage(view);
       else if (parts[0] === 'tasks' && parts[1]) await taskPage(view, null, parts[1]);
       else if (parts[0] === 'queues' && parts[1] && parts[2] === 'tasks' && parts[3]) await taskPage(view, parts[1], parts[3]);
       else if (parts[0] === 'queues' && parts[1] && parts[2] === 'tasks') await tasksPage(view, parts[1], params);
@@ -962,6 +963,81 @@
   }
 
   // ---- Audit log ---------------------------------------------------------
+
+  // ---- Schedules ---------------------------------------------------------
+
+  const instant = (ms) => (ms === null || ms === undefined ? '—' : new Date(ms).toISOString());
+
+  function specText(spec) {
+    if (spec.cron !== undefined) return spec.cron;
+    const ms = spec.every_ms;
+    return ms % 1000 === 0 ? `every ${age(ms)}` : `every ${ms} ms`;
+  }
+
+  function skipsText(skips) {
+    const entries = Object.entries(skips || {}).filter(([, n]) => n > 0);
+    return entries.length ? entries.map(([reason, n]) => `${reason} ${num(n)}`).join(', ') : 'none';
+  }
+
+  async function schedulesPage(view) {
+    view.append(h('h1', { tabindex: '-1' }, 'Schedules'));
+    if (!can('schedules')) {
+      view.append(notice('This store keeps no schedules (capability schedules is off): see docs/schedules.md.'));
+      return;
+    }
+    const data = await get('/v1/schedules');
+    view.append(h('div', { class: 'toolbar' },
+      h('button', { type: 'button', id: 'refresh', onclick: () => route() }, 'Refresh')));
+    if (data.schedules.length === 0) {
+      view.append(h('p', {}, 'No schedules yet: put one with rdq schedule put or PUT /v1/schedules/{name}.'));
+      return;
+    }
+    const table = h('table', { class: 'grid', id: 'schedules' },
+      h('caption', {}, 'Every schedule on a queue you may see. Times are UTC; skips count due times not submitted, by reason.'),
+      h('thead', {}, h('tr', {},
+        ['Schedule', 'Spec', 'Zone', 'Queue', 'State', 'Last fire', 'Last task', 'Next run', 'Fires', 'Skips', 'Actions'].map((c) => h('th', { scope: 'col' }, c)))));
+    const body = h('tbody');
+    for (const st of data.schedules) {
+      const s = st.schedule;
+      const name = st.name;
+      const queue = s.task.queue;
+      const path = `/v1/schedules/${q(name)}`;
+      const toggle = actionButton(s.paused ? 'Resume' : 'Pause', { caps: ['schedules'] }, async () => {
+        await call('POST', `${path}/${s.paused ? 'resume' : 'pause'}`);
+        say(`${name} ${s.paused ? 'resumed' : 'paused'}.`, 'ok');
+        await route();
+      }, { 'aria-label': `${s.paused ? 'Resume' : 'Pause'} ${name}`, class: 'pause' });
+      const run = actionButton('Run now…', { caps: ['schedules'] }, async () => {
+        if (!await confirmAction('Run schedule now', `Submit the task of ${name} to ${queue} once now, outside its cadence?`, 'Run now')) return;
+        const env = await call('POST', `${path}/run`);
+        say(`Submitted task ${env.id} (a manual run of ${name}).`, 'ok');
+        await route();
+      }, { 'aria-label': `Run ${name} now`, class: 'run' });
+      const del = actionButton('Delete…', { caps: ['schedules'] }, async () => {
+        if (!await confirmAction('Delete schedule', `Delete the schedule ${name}? It submits nothing more; the tasks it submitted stay.`, 'Delete')) return;
+        await call('DELETE', path);
+        say(`Deleted schedule ${name}.`, 'ok');
+        await route();
+      }, { 'aria-label': `Delete ${name}`, class: 'danger' });
+      const lastTask = st.last_fired_task
+        ? h('a', { href: hashFor(['queues', queue, 'tasks', st.last_fired_task]) }, h('code', {}, st.last_fired_task))
+        : '—';
+      body.append(h('tr', { 'data-schedule': name },
+        h('th', { scope: 'row' }, name),
+        h('td', {}, h('code', {}, specText(s.spec))),
+        h('td', {}, s.tz),
+        h('td', {}, h('a', { href: hashFor(['queues', queue, 'tasks']) }, queue)),
+        h('td', {}, h('span', { class: s.paused ? 'badge paused' : 'badge running' }, s.paused ? 'paused' : 'active')),
+        h('td', {}, instant(st.last_fire_at_ms)),
+        h('td', { class: 'last-task' }, lastTask),
+        h('td', {}, instant(st.next_due_ms)),
+        h('td', { class: 'n' }, num(st.fires)),
+        h('td', { class: 'skips' }, skipsText(st.skips)),
+        h('td', {}, toggle, ' ', run, ' ', del)));
+    }
+    table.append(body);
+    view.append(h('div', { class: 'scroll' }, table));
+  }
 
   async function auditPage(view, params) {
     view.append(h('h1', { tabindex: '-1' }, 'Audit log'));

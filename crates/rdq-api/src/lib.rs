@@ -20,6 +20,7 @@ pub mod flow;
 pub mod int;
 pub mod problem;
 pub mod queues;
+pub mod schedules;
 pub mod schema;
 pub mod tasks;
 pub mod work;

@@ -56,7 +56,7 @@ const U64_MAX: u64 = u64::MAX;
 /// The JSON Schema object `schema` as utoipa's model, keyword for keyword:
 /// an untyped object whose members are carried as extensions, which
 /// utoipa serializes flattened and unchanged.
-fn verbatim(schema: Value) -> RefOr<Schema> {
+pub(crate) fn verbatim(schema: Value) -> RefOr<Schema> {
     let members: Extensions = match schema {
         Value::Object(map) => map.into_iter().collect(),
         _ => Extensions::default(),

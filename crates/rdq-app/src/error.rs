@@ -192,6 +192,8 @@ impl From<EngineError> for AppError {
     fn from(e: EngineError) -> Self {
         let kind = match &e {
             EngineError::Envelope(inner) => return Self::from(inner.clone()),
+            EngineError::Schedule(inner) => return Self::from(inner.clone()),
+            EngineError::ScheduleNotFound(_) => ErrorKind::NotFound,
             EngineError::LeaseLost(_) | EngineError::InvalidTransition(_) => ErrorKind::Conflict,
             EngineError::TaskNotFound(_) => ErrorKind::NotFound,
             EngineError::InvalidPolicy(_) | EngineError::InvalidArgument(_) => ErrorKind::Invalid,
@@ -221,6 +223,21 @@ impl From<EngineError> for AppError {
             Some(f) => err.with("field", json!(f)),
             None => err,
         }
+    }
+}
+
+impl From<rdq_schedule::ScheduleError> for AppError {
+    /// A schedule's refusal: 400 with its stable code, naming its field
+    /// (`spec.cron`, `tz`, `task.queue`, …).
+    fn from(e: rdq_schedule::ScheduleError) -> Self {
+        let field = e.field().to_owned();
+        let text = e.to_string();
+        let detail = if text.starts_with(&field) {
+            text
+        } else {
+            format!("{field}: {text}")
+        };
+        Self::new(ErrorKind::Invalid, e.code(), detail).with("field", json!(field))
     }
 }
 
@@ -258,6 +275,12 @@ pub fn title(code: &str) -> Option<&'static str> {
         "INVALID_FIELD" => "Invalid field",
         "PAYLOAD_TOO_LARGE" => "Payload too large",
         "RESERVED_HEADER" => "Reserved header",
+        "SCHEDULE_NOT_FOUND" => "Schedule not found",
+        "INVALID_SCHEDULE_NAME" => "Invalid schedule name",
+        "INVALID_CRON" => "Invalid cron pattern",
+        "UNKNOWN_TIME_ZONE" => "Unknown time zone",
+        "INVALID_INTERVAL" => "Invalid interval",
+        "INVALID_WINDOW" => "Invalid window",
         _ => return None,
     })
 }

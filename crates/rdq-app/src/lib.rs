@@ -38,6 +38,8 @@ pub mod flow;
 pub mod insights;
 pub mod metrics;
 pub mod queues;
+pub mod schedule_metrics;
+pub mod schedules;
 pub mod submit;
 pub mod tasks;
 pub mod work;
@@ -209,6 +211,7 @@ impl App {
             Vec::new()
         };
         let mut text = self.metrics.render(&counts);
+        text.push_str(&self.metrics.schedules.render());
         text.push_str(&metrics::render_flow(&self.flow_statuses().await));
         text
     }

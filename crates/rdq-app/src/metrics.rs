@@ -136,6 +136,8 @@ impl MinuteRing {
 #[derive(Debug, Default)]
 pub struct Metrics {
     queues: RwLock<HashMap<String, Arc<QueueMetrics>>>,
+    /// The scheduler's counters (`rdq_schedule_*`).
+    pub schedules: crate::schedule_metrics::ScheduleMetrics,
 }
 
 impl Metrics {

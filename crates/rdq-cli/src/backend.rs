@@ -31,6 +31,9 @@ use serde_json::Value;
 use crate::CliError;
 use crate::stores::open_store;
 
+mod schedules;
+pub use schedules::ScheduleOperations;
+
 /// Where the default server listens.
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:7480";
 
@@ -67,7 +70,7 @@ impl From<CliError> for ImportRefusal {
 /// An operator command's way to rdq: what every command can ask of a
 /// server or of a store.
 #[async_trait(?Send)]
-pub trait Operations {
+pub trait Operations: ScheduleOperations {
     /// Submits a task; `true` when it was created (not an idempotent repeat).
     async fn submit(&self, body: Value) -> Result<(bool, Envelope), CliError>;
     /// The task with this id.

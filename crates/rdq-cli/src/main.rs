@@ -18,6 +18,7 @@ mod input;
 mod migrate_cmd;
 mod output;
 mod queue_cmd;
+mod schedule_cmd;
 mod serve;
 mod stores;
 mod stores_cmd;
@@ -59,6 +60,9 @@ enum Command {
     /// List queues, read and change their policy.
     #[command(subcommand)]
     Queue(queue_cmd::QueueCommand),
+    /// Manage periodic schedules: put, list, show, next, pause, resume, run, delete.
+    #[command(subcommand)]
+    Schedule(schedule_cmd::ScheduleCommand),
     /// Operate the dead-letter queue: list, show, export, import, redrive, purge.
     #[command(subcommand)]
     Dlq(dlq_cmd::DlqCommand),
@@ -134,6 +138,7 @@ fn main() -> ExitCode {
         Command::Task(cmd) => block_on(task_cmd::run(cmd)),
         Command::Queue(cmd) => block_on(queue_cmd::run(cmd)),
         Command::Dlq(cmd) => block_on(dlq_cmd::run(cmd)),
+        Command::Schedule(cmd) => block_on(schedule_cmd::run(cmd)),
         Command::Migrate(args) => block_on(migrate_cmd::run(args)),
         Command::Check(args) => block_on(check_cmd::run(args)),
         Command::Stores(args) => stores_cmd::run(args),

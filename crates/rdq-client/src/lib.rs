@@ -23,6 +23,8 @@
 
 #![forbid(unsafe_code)]
 
+mod schedules;
+
 use rdq_api::dlq::{
     DlqPage, ImportResult, LineError, PageQuery, PurgeResult, ReasonsResult, RedriveBody,
     RedriveResult,

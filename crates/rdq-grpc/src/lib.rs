@@ -16,6 +16,7 @@
 //!   authorised once when it opens;
 //! - [`service`]: `rdq.v1.Tasks`, `Queues`, `Dlq` and `Workers`' unary and
 //!   DLQ streaming methods;
+//! - [`schedules`]: `rdq.v1.Schedules`, the definition as JSON text;
 //! - [`router`]: every service, the standard health service and server
 //!   reflection as one axum [`axum::Router`], which `rdq serve` merges into
 //!   its HTTP router (requests are told apart by `content-type:
@@ -53,6 +54,7 @@ pub type BoxStream<T> =
 pub mod codec;
 pub mod messages;
 pub mod router;
+pub mod schedules;
 pub mod service;
 pub mod status;
 pub mod wire;

@@ -63,6 +63,7 @@ async fn reflection_lists_the_served_services_and_not_the_handler() {
             "grpc.reflection.v1.ServerReflection",
             "rdq.v1.Dlq",
             "rdq.v1.Queues",
+            "rdq.v1.Schedules",
             "rdq.v1.Tasks",
             "rdq.v1.Workers",
         ]
@@ -89,6 +90,7 @@ async fn every_listed_service_answers_and_the_handler_does_not() {
         "rdq.v1.Queues",
         "rdq.v1.Dlq",
         "rdq.v1.Workers",
+        "rdq.v1.Schedules",
     ] {
         let status = health
             .check(tonic_health::pb::HealthCheckRequest {

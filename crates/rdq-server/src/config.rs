@@ -77,6 +77,26 @@ impl Default for MaintenanceSettings {
     }
 }
 
+/// The scheduler service (`[scheduler]`; `docs/schedules.md`): every node
+/// fires the stored schedules' due times, on stores with schedules.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SchedulerSettings {
+    /// Run the scheduler on this node.
+    pub enabled: bool,
+    /// Pause between ticks (ms); also the grace of a due time.
+    pub interval_ms: u64,
+}
+
+impl Default for SchedulerSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            interval_ms: 1_000,
+        }
+    }
+}
+
 /// The listener's limits on slow, idle and numerous clients
 /// (`[http]`; `docs/server.md`, "The listener").
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -215,6 +235,8 @@ pub struct ServerConfig {
     pub callbacks: CallbackSettings,
     /// Lease reaper and retention pruner.
     pub maintenance: MaintenanceSettings,
+    /// The scheduler service.
+    pub scheduler: SchedulerSettings,
     /// The listener's timeouts and connection limit.
     pub http: HttpSettings,
     /// HTTPS on the listener.
@@ -240,6 +262,7 @@ impl Default for ServerConfig {
             shutdown_grace_ms: 10_000,
             callbacks: CallbackSettings::default(),
             maintenance: MaintenanceSettings::default(),
+            scheduler: SchedulerSettings::default(),
             http: HttpSettings::default(),
             tls: TlsSettings::default(),
             telemetry: rdq_telemetry::TelemetrySettings::default(),

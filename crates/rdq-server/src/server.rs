@@ -257,6 +257,7 @@ impl Server {
             },
             stop.clone(),
         ));
+        let scheduler = self.spawn_scheduler(&stop);
         let dispatch = tokio::spawn(Arc::clone(&self.dispatcher).run(stop.clone()));
 
         let state = self.state.clone();
@@ -318,6 +319,7 @@ impl Server {
             ("callback dispatch", dispatch),
             ("lease reaper", reaper),
             ("pruner", pruner),
+            ("scheduler", scheduler),
         ] {
             if task.await.is_err() {
                 warn!(service = name, "a background service ended abnormally");
@@ -325,6 +327,30 @@ impl Server {
         }
         info!("rdq-server stopped");
         served
+    }
+}
+
+impl Server {
+    /// The scheduler service (`[scheduler]`), counting each tick in the
+    /// metrics; an idle task when it is off or the store has no schedules.
+    fn spawn_scheduler(&self, stop: &rdq_runtime::Shutdown) -> tokio::task::JoinHandle<()> {
+        let settings = &self.config.scheduler;
+        if !settings.enabled || !self.engine.capabilities().schedules {
+            if settings.enabled {
+                info!("the store has no schedules: the scheduler does not run");
+            }
+            return tokio::spawn(async {});
+        }
+        let metrics = Arc::clone(&self.metrics);
+        let engine = self.engine.clone();
+        tokio::spawn(rdq_runtime::run_scheduler_with(
+            self.engine.clone(),
+            rdq_runtime::SchedulerConfig {
+                interval: Duration::from_millis(settings.interval_ms.max(1)),
+            },
+            stop.clone(),
+            move |report| metrics.schedules.tick(report, engine.now().unix_ms()),
+        ))
     }
 }
 

@@ -1047,6 +1047,133 @@ pub struct WorkAck {
     #[prost(message, repeated, tag = "2")]
     pub results: ::prost::alloc::vec::Vec<SettleItemResult>,
 }
+/// A schedule to create or replace.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PutScheduleRequest {
+    /// The schedule's name.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    /// The JSON object of `PUT /v1/schedules/{name}` (docs/schedules.md);
+    /// its `name`, if any, must equal `name`.
+    #[prost(string, tag = "2")]
+    pub schedule_json: ::prost::alloc::string::String,
+}
+/// The stored schedule.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PutScheduleResponse {
+    /// The schedule as stored.
+    #[prost(message, optional, tag = "1")]
+    pub schedule: ::core::option::Option<ScheduleResponse>,
+    /// True when it is new, false when it replaced one.
+    #[prost(bool, tag = "2")]
+    pub created: bool,
+}
+/// Names a schedule.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetScheduleRequest {
+    /// The schedule's name.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+/// No fields.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListSchedulesRequest {}
+/// Every schedule the caller may read.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListSchedulesResponse {
+    /// By name.
+    #[prost(message, repeated, tag = "1")]
+    pub schedules: ::prost::alloc::vec::Vec<ScheduleResponse>,
+}
+/// Names a schedule.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteScheduleRequest {
+    /// The schedule's name.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+/// No fields.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteScheduleResponse {}
+/// Names a schedule.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PauseScheduleRequest {
+    /// The schedule's name.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+/// Names a schedule.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResumeScheduleRequest {
+    /// The schedule's name.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+/// Names a schedule.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RunScheduleRequest {
+    /// The schedule's name.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+/// How many due times of which schedule.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct NextDueRequest {
+    /// The schedule's name.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    /// 1 to 100; 0 means 5.
+    #[prost(uint32, tag = "2")]
+    pub count: u32,
+}
+/// The next due times, ascending.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct NextDueResponse {
+    /// The schedule's name.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    /// Ms since the Unix epoch; fewer than asked when the schedule ends.
+    #[prost(int64, repeated, tag = "2")]
+    pub due_ms: ::prost::alloc::vec::Vec<i64>,
+}
+/// A stored schedule and its firing state.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ScheduleResponse {
+    /// The schedule's name.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    /// The definition as JSON, every default written out (as
+    /// `GET /v1/schedules/{name}` answers it under `schedule`).
+    #[prost(string, tag = "2")]
+    pub schedule_json: ::prost::alloc::string::String,
+    /// Who put it: `api` or `code`.
+    #[prost(string, tag = "3")]
+    pub owner: ::prost::alloc::string::String,
+    /// When it was first put (ms since the Unix epoch).
+    #[prost(int64, tag = "4")]
+    pub created_at_ms: i64,
+    /// When it was last put.
+    #[prost(int64, tag = "5")]
+    pub updated_at_ms: i64,
+    /// The last due time accounted for, submitted or skipped.
+    #[prost(int64, optional, tag = "6")]
+    pub last_due_ms: ::core::option::Option<i64>,
+    /// When the last fire that submitted a task ran.
+    #[prost(int64, optional, tag = "7")]
+    pub last_fire_at_ms: ::core::option::Option<i64>,
+    /// The task of the last fire.
+    #[prost(string, optional, tag = "8")]
+    pub last_fired_task: ::core::option::Option<::prost::alloc::string::String>,
+    /// The next due time, if any.
+    #[prost(int64, optional, tag = "9")]
+    pub next_due_ms: ::core::option::Option<i64>,
+    /// Tasks submitted over the schedule's life.
+    #[prost(uint64, tag = "10")]
+    pub fires: u64,
+    /// Due times skipped, by reason.
+    #[prost(map = "string, uint64", tag = "11")]
+    pub skips: ::std::collections::HashMap<::prost::alloc::string::String, u64>,
+}
 /// What a worker reports (docs/http-api.md, "Pull workers").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
@@ -3721,6 +3848,821 @@ pub mod workers_server {
     /// Generated gRPC service name
     pub const SERVICE_NAME: &str = "rdq.v1.Workers";
     impl<T> tonic::server::NamedService for WorkersServer<T> {
+        const NAME: &'static str = SERVICE_NAME;
+    }
+}
+/// Generated client implementations.
+pub mod schedules_client {
+    #![allow(
+        unused_variables,
+        dead_code,
+        missing_docs,
+        clippy::wildcard_imports,
+        clippy::let_unit_value,
+    )]
+    use tonic::codegen::*;
+    use tonic::codegen::http::Uri;
+    /// Periodic schedules (docs/schedules.md): the operations of
+    /// /v1/schedules. A schedule's definition travels as its JSON text
+    /// (`schedule_json`), the very document of `PUT /v1/schedules/{name}`, so
+    /// the model, its defaults and its rules are stated once; the firing state
+    /// is typed. Reading needs any scope on the schedule's queue, changing it
+    /// `admin` there (audited).
+    #[derive(Debug, Clone)]
+    pub struct SchedulesClient<T> {
+        inner: tonic::client::Grpc<T>,
+    }
+    impl<T> SchedulesClient<T>
+    where
+        T: tonic::client::GrpcService<tonic::body::Body>,
+        T::Error: Into<StdError>,
+        T::ResponseBody: Body<Data = Bytes> + std::marker::Send + 'static,
+        <T::ResponseBody as Body>::Error: Into<StdError> + std::marker::Send,
+    {
+        pub fn new(inner: T) -> Self {
+            let inner = tonic::client::Grpc::new(inner);
+            Self { inner }
+        }
+        pub fn with_origin(inner: T, origin: Uri) -> Self {
+            let inner = tonic::client::Grpc::with_origin(inner, origin);
+            Self { inner }
+        }
+        pub fn with_interceptor<F>(
+            inner: T,
+            interceptor: F,
+        ) -> SchedulesClient<InterceptedService<T, F>>
+        where
+            F: tonic::service::Interceptor,
+            T::ResponseBody: Default,
+            T: tonic::codegen::Service<
+                http::Request<tonic::body::Body>,
+                Response = http::Response<
+                    <T as tonic::client::GrpcService<tonic::body::Body>>::ResponseBody,
+                >,
+            >,
+            <T as tonic::codegen::Service<
+                http::Request<tonic::body::Body>,
+            >>::Error: Into<StdError> + std::marker::Send + std::marker::Sync,
+        {
+            SchedulesClient::new(InterceptedService::new(inner, interceptor))
+        }
+        /// Compress requests with the given encoding.
+        ///
+        /// This requires the server to support it otherwise it might respond with an
+        /// error.
+        #[must_use]
+        pub fn send_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.inner = self.inner.send_compressed(encoding);
+            self
+        }
+        /// Enable decompressing responses.
+        #[must_use]
+        pub fn accept_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.inner = self.inner.accept_compressed(encoding);
+            self
+        }
+        /// Limits the maximum size of a decoded message.
+        ///
+        /// Default: `4MB`
+        #[must_use]
+        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
+            self.inner = self.inner.max_decoding_message_size(limit);
+            self
+        }
+        /// Limits the maximum size of an encoded message.
+        ///
+        /// Default: `usize::MAX`
+        #[must_use]
+        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {
+            self.inner = self.inner.max_encoding_message_size(limit);
+            self
+        }
+        /// Creates or replaces a schedule; its cursor and counters stay.
+        pub async fn put(
+            &mut self,
+            request: impl tonic::IntoRequest<super::PutScheduleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::PutScheduleResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Schedules/Put");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Schedules", "Put"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// One schedule with its firing state.
+        pub async fn get(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetScheduleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ScheduleResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Schedules/Get");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Schedules", "Get"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Every schedule on a queue the caller may read, by name.
+        pub async fn list(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListSchedulesRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListSchedulesResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Schedules/List");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Schedules", "List"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Removes a schedule; the tasks it submitted stay.
+        pub async fn delete(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DeleteScheduleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::DeleteScheduleResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Schedules/Delete");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Schedules", "Delete"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Pauses a schedule: its due times are skipped as `paused`.
+        pub async fn pause(
+            &mut self,
+            request: impl tonic::IntoRequest<super::PauseScheduleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ScheduleResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Schedules/Pause");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Schedules", "Pause"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Resumes a paused schedule from now, without catching up.
+        pub async fn resume(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ResumeScheduleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ScheduleResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Schedules/Resume");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Schedules", "Resume"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Submits the schedule's task once now, with the headers `rdq.schedule`
+        /// and `rdq.schedule_manual: true`.
+        pub async fn run(
+            &mut self,
+            request: impl tonic::IntoRequest<super::RunScheduleRequest>,
+        ) -> std::result::Result<tonic::Response<super::TaskResponse>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Schedules/Run");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Schedules", "Run"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// The schedule's next due times from now.
+        pub async fn next(
+            &mut self,
+            request: impl tonic::IntoRequest<super::NextDueRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::NextDueResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Schedules/Next");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Schedules", "Next"));
+            self.inner.unary(req, path, codec).await
+        }
+    }
+}
+/// Generated server implementations.
+pub mod schedules_server {
+    #![allow(
+        unused_variables,
+        dead_code,
+        missing_docs,
+        clippy::wildcard_imports,
+        clippy::let_unit_value,
+    )]
+    use tonic::codegen::*;
+    /// Generated trait containing gRPC methods that should be implemented for use with SchedulesServer.
+    #[async_trait]
+    pub trait Schedules: std::marker::Send + std::marker::Sync + 'static {
+        /// Creates or replaces a schedule; its cursor and counters stay.
+        async fn put(
+            &self,
+            request: tonic::Request<super::PutScheduleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::PutScheduleResponse>,
+            tonic::Status,
+        >;
+        /// One schedule with its firing state.
+        async fn get(
+            &self,
+            request: tonic::Request<super::GetScheduleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ScheduleResponse>,
+            tonic::Status,
+        >;
+        /// Every schedule on a queue the caller may read, by name.
+        async fn list(
+            &self,
+            request: tonic::Request<super::ListSchedulesRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListSchedulesResponse>,
+            tonic::Status,
+        >;
+        /// Removes a schedule; the tasks it submitted stay.
+        async fn delete(
+            &self,
+            request: tonic::Request<super::DeleteScheduleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::DeleteScheduleResponse>,
+            tonic::Status,
+        >;
+        /// Pauses a schedule: its due times are skipped as `paused`.
+        async fn pause(
+            &self,
+            request: tonic::Request<super::PauseScheduleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ScheduleResponse>,
+            tonic::Status,
+        >;
+        /// Resumes a paused schedule from now, without catching up.
+        async fn resume(
+            &self,
+            request: tonic::Request<super::ResumeScheduleRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ScheduleResponse>,
+            tonic::Status,
+        >;
+        /// Submits the schedule's task once now, with the headers `rdq.schedule`
+        /// and `rdq.schedule_manual: true`.
+        async fn run(
+            &self,
+            request: tonic::Request<super::RunScheduleRequest>,
+        ) -> std::result::Result<tonic::Response<super::TaskResponse>, tonic::Status>;
+        /// The schedule's next due times from now.
+        async fn next(
+            &self,
+            request: tonic::Request<super::NextDueRequest>,
+        ) -> std::result::Result<tonic::Response<super::NextDueResponse>, tonic::Status>;
+    }
+    /// Periodic schedules (docs/schedules.md): the operations of
+    /// /v1/schedules. A schedule's definition travels as its JSON text
+    /// (`schedule_json`), the very document of `PUT /v1/schedules/{name}`, so
+    /// the model, its defaults and its rules are stated once; the firing state
+    /// is typed. Reading needs any scope on the schedule's queue, changing it
+    /// `admin` there (audited).
+    #[derive(Debug)]
+    pub struct SchedulesServer<T> {
+        inner: Arc<T>,
+        accept_compression_encodings: EnabledCompressionEncodings,
+        send_compression_encodings: EnabledCompressionEncodings,
+        max_decoding_message_size: Option<usize>,
+        max_encoding_message_size: Option<usize>,
+    }
+    impl<T> SchedulesServer<T> {
+        pub fn new(inner: T) -> Self {
+            Self::from_arc(Arc::new(inner))
+        }
+        pub fn from_arc(inner: Arc<T>) -> Self {
+            Self {
+                inner,
+                accept_compression_encodings: Default::default(),
+                send_compression_encodings: Default::default(),
+                max_decoding_message_size: None,
+                max_encoding_message_size: None,
+            }
+        }
+        pub fn with_interceptor<F>(
+            inner: T,
+            interceptor: F,
+        ) -> InterceptedService<Self, F>
+        where
+            F: tonic::service::Interceptor,
+        {
+            InterceptedService::new(Self::new(inner), interceptor)
+        }
+        /// Enable decompressing requests with the given encoding.
+        #[must_use]
+        pub fn accept_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.accept_compression_encodings.enable(encoding);
+            self
+        }
+        /// Compress responses with the given encoding, if the client supports it.
+        #[must_use]
+        pub fn send_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.send_compression_encodings.enable(encoding);
+            self
+        }
+        /// Limits the maximum size of a decoded message.
+        ///
+        /// Default: `4MB`
+        #[must_use]
+        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
+            self.max_decoding_message_size = Some(limit);
+            self
+        }
+        /// Limits the maximum size of an encoded message.
+        ///
+        /// Default: `usize::MAX`
+        #[must_use]
+        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {
+            self.max_encoding_message_size = Some(limit);
+            self
+        }
+    }
+    impl<T, B> tonic::codegen::Service<http::Request<B>> for SchedulesServer<T>
+    where
+        T: Schedules,
+        B: Body + std::marker::Send + 'static,
+        B::Error: Into<StdError> + std::marker::Send + 'static,
+    {
+        type Response = http::Response<tonic::body::Body>;
+        type Error = std::convert::Infallible;
+        type Future = BoxFuture<Self::Response, Self::Error>;
+        fn poll_ready(
+            &mut self,
+            _cx: &mut Context<'_>,
+        ) -> Poll<std::result::Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, req: http::Request<B>) -> Self::Future {
+            match req.uri().path() {
+                "/rdq.v1.Schedules/Put" => {
+                    #[allow(non_camel_case_types)]
+                    struct PutSvc<T: Schedules>(pub Arc<T>);
+                    impl<
+                        T: Schedules,
+                    > tonic::server::UnaryService<super::PutScheduleRequest>
+                    for PutSvc<T> {
+                        type Response = super::PutScheduleResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::PutScheduleRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Schedules>::put(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = PutSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Schedules/Get" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetSvc<T: Schedules>(pub Arc<T>);
+                    impl<
+                        T: Schedules,
+                    > tonic::server::UnaryService<super::GetScheduleRequest>
+                    for GetSvc<T> {
+                        type Response = super::ScheduleResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetScheduleRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Schedules>::get(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Schedules/List" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListSvc<T: Schedules>(pub Arc<T>);
+                    impl<
+                        T: Schedules,
+                    > tonic::server::UnaryService<super::ListSchedulesRequest>
+                    for ListSvc<T> {
+                        type Response = super::ListSchedulesResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListSchedulesRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Schedules>::list(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Schedules/Delete" => {
+                    #[allow(non_camel_case_types)]
+                    struct DeleteSvc<T: Schedules>(pub Arc<T>);
+                    impl<
+                        T: Schedules,
+                    > tonic::server::UnaryService<super::DeleteScheduleRequest>
+                    for DeleteSvc<T> {
+                        type Response = super::DeleteScheduleResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DeleteScheduleRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Schedules>::delete(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DeleteSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Schedules/Pause" => {
+                    #[allow(non_camel_case_types)]
+                    struct PauseSvc<T: Schedules>(pub Arc<T>);
+                    impl<
+                        T: Schedules,
+                    > tonic::server::UnaryService<super::PauseScheduleRequest>
+                    for PauseSvc<T> {
+                        type Response = super::ScheduleResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::PauseScheduleRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Schedules>::pause(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = PauseSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Schedules/Resume" => {
+                    #[allow(non_camel_case_types)]
+                    struct ResumeSvc<T: Schedules>(pub Arc<T>);
+                    impl<
+                        T: Schedules,
+                    > tonic::server::UnaryService<super::ResumeScheduleRequest>
+                    for ResumeSvc<T> {
+                        type Response = super::ScheduleResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ResumeScheduleRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Schedules>::resume(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ResumeSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Schedules/Run" => {
+                    #[allow(non_camel_case_types)]
+                    struct RunSvc<T: Schedules>(pub Arc<T>);
+                    impl<
+                        T: Schedules,
+                    > tonic::server::UnaryService<super::RunScheduleRequest>
+                    for RunSvc<T> {
+                        type Response = super::TaskResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::RunScheduleRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Schedules>::run(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RunSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Schedules/Next" => {
+                    #[allow(non_camel_case_types)]
+                    struct NextSvc<T: Schedules>(pub Arc<T>);
+                    impl<T: Schedules> tonic::server::UnaryService<super::NextDueRequest>
+                    for NextSvc<T> {
+                        type Response = super::NextDueResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::NextDueRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Schedules>::next(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = NextSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                _ => {
+                    Box::pin(async move {
+                        let mut response = http::Response::new(
+                            tonic::body::Body::default(),
+                        );
+                        let headers = response.headers_mut();
+                        headers
+                            .insert(
+                                tonic::Status::GRPC_STATUS,
+                                (tonic::Code::Unimplemented as i32).into(),
+                            );
+                        headers
+                            .insert(
+                                http::header::CONTENT_TYPE,
+                                tonic::metadata::GRPC_CONTENT_TYPE,
+                            );
+                        Ok(response)
+                    })
+                }
+            }
+        }
+    }
+    impl<T> Clone for SchedulesServer<T> {
+        fn clone(&self) -> Self {
+            let inner = self.inner.clone();
+            Self {
+                inner,
+                accept_compression_encodings: self.accept_compression_encodings,
+                send_compression_encodings: self.send_compression_encodings,
+                max_decoding_message_size: self.max_decoding_message_size,
+                max_encoding_message_size: self.max_encoding_message_size,
+            }
+        }
+    }
+    /// Generated gRPC service name
+    pub const SERVICE_NAME: &str = "rdq.v1.Schedules";
+    impl<T> tonic::server::NamedService for SchedulesServer<T> {
         const NAME: &'static str = SERVICE_NAME;
     }
 }

@@ -17,6 +17,7 @@ pub mod insights;
 pub mod openapi;
 pub mod queues;
 pub mod response;
+pub mod schedules;
 pub mod state;
 pub mod tasks;
 pub mod workers;
@@ -134,6 +135,18 @@ pub fn route_table(max_import_bytes: usize) -> RouteTable {
             "/v1/queues/{queue}/dead/import",
             move |filter| on(filter, dead::import).layer(DefaultBodyLimit::max(max_import_bytes)),
         )
+        .add(Method::GET, "/v1/schedules", schedules::list)
+        .add(Method::GET, "/v1/schedules/{name}", schedules::get)
+        .add(Method::PUT, "/v1/schedules/{name}", schedules::put)
+        .add(Method::DELETE, "/v1/schedules/{name}", schedules::delete)
+        .add(Method::POST, "/v1/schedules/{name}/pause", schedules::pause)
+        .add(
+            Method::POST,
+            "/v1/schedules/{name}/resume",
+            schedules::resume,
+        )
+        .add(Method::POST, "/v1/schedules/{name}/run", schedules::run)
+        .add(Method::GET, "/v1/schedules/{name}/next", schedules::next)
         .add(Method::GET, "/healthz", health::healthz)
         .add(Method::GET, "/readyz", health::readyz)
         .add(Method::GET, "/metrics", health::metrics)

@@ -40,7 +40,7 @@ use super::components::{
     UriTooLong,
 };
 use super::response::json_response;
-use super::{dead, health, insights, queues, tasks, workers};
+use super::{dead, health, insights, queues, schedules, tasks, workers};
 
 /// The document: every operation, and the components no operation names
 /// directly.
@@ -80,6 +80,14 @@ use super::{dead, health, insights, queues, tasks, workers};
         insights::overview,
         insights::breakdown,
         insights::audit,
+        schedules::list,
+        schedules::get,
+        schedules::put,
+        schedules::delete,
+        schedules::pause,
+        schedules::resume,
+        schedules::run,
+        schedules::next,
         health::healthz,
         health::readyz,
         health::metrics,

@@ -3839,6 +3839,714 @@ func (x *WorkAck) GetResults() []*SettleItemResult {
 	return nil
 }
 
+// A schedule to create or replace.
+type PutScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The JSON object of `PUT /v1/schedules/{name}` (docs/schedules.md);
+	// its `name`, if any, must equal `name`.
+	ScheduleJson  string `protobuf:"bytes,2,opt,name=schedule_json,json=scheduleJson,proto3" json:"schedule_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutScheduleRequest) Reset() {
+	*x = PutScheduleRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutScheduleRequest) ProtoMessage() {}
+
+func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutScheduleRequest.ProtoReflect.Descriptor instead.
+func (*PutScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *PutScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PutScheduleRequest) GetScheduleJson() string {
+	if x != nil {
+		return x.ScheduleJson
+	}
+	return ""
+}
+
+// The stored schedule.
+type PutScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule as stored.
+	Schedule *ScheduleResponse `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	// True when it is new, false when it replaced one.
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutScheduleResponse) Reset() {
+	*x = PutScheduleResponse{}
+	mi := &file_rdq_v1_api_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutScheduleResponse) ProtoMessage() {}
+
+func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutScheduleResponse.ProtoReflect.Descriptor instead.
+func (*PutScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *PutScheduleResponse) GetSchedule() *ScheduleResponse {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+func (x *PutScheduleResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+// Names a schedule.
+type GetScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule's name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleRequest) Reset() {
+	*x = GetScheduleRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleRequest) ProtoMessage() {}
+
+func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
+func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *GetScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// No fields.
+type ListSchedulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesRequest) Reset() {
+	*x = ListSchedulesRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{59}
+}
+
+// Every schedule the caller may read.
+type ListSchedulesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By name.
+	Schedules     []*ScheduleResponse `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesResponse) Reset() {
+	*x = ListSchedulesResponse{}
+	mi := &file_rdq_v1_api_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *ListSchedulesResponse) GetSchedules() []*ScheduleResponse {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+// Names a schedule.
+type DeleteScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule's name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleRequest) Reset() {
+	*x = DeleteScheduleRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleRequest) ProtoMessage() {}
+
+func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *DeleteScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// No fields.
+type DeleteScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleResponse) Reset() {
+	*x = DeleteScheduleResponse{}
+	mi := &file_rdq_v1_api_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleResponse) ProtoMessage() {}
+
+func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{62}
+}
+
+// Names a schedule.
+type PauseScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule's name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseScheduleRequest) Reset() {
+	*x = PauseScheduleRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseScheduleRequest) ProtoMessage() {}
+
+func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
+func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *PauseScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// Names a schedule.
+type ResumeScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule's name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeScheduleRequest) Reset() {
+	*x = ResumeScheduleRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeScheduleRequest) ProtoMessage() {}
+
+func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
+func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ResumeScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// Names a schedule.
+type RunScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule's name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunScheduleRequest) Reset() {
+	*x = RunScheduleRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunScheduleRequest) ProtoMessage() {}
+
+func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunScheduleRequest.ProtoReflect.Descriptor instead.
+func (*RunScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *RunScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// How many due times of which schedule.
+type NextDueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// 1 to 100; 0 means 5.
+	Count         uint32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NextDueRequest) Reset() {
+	*x = NextDueRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NextDueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NextDueRequest) ProtoMessage() {}
+
+func (x *NextDueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NextDueRequest.ProtoReflect.Descriptor instead.
+func (*NextDueRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *NextDueRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NextDueRequest) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// The next due times, ascending.
+type NextDueResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Ms since the Unix epoch; fewer than asked when the schedule ends.
+	DueMs         []int64 `protobuf:"varint,2,rep,packed,name=due_ms,json=dueMs,proto3" json:"due_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NextDueResponse) Reset() {
+	*x = NextDueResponse{}
+	mi := &file_rdq_v1_api_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NextDueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NextDueResponse) ProtoMessage() {}
+
+func (x *NextDueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NextDueResponse.ProtoReflect.Descriptor instead.
+func (*NextDueResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *NextDueResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NextDueResponse) GetDueMs() []int64 {
+	if x != nil {
+		return x.DueMs
+	}
+	return nil
+}
+
+// A stored schedule and its firing state.
+type ScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedule's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The definition as JSON, every default written out (as
+	// `GET /v1/schedules/{name}` answers it under `schedule`).
+	ScheduleJson string `protobuf:"bytes,2,opt,name=schedule_json,json=scheduleJson,proto3" json:"schedule_json,omitempty"`
+	// Who put it: `api` or `code`.
+	Owner string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	// When it was first put (ms since the Unix epoch).
+	CreatedAtMs int64 `protobuf:"varint,4,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	// When it was last put.
+	UpdatedAtMs int64 `protobuf:"varint,5,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	// The last due time accounted for, submitted or skipped.
+	LastDueMs *int64 `protobuf:"varint,6,opt,name=last_due_ms,json=lastDueMs,proto3,oneof" json:"last_due_ms,omitempty"`
+	// When the last fire that submitted a task ran.
+	LastFireAtMs *int64 `protobuf:"varint,7,opt,name=last_fire_at_ms,json=lastFireAtMs,proto3,oneof" json:"last_fire_at_ms,omitempty"`
+	// The task of the last fire.
+	LastFiredTask *string `protobuf:"bytes,8,opt,name=last_fired_task,json=lastFiredTask,proto3,oneof" json:"last_fired_task,omitempty"`
+	// The next due time, if any.
+	NextDueMs *int64 `protobuf:"varint,9,opt,name=next_due_ms,json=nextDueMs,proto3,oneof" json:"next_due_ms,omitempty"`
+	// Tasks submitted over the schedule's life.
+	Fires uint64 `protobuf:"varint,10,opt,name=fires,proto3" json:"fires,omitempty"`
+	// Due times skipped, by reason.
+	Skips         map[string]uint64 `protobuf:"bytes,11,rep,name=skips,proto3" json:"skips,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleResponse) Reset() {
+	*x = ScheduleResponse{}
+	mi := &file_rdq_v1_api_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleResponse) ProtoMessage() {}
+
+func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleResponse.ProtoReflect.Descriptor instead.
+func (*ScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *ScheduleResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleResponse) GetScheduleJson() string {
+	if x != nil {
+		return x.ScheduleJson
+	}
+	return ""
+}
+
+func (x *ScheduleResponse) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *ScheduleResponse) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
+func (x *ScheduleResponse) GetUpdatedAtMs() int64 {
+	if x != nil {
+		return x.UpdatedAtMs
+	}
+	return 0
+}
+
+func (x *ScheduleResponse) GetLastDueMs() int64 {
+	if x != nil && x.LastDueMs != nil {
+		return *x.LastDueMs
+	}
+	return 0
+}
+
+func (x *ScheduleResponse) GetLastFireAtMs() int64 {
+	if x != nil && x.LastFireAtMs != nil {
+		return *x.LastFireAtMs
+	}
+	return 0
+}
+
+func (x *ScheduleResponse) GetLastFiredTask() string {
+	if x != nil && x.LastFiredTask != nil {
+		return *x.LastFiredTask
+	}
+	return ""
+}
+
+func (x *ScheduleResponse) GetNextDueMs() int64 {
+	if x != nil && x.NextDueMs != nil {
+		return *x.NextDueMs
+	}
+	return 0
+}
+
+func (x *ScheduleResponse) GetFires() uint64 {
+	if x != nil {
+		return x.Fires
+	}
+	return 0
+}
+
+func (x *ScheduleResponse) GetSkips() map[string]uint64 {
+	if x != nil {
+		return x.Skips
+	}
+	return nil
+}
+
 var File_rdq_v1_api_proto protoreflect.FileDescriptor
 
 const file_rdq_v1_api_proto_rawDesc = "" +
@@ -4140,7 +4848,54 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\arequest\x18\x03 \x01(\v2\x15.rdq.v1.CancelRequestR\arequest\"O\n" +
 	"\aWorkAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x122\n" +
-	"\aresults\x18\x02 \x03(\v2\x18.rdq.v1.SettleItemResultR\aresults*\xc9\x01\n" +
+	"\aresults\x18\x02 \x03(\v2\x18.rdq.v1.SettleItemResultR\aresults\"M\n" +
+	"\x12PutScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\rschedule_json\x18\x02 \x01(\tR\fscheduleJson\"e\n" +
+	"\x13PutScheduleResponse\x124\n" +
+	"\bschedule\x18\x01 \x01(\v2\x18.rdq.v1.ScheduleResponseR\bschedule\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"(\n" +
+	"\x12GetScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
+	"\x14ListSchedulesRequest\"O\n" +
+	"\x15ListSchedulesResponse\x126\n" +
+	"\tschedules\x18\x01 \x03(\v2\x18.rdq.v1.ScheduleResponseR\tschedules\"+\n" +
+	"\x15DeleteScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
+	"\x16DeleteScheduleResponse\"*\n" +
+	"\x14PauseScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"+\n" +
+	"\x15ResumeScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"(\n" +
+	"\x12RunScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\":\n" +
+	"\x0eNextDueRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"<\n" +
+	"\x0fNextDueResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x15\n" +
+	"\x06due_ms\x18\x02 \x03(\x03R\x05dueMs\"\x9f\x04\n" +
+	"\x10ScheduleResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
+	"\rschedule_json\x18\x02 \x01(\tR\fscheduleJson\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x12\"\n" +
+	"\rcreated_at_ms\x18\x04 \x01(\x03R\vcreatedAtMs\x12\"\n" +
+	"\rupdated_at_ms\x18\x05 \x01(\x03R\vupdatedAtMs\x12#\n" +
+	"\vlast_due_ms\x18\x06 \x01(\x03H\x00R\tlastDueMs\x88\x01\x01\x12*\n" +
+	"\x0flast_fire_at_ms\x18\a \x01(\x03H\x01R\flastFireAtMs\x88\x01\x01\x12+\n" +
+	"\x0flast_fired_task\x18\b \x01(\tH\x02R\rlastFiredTask\x88\x01\x01\x12#\n" +
+	"\vnext_due_ms\x18\t \x01(\x03H\x03R\tnextDueMs\x88\x01\x01\x12\x14\n" +
+	"\x05fires\x18\n" +
+	" \x01(\x04R\x05fires\x129\n" +
+	"\x05skips\x18\v \x03(\v2#.rdq.v1.ScheduleResponse.SkipsEntryR\x05skips\x1a8\n" +
+	"\n" +
+	"SkipsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01B\x0e\n" +
+	"\f_last_due_msB\x12\n" +
+	"\x10_last_fire_at_msB\x12\n" +
+	"\x10_last_fired_taskB\x0e\n" +
+	"\f_next_due_ms*\xc9\x01\n" +
 	"\x0fReportedOutcome\x12 \n" +
 	"\x1cREPORTED_OUTCOME_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REPORTED_SUCCESS\x10\x01\x12\x1e\n" +
@@ -4180,7 +4935,16 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\x06Settle\x12\x15.rdq.v1.SettleRequest\x1a\x14.rdq.v1.TaskResponse\x12F\n" +
 	"\vSettleBatch\x12\x1a.rdq.v1.SettleBatchRequest\x1a\x1b.rdq.v1.SettleBatchResponse\x12?\n" +
 	"\vExtendLease\x12\x1a.rdq.v1.ExtendLeaseRequest\x1a\x14.rdq.v1.TaskResponse\x125\n" +
-	"\x04Work\x12\x13.rdq.v1.WorkRequest\x1a\x14.rdq.v1.WorkResponse(\x010\x01b\x06proto3"
+	"\x04Work\x12\x13.rdq.v1.WorkRequest\x1a\x14.rdq.v1.WorkResponse(\x010\x012\x8c\x04\n" +
+	"\tSchedules\x12>\n" +
+	"\x03Put\x12\x1a.rdq.v1.PutScheduleRequest\x1a\x1b.rdq.v1.PutScheduleResponse\x12;\n" +
+	"\x03Get\x12\x1a.rdq.v1.GetScheduleRequest\x1a\x18.rdq.v1.ScheduleResponse\x12C\n" +
+	"\x04List\x12\x1c.rdq.v1.ListSchedulesRequest\x1a\x1d.rdq.v1.ListSchedulesResponse\x12G\n" +
+	"\x06Delete\x12\x1d.rdq.v1.DeleteScheduleRequest\x1a\x1e.rdq.v1.DeleteScheduleResponse\x12?\n" +
+	"\x05Pause\x12\x1c.rdq.v1.PauseScheduleRequest\x1a\x18.rdq.v1.ScheduleResponse\x12A\n" +
+	"\x06Resume\x12\x1d.rdq.v1.ResumeScheduleRequest\x1a\x18.rdq.v1.ScheduleResponse\x127\n" +
+	"\x03Run\x12\x1a.rdq.v1.RunScheduleRequest\x1a\x14.rdq.v1.TaskResponse\x127\n" +
+	"\x04Next\x12\x16.rdq.v1.NextDueRequest\x1a\x17.rdq.v1.NextDueResponseb\x06proto3"
 
 var (
 	file_rdq_v1_api_proto_rawDescOnce sync.Once
@@ -4195,99 +4959,113 @@ func file_rdq_v1_api_proto_rawDescGZIP() []byte {
 }
 
 var file_rdq_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_rdq_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_rdq_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_rdq_v1_api_proto_goTypes = []any{
-	(ReportedOutcome)(0),         // 0: rdq.v1.ReportedOutcome
-	(DeferThrottle)(0),           // 1: rdq.v1.DeferThrottle
-	(*Problem)(nil),              // 2: rdq.v1.Problem
-	(*TaskResponse)(nil),         // 3: rdq.v1.TaskResponse
-	(*SubmitRequest)(nil),        // 4: rdq.v1.SubmitRequest
-	(*SubmitResponse)(nil),       // 5: rdq.v1.SubmitResponse
-	(*SubmitBatchRequest)(nil),   // 6: rdq.v1.SubmitBatchRequest
-	(*SubmitItemResult)(nil),     // 7: rdq.v1.SubmitItemResult
-	(*SubmitBatchResponse)(nil),  // 8: rdq.v1.SubmitBatchResponse
-	(*GetTaskRequest)(nil),       // 9: rdq.v1.GetTaskRequest
-	(*DeleteTaskRequest)(nil),    // 10: rdq.v1.DeleteTaskRequest
-	(*DeleteTaskResponse)(nil),   // 11: rdq.v1.DeleteTaskResponse
-	(*ListQueuesRequest)(nil),    // 12: rdq.v1.ListQueuesRequest
-	(*QueueRow)(nil),             // 13: rdq.v1.QueueRow
-	(*ListQueuesResponse)(nil),   // 14: rdq.v1.ListQueuesResponse
-	(*GetConfigRequest)(nil),     // 15: rdq.v1.GetConfigRequest
-	(*PutConfigRequest)(nil),     // 16: rdq.v1.PutConfigRequest
-	(*QueueConfigResponse)(nil),  // 17: rdq.v1.QueueConfigResponse
-	(*CapabilitiesRequest)(nil),  // 18: rdq.v1.CapabilitiesRequest
-	(*CapabilitiesResponse)(nil), // 19: rdq.v1.CapabilitiesResponse
-	(*GetFlowRequest)(nil),       // 20: rdq.v1.GetFlowRequest
-	(*ThrottleRequest)(nil),      // 21: rdq.v1.ThrottleRequest
-	(*FlowKeyStatus)(nil),        // 22: rdq.v1.FlowKeyStatus
-	(*FlowResponse)(nil),         // 23: rdq.v1.FlowResponse
-	(*DlqListRequest)(nil),       // 24: rdq.v1.DlqListRequest
-	(*DlqListResponse)(nil),      // 25: rdq.v1.DlqListResponse
-	(*DlqShowRequest)(nil),       // 26: rdq.v1.DlqShowRequest
-	(*RedriveRequest)(nil),       // 27: rdq.v1.RedriveRequest
-	(*RedriveResponse)(nil),      // 28: rdq.v1.RedriveResponse
-	(*ExportRequest)(nil),        // 29: rdq.v1.ExportRequest
-	(*CancelTasksRequest)(nil),   // 30: rdq.v1.CancelTasksRequest
-	(*ListTasksRequest)(nil),     // 31: rdq.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),    // 32: rdq.v1.ListTasksResponse
-	(*CancelTasksResponse)(nil),  // 33: rdq.v1.CancelTasksResponse
-	(*DlqReasonsRequest)(nil),    // 34: rdq.v1.DlqReasonsRequest
-	(*DlqReasonsResponse)(nil),   // 35: rdq.v1.DlqReasonsResponse
-	(*ReasonCount)(nil),          // 36: rdq.v1.ReasonCount
-	(*ImportRequest)(nil),        // 37: rdq.v1.ImportRequest
-	(*ImportResponse)(nil),       // 38: rdq.v1.ImportResponse
-	(*PurgeRequest)(nil),         // 39: rdq.v1.PurgeRequest
-	(*PurgeResponse)(nil),        // 40: rdq.v1.PurgeResponse
-	(*ClaimRequest)(nil),         // 41: rdq.v1.ClaimRequest
-	(*LeasedTask)(nil),           // 42: rdq.v1.LeasedTask
-	(*ClaimResponse)(nil),        // 43: rdq.v1.ClaimResponse
-	(*ReportedError)(nil),        // 44: rdq.v1.ReportedError
-	(*SettleRequest)(nil),        // 45: rdq.v1.SettleRequest
-	(*SettleBatchRequest)(nil),   // 46: rdq.v1.SettleBatchRequest
-	(*SettleItemResult)(nil),     // 47: rdq.v1.SettleItemResult
-	(*SettleBatchResponse)(nil),  // 48: rdq.v1.SettleBatchResponse
-	(*ExtendLeaseRequest)(nil),   // 49: rdq.v1.ExtendLeaseRequest
-	(*WorkRequest)(nil),          // 50: rdq.v1.WorkRequest
-	(*WorkHello)(nil),            // 51: rdq.v1.WorkHello
-	(*WorkCredit)(nil),           // 52: rdq.v1.WorkCredit
-	(*WorkSettle)(nil),           // 53: rdq.v1.WorkSettle
-	(*WorkExtend)(nil),           // 54: rdq.v1.WorkExtend
-	(*WorkResponse)(nil),         // 55: rdq.v1.WorkResponse
-	(*WorkCancel)(nil),           // 56: rdq.v1.WorkCancel
-	(*WorkAck)(nil),              // 57: rdq.v1.WorkAck
-	nil,                          // 58: rdq.v1.SubmitRequest.HeadersEntry
-	nil,                          // 59: rdq.v1.CapabilitiesResponse.CapabilitiesEntry
-	nil,                          // 60: rdq.v1.CancelTasksRequest.HeadersEntry
-	nil,                          // 61: rdq.v1.ListTasksRequest.HeadersEntry
-	(*Envelope)(nil),             // 62: rdq.v1.Envelope
-	(Status)(0),                  // 63: rdq.v1.Status
-	(*CancelRequest)(nil),        // 64: rdq.v1.CancelRequest
+	(ReportedOutcome)(0),           // 0: rdq.v1.ReportedOutcome
+	(DeferThrottle)(0),             // 1: rdq.v1.DeferThrottle
+	(*Problem)(nil),                // 2: rdq.v1.Problem
+	(*TaskResponse)(nil),           // 3: rdq.v1.TaskResponse
+	(*SubmitRequest)(nil),          // 4: rdq.v1.SubmitRequest
+	(*SubmitResponse)(nil),         // 5: rdq.v1.SubmitResponse
+	(*SubmitBatchRequest)(nil),     // 6: rdq.v1.SubmitBatchRequest
+	(*SubmitItemResult)(nil),       // 7: rdq.v1.SubmitItemResult
+	(*SubmitBatchResponse)(nil),    // 8: rdq.v1.SubmitBatchResponse
+	(*GetTaskRequest)(nil),         // 9: rdq.v1.GetTaskRequest
+	(*DeleteTaskRequest)(nil),      // 10: rdq.v1.DeleteTaskRequest
+	(*DeleteTaskResponse)(nil),     // 11: rdq.v1.DeleteTaskResponse
+	(*ListQueuesRequest)(nil),      // 12: rdq.v1.ListQueuesRequest
+	(*QueueRow)(nil),               // 13: rdq.v1.QueueRow
+	(*ListQueuesResponse)(nil),     // 14: rdq.v1.ListQueuesResponse
+	(*GetConfigRequest)(nil),       // 15: rdq.v1.GetConfigRequest
+	(*PutConfigRequest)(nil),       // 16: rdq.v1.PutConfigRequest
+	(*QueueConfigResponse)(nil),    // 17: rdq.v1.QueueConfigResponse
+	(*CapabilitiesRequest)(nil),    // 18: rdq.v1.CapabilitiesRequest
+	(*CapabilitiesResponse)(nil),   // 19: rdq.v1.CapabilitiesResponse
+	(*GetFlowRequest)(nil),         // 20: rdq.v1.GetFlowRequest
+	(*ThrottleRequest)(nil),        // 21: rdq.v1.ThrottleRequest
+	(*FlowKeyStatus)(nil),          // 22: rdq.v1.FlowKeyStatus
+	(*FlowResponse)(nil),           // 23: rdq.v1.FlowResponse
+	(*DlqListRequest)(nil),         // 24: rdq.v1.DlqListRequest
+	(*DlqListResponse)(nil),        // 25: rdq.v1.DlqListResponse
+	(*DlqShowRequest)(nil),         // 26: rdq.v1.DlqShowRequest
+	(*RedriveRequest)(nil),         // 27: rdq.v1.RedriveRequest
+	(*RedriveResponse)(nil),        // 28: rdq.v1.RedriveResponse
+	(*ExportRequest)(nil),          // 29: rdq.v1.ExportRequest
+	(*CancelTasksRequest)(nil),     // 30: rdq.v1.CancelTasksRequest
+	(*ListTasksRequest)(nil),       // 31: rdq.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),      // 32: rdq.v1.ListTasksResponse
+	(*CancelTasksResponse)(nil),    // 33: rdq.v1.CancelTasksResponse
+	(*DlqReasonsRequest)(nil),      // 34: rdq.v1.DlqReasonsRequest
+	(*DlqReasonsResponse)(nil),     // 35: rdq.v1.DlqReasonsResponse
+	(*ReasonCount)(nil),            // 36: rdq.v1.ReasonCount
+	(*ImportRequest)(nil),          // 37: rdq.v1.ImportRequest
+	(*ImportResponse)(nil),         // 38: rdq.v1.ImportResponse
+	(*PurgeRequest)(nil),           // 39: rdq.v1.PurgeRequest
+	(*PurgeResponse)(nil),          // 40: rdq.v1.PurgeResponse
+	(*ClaimRequest)(nil),           // 41: rdq.v1.ClaimRequest
+	(*LeasedTask)(nil),             // 42: rdq.v1.LeasedTask
+	(*ClaimResponse)(nil),          // 43: rdq.v1.ClaimResponse
+	(*ReportedError)(nil),          // 44: rdq.v1.ReportedError
+	(*SettleRequest)(nil),          // 45: rdq.v1.SettleRequest
+	(*SettleBatchRequest)(nil),     // 46: rdq.v1.SettleBatchRequest
+	(*SettleItemResult)(nil),       // 47: rdq.v1.SettleItemResult
+	(*SettleBatchResponse)(nil),    // 48: rdq.v1.SettleBatchResponse
+	(*ExtendLeaseRequest)(nil),     // 49: rdq.v1.ExtendLeaseRequest
+	(*WorkRequest)(nil),            // 50: rdq.v1.WorkRequest
+	(*WorkHello)(nil),              // 51: rdq.v1.WorkHello
+	(*WorkCredit)(nil),             // 52: rdq.v1.WorkCredit
+	(*WorkSettle)(nil),             // 53: rdq.v1.WorkSettle
+	(*WorkExtend)(nil),             // 54: rdq.v1.WorkExtend
+	(*WorkResponse)(nil),           // 55: rdq.v1.WorkResponse
+	(*WorkCancel)(nil),             // 56: rdq.v1.WorkCancel
+	(*WorkAck)(nil),                // 57: rdq.v1.WorkAck
+	(*PutScheduleRequest)(nil),     // 58: rdq.v1.PutScheduleRequest
+	(*PutScheduleResponse)(nil),    // 59: rdq.v1.PutScheduleResponse
+	(*GetScheduleRequest)(nil),     // 60: rdq.v1.GetScheduleRequest
+	(*ListSchedulesRequest)(nil),   // 61: rdq.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 62: rdq.v1.ListSchedulesResponse
+	(*DeleteScheduleRequest)(nil),  // 63: rdq.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 64: rdq.v1.DeleteScheduleResponse
+	(*PauseScheduleRequest)(nil),   // 65: rdq.v1.PauseScheduleRequest
+	(*ResumeScheduleRequest)(nil),  // 66: rdq.v1.ResumeScheduleRequest
+	(*RunScheduleRequest)(nil),     // 67: rdq.v1.RunScheduleRequest
+	(*NextDueRequest)(nil),         // 68: rdq.v1.NextDueRequest
+	(*NextDueResponse)(nil),        // 69: rdq.v1.NextDueResponse
+	(*ScheduleResponse)(nil),       // 70: rdq.v1.ScheduleResponse
+	nil,                            // 71: rdq.v1.SubmitRequest.HeadersEntry
+	nil,                            // 72: rdq.v1.CapabilitiesResponse.CapabilitiesEntry
+	nil,                            // 73: rdq.v1.CancelTasksRequest.HeadersEntry
+	nil,                            // 74: rdq.v1.ListTasksRequest.HeadersEntry
+	nil,                            // 75: rdq.v1.ScheduleResponse.SkipsEntry
+	(*Envelope)(nil),               // 76: rdq.v1.Envelope
+	(Status)(0),                    // 77: rdq.v1.Status
+	(*CancelRequest)(nil),          // 78: rdq.v1.CancelRequest
 }
 var file_rdq_v1_api_proto_depIdxs = []int32{
-	62, // 0: rdq.v1.TaskResponse.envelope:type_name -> rdq.v1.Envelope
-	58, // 1: rdq.v1.SubmitRequest.headers:type_name -> rdq.v1.SubmitRequest.HeadersEntry
-	62, // 2: rdq.v1.SubmitResponse.envelope:type_name -> rdq.v1.Envelope
+	76, // 0: rdq.v1.TaskResponse.envelope:type_name -> rdq.v1.Envelope
+	71, // 1: rdq.v1.SubmitRequest.headers:type_name -> rdq.v1.SubmitRequest.HeadersEntry
+	76, // 2: rdq.v1.SubmitResponse.envelope:type_name -> rdq.v1.Envelope
 	4,  // 3: rdq.v1.SubmitBatchRequest.tasks:type_name -> rdq.v1.SubmitRequest
-	62, // 4: rdq.v1.SubmitItemResult.envelope:type_name -> rdq.v1.Envelope
+	76, // 4: rdq.v1.SubmitItemResult.envelope:type_name -> rdq.v1.Envelope
 	2,  // 5: rdq.v1.SubmitItemResult.problem:type_name -> rdq.v1.Problem
 	7,  // 6: rdq.v1.SubmitBatchResponse.results:type_name -> rdq.v1.SubmitItemResult
 	13, // 7: rdq.v1.ListQueuesResponse.queues:type_name -> rdq.v1.QueueRow
-	59, // 8: rdq.v1.CapabilitiesResponse.capabilities:type_name -> rdq.v1.CapabilitiesResponse.CapabilitiesEntry
+	72, // 8: rdq.v1.CapabilitiesResponse.capabilities:type_name -> rdq.v1.CapabilitiesResponse.CapabilitiesEntry
 	22, // 9: rdq.v1.FlowResponse.keys:type_name -> rdq.v1.FlowKeyStatus
-	62, // 10: rdq.v1.DlqListResponse.items:type_name -> rdq.v1.Envelope
-	60, // 11: rdq.v1.CancelTasksRequest.headers:type_name -> rdq.v1.CancelTasksRequest.HeadersEntry
-	63, // 12: rdq.v1.ListTasksRequest.status:type_name -> rdq.v1.Status
-	61, // 13: rdq.v1.ListTasksRequest.headers:type_name -> rdq.v1.ListTasksRequest.HeadersEntry
-	62, // 14: rdq.v1.ListTasksResponse.items:type_name -> rdq.v1.Envelope
+	76, // 10: rdq.v1.DlqListResponse.items:type_name -> rdq.v1.Envelope
+	73, // 11: rdq.v1.CancelTasksRequest.headers:type_name -> rdq.v1.CancelTasksRequest.HeadersEntry
+	77, // 12: rdq.v1.ListTasksRequest.status:type_name -> rdq.v1.Status
+	74, // 13: rdq.v1.ListTasksRequest.headers:type_name -> rdq.v1.ListTasksRequest.HeadersEntry
+	76, // 14: rdq.v1.ListTasksResponse.items:type_name -> rdq.v1.Envelope
 	36, // 15: rdq.v1.DlqReasonsResponse.reasons:type_name -> rdq.v1.ReasonCount
-	62, // 16: rdq.v1.ImportRequest.envelope:type_name -> rdq.v1.Envelope
-	62, // 17: rdq.v1.LeasedTask.envelope:type_name -> rdq.v1.Envelope
+	76, // 16: rdq.v1.ImportRequest.envelope:type_name -> rdq.v1.Envelope
+	76, // 17: rdq.v1.LeasedTask.envelope:type_name -> rdq.v1.Envelope
 	42, // 18: rdq.v1.ClaimResponse.tasks:type_name -> rdq.v1.LeasedTask
 	0,  // 19: rdq.v1.SettleRequest.outcome:type_name -> rdq.v1.ReportedOutcome
 	44, // 20: rdq.v1.SettleRequest.error:type_name -> rdq.v1.ReportedError
 	1,  // 21: rdq.v1.SettleRequest.throttle:type_name -> rdq.v1.DeferThrottle
 	45, // 22: rdq.v1.SettleBatchRequest.settles:type_name -> rdq.v1.SettleRequest
-	62, // 23: rdq.v1.SettleItemResult.envelope:type_name -> rdq.v1.Envelope
+	76, // 23: rdq.v1.SettleItemResult.envelope:type_name -> rdq.v1.Envelope
 	2,  // 24: rdq.v1.SettleItemResult.problem:type_name -> rdq.v1.Problem
 	47, // 25: rdq.v1.SettleBatchResponse.results:type_name -> rdq.v1.SettleItemResult
 	51, // 26: rdq.v1.WorkRequest.hello:type_name -> rdq.v1.WorkHello
@@ -4299,61 +5077,80 @@ var file_rdq_v1_api_proto_depIdxs = []int32{
 	42, // 32: rdq.v1.WorkResponse.task:type_name -> rdq.v1.LeasedTask
 	57, // 33: rdq.v1.WorkResponse.ack:type_name -> rdq.v1.WorkAck
 	56, // 34: rdq.v1.WorkResponse.cancel:type_name -> rdq.v1.WorkCancel
-	64, // 35: rdq.v1.WorkCancel.request:type_name -> rdq.v1.CancelRequest
+	78, // 35: rdq.v1.WorkCancel.request:type_name -> rdq.v1.CancelRequest
 	47, // 36: rdq.v1.WorkAck.results:type_name -> rdq.v1.SettleItemResult
-	4,  // 37: rdq.v1.Tasks.Submit:input_type -> rdq.v1.SubmitRequest
-	6,  // 38: rdq.v1.Tasks.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
-	9,  // 39: rdq.v1.Tasks.Get:input_type -> rdq.v1.GetTaskRequest
-	10, // 40: rdq.v1.Tasks.Delete:input_type -> rdq.v1.DeleteTaskRequest
-	30, // 41: rdq.v1.Tasks.Cancel:input_type -> rdq.v1.CancelTasksRequest
-	31, // 42: rdq.v1.Tasks.List:input_type -> rdq.v1.ListTasksRequest
-	12, // 43: rdq.v1.Queues.List:input_type -> rdq.v1.ListQueuesRequest
-	15, // 44: rdq.v1.Queues.GetConfig:input_type -> rdq.v1.GetConfigRequest
-	16, // 45: rdq.v1.Queues.PutConfig:input_type -> rdq.v1.PutConfigRequest
-	18, // 46: rdq.v1.Queues.Capabilities:input_type -> rdq.v1.CapabilitiesRequest
-	20, // 47: rdq.v1.Queues.GetFlow:input_type -> rdq.v1.GetFlowRequest
-	21, // 48: rdq.v1.Queues.Throttle:input_type -> rdq.v1.ThrottleRequest
-	24, // 49: rdq.v1.Dlq.List:input_type -> rdq.v1.DlqListRequest
-	26, // 50: rdq.v1.Dlq.Show:input_type -> rdq.v1.DlqShowRequest
-	27, // 51: rdq.v1.Dlq.Redrive:input_type -> rdq.v1.RedriveRequest
-	29, // 52: rdq.v1.Dlq.Export:input_type -> rdq.v1.ExportRequest
-	37, // 53: rdq.v1.Dlq.Import:input_type -> rdq.v1.ImportRequest
-	39, // 54: rdq.v1.Dlq.Purge:input_type -> rdq.v1.PurgeRequest
-	34, // 55: rdq.v1.Dlq.Reasons:input_type -> rdq.v1.DlqReasonsRequest
-	41, // 56: rdq.v1.Workers.Claim:input_type -> rdq.v1.ClaimRequest
-	45, // 57: rdq.v1.Workers.Settle:input_type -> rdq.v1.SettleRequest
-	46, // 58: rdq.v1.Workers.SettleBatch:input_type -> rdq.v1.SettleBatchRequest
-	49, // 59: rdq.v1.Workers.ExtendLease:input_type -> rdq.v1.ExtendLeaseRequest
-	50, // 60: rdq.v1.Workers.Work:input_type -> rdq.v1.WorkRequest
-	5,  // 61: rdq.v1.Tasks.Submit:output_type -> rdq.v1.SubmitResponse
-	8,  // 62: rdq.v1.Tasks.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
-	3,  // 63: rdq.v1.Tasks.Get:output_type -> rdq.v1.TaskResponse
-	11, // 64: rdq.v1.Tasks.Delete:output_type -> rdq.v1.DeleteTaskResponse
-	33, // 65: rdq.v1.Tasks.Cancel:output_type -> rdq.v1.CancelTasksResponse
-	32, // 66: rdq.v1.Tasks.List:output_type -> rdq.v1.ListTasksResponse
-	14, // 67: rdq.v1.Queues.List:output_type -> rdq.v1.ListQueuesResponse
-	17, // 68: rdq.v1.Queues.GetConfig:output_type -> rdq.v1.QueueConfigResponse
-	17, // 69: rdq.v1.Queues.PutConfig:output_type -> rdq.v1.QueueConfigResponse
-	19, // 70: rdq.v1.Queues.Capabilities:output_type -> rdq.v1.CapabilitiesResponse
-	23, // 71: rdq.v1.Queues.GetFlow:output_type -> rdq.v1.FlowResponse
-	23, // 72: rdq.v1.Queues.Throttle:output_type -> rdq.v1.FlowResponse
-	25, // 73: rdq.v1.Dlq.List:output_type -> rdq.v1.DlqListResponse
-	3,  // 74: rdq.v1.Dlq.Show:output_type -> rdq.v1.TaskResponse
-	28, // 75: rdq.v1.Dlq.Redrive:output_type -> rdq.v1.RedriveResponse
-	3,  // 76: rdq.v1.Dlq.Export:output_type -> rdq.v1.TaskResponse
-	38, // 77: rdq.v1.Dlq.Import:output_type -> rdq.v1.ImportResponse
-	40, // 78: rdq.v1.Dlq.Purge:output_type -> rdq.v1.PurgeResponse
-	35, // 79: rdq.v1.Dlq.Reasons:output_type -> rdq.v1.DlqReasonsResponse
-	43, // 80: rdq.v1.Workers.Claim:output_type -> rdq.v1.ClaimResponse
-	3,  // 81: rdq.v1.Workers.Settle:output_type -> rdq.v1.TaskResponse
-	48, // 82: rdq.v1.Workers.SettleBatch:output_type -> rdq.v1.SettleBatchResponse
-	3,  // 83: rdq.v1.Workers.ExtendLease:output_type -> rdq.v1.TaskResponse
-	55, // 84: rdq.v1.Workers.Work:output_type -> rdq.v1.WorkResponse
-	61, // [61:85] is the sub-list for method output_type
-	37, // [37:61] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	70, // 37: rdq.v1.PutScheduleResponse.schedule:type_name -> rdq.v1.ScheduleResponse
+	70, // 38: rdq.v1.ListSchedulesResponse.schedules:type_name -> rdq.v1.ScheduleResponse
+	75, // 39: rdq.v1.ScheduleResponse.skips:type_name -> rdq.v1.ScheduleResponse.SkipsEntry
+	4,  // 40: rdq.v1.Tasks.Submit:input_type -> rdq.v1.SubmitRequest
+	6,  // 41: rdq.v1.Tasks.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
+	9,  // 42: rdq.v1.Tasks.Get:input_type -> rdq.v1.GetTaskRequest
+	10, // 43: rdq.v1.Tasks.Delete:input_type -> rdq.v1.DeleteTaskRequest
+	30, // 44: rdq.v1.Tasks.Cancel:input_type -> rdq.v1.CancelTasksRequest
+	31, // 45: rdq.v1.Tasks.List:input_type -> rdq.v1.ListTasksRequest
+	12, // 46: rdq.v1.Queues.List:input_type -> rdq.v1.ListQueuesRequest
+	15, // 47: rdq.v1.Queues.GetConfig:input_type -> rdq.v1.GetConfigRequest
+	16, // 48: rdq.v1.Queues.PutConfig:input_type -> rdq.v1.PutConfigRequest
+	18, // 49: rdq.v1.Queues.Capabilities:input_type -> rdq.v1.CapabilitiesRequest
+	20, // 50: rdq.v1.Queues.GetFlow:input_type -> rdq.v1.GetFlowRequest
+	21, // 51: rdq.v1.Queues.Throttle:input_type -> rdq.v1.ThrottleRequest
+	24, // 52: rdq.v1.Dlq.List:input_type -> rdq.v1.DlqListRequest
+	26, // 53: rdq.v1.Dlq.Show:input_type -> rdq.v1.DlqShowRequest
+	27, // 54: rdq.v1.Dlq.Redrive:input_type -> rdq.v1.RedriveRequest
+	29, // 55: rdq.v1.Dlq.Export:input_type -> rdq.v1.ExportRequest
+	37, // 56: rdq.v1.Dlq.Import:input_type -> rdq.v1.ImportRequest
+	39, // 57: rdq.v1.Dlq.Purge:input_type -> rdq.v1.PurgeRequest
+	34, // 58: rdq.v1.Dlq.Reasons:input_type -> rdq.v1.DlqReasonsRequest
+	41, // 59: rdq.v1.Workers.Claim:input_type -> rdq.v1.ClaimRequest
+	45, // 60: rdq.v1.Workers.Settle:input_type -> rdq.v1.SettleRequest
+	46, // 61: rdq.v1.Workers.SettleBatch:input_type -> rdq.v1.SettleBatchRequest
+	49, // 62: rdq.v1.Workers.ExtendLease:input_type -> rdq.v1.ExtendLeaseRequest
+	50, // 63: rdq.v1.Workers.Work:input_type -> rdq.v1.WorkRequest
+	58, // 64: rdq.v1.Schedules.Put:input_type -> rdq.v1.PutScheduleRequest
+	60, // 65: rdq.v1.Schedules.Get:input_type -> rdq.v1.GetScheduleRequest
+	61, // 66: rdq.v1.Schedules.List:input_type -> rdq.v1.ListSchedulesRequest
+	63, // 67: rdq.v1.Schedules.Delete:input_type -> rdq.v1.DeleteScheduleRequest
+	65, // 68: rdq.v1.Schedules.Pause:input_type -> rdq.v1.PauseScheduleRequest
+	66, // 69: rdq.v1.Schedules.Resume:input_type -> rdq.v1.ResumeScheduleRequest
+	67, // 70: rdq.v1.Schedules.Run:input_type -> rdq.v1.RunScheduleRequest
+	68, // 71: rdq.v1.Schedules.Next:input_type -> rdq.v1.NextDueRequest
+	5,  // 72: rdq.v1.Tasks.Submit:output_type -> rdq.v1.SubmitResponse
+	8,  // 73: rdq.v1.Tasks.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
+	3,  // 74: rdq.v1.Tasks.Get:output_type -> rdq.v1.TaskResponse
+	11, // 75: rdq.v1.Tasks.Delete:output_type -> rdq.v1.DeleteTaskResponse
+	33, // 76: rdq.v1.Tasks.Cancel:output_type -> rdq.v1.CancelTasksResponse
+	32, // 77: rdq.v1.Tasks.List:output_type -> rdq.v1.ListTasksResponse
+	14, // 78: rdq.v1.Queues.List:output_type -> rdq.v1.ListQueuesResponse
+	17, // 79: rdq.v1.Queues.GetConfig:output_type -> rdq.v1.QueueConfigResponse
+	17, // 80: rdq.v1.Queues.PutConfig:output_type -> rdq.v1.QueueConfigResponse
+	19, // 81: rdq.v1.Queues.Capabilities:output_type -> rdq.v1.CapabilitiesResponse
+	23, // 82: rdq.v1.Queues.GetFlow:output_type -> rdq.v1.FlowResponse
+	23, // 83: rdq.v1.Queues.Throttle:output_type -> rdq.v1.FlowResponse
+	25, // 84: rdq.v1.Dlq.List:output_type -> rdq.v1.DlqListResponse
+	3,  // 85: rdq.v1.Dlq.Show:output_type -> rdq.v1.TaskResponse
+	28, // 86: rdq.v1.Dlq.Redrive:output_type -> rdq.v1.RedriveResponse
+	3,  // 87: rdq.v1.Dlq.Export:output_type -> rdq.v1.TaskResponse
+	38, // 88: rdq.v1.Dlq.Import:output_type -> rdq.v1.ImportResponse
+	40, // 89: rdq.v1.Dlq.Purge:output_type -> rdq.v1.PurgeResponse
+	35, // 90: rdq.v1.Dlq.Reasons:output_type -> rdq.v1.DlqReasonsResponse
+	43, // 91: rdq.v1.Workers.Claim:output_type -> rdq.v1.ClaimResponse
+	3,  // 92: rdq.v1.Workers.Settle:output_type -> rdq.v1.TaskResponse
+	48, // 93: rdq.v1.Workers.SettleBatch:output_type -> rdq.v1.SettleBatchResponse
+	3,  // 94: rdq.v1.Workers.ExtendLease:output_type -> rdq.v1.TaskResponse
+	55, // 95: rdq.v1.Workers.Work:output_type -> rdq.v1.WorkResponse
+	59, // 96: rdq.v1.Schedules.Put:output_type -> rdq.v1.PutScheduleResponse
+	70, // 97: rdq.v1.Schedules.Get:output_type -> rdq.v1.ScheduleResponse
+	62, // 98: rdq.v1.Schedules.List:output_type -> rdq.v1.ListSchedulesResponse
+	64, // 99: rdq.v1.Schedules.Delete:output_type -> rdq.v1.DeleteScheduleResponse
+	70, // 100: rdq.v1.Schedules.Pause:output_type -> rdq.v1.ScheduleResponse
+	70, // 101: rdq.v1.Schedules.Resume:output_type -> rdq.v1.ScheduleResponse
+	3,  // 102: rdq.v1.Schedules.Run:output_type -> rdq.v1.TaskResponse
+	69, // 103: rdq.v1.Schedules.Next:output_type -> rdq.v1.NextDueResponse
+	72, // [72:104] is the sub-list for method output_type
+	40, // [40:72] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_rdq_v1_api_proto_init() }
@@ -4393,15 +5190,16 @@ func file_rdq_v1_api_proto_init() {
 		(*WorkResponse_Ack)(nil),
 		(*WorkResponse_Cancel)(nil),
 	}
+	file_rdq_v1_api_proto_msgTypes[68].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rdq_v1_api_proto_rawDesc), len(file_rdq_v1_api_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   60,
+			NumMessages:   74,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_rdq_v1_api_proto_goTypes,
 		DependencyIndexes: file_rdq_v1_api_proto_depIdxs,

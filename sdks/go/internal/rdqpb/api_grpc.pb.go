@@ -1271,3 +1271,403 @@ var Workers_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "rdq/v1/api.proto",
 }
+
+const (
+	Schedules_Put_FullMethodName    = "/rdq.v1.Schedules/Put"
+	Schedules_Get_FullMethodName    = "/rdq.v1.Schedules/Get"
+	Schedules_List_FullMethodName   = "/rdq.v1.Schedules/List"
+	Schedules_Delete_FullMethodName = "/rdq.v1.Schedules/Delete"
+	Schedules_Pause_FullMethodName  = "/rdq.v1.Schedules/Pause"
+	Schedules_Resume_FullMethodName = "/rdq.v1.Schedules/Resume"
+	Schedules_Run_FullMethodName    = "/rdq.v1.Schedules/Run"
+	Schedules_Next_FullMethodName   = "/rdq.v1.Schedules/Next"
+)
+
+// SchedulesClient is the client API for Schedules service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Periodic schedules (docs/schedules.md): the operations of
+// /v1/schedules. A schedule's definition travels as its JSON text
+// (`schedule_json`), the very document of `PUT /v1/schedules/{name}`, so
+// the model, its defaults and its rules are stated once; the firing state
+// is typed. Reading needs any scope on the schedule's queue, changing it
+// `admin` there (audited).
+type SchedulesClient interface {
+	// Creates or replaces a schedule; its cursor and counters stay.
+	Put(ctx context.Context, in *PutScheduleRequest, opts ...grpc.CallOption) (*PutScheduleResponse, error)
+	// One schedule with its firing state.
+	Get(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*ScheduleResponse, error)
+	// Every schedule on a queue the caller may read, by name.
+	List(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// Removes a schedule; the tasks it submitted stay.
+	Delete(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error)
+	// Pauses a schedule: its due times are skipped as `paused`.
+	Pause(ctx context.Context, in *PauseScheduleRequest, opts ...grpc.CallOption) (*ScheduleResponse, error)
+	// Resumes a paused schedule from now, without catching up.
+	Resume(ctx context.Context, in *ResumeScheduleRequest, opts ...grpc.CallOption) (*ScheduleResponse, error)
+	// Submits the schedule's task once now, with the headers `rdq.schedule`
+	// and `rdq.schedule_manual: true`.
+	Run(ctx context.Context, in *RunScheduleRequest, opts ...grpc.CallOption) (*TaskResponse, error)
+	// The schedule's next due times from now.
+	Next(ctx context.Context, in *NextDueRequest, opts ...grpc.CallOption) (*NextDueResponse, error)
+}
+
+type schedulesClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewSchedulesClient(cc grpc.ClientConnInterface) SchedulesClient {
+	return &schedulesClient{cc}
+}
+
+func (c *schedulesClient) Put(ctx context.Context, in *PutScheduleRequest, opts ...grpc.CallOption) (*PutScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutScheduleResponse)
+	err := c.cc.Invoke(ctx, Schedules_Put_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesClient) Get(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*ScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ScheduleResponse)
+	err := c.cc.Invoke(ctx, Schedules_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesClient) List(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSchedulesResponse)
+	err := c.cc.Invoke(ctx, Schedules_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesClient) Delete(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteScheduleResponse)
+	err := c.cc.Invoke(ctx, Schedules_Delete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesClient) Pause(ctx context.Context, in *PauseScheduleRequest, opts ...grpc.CallOption) (*ScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ScheduleResponse)
+	err := c.cc.Invoke(ctx, Schedules_Pause_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesClient) Resume(ctx context.Context, in *ResumeScheduleRequest, opts ...grpc.CallOption) (*ScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ScheduleResponse)
+	err := c.cc.Invoke(ctx, Schedules_Resume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesClient) Run(ctx context.Context, in *RunScheduleRequest, opts ...grpc.CallOption) (*TaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TaskResponse)
+	err := c.cc.Invoke(ctx, Schedules_Run_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schedulesClient) Next(ctx context.Context, in *NextDueRequest, opts ...grpc.CallOption) (*NextDueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NextDueResponse)
+	err := c.cc.Invoke(ctx, Schedules_Next_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SchedulesServer is the server API for Schedules service.
+// All implementations must embed UnimplementedSchedulesServer
+// for forward compatibility.
+//
+// Periodic schedules (docs/schedules.md): the operations of
+// /v1/schedules. A schedule's definition travels as its JSON text
+// (`schedule_json`), the very document of `PUT /v1/schedules/{name}`, so
+// the model, its defaults and its rules are stated once; the firing state
+// is typed. Reading needs any scope on the schedule's queue, changing it
+// `admin` there (audited).
+type SchedulesServer interface {
+	// Creates or replaces a schedule; its cursor and counters stay.
+	Put(context.Context, *PutScheduleRequest) (*PutScheduleResponse, error)
+	// One schedule with its firing state.
+	Get(context.Context, *GetScheduleRequest) (*ScheduleResponse, error)
+	// Every schedule on a queue the caller may read, by name.
+	List(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// Removes a schedule; the tasks it submitted stay.
+	Delete(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error)
+	// Pauses a schedule: its due times are skipped as `paused`.
+	Pause(context.Context, *PauseScheduleRequest) (*ScheduleResponse, error)
+	// Resumes a paused schedule from now, without catching up.
+	Resume(context.Context, *ResumeScheduleRequest) (*ScheduleResponse, error)
+	// Submits the schedule's task once now, with the headers `rdq.schedule`
+	// and `rdq.schedule_manual: true`.
+	Run(context.Context, *RunScheduleRequest) (*TaskResponse, error)
+	// The schedule's next due times from now.
+	Next(context.Context, *NextDueRequest) (*NextDueResponse, error)
+	mustEmbedUnimplementedSchedulesServer()
+}
+
+// UnimplementedSchedulesServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedSchedulesServer struct{}
+
+func (UnimplementedSchedulesServer) Put(context.Context, *PutScheduleRequest) (*PutScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Put not implemented")
+}
+func (UnimplementedSchedulesServer) Get(context.Context, *GetScheduleRequest) (*ScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedSchedulesServer) List(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedSchedulesServer) Delete(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedSchedulesServer) Pause(context.Context, *PauseScheduleRequest) (*ScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Pause not implemented")
+}
+func (UnimplementedSchedulesServer) Resume(context.Context, *ResumeScheduleRequest) (*ScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Resume not implemented")
+}
+func (UnimplementedSchedulesServer) Run(context.Context, *RunScheduleRequest) (*TaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Run not implemented")
+}
+func (UnimplementedSchedulesServer) Next(context.Context, *NextDueRequest) (*NextDueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Next not implemented")
+}
+func (UnimplementedSchedulesServer) mustEmbedUnimplementedSchedulesServer() {}
+func (UnimplementedSchedulesServer) testEmbeddedByValue()                   {}
+
+// UnsafeSchedulesServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to SchedulesServer will
+// result in compilation errors.
+type UnsafeSchedulesServer interface {
+	mustEmbedUnimplementedSchedulesServer()
+}
+
+func RegisterSchedulesServer(s grpc.ServiceRegistrar, srv SchedulesServer) {
+	// If the following call panics, it indicates UnimplementedSchedulesServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Schedules_ServiceDesc, srv)
+}
+
+func _Schedules_Put_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).Put(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_Put_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).Put(ctx, req.(*PutScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schedules_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).Get(ctx, req.(*GetScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schedules_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSchedulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).List(ctx, req.(*ListSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schedules_Delete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).Delete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_Delete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).Delete(ctx, req.(*DeleteScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schedules_Pause_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).Pause(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_Pause_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).Pause(ctx, req.(*PauseScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schedules_Resume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).Resume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_Resume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).Resume(ctx, req.(*ResumeScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schedules_Run_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).Run(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_Run_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).Run(ctx, req.(*RunScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schedules_Next_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NextDueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulesServer).Next(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schedules_Next_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulesServer).Next(ctx, req.(*NextDueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Schedules_ServiceDesc is the grpc.ServiceDesc for Schedules service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Schedules_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "rdq.v1.Schedules",
+	HandlerType: (*SchedulesServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Put",
+			Handler:    _Schedules_Put_Handler,
+		},
+		{
+			MethodName: "Get",
+			Handler:    _Schedules_Get_Handler,
+		},
+		{
+			MethodName: "List",
+			Handler:    _Schedules_List_Handler,
+		},
+		{
+			MethodName: "Delete",
+			Handler:    _Schedules_Delete_Handler,
+		},
+		{
+			MethodName: "Pause",
+			Handler:    _Schedules_Pause_Handler,
+		},
+		{
+			MethodName: "Resume",
+			Handler:    _Schedules_Resume_Handler,
+		},
+		{
+			MethodName: "Run",
+			Handler:    _Schedules_Run_Handler,
+		},
+		{
+			MethodName: "Next",
+			Handler:    _Schedules_Next_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "rdq/v1/api.proto",
+}

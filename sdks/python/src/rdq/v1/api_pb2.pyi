@@ -611,3 +611,112 @@ class WorkAck(_message.Message):
     seq: int
     results: _containers.RepeatedCompositeFieldContainer[SettleItemResult]
     def __init__(self, seq: _Optional[int] = ..., results: _Optional[_Iterable[_Union[SettleItemResult, _Mapping]]] = ...) -> None: ...
+
+class PutScheduleRequest(_message.Message):
+    __slots__ = ("name", "schedule_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    schedule_json: str
+    def __init__(self, name: _Optional[str] = ..., schedule_json: _Optional[str] = ...) -> None: ...
+
+class PutScheduleResponse(_message.Message):
+    __slots__ = ("schedule", "created")
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    schedule: ScheduleResponse
+    created: bool
+    def __init__(self, schedule: _Optional[_Union[ScheduleResponse, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class GetScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ListSchedulesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSchedulesResponse(_message.Message):
+    __slots__ = ("schedules",)
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    schedules: _containers.RepeatedCompositeFieldContainer[ScheduleResponse]
+    def __init__(self, schedules: _Optional[_Iterable[_Union[ScheduleResponse, _Mapping]]] = ...) -> None: ...
+
+class DeleteScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteScheduleResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PauseScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ResumeScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class RunScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class NextDueRequest(_message.Message):
+    __slots__ = ("name", "count")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    count: int
+    def __init__(self, name: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class NextDueResponse(_message.Message):
+    __slots__ = ("name", "due_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DUE_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    due_ms: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., due_ms: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ScheduleResponse(_message.Message):
+    __slots__ = ("name", "schedule_json", "owner", "created_at_ms", "updated_at_ms", "last_due_ms", "last_fire_at_ms", "last_fired_task", "next_due_ms", "fires", "skips")
+    class SkipsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_JSON_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_DUE_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIRE_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIRED_TASK_FIELD_NUMBER: _ClassVar[int]
+    NEXT_DUE_MS_FIELD_NUMBER: _ClassVar[int]
+    FIRES_FIELD_NUMBER: _ClassVar[int]
+    SKIPS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    schedule_json: str
+    owner: str
+    created_at_ms: int
+    updated_at_ms: int
+    last_due_ms: int
+    last_fire_at_ms: int
+    last_fired_task: str
+    next_due_ms: int
+    fires: int
+    skips: _containers.ScalarMap[str, int]
+    def __init__(self, name: _Optional[str] = ..., schedule_json: _Optional[str] = ..., owner: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., last_due_ms: _Optional[int] = ..., last_fire_at_ms: _Optional[int] = ..., last_fired_task: _Optional[str] = ..., next_due_ms: _Optional[int] = ..., fires: _Optional[int] = ..., skips: _Optional[_Mapping[str, int]] = ...) -> None: ...

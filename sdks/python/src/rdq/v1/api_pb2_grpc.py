@@ -1219,3 +1219,403 @@ class Workers:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class SchedulesStub:
+    """Periodic schedules (docs/schedules.md): the operations of
+    /v1/schedules. A schedule's definition travels as its JSON text
+    (`schedule_json`), the very document of `PUT /v1/schedules/{name}`, so
+    the model, its defaults and its rules are stated once; the firing state
+    is typed. Reading needs any scope on the schedule's queue, changing it
+    `admin` there (audited).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Put = channel.unary_unary(
+                '/rdq.v1.Schedules/Put',
+                request_serializer=rdq_dot_v1_dot_api__pb2.PutScheduleRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.PutScheduleResponse.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/rdq.v1.Schedules/Get',
+                request_serializer=rdq_dot_v1_dot_api__pb2.GetScheduleRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.ScheduleResponse.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/rdq.v1.Schedules/List',
+                request_serializer=rdq_dot_v1_dot_api__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.ListSchedulesResponse.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/rdq.v1.Schedules/Delete',
+                request_serializer=rdq_dot_v1_dot_api__pb2.DeleteScheduleRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.DeleteScheduleResponse.FromString,
+                _registered_method=True)
+        self.Pause = channel.unary_unary(
+                '/rdq.v1.Schedules/Pause',
+                request_serializer=rdq_dot_v1_dot_api__pb2.PauseScheduleRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.ScheduleResponse.FromString,
+                _registered_method=True)
+        self.Resume = channel.unary_unary(
+                '/rdq.v1.Schedules/Resume',
+                request_serializer=rdq_dot_v1_dot_api__pb2.ResumeScheduleRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.ScheduleResponse.FromString,
+                _registered_method=True)
+        self.Run = channel.unary_unary(
+                '/rdq.v1.Schedules/Run',
+                request_serializer=rdq_dot_v1_dot_api__pb2.RunScheduleRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.TaskResponse.FromString,
+                _registered_method=True)
+        self.Next = channel.unary_unary(
+                '/rdq.v1.Schedules/Next',
+                request_serializer=rdq_dot_v1_dot_api__pb2.NextDueRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.NextDueResponse.FromString,
+                _registered_method=True)
+
+
+class SchedulesServicer:
+    """Periodic schedules (docs/schedules.md): the operations of
+    /v1/schedules. A schedule's definition travels as its JSON text
+    (`schedule_json`), the very document of `PUT /v1/schedules/{name}`, so
+    the model, its defaults and its rules are stated once; the firing state
+    is typed. Reading needs any scope on the schedule's queue, changing it
+    `admin` there (audited).
+    """
+
+    def Put(self, request, context):
+        """Creates or replaces a schedule; its cursor and counters stay.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """One schedule with its firing state.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Every schedule on a queue the caller may read, by name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Removes a schedule; the tasks it submitted stay.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Pause(self, request, context):
+        """Pauses a schedule: its due times are skipped as `paused`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Resume(self, request, context):
+        """Resumes a paused schedule from now, without catching up.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Run(self, request, context):
+        """Submits the schedule's task once now, with the headers `rdq.schedule`
+        and `rdq.schedule_manual: true`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Next(self, request, context):
+        """The schedule's next due times from now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_SchedulesServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Put': grpc.unary_unary_rpc_method_handler(
+                    servicer.Put,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.PutScheduleRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.PutScheduleResponse.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.GetScheduleRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.ScheduleResponse.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.DeleteScheduleRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.DeleteScheduleResponse.SerializeToString,
+            ),
+            'Pause': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pause,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.PauseScheduleRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.ScheduleResponse.SerializeToString,
+            ),
+            'Resume': grpc.unary_unary_rpc_method_handler(
+                    servicer.Resume,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.ResumeScheduleRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.ScheduleResponse.SerializeToString,
+            ),
+            'Run': grpc.unary_unary_rpc_method_handler(
+                    servicer.Run,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.RunScheduleRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.TaskResponse.SerializeToString,
+            ),
+            'Next': grpc.unary_unary_rpc_method_handler(
+                    servicer.Next,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.NextDueRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.NextDueResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'rdq.v1.Schedules', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('rdq.v1.Schedules', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Schedules:
+    """Periodic schedules (docs/schedules.md): the operations of
+    /v1/schedules. A schedule's definition travels as its JSON text
+    (`schedule_json`), the very document of `PUT /v1/schedules/{name}`, so
+    the model, its defaults and its rules are stated once; the firing state
+    is typed. Reading needs any scope on the schedule's queue, changing it
+    `admin` there (audited).
+    """
+
+    @staticmethod
+    def Put(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Schedules/Put',
+            rdq_dot_v1_dot_api__pb2.PutScheduleRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.PutScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Schedules/Get',
+            rdq_dot_v1_dot_api__pb2.GetScheduleRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.ScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Schedules/List',
+            rdq_dot_v1_dot_api__pb2.ListSchedulesRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.ListSchedulesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Schedules/Delete',
+            rdq_dot_v1_dot_api__pb2.DeleteScheduleRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.DeleteScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Pause(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Schedules/Pause',
+            rdq_dot_v1_dot_api__pb2.PauseScheduleRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.ScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Resume(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Schedules/Resume',
+            rdq_dot_v1_dot_api__pb2.ResumeScheduleRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.ScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Run(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Schedules/Run',
+            rdq_dot_v1_dot_api__pb2.RunScheduleRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.TaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Next(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Schedules/Next',
+            rdq_dot_v1_dot_api__pb2.NextDueRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.NextDueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
