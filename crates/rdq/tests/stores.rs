@@ -16,6 +16,7 @@ macro_rules! sdk_suite {
                 a_cancelled_job_never_runs_and_says_why_it_is_dead,
                 a_running_job_hears_of_its_cancel_and_is_not_retried,
                 a_live_handler_keeps_its_lease_by_heartbeat,
+                schedules_declared_in_code_fire_and_undeclared_ones_are_reported,
                 exhausted_attempts_dead_letter_under_the_worker_override,
                 a_task_without_a_handler_is_dead_lettered_not_looped,
                 an_undecodable_payload_is_dead_lettered_not_looped,

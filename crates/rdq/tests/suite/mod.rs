@@ -453,6 +453,77 @@ pub async fn a_live_handler_keeps_its_lease_by_heartbeat(h: Harness) {
     assert_eq!(h.task(WORK, id).await.attempt_count, 1);
 }
 
+pub async fn schedules_declared_in_code_fire_and_undeclared_ones_are_reported(h: Harness) {
+    if !h.producer().engine().capabilities().schedules {
+        return;
+    }
+    h.policy(WORK, no_backoff(3)).await;
+    // What an earlier deploy declared, and this one no longer does.
+    let old = rdq::Schedule::every("e2e.old", 3_600_000, rdq::TaskTemplate::new(WORK, "step"));
+    h.engine
+        .put_schedule(old, rdq_engine::ScheduleOwner::Code)
+        .await
+        .unwrap();
+    let ran = shared();
+    let sink = Arc::clone(&ran);
+    let tick = rdq::Schedule::every(
+        "e2e.tick",
+        200,
+        rdq::TaskTemplate::new(WORK, "step").payload(br#"{"n":7}"#.to_vec(), "application/json"),
+    );
+    let bad = rdq::Schedule::cron(
+        "e2e.bad",
+        "61 * * * *",
+        rdq::TaskTemplate::new(WORK, "step"),
+    );
+    let refused = h
+        .worker()
+        .schedule(bad)
+        .handler_fn(|_job: Step, _ctx: JobContext| async move { Ok::<(), JobError>(()) })
+        .build()
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(refused.code(), "INVALID_CRON");
+    let worker = h
+        .worker()
+        .schedule(tick)
+        .scheduler(Some(rdq::SchedulerConfig {
+            interval: Duration::from_millis(50),
+        }))
+        .handler_fn(move |job: Step, ctx: JobContext| {
+            let sink = Arc::clone(&sink);
+            async move {
+                sink.lock()
+                    .unwrap()
+                    .push((job.n, ctx.header("rdq.schedule").map(str::to_owned)));
+                Ok::<(), JobError>(())
+            }
+        })
+        .build()
+        .unwrap()
+        .start();
+    for _ in 0..300 {
+        if ran.lock().unwrap().len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(worker.undeclared_schedules(), vec!["e2e.old".to_owned()]);
+    worker.shutdown(STOP).await.unwrap();
+    let ran = ran.lock().unwrap();
+    assert!(ran.len() >= 3, "the declared schedule fires: {ran:?}");
+    assert!(
+        ran.iter()
+            .all(|(n, s)| *n == 7 && s.as_deref() == Some("e2e.tick"))
+    );
+    let info = h.engine.get_schedule("e2e.tick").await.unwrap();
+    assert_eq!(info.owner, rdq_engine::ScheduleOwner::Code);
+    assert!(
+        h.engine.get_schedule("e2e.old").await.is_ok(),
+        "reported, not deleted"
+    );
+}
+
 pub async fn exhausted_attempts_dead_letter_under_the_worker_override(h: Harness) {
     h.policy(WORK, no_backoff(10)).await;
     let id = h.producer().enqueue(&Step { n: 1 }).await.unwrap().id;
