@@ -133,13 +133,7 @@ fn direct(env: Envelope) -> Result<pb::Envelope, Box<Envelope>> {
         message: r.message,
         unknown_json: String::new(),
     });
-    let cancel_requested = env.cancel_requested.map(|r| pb::CancelRequest {
-        omitted: owned(r.left_out()),
-        at: r.at.to_string(),
-        by: r.by,
-        message: r.message,
-        unknown_json: String::new(),
-    });
+    let cancel_requested = env.cancel_requested.map(cancel_request);
     Ok(pb::Envelope {
         envelope_version: env.envelope_version,
         id: env.id.to_string(),
@@ -188,6 +182,18 @@ pub(crate) fn has_unknown_members(env: &Envelope) -> bool {
             .cancel_requested
             .as_ref()
             .is_some_and(|r| extra(&r.extra, CANCEL_REQUEST_KNOWN))
+}
+
+/// The message of a cancel request the model knows whole (no unknown
+/// members: [`has_unknown_members`] sends those by way of the JSON).
+pub(crate) fn cancel_request(r: rdq_envelope::CancelRequest) -> pb::CancelRequest {
+    pb::CancelRequest {
+        omitted: owned(r.left_out()),
+        at: r.at.to_string(),
+        by: r.by,
+        message: r.message,
+        unknown_json: String::new(),
+    }
 }
 
 fn owned(names: Vec<&'static str>) -> Vec<String> {

@@ -216,17 +216,6 @@ pub fn settle_result(
     }
 }
 
-/// The message of a cancel request.
-pub fn cancel_request(r: rdq_envelope::CancelRequest) -> pb::CancelRequest {
-    pb::CancelRequest {
-        omitted: r.left_out().into_iter().map(str::to_owned).collect(),
-        at: r.at.to_string(),
-        by: r.by,
-        message: r.message,
-        unknown_json: String::new(),
-    }
-}
-
 /// The leased-task message of a claim.
 pub fn leased(l: Leased) -> pb::LeasedTask {
     let envelope = codec::into_proto(l.envelope);

@@ -360,7 +360,7 @@ impl Driver {
                     kind: Some(pb::work_response::Kind::Cancel(pb::WorkCancel {
                         id: id.to_string(),
                         lease_token,
-                        request: Some(crate::messages::cancel_request(request)),
+                        request: Some(crate::codec::cancel_request(request)),
                     })),
                 });
                 let _ = tx.send(vec![Ok(msg)]).await;
