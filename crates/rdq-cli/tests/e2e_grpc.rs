@@ -12,7 +12,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Api, FAST_CONFIG, RdqServer};
+use common::grpc::{ALL, SUBMIT_ONLY, channel, config, req};
+use common::{Api, RdqServer};
 use rdq_grpc::pb;
 use rdq_grpc::pb::dlq_client::DlqClient;
 use rdq_grpc::pb::queues_client::QueuesClient;
@@ -24,23 +25,6 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
-
-const ALL: &str = "grpc-all-secret-token-0042";
-const SUBMIT_ONLY: &str = "grpc-submit-secret-0042";
-
-fn config() -> String {
-    format!(
-        "{FAST_CONFIG}\n[[tokens]]\nname = \"all\"\ntoken = \"{ALL}\"\nscopes = [\"admin\", \"submit\", \"work\"]\n\
-         [[tokens]]\nname = \"checkout\"\ntoken = \"{SUBMIT_ONLY}\"\nscopes = [\"submit\"]\n"
-    )
-}
-
-fn req<T>(msg: T, token: &str) -> Request<T> {
-    let mut r = Request::new(msg);
-    r.metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    r
-}
 
 fn code_of(s: &Status) -> String {
     s.metadata()
@@ -57,14 +41,6 @@ fn assert_refused<T: std::fmt::Debug>(r: Result<T, Status>, grpc: Code, code: &s
     assert!(s.message().starts_with(code), "{s:?}");
     let problem = rdq_grpc::status::problem_of(&s).expect("an rdq.v1.Problem in the details");
     assert_eq!(problem.code, code);
-}
-
-async fn channel(server: &RdqServer) -> Channel {
-    Channel::from_shared(server.base.clone())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap()
 }
 
 fn submit(queue: &str, payload: &[u8]) -> pb::SubmitRequest {

@@ -10,30 +10,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{FAST_CONFIG, RdqServer};
+use common::RdqServer;
+use common::grpc::{ALL, SUBMIT_ONLY, channel, config, req};
 use rdq_grpc::pb;
 use rdq_grpc::pb::schedules_client::SchedulesClient;
 use rdq_grpc::pb::tasks_client::TasksClient;
 use serde_json::{Value, json};
-use tonic::transport::Channel;
-use tonic::{Code, Request, Status};
-
-const ALL: &str = "grpc-all-secret-token-0042";
-const SUBMIT_ONLY: &str = "grpc-submit-secret-0042";
-
-fn config() -> String {
-    format!(
-        "{FAST_CONFIG}\n[[tokens]]\nname = \"all\"\ntoken = \"{ALL}\"\nscopes = [\"admin\", \"submit\", \"work\"]\n\
-         [[tokens]]\nname = \"checkout\"\ntoken = \"{SUBMIT_ONLY}\"\nscopes = [\"submit\"]\n"
-    )
-}
-
-fn req<T>(msg: T, token: &str) -> Request<T> {
-    let mut r = Request::new(msg);
-    r.metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    r
-}
+use tonic::{Code, Status};
 
 fn assert_refused<T: std::fmt::Debug>(r: Result<T, Status>, grpc: Code, code: &str) {
     let s = r.expect_err("refused");
@@ -53,11 +36,7 @@ fn put(name: &str, schedule: &Value) -> pb::PutScheduleRequest {
 async fn schedules_over_grpc_are_managed_and_fired() {
     let dir = tempfile::tempdir().unwrap();
     let server = RdqServer::start(dir.path(), &config(), &[]);
-    let ch = Channel::from_shared(server.base.clone())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let ch = channel(&server).await;
     let mut schedules = SchedulesClient::new(ch.clone());
     let tick =
         json!({"task": {"queue": "ticks", "handler_ref": "tick"}, "spec": {"every_ms": 1000}});

@@ -10,6 +10,8 @@
     dead_code
 )]
 
+pub mod grpc;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
