@@ -261,6 +261,20 @@ pub struct ScheduleList {
     pub schedules: Vec<ScheduleState>,
 }
 
+/// Query of `PUT /v1/schedules/{name}`.
+#[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PutScheduleQuery {
+    /// Who puts it: `api` (the default) or `code`, for a schedule a
+    /// program declares at its start (an SDK's schedule declarations);
+    /// the owner is shown with the schedule and tells an SDK which stored
+    /// schedules its code no longer declares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(example = "code")]
+    pub owner: Option<String>,
+}
+
 /// Query of `GET /v1/schedules/{name}/next`.
 #[derive(Debug, Default, Serialize, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]

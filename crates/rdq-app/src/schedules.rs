@@ -95,6 +95,17 @@ pub fn schedule_from_body(name: &str, body: ScheduleBody) -> Result<Schedule, Ap
     })
 }
 
+/// The owner a put names (`api` when it names none): `INVALID_FIELD` on
+/// `owner` for anything but `api` or `code`.
+pub fn owner_of(named: Option<&str>) -> Result<ScheduleOwner, AppError> {
+    match named {
+        None | Some("") => Ok(ScheduleOwner::Api),
+        Some(text) => ScheduleOwner::parse(text).ok_or_else(|| {
+            AppError::invalid_field("owner", format!("is {text:?}, not \"api\" or \"code\""))
+        }),
+    }
+}
+
 /// The wire form of a schedule, every default written out.
 pub fn schedule_body(s: &Schedule) -> ScheduleBody {
     let t = &s.task;
@@ -183,6 +194,7 @@ impl App {
         &self,
         caller: &Caller,
         schedule: Schedule,
+        owner: ScheduleOwner,
     ) -> Result<(ScheduleState, bool), AppError> {
         check_name(&schedule.name)?;
         caller.require(Scope::Admin, &schedule.task.queue)?;
@@ -204,13 +216,17 @@ impl App {
             .map_err(template_error)?;
         let info = self
             .engine
-            .put_schedule(valid.into_schedule(), ScheduleOwner::Api)
+            .put_schedule(valid.into_schedule(), owner)
             .await?;
         self.audit_schedule(
             caller,
             "schedule.put",
             &info.schedule,
-            json!({"created": previous.is_none(), "schedule": schedule_body(&info.schedule)}),
+            json!({
+                "created": previous.is_none(),
+                "owner": owner.as_str(),
+                "schedule": schedule_body(&info.schedule),
+            }),
         );
         Ok((schedule_state(info), previous.is_none()))
     }

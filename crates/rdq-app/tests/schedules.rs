@@ -56,7 +56,7 @@ async fn a_store_without_schedules_answers_unsupported_to_every_schedule_use_cas
     .unwrap();
     let schedule = schedule_from_body("tick", body).unwrap();
     let errors = [
-        app.put_schedule(&caller, schedule)
+        app.put_schedule(&caller, schedule, rdq_engine::ScheduleOwner::Api)
             .await
             .map(drop)
             .unwrap_err(),

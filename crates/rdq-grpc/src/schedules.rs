@@ -6,7 +6,7 @@
 
 use rdq_api::schedules::{ScheduleBody, ScheduleState};
 use rdq_app::AppError;
-use rdq_app::schedules::{DEFAULT_NEXT_DUE, check_name, schedule_from_body};
+use rdq_app::schedules::{DEFAULT_NEXT_DUE, check_name, owner_of, schedule_from_body};
 use tonic::{Request, Response, Status};
 
 use crate::messages::task_response;
@@ -54,10 +54,11 @@ impl pb::schedules_server::Schedules for GrpcApi {
                 "schedule_json is not a schedule: {e}"
             )))
         })?;
+        let owner = owner_of(Some(&msg.owner)).map_err(st)?;
         let schedule = schedule_from_body(&msg.name, body).map_err(st)?;
         let (state, created) = self
             .app()
-            .put_schedule(&caller, schedule)
+            .put_schedule(&caller, schedule, owner)
             .await
             .map_err(st)?;
         Ok(Response::new(pb::PutScheduleResponse {

@@ -60,6 +60,29 @@ async fn a_put_schedule_is_201_then_200_and_reads_back_with_defaults_and_next_ru
 }
 
 #[tokio::test]
+async fn a_put_names_its_owner_code_for_a_schedule_declared_in_code() {
+    let server = TestServer::start().await;
+    let r = server
+        .put("/v1/schedules/declared?owner=code", hourly())
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    assert_eq!(r.body["owner"], "code");
+    // A put without the query is the API's again.
+    let r = server.put("/v1/schedules/declared", hourly()).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.body["owner"], "api");
+    let bad = server
+        .put("/v1/schedules/other?owner=robot", hourly())
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.text);
+    assert_eq!(bad.body["code"], "INVALID_FIELD");
+    assert_eq!(bad.body["field"], "owner");
+    let missing = server.get("/v1/schedules/other").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn bad_schedules_are_400_with_the_code_naming_the_field_and_store_nothing() {
     let server = TestServer::start().await;
     let with = |patch: Value| {

@@ -46,7 +46,10 @@ impl ScheduleOperations for Local {
     ) -> Result<(ScheduleState, bool), CliError> {
         rdq_app::schedules::check_name(name)?;
         let schedule = schedule_from_body(name, body)?;
-        Ok(self.app.put_schedule(&self.caller, schedule).await?)
+        Ok(self
+            .app
+            .put_schedule(&self.caller, schedule, rdq_engine::ScheduleOwner::Api)
+            .await?)
     }
 
     async fn schedules(&self) -> Result<Vec<ScheduleState>, CliError> {

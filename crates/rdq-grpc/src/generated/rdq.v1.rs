@@ -1057,6 +1057,10 @@ pub struct PutScheduleRequest {
     /// its `name`, if any, must equal `name`.
     #[prost(string, tag = "2")]
     pub schedule_json: ::prost::alloc::string::String,
+    /// Who puts it: `api` (also when empty) or `code`, for a schedule a
+    /// program declares at its start; anything else is INVALID_FIELD.
+    #[prost(string, tag = "3")]
+    pub owner: ::prost::alloc::string::String,
 }
 /// The stored schedule.
 #[derive(Clone, PartialEq, ::prost::Message)]

@@ -6,7 +6,9 @@
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
-use rdq_api::schedules::{NextDue, NextDueQuery, ScheduleBody, ScheduleList, ScheduleState};
+use rdq_api::schedules::{
+    NextDue, NextDueQuery, PutScheduleQuery, ScheduleBody, ScheduleList, ScheduleState,
+};
 use rdq_api::schema::Envelope;
 use rdq_app::Caller;
 use rdq_app::schedules::{DEFAULT_NEXT_DUE, format_instant, schedule_from_body};
@@ -30,7 +32,7 @@ pub struct SchedulePath {
 #[utoipa::path(
     put, path = "/v1/schedules/{name}", operation_id = "putSchedule", tag = "schedules",
     summary = "Create or replace a schedule (admin on its queue; audited); its cursor and counters stay",
-    params(SchedulePath),
+    params(SchedulePath, PutScheduleQuery),
     request_body = ScheduleBody,
     responses(
         (status = 201, description = "The new schedule", body = ScheduleState),
@@ -43,11 +45,13 @@ pub async fn put(
     State(state): State<AppState>,
     caller: Caller,
     PathArgs(name): PathArgs<String>,
+    QueryArgs(query): QueryArgs<PutScheduleQuery>,
     JsonBody(body): JsonBody<ScheduleBody>,
 ) -> Result<Response, ApiError> {
     rdq_app::schedules::check_name(&name)?;
+    let owner = rdq_app::schedules::owner_of(query.owner.as_deref())?;
     let schedule = schedule_from_body(&name, body)?;
-    let (stored, created) = state.app().put_schedule(&caller, schedule).await?;
+    let (stored, created) = state.app().put_schedule(&caller, schedule, owner).await?;
     let status = if created {
         StatusCode::CREATED
     } else {

@@ -3846,7 +3846,10 @@ type PutScheduleRequest struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The JSON object of `PUT /v1/schedules/{name}` (docs/schedules.md);
 	// its `name`, if any, must equal `name`.
-	ScheduleJson  string `protobuf:"bytes,2,opt,name=schedule_json,json=scheduleJson,proto3" json:"schedule_json,omitempty"`
+	ScheduleJson string `protobuf:"bytes,2,opt,name=schedule_json,json=scheduleJson,proto3" json:"schedule_json,omitempty"`
+	// Who puts it: `api` (also when empty) or `code`, for a schedule a
+	// program declares at its start; anything else is INVALID_FIELD.
+	Owner         string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3891,6 +3894,13 @@ func (x *PutScheduleRequest) GetName() string {
 func (x *PutScheduleRequest) GetScheduleJson() string {
 	if x != nil {
 		return x.ScheduleJson
+	}
+	return ""
+}
+
+func (x *PutScheduleRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
 	}
 	return ""
 }
@@ -4848,10 +4858,11 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\arequest\x18\x03 \x01(\v2\x15.rdq.v1.CancelRequestR\arequest\"O\n" +
 	"\aWorkAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x122\n" +
-	"\aresults\x18\x02 \x03(\v2\x18.rdq.v1.SettleItemResultR\aresults\"M\n" +
+	"\aresults\x18\x02 \x03(\v2\x18.rdq.v1.SettleItemResultR\aresults\"c\n" +
 	"\x12PutScheduleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
-	"\rschedule_json\x18\x02 \x01(\tR\fscheduleJson\"e\n" +
+	"\rschedule_json\x18\x02 \x01(\tR\fscheduleJson\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\"e\n" +
 	"\x13PutScheduleResponse\x124\n" +
 	"\bschedule\x18\x01 \x01(\v2\x18.rdq.v1.ScheduleResponseR\bschedule\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"(\n" +

@@ -613,12 +613,14 @@ class WorkAck(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., results: _Optional[_Iterable[_Union[SettleItemResult, _Mapping]]] = ...) -> None: ...
 
 class PutScheduleRequest(_message.Message):
-    __slots__ = ("name", "schedule_json")
+    __slots__ = ("name", "schedule_json", "owner")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_JSON_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     name: str
     schedule_json: str
-    def __init__(self, name: _Optional[str] = ..., schedule_json: _Optional[str] = ...) -> None: ...
+    owner: str
+    def __init__(self, name: _Optional[str] = ..., schedule_json: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class PutScheduleResponse(_message.Message):
     __slots__ = ("schedule", "created")
