@@ -29,6 +29,7 @@ fn put(name: &str, schedule: &Value) -> pb::PutScheduleRequest {
     pb::PutScheduleRequest {
         name: name.into(),
         schedule_json: schedule.to_string(),
+        owner: String::new(),
     }
 }
 
@@ -90,6 +91,22 @@ async fn schedules_over_grpc_are_managed_and_fired() {
     assert_eq!(definition["spec"]["every_ms"], 1000);
     assert_eq!(definition["catch_up"], "latest");
     assert_eq!(stored.owner, "api");
+    // Declared in code: the owner says so; an unknown owner is refused.
+    let mut declared = put("tick", &tick);
+    declared.owner = "code".into();
+    let again = schedules
+        .put(req(declared, ALL))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.schedule.unwrap().owner, "code");
+    let mut bad = put("tick", &tick);
+    bad.owner = "robot".into();
+    assert_refused(
+        schedules.put(req(bad, ALL)).await,
+        Code::InvalidArgument,
+        "INVALID_FIELD",
+    );
 
     let next = schedules
         .next(req(
