@@ -147,6 +147,7 @@ macro_rules! __with_every_check {
             a_throttle_passes_over_its_key_until_its_time
             local_concurrency_bounds_each_process
             schedules_fire_each_due_time_once_across_racing_nodes
+            many_fires_apply_each_from_its_own_cursor
             schedules_catch_up_after_a_gap_by_policy
             schedules_overlap_policies_read_the_previous_task
             a_paused_schedule_skips_and_resumes_without_catching_up
@@ -199,6 +200,6 @@ mod tests {
         let unique: HashSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
         assert!(names.contains(&"fixtures_round_trip"));
-        assert_eq!(names.len(), 44);
+        assert_eq!(names.len(), 45);
     }
 }

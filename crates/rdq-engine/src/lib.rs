@@ -41,7 +41,9 @@ pub use flow::{FlowLedger, FlowPolicy, FlowStatus};
 pub use lease_key::{LeaseKey, TokenMismatch};
 pub use machine::{FailureKind, LeaseToken, RetryOverride, Settlement};
 pub use policy::{Backoff, QueuePolicy, VersionMismatch};
-pub use schedules::{FireReport, ScheduleFailure, ScheduleFired, ScheduleInfo, ScheduleSkipped};
+pub use schedules::{
+    FIRE_BATCH, FireReport, ScheduleFailure, ScheduleFired, ScheduleInfo, ScheduleSkipped,
+};
 pub use store::{
     Cancel, CancelRequest, Capabilities, ClaimRequest, ConfigStore, DeadGroup, DeadReasonFilter,
     FireOutcome, FireRequest, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, Pruning,

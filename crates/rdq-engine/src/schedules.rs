@@ -16,7 +16,7 @@
 //! of the new definition before the change are neither fired nor skipped,
 //! and resuming a paused schedule does not catch up on the pause.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rdq_envelope::{Status, TaskId, Timestamp};
 use rdq_schedule::{
@@ -34,6 +34,10 @@ use crate::store::{
 
 /// Schedules read per store call while ticking or listing.
 const PAGE: usize = 500;
+
+/// Schedules fired per store call while ticking: on PostgreSQL, per
+/// transaction.
+pub const FIRE_BATCH: usize = 250;
 
 /// A stored schedule as the engine reads it: the definition, its firing
 /// state and when it is next due.
@@ -197,33 +201,67 @@ impl Engine {
 
     /// One scheduler tick at `now`: plans every schedule (a due time at
     /// most `grace_ms` late is on time; the tick period) and fires what is
-    /// due, each schedule in one atomic store step (module documentation).
-    /// A schedule that cannot be fired is reported and left for the next
-    /// tick; the others fire regardless. `UNSUPPORTED` on a store without
-    /// schedules.
+    /// due, [`FIRE_BATCH`] schedules per store call, each fire atomic on its
+    /// own (module documentation). A schedule that cannot be fired is
+    /// reported and left for the next tick; the others fire regardless.
+    /// `UNSUPPORTED` on a store without schedules.
+    ///
+    /// Each tick walks the schedules from a random point, so nodes ticking
+    /// at the same instant (every node wakes at the same due time) mostly
+    /// fire different schedules instead of racing for the same ones.
     pub async fn fire_due(&self, now: Timestamp, grace_ms: u64) -> Result<FireReport, EngineError> {
         let store = self.schedule_store()?;
         let mut report = FireReport::default();
+        let mut all: Vec<StoredSchedule> = Vec::new();
         let mut after: Option<String> = None;
         loop {
             let page = store.list_schedules(after.as_deref(), PAGE).await?;
             let full = page.len() >= PAGE;
             after = page.last().map(|s| s.name.clone());
-            for stored in page {
-                report.schedules += 1;
-                let name = stored.name.clone();
-                if let Err(error) = self
-                    .fire_one(store, stored, now.unix_ms(), grace_ms, &mut report)
-                    .await
-                {
-                    report.failed.push(ScheduleFailure {
-                        schedule: name,
-                        error,
-                    });
-                }
-            }
+            all.extend(page);
             if !full {
                 break;
+            }
+        }
+        report.schedules = all.len();
+        if !all.is_empty() {
+            let start =
+                usize::try_from(getrandom::u64().unwrap_or(0) % all.len() as u64).unwrap_or(0);
+            all.rotate_left(start);
+        }
+        let now_ms = now.unix_ms();
+        let mut policies: HashMap<String, QueuePolicy> = HashMap::new();
+        for chunk in all.chunks(FIRE_BATCH) {
+            let mut planned: Vec<Planned> = Vec::with_capacity(chunk.len());
+            let mut requests: Vec<FireRequest> = Vec::with_capacity(chunk.len());
+            for stored in chunk {
+                match self
+                    .plan_fire(stored, now_ms, grace_ms, &mut policies, &mut report)
+                    .await
+                {
+                    Ok(Some((p, request))) => {
+                        planned.push(p);
+                        requests.push(request);
+                    }
+                    Ok(None) => {}
+                    Err(error) => report.failed.push(ScheduleFailure {
+                        schedule: stored.name.clone(),
+                        error,
+                    }),
+                }
+            }
+            if planned.is_empty() {
+                continue;
+            }
+            let outcomes = store.fire_schedules(&requests).await;
+            for (p, outcome) in planned.into_iter().zip(outcomes) {
+                match outcome {
+                    Ok(outcome) => account(p, outcome, &mut report),
+                    Err(error) => report.failed.push(ScheduleFailure {
+                        schedule: p.name,
+                        error,
+                    }),
+                }
             }
         }
         if !report.fired.is_empty() {
@@ -232,15 +270,17 @@ impl Engine {
         Ok(report)
     }
 
-    async fn fire_one(
+    /// What `stored` has due at `now_ms`, as a fire to hand the store;
+    /// `None` when nothing is due. Each queue's policy is read once a tick.
+    async fn plan_fire(
         &self,
-        store: &dyn Schedules,
-        stored: StoredSchedule,
+        stored: &StoredSchedule,
         now_ms: i64,
         grace_ms: u64,
+        policies: &mut HashMap<String, QueuePolicy>,
         report: &mut FireReport,
-    ) -> Result<(), EngineError> {
-        let valid = parse(&stored)?;
+    ) -> Result<Option<(Planned, FireRequest)>, EngineError> {
+        let valid = parse(stored)?;
         let rules = valid.schedule();
         let previous_run = match stored.last_fired_task {
             // Only an overlap policy reads the previous task: spare the
@@ -264,16 +304,23 @@ impl Engine {
             report.next_due_ms = Some(report.next_due_ms.map_or(next, |n| n.min(next)));
         }
         let Some(last_due_ms) = planned.last_due_ms else {
-            return Ok(());
+            return Ok(None);
         };
         if planned.submit.is_empty() && planned.skipped.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
-        let policy = self.policy(&rules.task.queue).await?;
+        let queue = &rules.task.queue;
+        let policy = match policies.get(queue) {
+            Some(policy) => policy,
+            None => {
+                let policy = self.policy(queue).await?;
+                policies.entry(queue.clone()).or_insert(policy)
+            }
+        };
         let tasks = planned
             .submit
             .iter()
-            .map(|fire| self.fire_task(rules, fire, &policy))
+            .map(|fire| self.fire_task(rules, fire, policy))
             .collect::<Result<Vec<NewTask>, EngineError>>()?;
         let mut skipped: BTreeMap<&'static str, u64> = BTreeMap::new();
         for run in &planned.skipped {
@@ -290,33 +337,12 @@ impl Engine {
                 .collect(),
             now_ms,
         };
-        match store.fire_schedule(&request).await? {
-            FireOutcome::Raced => report.raced += 1,
-            FireOutcome::Fired(results) => {
-                for (fire, result) in planned.submit.iter().zip(results) {
-                    match result {
-                        Ok(submitted) => report.fired.push(ScheduleFired {
-                            schedule: rules.name.clone(),
-                            due_ms: fire.due_ms,
-                            backfilled: fire.backfilled,
-                            task: submitted.envelope().id,
-                            created: matches!(submitted, Submitted::Created(_)),
-                        }),
-                        Err(error) => report.failed.push(ScheduleFailure {
-                            schedule: rules.name.clone(),
-                            error,
-                        }),
-                    }
-                }
-                report
-                    .skipped
-                    .extend(planned.skipped.iter().map(|&skipped| ScheduleSkipped {
-                        schedule: rules.name.clone(),
-                        skipped,
-                    }));
-            }
-        }
-        Ok(())
+        let planned = Planned {
+            name: rules.name.clone(),
+            submit: planned.submit,
+            skipped: planned.skipped,
+        };
+        Ok(Some((planned, request)))
     }
 
     /// The task of a fire: the template, the fire's reserved headers and
@@ -357,6 +383,43 @@ impl Engine {
                 Ok(RunState::Unknown)
             }
             Err(e) => Err(e),
+        }
+    }
+}
+
+/// A fire planned for one schedule, and what to report once it is applied.
+struct Planned {
+    name: String,
+    submit: Vec<Fire>,
+    skipped: Vec<Skipped>,
+}
+
+/// Reports what the store did with a planned fire.
+fn account(p: Planned, outcome: FireOutcome, report: &mut FireReport) {
+    match outcome {
+        FireOutcome::Raced => report.raced += 1,
+        FireOutcome::Fired(results) => {
+            for (fire, result) in p.submit.iter().zip(results) {
+                match result {
+                    Ok(submitted) => report.fired.push(ScheduleFired {
+                        schedule: p.name.clone(),
+                        due_ms: fire.due_ms,
+                        backfilled: fire.backfilled,
+                        task: submitted.envelope().id,
+                        created: matches!(submitted, Submitted::Created(_)),
+                    }),
+                    Err(error) => report.failed.push(ScheduleFailure {
+                        schedule: p.name.clone(),
+                        error,
+                    }),
+                }
+            }
+            report
+                .skipped
+                .extend(p.skipped.into_iter().map(|skipped| ScheduleSkipped {
+                    schedule: p.name.clone(),
+                    skipped,
+                }));
         }
     }
 }

@@ -12,7 +12,9 @@ mod services;
 mod shutdown;
 mod worker;
 
-pub use scheduler::{SchedulerConfig, run_scheduler, run_scheduler_with, tick_schedules};
+pub use scheduler::{
+    SchedulerConfig, run_scheduler, run_scheduler_with, tick_schedules, until_next,
+};
 pub use services::{PrunerConfig, ReaperConfig, run_pruner, run_reaper, run_reaper_with};
 pub use shutdown::{Shutdown, ShutdownTrigger, shutdown_channel};
 pub use worker::{Handler, Heartbeat, Task, Worker, WorkerConfig, WorkerStats};

@@ -24,8 +24,10 @@ use crate::shutdown::Shutdown;
 /// How often the scheduler ticks.
 #[derive(Debug, Clone, Copy)]
 pub struct SchedulerConfig {
-    /// Pause between ticks (default 1 s). Also the grace: a due time at
-    /// most this late is on time, so every catch-up policy submits it.
+    /// The longest pause between ticks (default 1 s): a tick comes sooner
+    /// when a schedule falls due sooner, at its due time. Also the grace: a
+    /// due time at most this late is on time, so every catch-up policy
+    /// submits it.
     pub interval: Duration,
 }
 
@@ -58,13 +60,28 @@ pub async fn run_scheduler_with(
     mut on_tick: impl FnMut(&FireReport) + Send,
 ) {
     loop {
+        let mut wait = config.interval;
         if let Some(report) = tick_schedules(&engine, config).await {
+            wait = until_next(&report, engine.now().unix_ms(), config.interval);
             on_tick(&report);
         }
         tokio::select! {
             () = shutdown.wait() => return,
-            () = tokio::time::sleep(config.interval) => {}
+            () = tokio::time::sleep(wait) => {}
         }
+    }
+}
+
+/// How long a scheduler sleeps after a tick at `now_ms`: until the earliest
+/// next due time when that comes before a whole `interval`, so a due time
+/// fires as it falls due rather than up to a tick later; else `interval`.
+pub fn until_next(report: &FireReport, now_ms: i64, interval: Duration) -> Duration {
+    match report.next_due_ms {
+        Some(next) if next > now_ms => {
+            let ms = u64::try_from(next - now_ms).unwrap_or(u64::MAX);
+            Duration::from_millis(ms).min(interval)
+        }
+        _ => interval,
     }
 }
 

@@ -1,14 +1,16 @@
 //! Schedules in PostgreSQL: the `schedules` table (schema version 6).
 //!
-//! A fire is one transaction: the compare-and-swap on the cursor
-//! (`UPDATE … WHERE last_due IS NOT DISTINCT FROM $expected`, which also
-//! locks the row against every other node's fire), then the fire's tasks
-//! through the store's grouped submit statement, then the counters. A node
-//! whose update finds another cursor rolls back and changes nothing. Should
+//! A tick's fires (up to `rdq_engine::FIRE_BATCH`) are one transaction: the
+//! schedules' rows are locked in name order (`SELECT … FOR UPDATE`, so two
+//! nodes' batches wait for each other instead of deadlocking), the fires
+//! whose stored cursor is still the one their planner read are kept, their
+//! tasks go through the store's grouped submit statement at once, and one
+//! `UPDATE … FROM unnest(…)` moves the kept cursors and counters. A fire
+//! whose cursor moved (another node fired first) changes nothing. Should
 //! the connection drop after the commit was sent, the retry finds the
-//! cursor moved and answers `Raced`: the fire happened once either way.
+//! cursors moved and answers `Raced`: each fire happened once either way.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use async_trait::async_trait;
 use rdq_engine::store::schedules::{add_skips, created_count, last_task};
@@ -114,53 +116,110 @@ impl Schedules for PostgresStore {
 
     async fn fire_schedule(&self, fire: &FireRequest) -> Result<FireOutcome, EngineError> {
         self.started().await?;
-        fire_schedule(self.shared(), fire).await
+        let mut outcomes = fire_batch(self.shared(), std::slice::from_ref(fire)).await?;
+        outcomes
+            .pop()
+            .ok_or_else(|| EngineError::CorruptStore("a fire went unanswered".to_owned()))
+    }
+
+    async fn fire_schedules(&self, fires: &[FireRequest]) -> Vec<Result<FireOutcome, EngineError>> {
+        let outcome = match self.started().await {
+            Ok(_) => fire_batch(self.shared(), fires).await,
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+            Err(e) => fires.iter().map(|_| Err(e.clone())).collect(),
+        }
     }
 }
 
-async fn fire_schedule(shared: &Shared, fire: &FireRequest) -> Result<FireOutcome, EngineError> {
+/// Applies `fires` in one transaction (module documentation): locks their
+/// rows in name order (so two nodes' batches never deadlock), keeps the
+/// fires whose cursor is still the expected one, submits all their tasks
+/// in one statement and records every won fire in one more.
+async fn fire_batch(
+    shared: &Shared,
+    fires: &[FireRequest],
+) -> Result<Vec<FireOutcome>, EngineError> {
+    if fires.is_empty() {
+        return Ok(Vec::new());
+    }
     let s = &shared.schema;
-    let cas = format!(
-        "UPDATE {s}.schedules SET last_due = $2
-         WHERE name = $1 AND last_due IS NOT DISTINCT FROM $3
-         RETURNING skips::text"
+    let lock = format!(
+        "SELECT name, last_due, skips::text FROM {s}.schedules
+         WHERE name = ANY($1) ORDER BY name FOR UPDATE"
     );
     let record = format!(
-        "UPDATE {s}.schedules SET skips = $2::text::jsonb, fires = fires + $3,
-             last_task = coalesce($4, last_task),
-             last_fire_at = CASE WHEN $4::uuid IS NULL THEN last_fire_at ELSE $5 END
-         WHERE name = $1"
+        "UPDATE {s}.schedules AS s SET last_due = r.last_due, skips = r.skips::jsonb,
+             fires = s.fires + r.fires, last_task = coalesce(r.last_task, s.last_task),
+             last_fire_at = CASE WHEN r.last_task IS NULL THEN s.last_fire_at ELSE $6 END
+         FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[], $5::uuid[])
+             AS r(name, last_due, skips, fires, last_task)
+         WHERE s.name = r.name"
     );
-    let encoded: Vec<Vec<u8>> = fire.tasks.iter().map(|t| t.envelope.encode()).collect();
+    let names: Vec<&str> = fires.iter().map(|f| f.name.as_str()).collect();
+    let encoded: Vec<Vec<Vec<u8>>> = fires
+        .iter()
+        .map(|f| f.tasks.iter().map(|t| t.envelope.encode()).collect())
+        .collect();
+    let now_ms = fires.iter().map(|f| f.now_ms).max().unwrap_or_default();
     retrying!(shared, Retry::Always, |conn, maybe_applied| {
         conn.client.batch_execute("BEGIN").await?;
-        let moved = conn
-            .client
-            .query_opt(
-                &cas,
-                &[&fire.name, &fire.last_due_ms, &fire.expected_last_due_ms],
-            )
-            .await?;
-        let Some(moved) = moved else {
+        let rows = conn.client.query(&lock, &[&names]).await?;
+        let mut cursors: HashMap<String, (Option<i64>, String)> =
+            HashMap::with_capacity(rows.len());
+        for row in &rows {
+            cursors.insert(row.try_get(0)?, (row.try_get(1)?, row.try_get(2)?));
+        }
+        // The fires still planned from the stored cursor.
+        let won: Vec<usize> = (0..fires.len())
+            .filter(|&i| {
+                cursors
+                    .get(&fires[i].name)
+                    .is_some_and(|(cursor, _)| *cursor == fires[i].expected_last_due_ms)
+            })
+            .collect();
+        if won.is_empty() {
             conn.client.batch_execute("ROLLBACK").await?;
-            return Ok(FireOutcome::Raced);
-        };
-        let skips: String = moved.try_get(0)?;
+            return Ok(fires.iter().map(|_| FireOutcome::Raced).collect());
+        }
         // The same statement as every submit: counts and wake-ups included.
-        let tasks: Vec<&NewTask> = fire.tasks.iter().collect();
-        let results = insert_tasks(shared, conn, &tasks, &encoded, maybe_applied).await?;
-        let mut counted: BTreeMap<String, u64> = serde_json::from_str(&skips).unwrap_or_default();
-        add_skips(&mut counted, &fire.skipped);
-        let counted = serde_json::to_string(&counted).unwrap_or_else(|_| "{}".to_owned());
-        let fires = i64::try_from(created_count(&results)).unwrap_or(i64::MAX);
-        let last = last_task(&results).map(uuid_of);
+        let tasks: Vec<&NewTask> = won.iter().flat_map(|&i| &fires[i].tasks).collect();
+        let bytes: Vec<Vec<u8>> = won
+            .iter()
+            .flat_map(|&i| encoded[i].iter().cloned())
+            .collect();
+        let mut results = if tasks.is_empty() {
+            Vec::new()
+        } else {
+            insert_tasks(shared, conn, &tasks, &bytes, maybe_applied).await?
+        }
+        .into_iter();
+        let mut outcomes: Vec<FireOutcome> = fires.iter().map(|_| FireOutcome::Raced).collect();
+        let (mut r_names, mut r_due, mut r_skips, mut r_fires, mut r_last) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for &i in &won {
+            let fire = &fires[i];
+            let mine: Vec<_> = results.by_ref().take(fire.tasks.len()).collect();
+            let stored_skips = cursors.get(&fire.name).map_or("{}", |(_, s)| s.as_str());
+            let mut counted: BTreeMap<String, u64> =
+                serde_json::from_str(stored_skips).unwrap_or_default();
+            add_skips(&mut counted, &fire.skipped);
+            r_names.push(fire.name.as_str());
+            r_due.push(fire.last_due_ms);
+            r_skips.push(serde_json::to_string(&counted).unwrap_or_else(|_| "{}".to_owned()));
+            r_fires.push(i64::try_from(created_count(&mine)).unwrap_or(i64::MAX));
+            r_last.push(last_task(&mine).map(uuid_of));
+            outcomes[i] = FireOutcome::Fired(mine);
+        }
         conn.client
             .execute(
                 &record,
-                &[&fire.name, &counted, &fires, &last, &fire.now_ms],
+                &[&r_names, &r_due, &r_skips, &r_fires, &r_last, &now_ms],
             )
             .await?;
         conn.client.batch_execute("COMMIT").await?;
-        Ok(FireOutcome::Fired(results))
+        Ok(outcomes)
     })
 }

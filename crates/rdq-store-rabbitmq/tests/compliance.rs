@@ -80,6 +80,7 @@ checks! {
     local_concurrency_bounds_each_process
     // RabbitMQ declares no schedules: each of these checks that it says so.
     schedules_fire_each_due_time_once_across_racing_nodes
+    many_fires_apply_each_from_its_own_cursor
     schedules_catch_up_after_a_gap_by_policy
     schedules_overlap_policies_read_the_previous_task
     a_paused_schedule_skips_and_resumes_without_catching_up

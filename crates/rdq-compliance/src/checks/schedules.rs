@@ -8,7 +8,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use futures::future::join_all;
-use rdq_engine::{Engine, FireReport, ListQuery, QueuePolicy, ScheduleOwner, Settlement, Store};
+use rdq_engine::{
+    Engine, FIRE_BATCH, FireOutcome, FireReport, FireRequest, ListQuery, QueuePolicy,
+    ScheduleOwner, Settlement, Store, SubmitRequest, Submitted,
+};
 use rdq_envelope::{Envelope, Timestamp};
 use rdq_schedule::{
     BACKFILLED_HEADER, CatchUp, Overlap, SCHEDULE_DUE_HEADER, SCHEDULE_HEADER, Schedule, Spec,
@@ -216,6 +219,156 @@ pub async fn schedules_fire_each_due_time_once_across_racing_nodes(factory: Stor
         "rdq-compliance: {} ticks lost a race, as they should",
         raced
     );
+}
+
+/// A store handed many fires at once applies each from its own expected
+/// cursor: a fire planned from the stored cursor submits and records, one
+/// planned from a stale cursor or for a schedule that is gone changes
+/// nothing, and a fire of skips alone counts them. Then three nodes tick
+/// more schedules than one batch holds, at the same instants: every due
+/// time of every schedule is submitted once.
+pub async fn many_fires_apply_each_from_its_own_cursor(factory: StoreFactory) {
+    const QUEUE: &str = "sched.batch";
+    let h = Harness::new(&factory).await;
+    if lacks_schedules(&h, "many_fires_apply_each_from_its_own_cursor").await {
+        return;
+    }
+    for name in ["batch.a", "batch.b", "batch.c"] {
+        h.engine
+            .put_schedule(every_minute(name, QUEUE), ScheduleOwner::Api)
+            .await
+            .expect("put");
+    }
+    let policy = h.engine.policy(QUEUE).await.expect("policy");
+    let task = |key: &str| {
+        h.engine
+            .build(
+                &SubmitRequest {
+                    queue: QUEUE.to_owned(),
+                    handler_ref: "compliance.noop".to_owned(),
+                    payload: b"{}".to_vec(),
+                    payload_content_type: "application/json".to_owned(),
+                    idempotency_key: Some(key.to_owned()),
+                    ..SubmitRequest::default()
+                },
+                &policy,
+            )
+            .expect("a task")
+    };
+    let fire =
+        |name: &str, expected: Option<i64>, tasks, skipped: Vec<(String, u64)>| FireRequest {
+            name: name.to_owned(),
+            expected_last_due_ms: expected,
+            last_due_ms: minute(0),
+            tasks,
+            skipped,
+            now_ms: h.now().unix_ms(),
+        };
+    let fires = [
+        fire("batch.a", None, vec![task("batch.a:0")], Vec::new()),
+        fire(
+            "batch.b",
+            Some(minute(-5)),
+            vec![task("batch.b:0")],
+            Vec::new(),
+        ),
+        fire("batch.gone", None, vec![task("batch.gone:0")], Vec::new()),
+        fire("batch.c", None, Vec::new(), vec![("paused".to_owned(), 2)]),
+    ];
+    let store = h.store.as_schedules().expect("a store with schedules");
+    let outcomes = store.fire_schedules(&fires).await;
+    assert_eq!(outcomes.len(), fires.len(), "one outcome per fire");
+    let a_task = match &outcomes[0] {
+        Ok(FireOutcome::Fired(results)) => match results.as_slice() {
+            [Ok(Submitted::Created(env))] => env.id,
+            other => panic!("the won fire submits its task: {other:?}"),
+        },
+        other => panic!("a fire from the stored cursor applies: {other:?}"),
+    };
+    assert!(
+        matches!(outcomes[1], Ok(FireOutcome::Raced)),
+        "a stale cursor changes nothing: {:?}",
+        outcomes[1]
+    );
+    assert!(
+        matches!(outcomes[2], Ok(FireOutcome::Raced)),
+        "a schedule that is gone changes nothing: {:?}",
+        outcomes[2]
+    );
+    assert!(
+        matches!(&outcomes[3], Ok(FireOutcome::Fired(r)) if r.is_empty()),
+        "a fire of skips alone applies: {:?}",
+        outcomes[3]
+    );
+    let stored: Vec<Envelope> = h
+        .engine
+        .list(&ListQuery {
+            queue: QUEUE.to_owned(),
+            ..ListQuery::default()
+        })
+        .await
+        .expect("list")
+        .items;
+    assert_eq!(
+        stored.iter().map(|e| e.id).collect::<Vec<_>>(),
+        vec![a_task],
+        "only the won fire's task is stored"
+    );
+    let a = h.engine.get_schedule("batch.a").await.expect("get");
+    assert_eq!(
+        (a.last_due_ms, a.fires, a.last_fired_task),
+        (Some(minute(0)), 1, Some(a_task))
+    );
+    let b = h.engine.get_schedule("batch.b").await.expect("get");
+    assert_eq!(
+        (b.last_due_ms, b.fires),
+        (None, 0),
+        "the raced fire left no trace"
+    );
+    let c = h.engine.get_schedule("batch.c").await.expect("get");
+    assert_eq!(c.last_due_ms, Some(minute(0)));
+    assert_eq!(c.skips.get("paused"), Some(&2));
+    assert_eq!((c.fires, c.last_fired_task), (0, None));
+
+    // More schedules than a batch, ticked by three nodes at once.
+    const MANY: usize = 2 * FIRE_BATCH + 37;
+    const MANY_QUEUE: &str = "sched.batch-many";
+    for i in 0..MANY {
+        h.engine
+            .put_schedule(
+                every_minute(&format!("many.{i:04}"), MANY_QUEUE),
+                ScheduleOwner::Api,
+            )
+            .await
+            .expect("put");
+    }
+    let engines: Vec<Engine> = (0..3)
+        .map(|_| Engine::new(h.store.clone(), h.clock.clone()).with_fallback_policy(test_policy()))
+        .collect();
+    let mut created = 0;
+    for k in 1..=3 {
+        h.clock.set(instant(minute(k) + 5));
+        for report in race(&engines, h.now(), &[0, 0, 0]).await {
+            assert!(
+                report.failed.is_empty(),
+                "no fire fails: {:?}",
+                report.failed
+            );
+            created += report
+                .fired
+                .iter()
+                .filter(|f| f.created && f.schedule.starts_with("many."))
+                .count();
+        }
+    }
+    let fired = fired_in(&h, MANY_QUEUE).await;
+    let unique: HashSet<(&str, &str)> = fired
+        .iter()
+        .map(|f| (f.schedule.as_str(), f.due.as_str()))
+        .collect();
+    assert_eq!(unique.len(), fired.len(), "a due time was submitted twice");
+    assert_eq!(fired.len(), 3 * MANY, "three due times of every schedule");
+    assert_eq!(created, fired.len(), "the reports count what was stored");
 }
 
 /// After a gap with no tick, each catch-up policy submits what

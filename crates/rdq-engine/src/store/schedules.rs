@@ -155,6 +155,22 @@ pub trait Schedules: Send + Sync {
     /// adds to the counters, all in one atomic step. Otherwise changes
     /// nothing and answers [`FireOutcome::Raced`].
     async fn fire_schedule(&self, fire: &FireRequest) -> Result<FireOutcome, EngineError>;
+
+    /// Applies each of `fires` as [`Schedules::fire_schedule`] does, one
+    /// outcome per fire in order: what a tick hands the store. A store that
+    /// can do many fires in one transaction does (PostgreSQL), so a tick of
+    /// thousands of schedules costs a few commits; each fire still applies
+    /// only from its own expected cursor, and a fire that fails fails
+    /// alone where the store can tell (a batch that fails as a whole
+    /// answers its error for each fire). `fires` name distinct schedules.
+    /// By default, one after another.
+    async fn fire_schedules(&self, fires: &[FireRequest]) -> Vec<Result<FireOutcome, EngineError>> {
+        let mut out = Vec::with_capacity(fires.len());
+        for fire in fires {
+            out.push(self.fire_schedule(fire).await);
+        }
+        out
+    }
 }
 
 /// Adds `skipped` to a schedule's counters.
