@@ -11,6 +11,12 @@
 // worker's classifiers, then the queue's non_retryable_errors globs (applied
 // by the server), then retryable.
 //
+// Periodic schedules are managed with the Client (PutSchedule, ListSchedules,
+// …) or declared in code on a Worker (WorkerConfig.Schedules): stored when
+// the worker starts, with those code declared once and no longer reported
+// by Worker.UndeclaredSchedules, never deleted. The scheduler of every
+// `rdq serve` node fires them.
+//
 // Submits join the caller's W3C trace (ContextWithTraceParent, or a
 // ClientConfig.TraceParent hook such as an OpenTelemetry propagator), and
 // each handler's context carries its task's traceparent, so submits from a

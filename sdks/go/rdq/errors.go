@@ -30,6 +30,14 @@ const (
 	CodeUnsupported       = "UNSUPPORTED"
 	CodeStoreUnavailable  = "STORE_UNAVAILABLE"
 	CodeShuttingDown      = "SHUTTING_DOWN"
+
+	// Schedules (docs/schedules.md#limits-and-error-codes).
+	CodeInvalidScheduleName = "INVALID_SCHEDULE_NAME"
+	CodeInvalidCron         = "INVALID_CRON"
+	CodeUnknownTimeZone     = "UNKNOWN_TIME_ZONE"
+	CodeInvalidInterval     = "INVALID_INTERVAL"
+	CodeInvalidWindow       = "INVALID_WINDOW"
+	CodeScheduleNotFound    = "SCHEDULE_NOT_FOUND"
 )
 
 // Error is a refusal with rdq's stable code: a problem document from the

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,6 +117,21 @@ type WorkerConfig struct {
 	// extensions, a Work stream that failed, the fallback to HTTP.
 	// Default: ignored.
 	OnError func(err error)
+	// Schedules are declared in code (docs/schedules.md): Run stores each
+	// by name, owned by code, before it takes any task (PUT
+	// /v1/schedules/{name}?owner=code), replacing the stored definition
+	// while its cursor and counters stay. A declaration the server refuses
+	// makes Run return its *Error (the code names the rule: INVALID_CRON,
+	// UNKNOWN_TIME_ZONE, …); those before it are stored. Then the
+	// schedules put by code that none of these names are reported
+	// (UndeclaredSchedules, and a warning to Logger), never deleted. The
+	// worker does not fire schedules: the scheduler of every `rdq serve`
+	// node does.
+	Schedules []Schedule
+	// Logger receives the worker's notices: a schedule put by code and
+	// declared no more (a warning), each declared schedule stored (debug).
+	// Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // Worker runs handlers for claimed tasks. Make one with NewWorker and call Run.
@@ -156,6 +173,11 @@ type Worker struct {
 	leaseStop   chan struct{}
 	leaseDone   chan struct{}
 	extenders   sync.WaitGroup // extension requests in flight
+
+	// undeclared are the schedules put by code that Schedules does not
+	// name, once Run has stored its own (guarded by declMu).
+	declMu     sync.Mutex
+	undeclared []string
 }
 
 type runState uint8
@@ -214,6 +236,22 @@ func NewWorker(client *Client, cfg WorkerConfig) (*Worker, error) {
 		if err := envelope.ValidateQueueName(q); err != nil {
 			return nil, localError(err)
 		}
+	}
+	cfg.Schedules = slices.Clone(cfg.Schedules)
+	names := make(map[string]bool, len(cfg.Schedules))
+	for i := range cfg.Schedules {
+		s := &cfg.Schedules[i]
+		if err := s.check(); err != nil {
+			return nil, fmt.Errorf("rdq: WorkerConfig.Schedules[%d] (%q): %w", i, s.Name, err)
+		}
+		if names[s.Name] {
+			return nil, &Error{Code: CodeInvalidArgument, Field: "schedules",
+				Detail: fmt.Sprintf("schedule %s is declared twice", s.Name)}
+		}
+		names[s.Name] = true
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 64
@@ -275,9 +313,15 @@ const requestTimeout = 30 * time.Second
 // hands back (RELEASE) the tasks of those that did not, flushes the pending
 // settles and returns. A handler that ignores its context may still be
 // running when Run returns; its result is dropped. A Worker runs once.
+//
+// Before it takes any task, Run stores WorkerConfig.Schedules; when one
+// cannot be stored, Run returns that error without working.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("rdq: Worker.Run called twice")
+	}
+	if err := w.declareSchedules(ctx); err != nil {
+		return err
 	}
 	w.settlers.Add(1)
 	go w.settleLoop()
@@ -336,6 +380,59 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.settlers.Wait()
 	w.acking.Wait()
 	return nil
+}
+
+// declareSchedules stores the declared schedules (owner code), then
+// records the code-owned schedules the server has that none of them names.
+// Nothing is declared, nor listed, when the worker declares no schedule.
+func (w *Worker) declareSchedules(ctx context.Context) error {
+	if len(w.cfg.Schedules) == 0 {
+		return nil
+	}
+	declared := make(map[string]bool, len(w.cfg.Schedules))
+	for _, s := range w.cfg.Schedules {
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		_, created, err := w.client.putSchedule(rctx, s, ScheduleOwnerCode)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("rdq: declaring schedule %s: %w", s.Name, err)
+		}
+		declared[s.Name] = true
+		w.cfg.Logger.Debug("rdq: schedule declared", "schedule", s.Name, "created", created)
+	}
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	stored, err := w.client.ListSchedules(rctx)
+	cancel()
+	if err != nil {
+		err = fmt.Errorf("rdq: listing schedules to find those no longer declared: %w", err)
+		w.cfg.Logger.Warn(err.Error())
+		w.report(err)
+		return nil
+	}
+	gone := []string{}
+	for _, st := range stored {
+		if st.Owner == ScheduleOwnerCode && !declared[st.Name] {
+			gone = append(gone, st.Name)
+			w.cfg.Logger.Warn("rdq: a schedule put by code is declared no more; it still fires: delete it if it should stop",
+				"schedule", st.Name, "hint", "rdq schedule delete "+st.Name)
+		}
+	}
+	w.declMu.Lock()
+	w.undeclared = gone
+	w.declMu.Unlock()
+	return nil
+}
+
+// UndeclaredSchedules answers the schedules put by code (by this program or
+// another) that this worker does not declare, by name: they keep firing
+// until deleted (`rdq schedule delete NAME`, or Client.DeleteSchedule).
+// Only schedules the worker's token may read are seen. It is nil until Run
+// has stored the worker's own schedules (and always when it declares
+// none), then not nil, empty when every code-owned schedule is declared.
+func (w *Worker) UndeclaredSchedules() []string {
+	w.declMu.Lock()
+	defer w.declMu.Unlock()
+	return slices.Clone(w.undeclared)
 }
 
 // capacity is how many tasks the worker holds at once: its handler slots
