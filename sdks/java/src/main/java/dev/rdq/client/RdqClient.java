@@ -46,7 +46,7 @@ import java.util.function.Supplier;
 /**
  * A client of {@code rdq serve}'s HTTP API ({@code docs/http-api.md}):
  * submit, read tasks, the pull-worker calls, queues and their flow
- * control, and the DLQ.
+ * control, the DLQ, and periodic schedules.
  *
  * <p>Thread-safe and meant to be shared: requests go through a {@link
  * Transport}, by default the JDK's {@code HttpClient} ({@link
@@ -661,6 +661,111 @@ public final class RdqClient implements AutoCloseable {
     }
 
     // ------------------------------------------------------------------
+    // Schedules (docs/schedules.md): stored in the store, fired by every
+    // rdq serve's scheduler. Reading one needs any scope on its task's
+    // queue, changing one admin there.
+
+    /**
+     * Creates or replaces the schedule of {@code schedule.name()} ({@code PUT
+     * /v1/schedules/{name}}), owned by {@link ScheduleOwner#API}. A
+     * replaced schedule keeps its cursor, counters and creation time. A
+     * schedule that breaks a rule is refused with its code and field ({@code
+     * INVALID_CRON} on {@code spec.cron}, {@code UNKNOWN_TIME_ZONE} on {@code
+     * tz}, {@code INVALID_INTERVAL}, {@code INVALID_WINDOW}, a submit's codes
+     * on {@code task.…}), and nothing is stored.
+     */
+    public PutScheduleResult putSchedule(Schedule schedule) {
+        return putSchedule(schedule, ScheduleOwner.API);
+    }
+
+    /**
+     * {@link #putSchedule(Schedule)} as {@code owner}: {@link
+     * ScheduleOwner#CODE} for a schedule a program declares at its start (the
+     * worker's {@code schedule(…)} puts its declarations so), which marks the
+     * stored schedules its code may stop declaring.
+     */
+    public PutScheduleResult putSchedule(Schedule schedule, ScheduleOwner owner) {
+        Objects.requireNonNull(schedule, "schedule");
+        Objects.requireNonNull(owner, "owner");
+        Transport.Response resp = exchange(call("PUT", "/v1/schedules/" + schedule.name() + "?owner=" + owner.wire(),
+                schedule.toJson(), null));
+        return new PutScheduleResult(resp.status() == 201, ScheduleState.fromJson(object(resp.body())));
+    }
+
+    /** The schedule with its firing state ({@code SCHEDULE_NOT_FOUND} if there is none). */
+    public ScheduleState getSchedule(String name) {
+        Schedule.checkName(name);
+        return ScheduleState.fromJson(object(send(httpGet("/v1/schedules/" + name))));
+    }
+
+    /** Every schedule on a queue the caller may read, by name. */
+    public List<ScheduleState> listSchedules() {
+        JsonObject body = object(send(httpGet("/v1/schedules")));
+        List<ScheduleState> out = new ArrayList<>();
+        for (JsonValue v : array(body, "schedules").items()) {
+            if (!(v instanceof JsonObject o)) {
+                throw unexpected("expected an object in \"schedules\"");
+            }
+            out.add(ScheduleState.fromJson(o));
+        }
+        return out;
+    }
+
+    /** Deletes the schedule ({@code SCHEDULE_NOT_FOUND} if there is none); the tasks it submitted stay. */
+    public void deleteSchedule(String name) {
+        Schedule.checkName(name);
+        send(call("DELETE", "/v1/schedules/" + name, null, null));
+    }
+
+    /**
+     * Pauses the schedule: it submits nothing, and the due times it passes
+     * are skipped as {@code paused}. Answers the schedule.
+     */
+    public ScheduleState pauseSchedule(String name) {
+        Schedule.checkName(name);
+        return ScheduleState.fromJson(object(send(post("/v1/schedules/" + name + "/pause", null))));
+    }
+
+    /** Resumes a paused schedule from now, without catching up on the pause. Answers the schedule. */
+    public ScheduleState resumeSchedule(String name) {
+        Schedule.checkName(name);
+        return ScheduleState.fromJson(object(send(post("/v1/schedules/" + name + "/resume", null))));
+    }
+
+    /**
+     * Submits the schedule's task once now, outside its cadence, and answers
+     * the new task: it carries the headers {@code rdq.schedule} (the name)
+     * and {@code rdq.schedule_manual: true}, no idempotency key, and moves
+     * neither the schedule's cursor nor its counters.
+     */
+    public Envelope runSchedule(String name) {
+        Schedule.checkName(name);
+        return envelopeOf(send(post("/v1/schedules/" + name + "/run", null)));
+    }
+
+    /**
+     * The schedule's next {@code count} due times from now (1 to 100), as the
+     * scheduler computes them; fewer when the schedule ends. A paused
+     * schedule answers them too (they will be skipped unless it is resumed).
+     */
+    public List<Instant> nextDue(String name, int count) {
+        Schedule.checkName(name);
+        JsonObject body = object(send(httpGet("/v1/schedules/" + name + "/next?count=" + count)));
+        List<Instant> out = new ArrayList<>();
+        for (JsonValue v : array(body, "due_ms").items()) {
+            if (!(v instanceof JsonNumber n) || !n.isIntegral()) {
+                throw unexpected("a due time that is not an integer");
+            }
+            try {
+                out.add(Instant.ofEpochMilli(n.longValueExact()));
+            } catch (ArithmeticException e) {
+                throw unexpected("a due time out of range: " + n);
+            }
+        }
+        return out;
+    }
+
+    // ------------------------------------------------------------------
     // Transport
 
     private Transport.Request post(String path, byte[] json) {
@@ -691,6 +796,11 @@ public final class RdqClient implements AutoCloseable {
     }
 
     private byte[] send(Transport.Request call) {
+        return exchange(call).body();
+    }
+
+    /** The answer of a request that succeeded (2xx), with its status; else the server's problem. */
+    private Transport.Response exchange(Transport.Request call) {
         Transport.Response resp;
         try {
             resp = http.send(call);
@@ -702,7 +812,7 @@ public final class RdqClient implements AutoCloseable {
         }
         int status = resp.status();
         if (status >= 200 && status < 300) {
-            return resp.body();
+            return resp;
         }
         throw problem(status, resp.body());
     }

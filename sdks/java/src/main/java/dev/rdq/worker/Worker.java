@@ -3,6 +3,9 @@ package dev.rdq.worker;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.rdq.RdqException;
 import dev.rdq.client.RdqClient;
+import dev.rdq.client.Schedule;
+import dev.rdq.client.ScheduleOwner;
+import dev.rdq.client.ScheduleState;
 import dev.rdq.client.Settle;
 import dev.rdq.client.SettleOutcome;
 import dev.rdq.client.SettleResult;
@@ -22,6 +25,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -56,6 +61,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>While a handler runs, {@link TraceContext#current()} on its thread is
  * the task's {@code traceparent} header (when well formed), so submits made
  * from the handler with a client of default options continue the task's trace.
+ *
+ * <p>Schedules declared with {@link Builder#schedule(Schedule)} are put, owned
+ * by code, when the worker starts; those code put once and declares no more
+ * are reported ({@link #undeclaredSchedules()}), never deleted. The worker
+ * does not fire schedules: every {@code rdq serve} node does.
  */
 public final class Worker implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("dev.rdq.worker");
@@ -76,6 +86,8 @@ public final class Worker implements AutoCloseable {
     private final DeadLetterListener deadLetterListener;
     private final boolean virtualThreads;
     private final WorkerTransport transport;
+    private final List<Schedule> schedules;
+    private volatile List<String> undeclared = List.of();
 
     final Semaphore slots;
     private final Map<String, RunningTask> running = new ConcurrentHashMap<>();
@@ -110,6 +122,7 @@ public final class Worker implements AutoCloseable {
         this.deadLetterListener = b.deadLetterListener;
         this.virtualThreads = b.virtualThreads;
         this.transport = b.transport;
+        this.schedules = List.copyOf(b.schedules.values());
         this.slots = new Semaphore(concurrency);
     }
 
@@ -122,10 +135,29 @@ public final class Worker implements AutoCloseable {
      * Starts taking tasks. A worker starts once. With {@link WorkerTransport#AUTO}
      * it first asks the server over gRPC and uses HTTP when no gRPC answers
      * there but HTTP does.
+     *
+     * <p>Before it takes any task, a worker with {@linkplain
+     * Builder#schedule(Schedule) declared schedules} puts each of them, owned by
+     * code, in the order declared: the first the server refuses (or cannot be
+     * put: {@code CONNECTION_FAILED}, {@code TIMEOUT}, …) fails {@code start()}
+     * with that {@link RdqException} ({@code INVALID_CRON}, {@code
+     * UNKNOWN_TIME_ZONE}, …), and the worker takes no task; those put before
+     * it stay stored. It then lists the stored schedules and keeps the names
+     * of those owned by code that it does not declare ({@link
+     * #undeclaredSchedules()}).
      */
     public Worker start() {
         if (!started.compareAndSet(false, true)) {
             throw new IllegalStateException("the worker was already started");
+        }
+        if (!schedules.isEmpty()) {
+            try {
+                declareSchedules();
+            } catch (RuntimeException e) {
+                // Nothing was started: there is nothing to shut down.
+                closed.set(true);
+                throw e;
+            }
         }
         handlers = virtualThreads ? newVirtualThreadExecutor() : null;
         usingVirtualThreads = handlers != null;
@@ -151,6 +183,56 @@ public final class Worker implements AutoCloseable {
             s.start(this::accept);
         }
         return this;
+    }
+
+    /**
+     * Puts the declared schedules, owned by code, then records the schedules
+     * code put once that none of them names: reported, never deleted (an
+     * operator's {@code rdq schedule delete NAME} does that).
+     */
+    private void declareSchedules() {
+        Set<String> names = new TreeSet<>();
+        for (Schedule s : schedules) {
+            boolean created;
+            try {
+                created = client.putSchedule(s, ScheduleOwner.CODE).created();
+            } catch (RdqException e) {
+                LOG.log(System.Logger.Level.ERROR, "cannot store the declared schedule " + s.name() + ": "
+                        + e.getMessage() + "; the worker does not start");
+                throw e;
+            }
+            names.add(s.name());
+            LOG.log(System.Logger.Level.INFO, "schedule " + s.name() + (created ? " declared (new)" : " declared"));
+        }
+        List<ScheduleState> stored;
+        try {
+            stored = client.listSchedules();
+        } catch (RdqException e) {
+            LOG.log(System.Logger.Level.WARNING,
+                    "cannot list schedules to find those no longer declared: " + e.getMessage(), e);
+            return;
+        }
+        List<String> gone = new ArrayList<>();
+        for (ScheduleState s : stored) {
+            if (s.owner() == ScheduleOwner.CODE && !names.contains(s.name())) {
+                gone.add(s.name());
+                LOG.log(System.Logger.Level.WARNING, "schedule " + s.name() + " was put by code and is declared no"
+                        + " more; it still fires: delete it with `rdq schedule delete " + s.name()
+                        + "` if it should stop");
+            }
+        }
+        undeclared = List.copyOf(gone);
+    }
+
+    /**
+     * The schedules put by code (by this or another program) that this worker
+     * does not declare, by name: they keep firing until deleted ({@code rdq
+     * schedule delete NAME}, or {@link RdqClient#deleteSchedule}). Known once
+     * {@link #start()} has returned; empty before, and for a worker that
+     * declares no schedule. Only schedules the client may read are seen.
+     */
+    public List<String> undeclaredSchedules() {
+        return undeclared;
     }
 
     private WorkerTransport resolveTransport() {
@@ -532,6 +614,7 @@ public final class Worker implements AutoCloseable {
         private boolean virtualThreads = true;
         private WorkerTransport transport = WorkerTransport.AUTO;
         private ObjectMapper objectMapper;
+        private final Map<String, Schedule> schedules = new LinkedHashMap<>();
 
         private Builder(RdqClient client) {
             this.client = Objects.requireNonNull(client, "client");
@@ -741,6 +824,26 @@ public final class Worker implements AutoCloseable {
         /** Called for every task a settle of this worker dead-lettered. */
         public Builder onDeadLetter(DeadLetterListener listener) {
             this.deadLetterListener = listener;
+            return this;
+        }
+
+        /**
+         * Declares a schedule in code ({@code docs/schedules.md}): when the
+         * worker starts, before it takes any task, the schedule is put by
+         * name, owned by code, replacing the stored definition (its cursor
+         * and counters stay); a definition the server refuses fails {@link
+         * Worker#start()} with the rule's code. A schedule code put once and
+         * declares no more keeps firing and is reported ({@link
+         * Worker#undeclaredSchedules()}, and a warning), never deleted. Two
+         * declarations of one name are refused here with {@code
+         * INVALID_ARGUMENT} naming {@code name}. The schedules fire on the
+         * {@code rdq serve} nodes, not in the worker.
+         */
+        public Builder schedule(Schedule schedule) {
+            Objects.requireNonNull(schedule, "schedule");
+            if (schedules.putIfAbsent(schedule.name(), schedule) != null) {
+                throw new RdqException("INVALID_ARGUMENT", "name", "schedule " + schedule.name() + " is declared twice");
+            }
             return this;
         }
 
