@@ -249,10 +249,8 @@ impl App {
         name: &str,
         paused: bool,
     ) -> Result<ScheduleState, AppError> {
-        let info = self.writable_schedule(caller, name).await?;
-        let mut schedule = info.schedule;
-        schedule.paused = paused;
-        let info = self.engine.put_schedule(schedule, info.owner).await?;
+        self.writable_schedule(caller, name).await?;
+        let info = self.engine.set_schedule_paused(name, paused).await?;
         let action = if paused {
             "schedule.pause"
         } else {

@@ -151,6 +151,7 @@ macro_rules! __with_every_check {
             schedules_catch_up_after_a_gap_by_policy
             schedules_overlap_policies_read_the_previous_task
             a_paused_schedule_skips_and_resumes_without_catching_up
+            a_pause_racing_a_put_undoes_nothing
             a_changed_schedule_keeps_its_cursor
             a_deleted_or_invalid_schedule_fires_nothing
         }
@@ -200,6 +201,6 @@ mod tests {
         let unique: HashSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
         assert!(names.contains(&"fixtures_round_trip"));
-        assert_eq!(names.len(), 45);
+        assert_eq!(names.len(), 46);
     }
 }

@@ -35,6 +35,10 @@ use crate::store::{
 /// Schedules read per store call while ticking or listing.
 const PAGE: usize = 500;
 
+/// Reads and compare-and-swaps a pause or resume tries before giving up
+/// (each lost try means another put landed in between).
+const MAX_REPLACE_TRIES: usize = 16;
+
 /// Schedules fired per store call while ticking: on PostgreSQL, per
 /// transaction.
 pub const FIRE_BATCH: usize = 250;
@@ -187,6 +191,47 @@ impl Engine {
                 return Ok(out);
             }
         }
+    }
+
+    /// Pauses (`paused`) or resumes the schedule called `name`
+    /// (`SCHEDULE_NOT_FOUND` when there is none), changing nothing else: a
+    /// read-modify-write that applies only while the definition read is
+    /// still stored, read again after a concurrent put, so that put is
+    /// never undone. Pausing a paused schedule (or resuming a running one)
+    /// changes nothing. A change counts as the schedule's new creation
+    /// (module documentation): resuming does not catch up on the pause.
+    pub async fn set_schedule_paused(
+        &self,
+        name: &str,
+        paused: bool,
+    ) -> Result<ScheduleInfo, EngineError> {
+        let store = self.schedule_store()?;
+        for _ in 0..MAX_REPLACE_TRIES {
+            let Some(stored) = store.get_schedule(name).await? else {
+                return Err(EngineError::ScheduleNotFound(name.to_owned()));
+            };
+            let mut schedule = parse(&stored)?.into_schedule();
+            if schedule.paused == paused {
+                return info(stored, self.now().unix_ms());
+            }
+            schedule.paused = paused;
+            let definition = serde_json::to_string(&schedule).map_err(|e| {
+                EngineError::InvalidArgument(format!("the schedule does not serialise: {e}"))
+            })?;
+            let put = SchedulePut {
+                name: schedule.name.clone(),
+                queue: schedule.task.queue.clone(),
+                owner: stored.owner,
+                definition,
+                now_ms: self.now().unix_ms(),
+            };
+            if store.replace_schedule_if(&put, &stored.definition).await? {
+                return self.get_schedule(name).await;
+            }
+        }
+        Err(EngineError::Unavailable(format!(
+            "schedule {name} changed {MAX_REPLACE_TRIES} times while it was being paused or resumed; try again"
+        )))
     }
 
     /// Removes the schedule called `name` (`SCHEDULE_NOT_FOUND` when there

@@ -68,6 +68,23 @@ impl Schedules for EmbeddedStore {
             .await?
     }
 
+    async fn replace_schedule_if(
+        &self,
+        put: &SchedulePut,
+        expected: &str,
+    ) -> Result<bool, EngineError> {
+        let put = put.clone();
+        let expected = expected.to_owned();
+        self.write(|reply| {
+            Job::Schedule(ScheduleJob::ReplaceIf {
+                put,
+                expected,
+                reply,
+            })
+        })
+        .await?
+    }
+
     async fn get_schedule(&self, name: &str) -> Result<Option<StoredSchedule>, EngineError> {
         self.inner.readers.with(|conn| get(conn, name))
     }

@@ -35,6 +35,23 @@ impl Schedules for MemoryStore {
         Ok(created)
     }
 
+    async fn replace_schedule_if(
+        &self,
+        put: &SchedulePut,
+        expected: &str,
+    ) -> Result<bool, EngineError> {
+        let mut schedules = self.schedules();
+        match schedules.get_mut(&put.name) {
+            Some(entry) if entry.definition == expected => {
+                entry.owner = put.owner;
+                entry.definition.clone_from(&put.definition);
+                entry.updated_at_ms = put.now_ms;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     async fn get_schedule(&self, name: &str) -> Result<Option<StoredSchedule>, EngineError> {
         Ok(self.schedules().get(name).cloned())
     }

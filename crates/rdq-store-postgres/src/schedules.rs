@@ -73,6 +73,38 @@ impl Schedules for PostgresStore {
         })
     }
 
+    async fn replace_schedule_if(
+        &self,
+        put: &SchedulePut,
+        expected: &str,
+    ) -> Result<bool, EngineError> {
+        self.started().await?;
+        let shared = self.shared();
+        let sql = format!(
+            "UPDATE {}.schedules SET owner = $2, definition = $3, updated_at = $4
+             WHERE name = $1 AND definition = $5",
+            shared.schema
+        );
+        // Applied once and tried again, it finds its own definition: not
+        // replaced the second time, so only a rolled-back attempt is retried.
+        retrying!(shared, Retry::RolledBackOnly, |conn, _applied| {
+            let n = conn
+                .client
+                .execute(
+                    &sql,
+                    &[
+                        &put.name,
+                        &put.owner.as_str(),
+                        &put.definition,
+                        &put.now_ms,
+                        &expected,
+                    ],
+                )
+                .await?;
+            Ok(n > 0)
+        })
+    }
+
     async fn get_schedule(&self, name: &str) -> Result<Option<StoredSchedule>, EngineError> {
         self.started().await?;
         let shared = self.shared();

@@ -84,6 +84,7 @@ checks! {
     schedules_catch_up_after_a_gap_by_policy
     schedules_overlap_policies_read_the_previous_task
     a_paused_schedule_skips_and_resumes_without_catching_up
+    a_pause_racing_a_put_undoes_nothing
     a_changed_schedule_keeps_its_cursor
     a_deleted_or_invalid_schedule_fires_nothing
 }

@@ -53,6 +53,17 @@ static PUT: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
+/// Replaces a record's definition only while it is the expected one (and
+/// the record was not moved to another queue): 1 when it did.
+static REPLACE_IF: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('HGET', KEYS[1], 'def') ~= ARGV[1]
+             or redis.call('HEXISTS', KEYS[1], 'moved') == 1 then return 0 end
+         redis.call('HSET', KEYS[1], 'def', ARGV[2], 'owner', ARGV[3], 'updated', ARGV[4])
+         return 1",
+    )
+});
+
 /// Marks a record moved and answers its fields (none when there is none).
 static MOVE_OUT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -157,6 +168,31 @@ impl Schedules for RedisStore {
         let shared = self.shared();
         retrying(shared.options.wait, Retry::Always, |_applied| {
             put_attempt(shared, put).boxed()
+        })
+        .await
+    }
+
+    async fn replace_schedule_if(
+        &self,
+        put: &SchedulePut,
+        expected: &str,
+    ) -> Result<bool, EngineError> {
+        self.started().await;
+        let shared = self.shared();
+        retrying(shared.options.wait, Retry::NotAppliedOnly, |_applied| {
+            async move {
+                let mut conn = shared.conn().await?;
+                let replaced: i64 = REPLACE_IF
+                    .key(shared.schedule_record(&put.queue, &put.name))
+                    .arg(expected)
+                    .arg(&put.definition)
+                    .arg(put.owner.as_str())
+                    .arg(put.now_ms)
+                    .invoke_async(&mut conn)
+                    .await?;
+                Ok(replaced == 1)
+            }
+            .boxed()
         })
         .await
     }

@@ -55,7 +55,7 @@ pub use limits::{
 };
 pub use schedules::{
     a_changed_schedule_keeps_its_cursor, a_deleted_or_invalid_schedule_fires_nothing,
-    a_paused_schedule_skips_and_resumes_without_catching_up,
+    a_pause_racing_a_put_undoes_nothing, a_paused_schedule_skips_and_resumes_without_catching_up,
     many_fires_apply_each_from_its_own_cursor, schedules_catch_up_after_a_gap_by_policy,
     schedules_fire_each_due_time_once_across_racing_nodes,
     schedules_overlap_policies_read_the_previous_task,

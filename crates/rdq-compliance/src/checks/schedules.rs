@@ -10,7 +10,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 use rdq_engine::{
     Engine, FIRE_BATCH, FireOutcome, FireReport, FireRequest, ListQuery, QueuePolicy,
-    ScheduleOwner, Settlement, Store, SubmitRequest, Submitted,
+    ScheduleOwner, SchedulePut, Settlement, Store, SubmitRequest, Submitted,
 };
 use rdq_envelope::{Envelope, Timestamp};
 use rdq_schedule::{
@@ -369,6 +369,113 @@ pub async fn many_fires_apply_each_from_its_own_cursor(factory: StoreFactory) {
     assert_eq!(unique.len(), fired.len(), "a due time was submitted twice");
     assert_eq!(fired.len(), 3 * MANY, "three due times of every schedule");
     assert_eq!(created, fired.len(), "the reports count what was stored");
+}
+
+/// Pausing and resuming are a compare-and-swap on the definition: a
+/// replace from a stale read (or of a schedule that is gone) changes
+/// nothing, and pauses racing puts never undo a put.
+pub async fn a_pause_racing_a_put_undoes_nothing(factory: StoreFactory) {
+    const QUEUE: &str = "sched.pause-race";
+    const NAME: &str = "pause.race";
+    let h = Harness::new(&factory).await;
+    if lacks_schedules(&h, "a_pause_racing_a_put_undoes_nothing").await {
+        return;
+    }
+    let original = every_minute(NAME, QUEUE);
+    h.engine
+        .put_schedule(original.clone(), ScheduleOwner::Api)
+        .await
+        .expect("put");
+    let store = h.store.as_schedules().expect("a store with schedules");
+    let read = store
+        .get_schedule(NAME)
+        .await
+        .expect("get")
+        .expect("stored");
+    // A put lands after the read.
+    let mut changed = original.clone();
+    changed.spec = Spec::EveryMs(120_000);
+    h.engine
+        .put_schedule(changed.clone(), ScheduleOwner::Api)
+        .await
+        .expect("put");
+    let replace = |schedule: &Schedule| SchedulePut {
+        name: NAME.to_owned(),
+        queue: QUEUE.to_owned(),
+        owner: ScheduleOwner::Api,
+        definition: serde_json::to_string(schedule).expect("json"),
+        now_ms: h.now().unix_ms(),
+    };
+    let mut stale = original.clone();
+    stale.paused = true;
+    assert!(
+        !store
+            .replace_schedule_if(&replace(&stale), &read.definition)
+            .await
+            .expect("replace"),
+        "a replace from a stale read replaces nothing"
+    );
+    let info = h.engine.get_schedule(NAME).await.expect("get");
+    assert_eq!(
+        (info.schedule.spec.clone(), info.schedule.paused),
+        (changed.spec.clone(), false)
+    );
+    let current = store
+        .get_schedule(NAME)
+        .await
+        .expect("get")
+        .expect("stored");
+    let mut paused = changed.clone();
+    paused.paused = true;
+    assert!(
+        store
+            .replace_schedule_if(&replace(&paused), &current.definition)
+            .await
+            .expect("replace"),
+        "a replace from the stored definition applies"
+    );
+    let info = h.engine.get_schedule(NAME).await.expect("get");
+    assert_eq!(
+        (info.schedule.spec.clone(), info.schedule.paused),
+        (changed.spec.clone(), true)
+    );
+    assert_eq!(
+        info.created_at_ms, read.created_at_ms,
+        "the creation time stays"
+    );
+    let mut gone = paused.clone();
+    gone.name = "pause.gone".to_owned();
+    let mut put_gone = replace(&gone);
+    put_gone.name = gone.name.clone();
+    assert!(
+        !store
+            .replace_schedule_if(&put_gone, &current.definition)
+            .await
+            .expect("replace"),
+        "a schedule that is gone is not created"
+    );
+    assert_eq!(
+        code_of(&h.engine.get_schedule("pause.gone").await),
+        "SCHEDULE_NOT_FOUND"
+    );
+
+    // Pauses and resumes racing puts: the put always stands.
+    for i in 0..12u64 {
+        let mut next = original.clone();
+        next.spec = Spec::EveryMs(60_000 * (i + 2));
+        let (put, paused) = futures::join!(
+            h.engine.put_schedule(next.clone(), ScheduleOwner::Api),
+            h.engine.set_schedule_paused(NAME, i % 2 == 0),
+        );
+        put.expect("put");
+        paused.expect("pause or resume");
+        let info = h.engine.get_schedule(NAME).await.expect("get");
+        assert_eq!(info.schedule.spec, next.spec, "a pause undid a put");
+    }
+    assert_eq!(
+        code_of(&h.engine.set_schedule_paused("pause.gone", true).await),
+        "SCHEDULE_NOT_FOUND"
+    );
 }
 
 /// After a gap with no tick, each catch-up policy submits what

@@ -135,6 +135,19 @@ pub trait Schedules: Send + Sync {
     /// Answers whether it was new.
     async fn put_schedule(&self, put: &SchedulePut) -> Result<bool, EngineError>;
 
+    /// Replaces the definition and owner of schedule `put.name` only while
+    /// its stored definition is exactly `expected` (what the caller read),
+    /// keeping its cursor, counters and creation time: the compare-and-swap
+    /// behind a read-modify-write such as pausing, so a concurrent put is
+    /// never overwritten with what was read before it. `put.queue` is the
+    /// queue of `expected`. Answers whether it replaced; `false` when the
+    /// definition changed or the schedule is gone.
+    async fn replace_schedule_if(
+        &self,
+        put: &SchedulePut,
+        expected: &str,
+    ) -> Result<bool, EngineError>;
+
     /// The schedule called `name`, if there is one.
     async fn get_schedule(&self, name: &str) -> Result<Option<StoredSchedule>, EngineError>;
 

@@ -23,6 +23,11 @@ pub(crate) enum ScheduleJob {
         put: SchedulePut,
         reply: Tx<Result<bool, EngineError>>,
     },
+    ReplaceIf {
+        put: SchedulePut,
+        expected: String,
+        reply: Tx<Result<bool, EngineError>>,
+    },
     Delete {
         name: String,
         reply: Tx<Result<bool, EngineError>>,
@@ -46,9 +51,9 @@ impl ScheduleJob {
 
     pub(super) fn unanswered(self) -> ScheduleDone {
         match self {
-            Self::Put { reply, .. } | Self::Delete { reply, .. } => {
-                ScheduleDone::Flag(reply, Ok(false))
-            }
+            Self::Put { reply, .. }
+            | Self::ReplaceIf { reply, .. }
+            | Self::Delete { reply, .. } => ScheduleDone::Flag(reply, Ok(false)),
             Self::Fire { reply, .. } => ScheduleDone::Fire(reply, Ok(FireOutcome::Raced)),
         }
     }
@@ -83,6 +88,11 @@ impl ScheduleDone {
 pub(super) fn execute(ctx: &mut Ctx, job: ScheduleJob) -> (Done, Option<Fatal>) {
     let (done, fatal) = match job {
         ScheduleJob::Put { put, reply } => flag(put_schedule(ctx, &put), reply),
+        ScheduleJob::ReplaceIf {
+            put,
+            expected,
+            reply,
+        } => flag(replace_schedule_if(ctx, &put, &expected), reply),
         ScheduleJob::Delete { name, reply } => flag(delete_schedule(ctx, &name), reply),
         ScheduleJob::Fire { fire, tasks, reply } => match fire_schedule(ctx, &fire, tasks) {
             Ok(outcome) => (ScheduleDone::Fire(reply, outcome), None),
@@ -123,6 +133,23 @@ fn put_schedule(ctx: &mut Ctx, put: &SchedulePut) -> Result<bool, Fatal> {
             put.now_ms
         ])?;
     Ok(!existed)
+}
+
+fn replace_schedule_if(ctx: &mut Ctx, put: &SchedulePut, expected: &str) -> Result<bool, Fatal> {
+    let n = ctx
+        .conn
+        .prepare_cached(
+            "UPDATE schedules SET owner = ?2, definition = ?3, updated_at = ?4 \
+             WHERE name = ?1 AND definition = ?5",
+        )?
+        .execute(params![
+            put.name,
+            put.owner.as_str(),
+            put.definition,
+            put.now_ms,
+            expected
+        ])?;
+    Ok(n > 0)
 }
 
 fn delete_schedule(ctx: &mut Ctx, name: &str) -> Result<bool, Fatal> {
