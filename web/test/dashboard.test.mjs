@@ -455,6 +455,14 @@ describe('the schedules page', () => {
     await page.getByRole('button', { name: 'Pause tick' }).click();
     await page.locator('#banner').filter({ hasText: 'tick paused' }).waitFor();
     await page.locator('#schedules tbody tr[data-schedule="tick"] .badge.paused').waitFor();
+    const nightly = await server.api(TOKENS.admin, 'PUT', '/v1/schedules/nightly.report?owner=code',
+      { task: { queue: 'reports', handler_ref: 'build-report' }, spec: { cron: '30 2 * * *' },
+        tz: 'Europe/London', overlap: 'skip_if_running' });
+    assert.equal(nightly.status, 201, JSON.stringify(nightly.body));
+    await page.locator('#nav-queues').click();
+    await page.locator('#nav-schedules').click();
+    await page.locator('#schedules tbody tr[data-schedule="nightly.report"]').waitFor();
+    await page.screenshot({ path: join(screenshotDir, 'dashboard-schedules.png'), fullPage: true });
 
     await page.getByRole('button', { name: 'Run tick now' }).click();
     await page.locator('#confirm').waitFor();
@@ -468,7 +476,7 @@ describe('the schedules page', () => {
     await page.locator('#confirm').waitFor();
     await page.locator('#confirm-ok').click();
     await page.locator('#banner').filter({ hasText: 'Deleted schedule tick' }).waitFor();
-    assert.equal(await page.locator('#schedules').count(), 0);
+    assert.equal(await page.locator('#schedules tbody tr[data-schedule="tick"]').count(), 0);
     assert.equal((await server.api(TOKENS.admin, 'GET', '/v1/schedules/tick')).status, 404);
     assert.deepEqual(page.problems, []);
     await page.context().close();
