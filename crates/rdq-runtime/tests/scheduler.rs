@@ -36,17 +36,21 @@ fn schedule(name: &str, every_ms: u64) -> Schedule {
     }
 }
 
-#[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn three_schedulers_fire_each_due_time_once_and_stop_on_shutdown() {
-    let clock = Arc::new(ManualClock::new(
-        Timestamp::parse("2026-07-20T14:00:00.500Z").unwrap(),
-    ));
+/// A memory store holding the schedule `every.2s`, on a virtual clock at `at`.
+async fn every_two_seconds_from(at: &str) -> (Arc<ManualClock>, Arc<MemoryStore>, Engine) {
+    let clock = Arc::new(ManualClock::new(Timestamp::parse(at).unwrap()));
     let store = Arc::new(MemoryStore::new());
     let engine = Engine::new(store.clone(), clock.clone());
     engine
         .put_schedule(schedule("every.2s", 2_000), ScheduleOwner::Api)
         .await
         .unwrap();
+    (clock, store, engine)
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn three_schedulers_fire_each_due_time_once_and_stop_on_shutdown() {
+    let (clock, store, engine) = every_two_seconds_from("2026-07-20T14:00:00.500Z").await;
     let (trigger, shutdown) = shutdown_channel();
     let fired = Arc::new(Mutex::new(0usize));
     let mut nodes = Vec::new();
@@ -112,15 +116,7 @@ fn a_scheduler_sleeps_to_the_next_due_time_when_it_comes_before_a_tick() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_due_time_fires_when_it_falls_due_not_a_tick_later() {
-    let clock = Arc::new(ManualClock::new(
-        Timestamp::parse("2026-07-20T14:00:00.050Z").unwrap(),
-    ));
-    let store = Arc::new(MemoryStore::new());
-    let engine = Engine::new(store.clone(), clock.clone());
-    engine
-        .put_schedule(schedule("every.2s", 2_000), ScheduleOwner::Api)
-        .await
-        .unwrap();
+    let (clock, store, engine) = every_two_seconds_from("2026-07-20T14:00:00.050Z").await;
     let (trigger, shutdown) = shutdown_channel();
     // A tick of a minute: without waking at the due time, nothing would
     // fire before the minute is up.
