@@ -1,5 +1,6 @@
-"""rdq's Python SDK: a client for rdq's HTTP API, a worker on the gRPC
-`Work` stream, the outcome ladder, and the v1 envelope codec.
+"""rdq's Python SDK: a client for rdq's HTTP and gRPC APIs, a worker on
+the gRPC `Work` stream, schedules, the outcome ladder, and the v1 envelope
+codec.
 
 Installed as the distribution `rdq-sdk`; imported as `rdq`.
 """
@@ -14,10 +15,11 @@ from .answers import (
     RedriveResult,
     SettleResult,
     SubmitResult,
+    TaskPage,
 )
 from .client import AsyncClient, Client
 from .context import TaskContext
-from .envelope import CancelRequest, DeadReason, DeadReasonCode, Envelope, EnvelopeError
+from .envelope import CancelRequest, DeadReason, DeadReasonCode, Envelope, EnvelopeError, Status
 from .errors import (
     Conflict,
     Forbidden,
@@ -42,6 +44,7 @@ from .outcome import (
     Retryable,
     error_type_of,
 )
+from .schedules import CatchUp, Overlap, Schedule, ScheduleOwner, ScheduleState, ScheduleTask
 from .worker import Worker
 
 __all__ = [
@@ -50,6 +53,7 @@ __all__ = [
     "AsyncClient",
     "CancelRequest",
     "CancelResult",
+    "CatchUp",
     "Client",
     "Conflict",
     "DeadPage",
@@ -66,6 +70,7 @@ __all__ = [
     "NotFound",
     "Outcome",
     "OutcomeMapper",
+    "Overlap",
     "PayloadTooLarge",
     "Permanent",
     "QueueCounts",
@@ -74,11 +79,17 @@ __all__ = [
     "RedriveResult",
     "ReportedError",
     "Retryable",
+    "Schedule",
+    "ScheduleOwner",
+    "ScheduleState",
+    "ScheduleTask",
     "ServerError",
     "SettleResult",
+    "Status",
     "Submit",
     "SubmitResult",
     "TaskContext",
+    "TaskPage",
     "Unauthenticated",
     "Unavailable",
     "Unsupported",

@@ -10,7 +10,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -27,12 +27,14 @@ from .answers import (
     RedriveResult,
     SettleResult,
     SubmitResult,
+    TaskPage,
 )
-from .envelope import Envelope, EnvelopeError
+from .envelope import Envelope, EnvelopeError, Status
 from .envelope._json import Json, JsonSyntaxError, parse
 from .envelope.codec import decode_value
 from .errors import InvalidRequest, RdqError, ServerError, error_for
-from .v1 import api_pb2
+from .schedules import Schedule, ScheduleOwner, ScheduleState, check_schedule_name, instant
+from .v1 import api_pb2, envelope_pb2
 
 T = TypeVar("T")
 
@@ -57,7 +59,10 @@ class Rpc(Generic[T]):
 @dataclass(frozen=True)
 class Call(Generic[T]):
     """One request and the reader of its answer; `rpc`, when set, is the
-    same call over gRPC, which the clients prefer (see `client.py`)."""
+    same call over gRPC, which the clients prefer (see `client.py`). A call
+    whose request a typed gRPC message cannot carry as given (a status name
+    this SDK does not know, say) has no `rpc`: it goes over HTTP, and the
+    server judges it, with the same code either way."""
 
     method: str
     path: str
@@ -467,6 +472,216 @@ def _read_reasons(resp: httpx.Response) -> list[ReasonCount]:
 
 def dlq_reasons(queue: str) -> Call[list[ReasonCount]]:
     return Call("GET", f"/v1/queues/{_segment(queue)}/dead/reasons", _read_reasons)
+
+
+# -- listing tasks -----------------------------------------------------------
+
+_STATUS_PROTO: dict[str, envelope_pb2.Status] = {
+    Status.PENDING.value: envelope_pb2.PENDING,
+    Status.IN_FLIGHT.value: envelope_pb2.IN_FLIGHT,
+    Status.SUCCEEDED.value: envelope_pb2.SUCCEEDED,
+    Status.DEAD.value: envelope_pb2.DEAD,
+}
+_U32 = 0xFFFFFFFF
+
+
+def _read_task_page(resp: httpx.Response) -> TaskPage:
+    doc = _obj(_document(resp))
+    return TaskPage(
+        items=[_envelope(e) for e in _list(doc.get("items"))],
+        next_cursor=_opt_str(doc.get("next_cursor")),
+    )
+
+
+def _read_task_page_proto(resp: api_pb2.ListTasksResponse) -> TaskPage:
+    try:
+        items = [envelope_from_proto(e) for e in resp.items]
+    except (KeyError, ValueError, JsonSyntaxError) as err:
+        raise ServerError("INTERNAL", f"the server answered an envelope this SDK refuses: {err}") from None
+    return TaskPage(items=items, next_cursor=resp.next_cursor if resp.HasField("next_cursor") else None)
+
+
+def list_tasks(
+    queue: str,
+    status: str | None,
+    handler_ref: str | None,
+    header: str | None,
+    limit: int | None,
+    cursor: str | None,
+) -> Call[TaskPage]:
+    """A page of the queue's tasks, newest first. Over gRPC the header
+    `KEY=VALUE` is the request's one-entry `headers`; a status or header
+    the typed request cannot carry (not one of the four statuses, no `=`,
+    a limit outside 32 bits) makes the call go over HTTP, where the server
+    refuses it with INVALID_FIELD as it would on either."""
+    try:
+        envelope.check_queue_name(queue)
+    except EnvelopeError as err:
+        raise InvalidRequest(err.code.value, err.message, status=400, field=err.path) from None
+    params: dict[str, str] = {}
+    request = api_pb2.ListTasksRequest(queue=queue)
+    typed = True
+    if status is not None:
+        params["status"] = str(status)
+        proto_status = _STATUS_PROTO.get(str(status))
+        if proto_status is None:
+            typed = False
+        else:
+            request.status = proto_status
+    if handler_ref is not None:
+        params["handler_ref"] = handler_ref
+        request.handler_ref = handler_ref
+    if header is not None:
+        params["header"] = header
+        key, eq, value = header.partition("=")
+        if not key or not eq:
+            typed = False
+        else:
+            request.headers[key] = value
+    if limit is not None:
+        params["limit"] = str(limit)
+        if 0 <= limit <= _U32:
+            request.limit = limit
+        else:
+            typed = False
+    if cursor is not None:
+        params["cursor"] = cursor
+        request.cursor = cursor
+    rpc = Rpc("Tasks", "List", request, _read_task_page_proto) if typed else None
+    return Call("GET", f"/v1/queues/{_segment(queue)}/tasks", _read_task_page, params=params, rpc=rpc)
+
+
+# -- schedules ---------------------------------------------------------------
+
+
+def _schedule_path(name: str, suffix: str = "") -> str:
+    check_schedule_name(name)
+    return f"/v1/schedules/{_segment(name)}{suffix}"
+
+
+def _state(value: object) -> ScheduleState:
+    return ScheduleState.from_json(value)
+
+
+def _read_state(resp: httpx.Response) -> ScheduleState:
+    return _state(read_plain(resp))
+
+
+def _state_of(msg: api_pb2.ScheduleResponse) -> ScheduleState:
+    try:
+        schedule = json.loads(msg.schedule_json)
+    except ValueError:
+        raise ServerError("INTERNAL", "the server answered a schedule_json that is not JSON") from None
+    return ScheduleState.from_json(
+        {
+            "name": msg.name,
+            "schedule": schedule,
+            "owner": msg.owner,
+            "created_at_ms": msg.created_at_ms,
+            "updated_at_ms": msg.updated_at_ms,
+            "last_due_ms": msg.last_due_ms if msg.HasField("last_due_ms") else None,
+            "last_fire_at_ms": msg.last_fire_at_ms if msg.HasField("last_fire_at_ms") else None,
+            "last_fired_task": msg.last_fired_task if msg.HasField("last_fired_task") else None,
+            "next_due_ms": msg.next_due_ms if msg.HasField("next_due_ms") else None,
+            "fires": msg.fires,
+            "skips": dict(msg.skips),
+        }
+    )
+
+
+def _read_put(resp: httpx.Response) -> tuple[ScheduleState, bool]:
+    return _state(read_plain(resp)), resp.status_code == 201
+
+
+def _read_put_proto(resp: api_pb2.PutScheduleResponse) -> tuple[ScheduleState, bool]:
+    return _state_of(resp.schedule), resp.created
+
+
+def put_schedule(schedule: Schedule, owner: ScheduleOwner) -> Call[tuple[ScheduleState, bool]]:
+    """Creates or replaces the schedule; `owner` `code` marks one a program
+    declares at its start. The definition travels as its JSON on both
+    transports."""
+    body = schedule.to_json()
+    request = api_pb2.PutScheduleRequest(name=schedule.name, schedule_json=encode_body(body).decode("utf-8"))
+    params = None
+    if owner != "api":
+        request.owner = owner
+        params = {"owner": owner}
+    rpc = Rpc("Schedules", "Put", request, _read_put_proto)
+    return Call("PUT", _schedule_path(schedule.name), _read_put, body=body, params=params, rpc=rpc)
+
+
+def get_schedule(name: str) -> Call[ScheduleState]:
+    rpc = Rpc("Schedules", "Get", api_pb2.GetScheduleRequest(name=name), _state_of)
+    return Call("GET", _schedule_path(name), _read_state, rpc=rpc)
+
+
+def _read_states(resp: httpx.Response) -> list[ScheduleState]:
+    doc = read_plain(resp)
+    if not isinstance(doc, dict) or not isinstance(doc.get("schedules"), list):
+        raise ServerError("INTERNAL", "the server answered JSON of an unexpected shape")
+    return [_state(s) for s in doc["schedules"]]
+
+
+def _read_states_proto(resp: api_pb2.ListSchedulesResponse) -> list[ScheduleState]:
+    return [_state_of(s) for s in resp.schedules]
+
+
+def list_schedules() -> Call[list[ScheduleState]]:
+    rpc = Rpc("Schedules", "List", api_pb2.ListSchedulesRequest(), _read_states_proto)
+    return Call("GET", "/v1/schedules", _read_states, rpc=rpc)
+
+
+def _nothing(_: object) -> None:
+    return None
+
+
+def delete_schedule(name: str) -> Call[None]:
+    rpc = Rpc("Schedules", "Delete", api_pb2.DeleteScheduleRequest(name=name), _nothing)
+    return Call("DELETE", _schedule_path(name), read_nothing, rpc=rpc)
+
+
+def pause_schedule(name: str) -> Call[ScheduleState]:
+    rpc = Rpc("Schedules", "Pause", api_pb2.PauseScheduleRequest(name=name), _state_of)
+    return Call("POST", _schedule_path(name, "/pause"), _read_state, rpc=rpc)
+
+
+def resume_schedule(name: str) -> Call[ScheduleState]:
+    rpc = Rpc("Schedules", "Resume", api_pb2.ResumeScheduleRequest(name=name), _state_of)
+    return Call("POST", _schedule_path(name, "/resume"), _read_state, rpc=rpc)
+
+
+def run_schedule(name: str) -> Call[Envelope]:
+    rpc = Rpc("Schedules", "Run", api_pb2.RunScheduleRequest(name=name), _envelope_of)
+    return Call("POST", _schedule_path(name, "/run"), read_envelope, rpc=rpc)
+
+
+def _read_due(resp: httpx.Response) -> list[datetime]:
+    doc = read_plain(resp)
+    due = doc.get("due_ms") if isinstance(doc, dict) else None
+    if not isinstance(due, list) or not all(isinstance(ms, int) for ms in due):
+        raise ServerError("INTERNAL", "the server answered JSON of an unexpected shape")
+    return [instant(ms) for ms in due]
+
+
+def _read_due_proto(resp: api_pb2.NextDueResponse) -> list[datetime]:
+    return [instant(ms) for ms in resp.due_ms]
+
+
+def next_due(name: str, count: int | None) -> Call[list[datetime]]:
+    """The next due times; `count` None is the server's default (5). A
+    count gRPC would read as the default (0) or cannot carry goes over
+    HTTP, where the server refuses it."""
+    path = _schedule_path(name, "/next")
+    params = None
+    rpc: Rpc[list[datetime]] | None = Rpc("Schedules", "Next", api_pb2.NextDueRequest(name=name), _read_due_proto)
+    if count is not None:
+        params = {"count": str(count)}
+        if 1 <= count <= _U32:
+            rpc = Rpc("Schedules", "Next", api_pb2.NextDueRequest(name=name, count=count), _read_due_proto)
+        else:
+            rpc = None
+    return Call("GET", path, _read_due, params=params, rpc=rpc)
 
 
 def _read_claim(resp: httpx.Response) -> list[LeasedTask]:

@@ -1,5 +1,6 @@
-"""What the server answers, as values: batch results, DLQ pages, redrive,
-cancel and reason counts, queue counts, claimed tasks, settle results."""
+"""What the server answers, as values: batch results, task and DLQ pages,
+redrive, cancel and reason counts, queue counts, claimed tasks, settle
+results."""
 
 from __future__ import annotations
 
@@ -27,6 +28,15 @@ class SubmitResult:
 @dataclass(frozen=True)
 class DeadPage:
     """A page of the DLQ, newest first; pass `next_cursor` for the next."""
+
+    items: list[Envelope]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """A page of a queue's tasks, newest first; pass `next_cursor` (None on
+    the last page) as `cursor` for the next."""
 
     items: list[Envelope]
     next_cursor: str | None

@@ -1,22 +1,24 @@
-"""`AsyncClient` and its sync twin `Client`: submit, read and cancel tasks,
-the DLQ and queue configuration (docs/http-api.md, docs/grpc.md).
+"""`AsyncClient` and its sync twin `Client`: submit, read, list and cancel
+tasks, the DLQ, queue configuration and schedules (docs/http-api.md,
+docs/grpc.md).
 
 Both are thin carriers of the calls in `_calls`: each method builds a
 `Call` there and sends it, so the two APIs are the same by construction.
-The task calls (submit, batch submit, get) go over gRPC by default, on one
-HTTP/2 connection that multiplexes every call in flight; the rest over
-HTTP/JSON with httpx, which pools keep-alive connections. Measured on one
-asyncio loop with 64 submits in flight, gRPC carried about ten times the
-submits of httpx's HTTP/1.1 pool (whose bookkeeping grows with the calls
-waiting on it). `transport="http"` sends everything over HTTP, for networks
-that pass only HTTP/1.1. Close the client (or use it as a context
-manager) when done.
+The task calls (submit, batch submit, get, list) and the schedule calls go
+over gRPC by default, on one HTTP/2 connection that multiplexes every call
+in flight; the rest over HTTP/JSON with httpx, which pools keep-alive
+connections. Measured on one asyncio loop with 64 submits in flight, gRPC
+carried about ten times the submits of httpx's HTTP/1.1 pool (whose
+bookkeeping grows with the calls waiting on it). `transport="http"` sends
+everything over HTTP, for networks that pass only HTTP/1.1. Close the
+client (or use it as a context manager) when done.
 """
 
 from __future__ import annotations
 
 import ssl
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -26,9 +28,10 @@ import httpx
 
 from . import _calls, _grpc
 from ._calls import Call, Millis, Seconds, Submit
-from .answers import CancelResult, DeadPage, QueueCounts, ReasonCount, RedriveResult, SubmitResult
+from .answers import CancelResult, DeadPage, QueueCounts, ReasonCount, RedriveResult, SubmitResult, TaskPage
 from .envelope import Envelope
 from .errors import RdqError, Unavailable
+from .schedules import Schedule, ScheduleOwner, ScheduleState
 from .v1 import api_pb2_grpc
 
 T = TypeVar("T")
@@ -70,7 +73,11 @@ class _Settings:
         return {"method": call.method, "url": call.path, "params": call.params, "headers": headers, "content": content}
 
 
-_STUBS = {"Tasks": api_pb2_grpc.TasksStub, "Workers": api_pb2_grpc.WorkersStub}
+_STUBS = {
+    "Tasks": api_pb2_grpc.TasksStub,
+    "Workers": api_pb2_grpc.WorkersStub,
+    "Schedules": api_pb2_grpc.SchedulesStub,
+}
 Transport = Literal["grpc", "http"]
 
 
@@ -254,6 +261,95 @@ class AsyncClient:
     async def dlq_purge(self, queue: str, *, dry_run: bool = False) -> int:
         """Removes the queue's dead tasks; returns how many (would have) gone."""
         return await self._run(_calls.dlq_purge(queue, dry_run))
+
+    async def list_tasks(
+        self,
+        queue: str,
+        *,
+        status: str | None = None,
+        handler_ref: str | None = None,
+        header: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> TaskPage:
+        """A page of the queue's tasks, newest first (gRPC `Tasks/List`, or
+        `GET /v1/queues/{queue}/tasks`). `status` is an `rdq.Status`
+        (every status when None), `handler_ref` a handler name, `header` one
+        `KEY=VALUE` the tasks carry; `limit` is the page size (1 to 1000, the
+        server's 50 when None); `cursor` the previous page's `next_cursor`.
+        Anything else as `status`, or a header without `=`, is refused by
+        the server with INVALID_FIELD."""
+        return await self._run(_calls.list_tasks(queue, status, handler_ref, header, limit, cursor))
+
+    async def iter_tasks(
+        self,
+        queue: str,
+        *,
+        status: str | None = None,
+        handler_ref: str | None = None,
+        header: str | None = None,
+        page_size: int | None = None,
+    ) -> AsyncIterator[Envelope]:
+        """Every task `list_tasks` selects, newest first, page after page
+        (`page_size` tasks a request). The cursor is a task id, so no task
+        is seen twice and tasks submitted after the walk began are not seen;
+        one whose status changes meanwhile is seen as it is when its page is
+        read (or not at all, when it no longer matches `status`)."""
+        cursor: str | None = None
+        while True:
+            page = await self.list_tasks(
+                queue, status=status, handler_ref=handler_ref, header=header, limit=page_size, cursor=cursor
+            )
+            for env in page.items:
+                yield env
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def put_schedule(self, schedule: Schedule, *, owner: ScheduleOwner = "api") -> tuple[ScheduleState, bool]:
+        """Creates or replaces the schedule `schedule.name` (`admin` on its
+        queue) and returns it as stored, and True when it is new; a replaced
+        one keeps its cursor and counters. `owner="code"` marks a schedule a
+        program declares at its start (what `Worker(schedules=…)` sends). A
+        schedule that breaks a rule raises `InvalidRequest` with the rule's
+        code (INVALID_CRON, UNKNOWN_TIME_ZONE, INVALID_INTERVAL,
+        INVALID_WINDOW, …) and nothing is stored; what `Schedule.check`
+        refuses is refused before any request."""
+        return await self._run(_calls.put_schedule(schedule, owner))
+
+    async def get_schedule(self, name: str) -> ScheduleState:
+        """One schedule with its firing state; `NotFound` (SCHEDULE_NOT_FOUND)
+        when there is none of that name."""
+        return await self._run(_calls.get_schedule(name))
+
+    async def list_schedules(self) -> list[ScheduleState]:
+        """The schedules on queues the caller may read, by name."""
+        return await self._run(_calls.list_schedules())
+
+    async def delete_schedule(self, name: str) -> None:
+        """Deletes a schedule (`admin`); the tasks it submitted stay."""
+        await self._run(_calls.delete_schedule(name))
+
+    async def pause_schedule(self, name: str) -> ScheduleState:
+        """Pauses a schedule: its due times are skipped as `paused` until it
+        is resumed. Pausing a paused one changes nothing."""
+        return await self._run(_calls.pause_schedule(name))
+
+    async def resume_schedule(self, name: str) -> ScheduleState:
+        """Resumes a paused schedule from now, without catching up."""
+        return await self._run(_calls.resume_schedule(name))
+
+    async def run_schedule(self, name: str) -> Envelope:
+        """Submits the schedule's task once now, outside its cadence, and
+        returns it: it carries the headers `rdq.schedule` (the name) and
+        `rdq.schedule_manual` (`true`), and moves neither the schedule's
+        cursor nor its counters."""
+        return await self._run(_calls.run_schedule(name))
+
+    async def next_due(self, name: str, count: int | None = None) -> list[datetime]:
+        """The schedule's next `count` due times from now (1 to 100; None: the
+        server's 5), ascending, as UTC datetimes; fewer when it ends."""
+        return await self._run(_calls.next_due(name, count))
 
     async def dlq_export(
         self, queue: str, *, error_type: str | None = None, reason: str | None = None
@@ -439,6 +535,94 @@ class Client:
     def dlq_purge(self, queue: str, *, dry_run: bool = False) -> int:
         """Removes the queue's dead tasks; returns how many (would have) gone."""
         return self._run(_calls.dlq_purge(queue, dry_run))
+
+    def list_tasks(
+        self,
+        queue: str,
+        *,
+        status: str | None = None,
+        handler_ref: str | None = None,
+        header: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> TaskPage:
+        """A page of the queue's tasks, newest first (gRPC `Tasks/List`, or
+        `GET /v1/queues/{queue}/tasks`). `status` is an `rdq.Status`
+        (every status when None), `handler_ref` a handler name, `header` one
+        `KEY=VALUE` the tasks carry; `limit` is the page size (1 to 1000, the
+        server's 50 when None); `cursor` the previous page's `next_cursor`.
+        Anything else as `status`, or a header without `=`, is refused by
+        the server with INVALID_FIELD."""
+        return self._run(_calls.list_tasks(queue, status, handler_ref, header, limit, cursor))
+
+    def iter_tasks(
+        self,
+        queue: str,
+        *,
+        status: str | None = None,
+        handler_ref: str | None = None,
+        header: str | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[Envelope]:
+        """Every task `list_tasks` selects, newest first, page after page
+        (`page_size` tasks a request). The cursor is a task id, so no task
+        is seen twice and tasks submitted after the walk began are not seen;
+        one whose status changes meanwhile is seen as it is when its page is
+        read (or not at all, when it no longer matches `status`)."""
+        cursor: str | None = None
+        while True:
+            page = self.list_tasks(
+                queue, status=status, handler_ref=handler_ref, header=header, limit=page_size, cursor=cursor
+            )
+            yield from page.items
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def put_schedule(self, schedule: Schedule, *, owner: ScheduleOwner = "api") -> tuple[ScheduleState, bool]:
+        """Creates or replaces the schedule `schedule.name` (`admin` on its
+        queue) and returns it as stored, and True when it is new; a replaced
+        one keeps its cursor and counters. `owner="code"` marks a schedule a
+        program declares at its start (what `Worker(schedules=…)` sends). A
+        schedule that breaks a rule raises `InvalidRequest` with the rule's
+        code (INVALID_CRON, UNKNOWN_TIME_ZONE, INVALID_INTERVAL,
+        INVALID_WINDOW, …) and nothing is stored; what `Schedule.check`
+        refuses is refused before any request."""
+        return self._run(_calls.put_schedule(schedule, owner))
+
+    def get_schedule(self, name: str) -> ScheduleState:
+        """One schedule with its firing state; `NotFound` (SCHEDULE_NOT_FOUND)
+        when there is none of that name."""
+        return self._run(_calls.get_schedule(name))
+
+    def list_schedules(self) -> list[ScheduleState]:
+        """The schedules on queues the caller may read, by name."""
+        return self._run(_calls.list_schedules())
+
+    def delete_schedule(self, name: str) -> None:
+        """Deletes a schedule (`admin`); the tasks it submitted stay."""
+        self._run(_calls.delete_schedule(name))
+
+    def pause_schedule(self, name: str) -> ScheduleState:
+        """Pauses a schedule: its due times are skipped as `paused` until it
+        is resumed. Pausing a paused one changes nothing."""
+        return self._run(_calls.pause_schedule(name))
+
+    def resume_schedule(self, name: str) -> ScheduleState:
+        """Resumes a paused schedule from now, without catching up."""
+        return self._run(_calls.resume_schedule(name))
+
+    def run_schedule(self, name: str) -> Envelope:
+        """Submits the schedule's task once now, outside its cadence, and
+        returns it: it carries the headers `rdq.schedule` (the name) and
+        `rdq.schedule_manual` (`true`), and moves neither the schedule's
+        cursor nor its counters."""
+        return self._run(_calls.run_schedule(name))
+
+    def next_due(self, name: str, count: int | None = None) -> list[datetime]:
+        """The schedule's next `count` due times from now (1 to 100; None: the
+        server's 5), ascending, as UTC datetimes; fewer when it ends."""
+        return self._run(_calls.next_due(name, count))
 
     def dlq_export(self, queue: str, *, error_type: str | None = None, reason: str | None = None) -> Iterator[Envelope]:
         """The queue's dead tasks, oldest first, streamed."""

@@ -8,7 +8,10 @@ while a handler runs; SIGTERM stops taking tasks, lets running ones finish
 within `shutdown_grace`, and hands the rest back (RELEASE, no attempt spent).
 A cancel asked of a running task (a `WorkCancel` on the stream, or a lease
 extension's answer) cancels its handler; what the handler then does is
-reported, a failure as `rdq.Cancelled`.
+reported, a failure as `rdq.Cancelled`. Schedules declared with
+`schedules=` are stored (owner `code`) before the first task is taken;
+those put by code that the worker does not declare are reported, never
+deleted (docs/schedules.md, "Declared in code").
 """
 
 from __future__ import annotations
@@ -25,13 +28,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
+from . import _calls
 from ._handlers import Handler, PayloadError
 from ._transport import Settle, Transport
 from .client import AsyncClient
 from .context import TaskContext
 from .envelope import CancelRequest, Envelope, format_timestamp
-from .errors import RdqError
+from .errors import InvalidRequest, RdqError
 from .outcome import CANCELLED_ERROR_TYPE, NO_HANDLER_ERROR_TYPE, Kind, Ladder, Outcome, OutcomeMapper
+from .schedules import Schedule
 
 log = logging.getLogger("rdq.worker")
 
@@ -90,11 +95,26 @@ class Worker:
         shutdown_grace: float = 30.0,
         poll_interval: float = 0.5,
         prefetch: int = 0,
+        schedules: Sequence[Schedule] = (),
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
         if not 1 <= concurrency or not 0 <= prefetch or concurrency + prefetch > 10000:
             raise ValueError("concurrency is at least 1, prefetch at least 0, and together at most 10000")
+        declared: set[str] = set()
+        for i, s in enumerate(schedules):
+            try:
+                s.check()
+            except RdqError as err:
+                err.add_note(f"in schedules[{i}] ({s.name!r})")
+                raise
+            if s.name in declared:
+                raise InvalidRequest(
+                    "INVALID_ARGUMENT", f"schedule {s.name} is declared twice", status=400, field="schedules"
+                )
+            declared.add(s.name)
+        self.schedules = list(schedules)
+        self._undeclared: list[str] | None = None
         self.client = client
         self.queues = list(queues)
         self.concurrency = concurrency
@@ -133,6 +153,48 @@ class Worker:
 
         return register
 
+    # -- schedules ----------------------------------------------------------
+
+    async def _declare_schedules(self) -> None:
+        """Stores the declared schedules (owner `code`), then records the
+        code-owned schedules the server has that none of them names. A
+        worker that declares none neither stores nor lists any."""
+        if not self.schedules:
+            return
+        for s in self.schedules:
+            try:
+                _, created = await self.client._run(_calls.put_schedule(s, "code"))
+            except RdqError as err:
+                err.add_note(f"declaring schedule {s.name}")
+                raise
+            log.debug("rdq worker: schedule %s declared (%s)", s.name, "created" if created else "replaced")
+        try:
+            stored = await self.client._run(_calls.list_schedules())
+        except RdqError as err:
+            log.warning("rdq worker: listing schedules to find those no longer declared failed: %s", err)
+            return
+        names = {s.name for s in self.schedules}
+        gone = [st.name for st in stored if st.owner == "code" and st.name not in names]
+        for name in gone:
+            log.warning(
+                "rdq worker: schedule %s was put by code and is declared no more; it still fires: "
+                "delete it if it should stop (rdq schedule delete %s)",
+                name,
+                name,
+            )
+        self._undeclared = gone
+
+    @property
+    def undeclared_schedules(self) -> list[str] | None:
+        """The schedules put by code (by this program or another) that this
+        worker does not declare, by name: they keep firing until deleted
+        (`rdq schedule delete NAME`, or `client.delete_schedule`). Only
+        schedules the client's token may read are seen. None until `run()`
+        has stored the worker's own schedules (and always when it declares
+        none, or the list could not be read), then a list, empty when every
+        code-owned schedule is declared."""
+        return None if self._undeclared is None else list(self._undeclared)
+
     # -- running ------------------------------------------------------------
 
     def stop(self) -> None:
@@ -167,10 +229,16 @@ class Worker:
 
     async def run(self, *, handle_signals: bool = True) -> None:
         """Works tasks until `stop()` (or SIGTERM/SIGINT with
-        `handle_signals`, in the main thread), then shuts down gracefully."""
+        `handle_signals`, in the main thread), then shuts down gracefully.
+
+        Before it takes any task it stores the declared `schedules`; one
+        the server refuses raises its `RdqError` (INVALID_CRON,
+        UNKNOWN_TIME_ZONE, …, with a note naming the schedule) without
+        working; those before it are stored."""
         from ._grpc_transport import GrpcTransport, GrpcUnsupported
         from ._http_transport import HttpTransport
 
+        await self._declare_schedules()
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
         self._heartbeat_wake = asyncio.Event()
