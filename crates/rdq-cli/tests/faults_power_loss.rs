@@ -1,33 +1,31 @@
-//! Power loss on the embedded store (docs/reliability.md): `rdq serve` keeps
-//! its data on LazyFS (`tools/lazyfs`), a FUSE file system that holds every
-//! write in its own cache until it is synced and drops what was not synced
-//! on `lazyfs::clear-cache`, as a power cut does. Under load (submitting
-//! threads and a pull worker settling), the server is killed with SIGKILL,
-//! the unsynced data is dropped, the file system mounted again and the
-//! server restarted: every submit it acknowledged must be there, and every
-//! settle it acknowledged must have left its task SUCCEEDED.
+//! Power loss (docs/reliability.md): the data of the store under `rdq
+//! serve` lives on LazyFS (`tools/lazyfs`), which drops every write not
+//! synced on command, as a power cut does. Under load (submitting threads
+//! and a pull worker settling), every process is killed with SIGKILL, the
+//! unsynced data is dropped, the file system mounted again and everything
+//! restarted: every submit the server acknowledged must be there, and every
+//! settle it acknowledged must have left its task SUCCEEDED. On the
+//! embedded store (its data directory), Redis (`appendfsync always`) and
+//! PostgreSQL (its data directory, default durability settings).
 //!
-//! `RDQ_FAULT_CYCLES` sets the number of power cuts (default 3). Needs
-//! FUSE (`/dev/fuse`) and root, or a user allowed to mount FUSE; LazyFS is
-//! built on first use into the target directory (Debian's cmake, g++,
-//! libfuse3-dev, libtoml11-dev, libspdlog-dev; `tools/lazyfs/build.sh`
-//! installs what is missing).
+//! `RDQ_FAULT_CYCLES` sets the number of power cuts per store (default 3).
+//! Needs FUSE (`/dev/fuse`) and root; LazyFS is built on first use into the
+//! target directory (`tools/lazyfs/build.sh` installs Debian's build
+//! dependencies when missing).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 mod common;
 
-use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{FAST_CONFIG, RdqServer};
-use serde_json::{Value, json};
+use common::lazyfs::{Acknowledged, LazyFs, Load, count};
+use common::{FAST_CONFIG, RdqServer, closed_port};
 
 const QUEUE: &str = "power";
 const SUBMITTERS: usize = 3;
@@ -41,332 +39,295 @@ fn cycles() -> usize {
         .unwrap_or(3)
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+/// A store's own server, its data on the LazyFS mount.
+trait Service {
+    /// Starts it (again) on its data; answers the store URL for `rdq serve`.
+    fn start(&mut self) -> String;
+    /// SIGKILL, no chance to flush anything.
+    fn kill(&mut self);
 }
 
-/// The LazyFS binary, built once per target directory.
-fn lazyfs_binary() -> PathBuf {
-    let build = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lazyfs-build");
-    let bin = build.join("lazyfs/lazyfs");
-    if bin.exists() {
-        return bin;
+/// The embedded store: `rdq serve` itself writes the data directory.
+struct Embedded(PathBuf);
+
+impl Service for Embedded {
+    fn start(&mut self) -> String {
+        self.0.to_str().unwrap().to_owned()
     }
-    let out = Command::new("sh")
-        .arg(repo().join("tools/lazyfs/build.sh"))
-        .arg(&build)
-        .env("JOBS", "2")
-        .output()
-        .expect("run tools/lazyfs/build.sh");
-    assert!(
-        out.status.success() && bin.exists(),
-        "building LazyFS failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    bin
+    fn kill(&mut self) {}
 }
 
-/// A LazyFS mount: `mnt` shows what `root` holds plus the unsynced cache.
-struct LazyFs {
-    mnt: PathBuf,
-    root: PathBuf,
-    fifo: PathBuf,
-    done: PathBuf,
-    /// Kept open for reading and writing from before the mount: LazyFS
-    /// answers on it, and reads its commands only while it has a reader.
-    done_reader: Option<BufReader<File>>,
-    bin: PathBuf,
-}
-
-impl LazyFs {
-    fn mount(dir: &Path, bin: PathBuf) -> Self {
-        let fs = Self {
-            mnt: dir.join("mnt"),
-            root: dir.join("disk"),
-            fifo: dir.join("faults.fifo"),
-            done: dir.join("done.fifo"),
-            done_reader: None,
-            bin,
-        };
-        for fifo in [&fs.fifo, &fs.done] {
-            let status = Command::new("mkfifo").arg(fifo).status().unwrap();
-            assert!(status.success(), "mkfifo {}", fifo.display());
-        }
-        let mut fs = fs;
-        fs.remount();
-        fs
-    }
-
-    fn remount(&mut self) {
-        let reader = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&self.done)
-            .unwrap();
-        self.done_reader = Some(BufReader::new(reader));
-        let out = Command::new("sh")
-            .arg(repo().join("tools/lazyfs/mount.sh"))
-            .args([&self.mnt, &self.root, &self.fifo])
-            .env("LAZYFS_BIN", &self.bin)
-            .env("LAZYFS_DONE_FIFO", &self.done)
-            .output()
-            .unwrap();
+/// Waits until something listens on `port`.
+fn wait_for_port(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
-            out.status.success(),
-            "mounting LazyFS failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
+            Instant::now() < deadline,
+            "{what} did not listen on {port} within 60 s"
         );
-    }
-
-    /// Drops every write not synced, and waits until LazyFS says it did.
-    fn cut_power(&mut self) {
-        let mut commands = OpenOptions::new().write(true).open(&self.fifo).unwrap();
-        commands.write_all(b"lazyfs::clear-cache\n").unwrap();
-        drop(commands);
-        let mut reader = self.done_reader.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            loop {
-                line.clear();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    return;
-                }
-                if line.contains("finished::clear-cache") {
-                    let _ = tx.send(());
-                    return;
-                }
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(60))
-            .expect("LazyFS did not finish clearing its cache within 60 s");
-    }
-
-    fn unmount(&self) {
-        let out = Command::new("sh")
-            .arg(repo().join("tools/lazyfs/umount.sh"))
-            .arg(&self.mnt)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "unmounting LazyFS failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
-impl Drop for LazyFs {
+fn kill_child(child: &mut Option<Child>) {
+    if let Some(mut c) = child.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// `redis-server` with an append-only file synced at every write.
+struct Redis {
+    dir: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Service for Redis {
+    fn start(&mut self) -> String {
+        std::fs::create_dir_all(&self.dir).unwrap();
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
+        wait_for_port(self.port, "redis-server");
+        format!("redis://127.0.0.1:{}/?prefix=power", self.port)
+    }
+    fn kill(&mut self) {
+        kill_child(&mut self.child);
+    }
+}
+
+impl Drop for Redis {
     fn drop(&mut self) {
-        let _ = Command::new("sh")
-            .arg(repo().join("tools/lazyfs/umount.sh"))
-            .arg(&self.mnt)
-            .output();
+        kill_child(&mut self.child);
     }
 }
 
-/// What the server acknowledged in one cycle.
-#[derive(Default)]
-struct Acknowledged {
-    submitted: Vec<String>,
-    settled: Vec<String>,
+/// Whether process `pid` still runs (a zombie no longer does: it holds
+/// no file and no shared memory).
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
 }
 
-/// Submits from `SUBMITTERS` threads and settles from one pull worker until
-/// `stop` is set or the server stops answering.
-fn load(
-    base: &str,
-    stop: &Arc<AtomicBool>,
-    acked: &Arc<Mutex<Acknowledged>>,
-) -> Vec<std::thread::JoinHandle<()>> {
-    let mut threads = Vec::new();
-    for t in 0..=SUBMITTERS {
-        let (base, stop, acked) = (base.to_owned(), Arc::clone(stop), Arc::clone(acked));
-        threads.push(std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
+/// A PostgreSQL cluster of its own, run as the `postgres` user, with its
+/// default durability (`fsync` and `synchronous_commit` on).
+struct Postgres {
+    data: PathBuf,
+    socket: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// `program` of PostgreSQL's, run as the `postgres` user (PostgreSQL will
+/// not run as root), as a child of this process.
+fn as_postgres(program: &str) -> Command {
+    let id = |flag: &str| -> u32 {
+        let out = Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("the postgres user")
+    };
+    let mut cmd = Command::new(Path::new(PG_BIN).join(program));
+    cmd.uid(id("-u")).gid(id("-g")).env("HOME", "/tmp");
+    cmd
+}
+
+impl Postgres {
+    /// A new cluster, made on the disk under `fs` (past LazyFS, where
+    /// `initdb` needs no fsync) and run through the mount.
+    fn new(fs: &LazyFs, socket: PathBuf) -> Self {
+        let on_disk = fs.disk.join("pg");
+        std::fs::create_dir_all(&on_disk).unwrap();
+        std::fs::create_dir_all(&socket).unwrap();
+        for dir in [&on_disk, &socket] {
+            let ok = Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(dir)
+                .status()
                 .unwrap();
-            runtime.block_on(async move {
-                let client = reqwest::Client::new();
-                if t == SUBMITTERS {
-                    settle_until_stopped(&client, &base, &stop, &acked).await;
-                } else {
-                    submit_until_stopped(&client, &base, t, &stop, &acked).await;
-                }
-            });
-        }));
-    }
-    threads
-}
-
-async fn submit_until_stopped(
-    client: &reqwest::Client,
-    base: &str,
-    t: usize,
-    stop: &AtomicBool,
-    acked: &Mutex<Acknowledged>,
-) {
-    let mut n = 0u64;
-    while !stop.load(Ordering::Acquire) {
-        n += 1;
-        let sent = client
-            .post(format!("{base}/v1/tasks"))
-            .json(&json!({"queue": QUEUE, "handler_ref": "h", "payload_json": {"t": t, "n": n}}))
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await;
-        let Ok(response) = sent else { return };
-        if response.status() != 201 {
-            return;
+            assert!(ok.success());
         }
-        let Ok(body) = response.json::<Value>().await else {
-            return;
-        };
-        let id = body["id"].as_str().unwrap().to_owned();
-        acked.lock().unwrap().submitted.push(id);
+        let out = as_postgres("initdb")
+            .args(["-D"])
+            .arg(&on_disk)
+            .args(["-U", "postgres", "--auth", "trust", "--no-sync"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self {
+            data: fs.mnt.join("pg"),
+            socket,
+            port: closed_port(),
+            child: None,
+        }
     }
 }
 
-async fn settle_until_stopped(
-    client: &reqwest::Client,
-    base: &str,
-    stop: &AtomicBool,
-    acked: &Mutex<Acknowledged>,
-) {
-    while !stop.load(Ordering::Acquire) {
-        let claimed = client
-            .post(format!("{base}/v1/queues/{QUEUE}/claim"))
-            .json(&json!({"max": 16, "lease_ms": 60000}))
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await;
-        let Ok(response) = claimed else { return };
-        let Ok(body) = response.json::<Value>().await else {
-            return;
-        };
-        let Some(tasks) = body["tasks"].as_array() else {
-            return;
-        };
-        if tasks.is_empty() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+impl Service for Postgres {
+    fn start(&mut self) -> String {
+        let child = as_postgres("postgres")
+            .arg("-D")
+            .arg(&self.data)
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-c",
+                "listen_addresses=127.0.0.1",
+            ])
+            .arg("-k")
+            .arg(&self.socket)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.socket.join("postgres.log")).unwrap())
+            .spawn()
+            .expect("start postgres");
+        self.child = Some(child);
+        if let Err(waited) = std::panic::catch_unwind(|| wait_for_port(self.port, "postgres")) {
+            let log = std::fs::read_to_string(self.socket.join("postgres.log")).unwrap_or_default();
+            panic!("{waited:?}; its log:\n{log}");
         }
-        for task in tasks {
-            let id = task["id"].as_str().unwrap().to_owned();
-            let settled = client
-                .post(format!("{base}/v1/tasks/{id}/settle"))
-                .json(&json!({"lease_token": task["lease_token"], "outcome": "SUCCESS"}))
-                .timeout(Duration::from_secs(5))
-                .send()
-                .await;
-            let Ok(response) = settled else { return };
-            if response.status() != 200 {
-                return;
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+    fn kill(&mut self) {
+        // The postmaster (found by its data directory) and its backends
+        // at once: SIGKILL to every one.
+        let pgrep = |args: &[&str]| -> Vec<String> {
+            let out = Command::new("pgrep").args(args).output().unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect()
+        };
+        let data = self.data.display().to_string();
+        for postmaster in pgrep(&["-f", &format!("bin/postgres -D {data}")]) {
+            let mut all = pgrep(&["-P", &postmaster]);
+            all.push(postmaster);
+            let _ = Command::new("kill").arg("-KILL").args(&all).status();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while all.iter().any(|pid| alive(pid)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
             }
-            acked.lock().unwrap().settled.push(id);
         }
+        kill_child(&mut self.child);
     }
 }
 
-#[test]
-fn a_power_cut_loses_no_acknowledged_submit_or_settle_on_the_embedded_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut fs = LazyFs::mount(dir.path(), lazyfs_binary());
-    let store = fs.mnt.join("rdq");
-    let store = store.to_str().unwrap().to_owned();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (mut submitted, mut settled): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
 
-    // LazyFS really drops what was not synced: a file written and not
-    // synced is gone after the cut, one synced is kept.
-    std::fs::write(fs.mnt.join("unsynced"), b"lost").unwrap();
-    let mut kept = File::create(fs.mnt.join("synced")).unwrap();
-    kept.write_all(b"kept").unwrap();
-    kept.sync_all().unwrap();
-    drop(kept);
-    fs.cut_power();
-    fs.unmount();
-    fs.remount();
-    assert_eq!(std::fs::read(fs.mnt.join("synced")).unwrap(), b"kept");
-    assert_ne!(
-        std::fs::read(fs.mnt.join("unsynced")).unwrap_or_default(),
-        b"lost",
-        "LazyFS kept a write that was never synced: the cut below proves nothing"
-    );
-
+/// Power cuts under load on `service`'s store: asserts nothing
+/// acknowledged was lost, and answers what was acknowledged.
+fn power_cuts(fs: &mut LazyFs, dir: &Path, service: &mut dyn Service) -> Acknowledged {
+    let mut all = Acknowledged::default();
     for cycle in 0..cycles() {
-        let server = RdqServer::start_on(dir.path(), FAST_CONFIG, &store, &[]);
-        let stop = Arc::new(AtomicBool::new(false));
-        let acked = Arc::new(Mutex::new(Acknowledged::default()));
-        let threads = load(&server.base, &stop, &acked);
+        let store = service.start();
+        let server = RdqServer::start_on(dir, FAST_CONFIG, &store, &[]);
+        let load = Load::start(&server.base, QUEUE, SUBMITTERS);
         let deadline = Instant::now() + Duration::from_secs(60);
-        while acked.lock().unwrap().submitted.len() < BEFORE_CUT && Instant::now() < deadline {
+        while load.submitted() < BEFORE_CUT && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
-        // The cut: the process dies with whatever it had not synced, then
-        // the file system forgets it too.
+        // The cut: every process dies with whatever it had not synced,
+        // then the file system forgets it too.
         server.kill_hard();
-        stop.store(true, Ordering::Release);
-        for t in threads {
-            t.join().unwrap();
-        }
+        service.kill();
+        let acked = load.stop();
         fs.cut_power();
-        fs.unmount();
-        fs.remount();
-        let acked = std::mem::take(&mut *acked.lock().unwrap());
         assert!(
             acked.submitted.len() >= BEFORE_CUT,
             "cycle {cycle}: only {} submits got through",
             acked.submitted.len()
         );
-        submitted.extend(acked.submitted);
-        settled.extend(acked.settled);
-        eprintln!(
-            "power cut {cycle}: {} submits and {} settles acknowledged so far",
-            submitted.len(),
-            settled.len()
-        );
+        all.submitted.extend(acked.submitted);
+        all.settled.extend(acked.settled);
     }
-
-    let server = RdqServer::start_on(dir.path(), FAST_CONFIG, &store, &[]);
-    let api = common::Api::new(&server.base);
-    let settled_set: HashSet<&String> = settled.iter().collect();
-    let (lost, unsettled) = runtime.block_on(async {
-        let mut lost = Vec::new();
-        let mut unsettled = Vec::new();
-        for id in &submitted {
-            let (status, task) = api.get(&format!("/v1/tasks/{id}")).await;
-            if status != 200 {
-                lost.push(id.clone());
-            } else if settled_set.contains(id) && task["status"] != "SUCCEEDED" {
-                unsettled.push((id.clone(), task["status"].clone()));
-            }
-        }
-        (lost, unsettled)
-    });
+    let store = service.start();
+    let server = RdqServer::start_on(dir, FAST_CONFIG, &store, &[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (lost, unsettled) = runtime.block_on(count(&server.base, &all));
     assert!(
         lost.is_empty(),
         "{} of {} acknowledged submits were lost: {:?}",
         lost.len(),
-        submitted.len(),
+        all.submitted.len(),
         &lost[..lost.len().min(5)]
     );
     assert!(
         unsettled.is_empty(),
         "{} of {} acknowledged settles were lost: {:?}",
         unsettled.len(),
-        settled.len(),
+        all.settled.len(),
         &unsettled[..unsettled.len().min(5)]
     );
     assert!(
-        !settled.is_empty(),
-        "the worker settled nothing: the settles were not tested"
+        !all.settled.is_empty(),
+        "the worker settled nothing: settles went untested"
     );
     eprintln!(
         "{} power cuts: {} acknowledged submits and {} acknowledged settles, none lost",
         cycles(),
-        submitted.len(),
-        settled.len()
+        all.submitted.len(),
+        all.settled.len()
     );
     server.terminate();
+    service.kill();
+    all
+}
+
+#[test]
+fn a_power_cut_loses_nothing_acknowledged_on_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fs = LazyFs::mount(dir.path());
+    let mut service = Embedded(fs.mnt.join("rdq"));
+    power_cuts(&mut fs, dir.path(), &mut service);
+}
+
+#[test]
+fn a_power_cut_loses_nothing_acknowledged_on_redis_with_appendfsync_always() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fs = LazyFs::mount(dir.path());
+    let mut service = Redis {
+        dir: fs.mnt.join("redis"),
+        port: closed_port(),
+        child: None,
+    };
+    power_cuts(&mut fs, dir.path(), &mut service);
+}
+
+#[test]
+fn a_power_cut_loses_nothing_acknowledged_on_postgresql() {
+    let dir = tempfile::tempdir().unwrap();
+    // The `postgres` user reaches its data directory through this one.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut fs = LazyFs::mount(dir.path());
+    let mut service = Postgres::new(&fs, dir.path().join("socket"));
+    power_cuts(&mut fs, dir.path(), &mut service);
 }

@@ -11,6 +11,7 @@
 )]
 
 pub mod grpc;
+pub mod lazyfs;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
