@@ -21,9 +21,14 @@ fn script(name: &str) -> PathBuf {
     repo().join("tools/lazyfs").join(name)
 }
 
-/// The LazyFS binary, built once per target directory.
+/// The LazyFS binary, built once per target directory (one test process
+/// builds while the others wait on a file lock).
 pub fn binary() -> PathBuf {
-    let build = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lazyfs-build");
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(tmp).unwrap();
+    let lock = File::create(tmp.join("lazyfs-build.lock")).unwrap();
+    lock.lock().unwrap();
+    let build = tmp.join("lazyfs-build");
     let bin = build.join("lazyfs/lazyfs");
     if bin.exists() {
         return bin;
