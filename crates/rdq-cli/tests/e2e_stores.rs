@@ -337,6 +337,85 @@ async fn a_lapsed_lease_comes_back_as_lease_expired(kind: Kind) {
     site.stop().await;
 }
 
+/// Poison: tasks whose handler kills its worker. Each worker is a process
+/// that claims up to ten tasks and dies with SIGKILL before settling any;
+/// workers keep coming until every task is DEAD. With `max_lease_expiries`
+/// 2 and `max_attempts` 100, all 100 tasks reach the DLQ through their
+/// lapsed leases, with the reason `LEASE_EXPIRIES_EXHAUSTED` and two
+/// `LEASE_EXPIRED` attempts each; none runs a third time.
+async fn poison_tasks_that_kill_their_worker_reach_the_dlq_by_lease_expiry(kind: Kind) {
+    const TASKS: usize = 100;
+    let site = Site::start(kind).await;
+    let q = site.queue("poison");
+    let policy = json!({"max_attempts": 100, "max_lease_expiries": 2, "lease_ms": 300});
+    if let Err(e) = site.client.set_queue_config(&q, &policy).await {
+        // A store without a lease-expiry budget says so.
+        assert_eq!(e.code, "UNSUPPORTED", "{e:?}");
+        site.stop().await;
+        return;
+    }
+    let mut ids = Vec::with_capacity(TASKS);
+    for n in 0..TASKS {
+        ids.push(site.submit(&q, json!({"poison": n})).await.id);
+    }
+    let base = site.server.as_ref().unwrap().base.clone();
+    let claim = format!("{base}/v1/queues/{q}/claim");
+    let mut workers = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let dead = site
+            .client
+            .dlq_reasons(&q)
+            .await
+            .unwrap()
+            .reasons
+            .iter()
+            .map(|r| r.count)
+            .sum::<u64>();
+        if dead as usize == TASKS {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{dead} of {TASKS} poison tasks dead after {workers} workers died"
+        );
+        // A worker: claims, starts its handlers, and dies with them.
+        let status = std::process::Command::new("sh")
+            .args([
+                "-c",
+                r#"curl -s -o /dev/null -X POST -H 'content-type: application/json' -d '{"max": 10}' "$1"; kill -9 $$"#,
+                "poison-worker",
+                &claim,
+            ])
+            .status()
+            .unwrap();
+        assert!(!status.success(), "the worker died by its own hand");
+        workers += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let reasons = site.client.dlq_reasons(&q).await.unwrap().reasons;
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert_eq!(reasons[0].reason, "LEASE_EXPIRIES_EXHAUSTED");
+    assert_eq!(reasons[0].count, TASKS as u64);
+    for id in &ids {
+        // Found by queue, as every store can (RabbitMQ finds no task by id).
+        let env = site.client.dlq_task(&q, *id).await.unwrap();
+        assert_eq!(env.status, Status::Dead);
+        let expired = env
+            .attempts
+            .iter()
+            .filter(|a| a.outcome == Some(Outcome::LeaseExpired))
+            .count();
+        assert_eq!(
+            (env.attempts.len(), expired),
+            (2, 2),
+            "task {id}: two lapsed leases, no third run"
+        );
+    }
+    eprintln!("{kind:?}: {TASKS} poison tasks dead after {workers} workers died");
+    site.stop().await;
+}
+
 /// Readiness, the queue list (counts or depths, said which) and what a
 /// store cannot do answered as UNSUPPORTED.
 async fn readiness_queue_list_and_honest_capabilities(kind: Kind) {
@@ -763,6 +842,12 @@ macro_rules! e2e_suite {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn pending_tasks_are_cancelled_by_id_and_filter() {
                 super::pending_tasks_are_cancelled_by_id_and_filter($kind).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn poison_tasks_that_kill_their_worker_reach_the_dlq_by_lease_expiry() {
+                super::poison_tasks_that_kill_their_worker_reach_the_dlq_by_lease_expiry($kind)
+                    .await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
