@@ -10,8 +10,8 @@
     dead_code
 )]
 
+pub mod faults;
 pub mod grpc;
-pub mod lazyfs;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

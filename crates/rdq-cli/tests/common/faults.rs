@@ -1,15 +1,18 @@
 //! LazyFS (`tools/lazyfs`), a FUSE file system that keeps every write in its
 //! own cache until it is synced and drops what was not synced on
 //! `lazyfs::clear-cache`, as a power cut does; and the load and the count
-//! the power-loss tests share.
+//! the power-loss tests share; the stores' own servers the fault tests
+//! start, kill and start again.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -182,6 +185,16 @@ pub struct Load {
 
 impl Load {
     pub fn start(base: &str, queue: &str, submitters: usize) -> Self {
+        Self::with(base, queue, submitters, false)
+    }
+
+    /// [`Load::start`], but riding out errors (a store that is down): each
+    /// thread waits a little and tries again, until `stop`.
+    pub fn enduring(base: &str, queue: &str, submitters: usize) -> Self {
+        Self::with(base, queue, submitters, true)
+    }
+
+    fn with(base: &str, queue: &str, submitters: usize, endure: bool) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let acked = Arc::new(Mutex::new(Acknowledged::default()));
         let mut threads = Vec::new();
@@ -195,10 +208,16 @@ impl Load {
                     .unwrap();
                 runtime.block_on(async move {
                     let client = reqwest::Client::new();
-                    if t == submitters {
-                        settle(&client, &base, &queue, &stop, &acked).await;
-                    } else {
-                        submit(&client, &base, &queue, t, &stop, &acked).await;
+                    loop {
+                        if t == submitters {
+                            settle(&client, &base, &queue, &stop, &acked).await;
+                        } else {
+                            submit(&client, &base, &queue, t, &stop, &acked).await;
+                        }
+                        if !endure || stop.load(Ordering::Acquire) {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                 });
             }));
@@ -312,4 +331,208 @@ pub async fn count(base: &str, acked: &Acknowledged) -> (Vec<String>, Vec<(Strin
         }
     }
     (lost, unsettled)
+}
+
+/// A store's own server, its data on the LazyFS mount.
+pub trait Service {
+    /// Starts it (again) on its data; answers the store URL for `rdq serve`.
+    fn start(&mut self) -> String;
+    /// SIGKILL, no chance to flush anything.
+    fn kill(&mut self);
+}
+
+/// The embedded store: `rdq serve` itself writes the data directory.
+pub struct Embedded(pub PathBuf);
+
+impl Service for Embedded {
+    fn start(&mut self) -> String {
+        self.0.to_str().unwrap().to_owned()
+    }
+    fn kill(&mut self) {}
+}
+
+/// Waits until something listens on `port`.
+pub fn wait_for_port(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not listen on {port} within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn kill_child(child: &mut Option<Child>) {
+    if let Some(mut c) = child.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// `redis-server` with an append-only file synced at every write.
+pub struct Redis {
+    pub dir: PathBuf,
+    pub port: u16,
+    pub child: Option<Child>,
+}
+
+impl Service for Redis {
+    fn start(&mut self) -> String {
+        std::fs::create_dir_all(&self.dir).unwrap();
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .arg("--dir")
+            .arg(&self.dir)
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
+        wait_for_port(self.port, "redis-server");
+        format!("redis://127.0.0.1:{}/?prefix=power", self.port)
+    }
+    fn kill(&mut self) {
+        kill_child(&mut self.child);
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        kill_child(&mut self.child);
+    }
+}
+
+/// Whether process `pid` still runs (a zombie no longer does: it holds
+/// no file and no shared memory).
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// A PostgreSQL cluster of its own, run as the `postgres` user, with its
+/// default durability (`fsync` and `synchronous_commit` on).
+pub struct Postgres {
+    data: PathBuf,
+    socket: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// `program` of PostgreSQL's, run as the `postgres` user (PostgreSQL will
+/// not run as root), as a child of this process.
+fn as_postgres(program: &str) -> Command {
+    let id = |flag: &str| -> u32 {
+        let out = Command::new("id")
+            .args([flag, "postgres"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("the postgres user")
+    };
+    let mut cmd = Command::new(Path::new(PG_BIN).join(program));
+    cmd.uid(id("-u")).gid(id("-g")).env("HOME", "/tmp");
+    cmd
+}
+
+impl Postgres {
+    /// A new cluster made by `initdb` in `on_disk` (with no fsync: past
+    /// LazyFS, when the cluster runs on a mount) and run on `data`, the
+    /// same directory or the mount's view of it.
+    pub fn new(on_disk: PathBuf, data: PathBuf, socket: PathBuf) -> Self {
+        std::fs::create_dir_all(&on_disk).unwrap();
+        std::fs::create_dir_all(&socket).unwrap();
+        for dir in [&on_disk, &socket] {
+            let ok = Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(dir)
+                .status()
+                .unwrap();
+            assert!(ok.success());
+        }
+        let out = as_postgres("initdb")
+            .args(["-D"])
+            .arg(&on_disk)
+            .args(["-U", "postgres", "--auth", "trust", "--no-sync"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self {
+            data,
+            socket,
+            port: super::closed_port(),
+            child: None,
+        }
+    }
+}
+
+impl Service for Postgres {
+    fn start(&mut self) -> String {
+        let child = as_postgres("postgres")
+            .arg("-D")
+            .arg(&self.data)
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-c",
+                "listen_addresses=127.0.0.1",
+            ])
+            .arg("-k")
+            .arg(&self.socket)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.socket.join("postgres.log")).unwrap())
+            .spawn()
+            .expect("start postgres");
+        self.child = Some(child);
+        if let Err(waited) = std::panic::catch_unwind(|| wait_for_port(self.port, "postgres")) {
+            let log = std::fs::read_to_string(self.socket.join("postgres.log")).unwrap_or_default();
+            panic!("{waited:?}; its log:\n{log}");
+        }
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+    fn kill(&mut self) {
+        // The postmaster (found by its data directory) and its backends
+        // at once: SIGKILL to every one.
+        let pgrep = |args: &[&str]| -> Vec<String> {
+            let out = Command::new("pgrep").args(args).output().unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect()
+        };
+        let data = self.data.display().to_string();
+        for postmaster in pgrep(&["-f", &format!("bin/postgres -D {data}")]) {
+            let mut all = pgrep(&["-P", &postmaster]);
+            all.push(postmaster);
+            let _ = Command::new("kill").arg("-KILL").args(&all).status();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while all.iter().any(|pid| alive(pid)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        kill_child(&mut self.child);
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
