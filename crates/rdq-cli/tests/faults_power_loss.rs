@@ -21,7 +21,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::faults::{Acknowledged, Embedded, LazyFs, Load, Postgres, Redis, Service, count};
+use common::faults::{
+    Acknowledged, Embedded, LazyFs, Load, Postgres, Redis, Service, assert_nothing_lost,
+};
 use common::{FAST_CONFIG, RdqServer, closed_port};
 
 const QUEUE: &str = "power";
@@ -64,26 +66,7 @@ fn power_cuts(fs: &mut LazyFs, dir: &Path, service: &mut dyn Service) -> Acknowl
     }
     let store = service.start();
     let server = RdqServer::start_on(dir, FAST_CONFIG, &store, &[]);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (lost, unsettled) = runtime.block_on(count(&server.base, &all));
-    assert!(
-        lost.is_empty(),
-        "{} of {} acknowledged submits were lost: {:?}",
-        lost.len(),
-        all.submitted.len(),
-        &lost[..lost.len().min(5)]
-    );
-    assert!(
-        unsettled.is_empty(),
-        "{} of {} acknowledged settles were lost: {:?}",
-        unsettled.len(),
-        all.settled.len(),
-        &unsettled[..unsettled.len().min(5)]
-    );
-    assert!(
-        !all.settled.is_empty(),
-        "the worker settled nothing: settles went untested"
-    );
+    assert_nothing_lost(&server.base, &all);
     eprintln!(
         "{} power cuts: {} acknowledged submits and {} acknowledged settles, none lost",
         cycles(),

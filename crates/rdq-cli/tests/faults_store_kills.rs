@@ -16,7 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::faults::{Load, Postgres, Redis, Service, count};
+use common::faults::{Load, Postgres, Redis, Service, assert_nothing_lost};
 use common::{FAST_CONFIG, RdqServer, closed_port};
 
 const QUEUE: &str = "kills";
@@ -64,23 +64,7 @@ fn kills(dir: &Path, service: &mut dyn Service) {
         recoveries.push(restarted.elapsed());
     }
     let acked = load.stop();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (lost, unsettled) = runtime.block_on(count(&server.base, &acked));
-    assert!(
-        lost.is_empty(),
-        "{} of {} acknowledged submits were lost: {:?}",
-        lost.len(),
-        acked.submitted.len(),
-        &lost[..lost.len().min(5)]
-    );
-    assert!(
-        unsettled.is_empty(),
-        "{} of {} acknowledged settles were lost: {:?}",
-        unsettled.len(),
-        acked.settled.len(),
-        &unsettled[..unsettled.len().min(5)]
-    );
-    assert!(!acked.settled.is_empty(), "the worker settled nothing");
+    assert_nothing_lost(&server.base, &acked);
     let slowest = recoveries.iter().max().copied().unwrap_or_default();
     eprintln!(
         "{} kills: {} acknowledged submits and {} acknowledged settles, none lost; \

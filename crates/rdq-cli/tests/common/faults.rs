@@ -315,9 +315,35 @@ async fn settle(
     }
 }
 
-/// Reads every acknowledged task from the server at `base`: answers the
-/// submits not found and the settles whose task is not SUCCEEDED.
-pub async fn count(base: &str, acked: &Acknowledged) -> (Vec<String>, Vec<(String, Value)>) {
+/// Reads every acknowledged task from the server at `base` and fails the
+/// test for a submit not found or a settle whose task is not SUCCEEDED (or
+/// for no settle at all: then settles went untested).
+pub fn assert_nothing_lost(base: &str, acked: &Acknowledged) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (lost, unsettled) = runtime.block_on(count(base, acked));
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged submits were lost: {:?}",
+        lost.len(),
+        acked.submitted.len(),
+        &lost[..lost.len().min(5)]
+    );
+    assert!(
+        unsettled.is_empty(),
+        "{} of {} acknowledged settles were lost: {:?}",
+        unsettled.len(),
+        acked.settled.len(),
+        &unsettled[..unsettled.len().min(5)]
+    );
+    assert!(
+        !acked.settled.is_empty(),
+        "the worker settled nothing: settles went untested"
+    );
+}
+
+/// The submits of `acked` not found on the server at `base`, and the settles
+/// whose task is not SUCCEEDED.
+async fn count(base: &str, acked: &Acknowledged) -> (Vec<String>, Vec<(String, Value)>) {
     let api = super::Api::new(base);
     let settled: std::collections::HashSet<&String> = acked.settled.iter().collect();
     let mut lost = Vec::new();
