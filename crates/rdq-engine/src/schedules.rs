@@ -151,19 +151,28 @@ impl Engine {
         let valid = ValidSchedule::new(schedule)?;
         let store = self.schedule_store()?;
         let rules = valid.schedule();
-        let definition = serde_json::to_string(rules).map_err(|e| {
-            EngineError::InvalidArgument(format!("the schedule does not serialise: {e}"))
-        })?;
         store
-            .put_schedule(&SchedulePut {
-                name: rules.name.clone(),
-                queue: rules.task.queue.clone(),
-                owner,
-                definition,
-                now_ms: self.now().unix_ms(),
-            })
+            .put_schedule(&self.schedule_put(rules, owner)?)
             .await?;
         self.get_schedule(&rules.name).await
+    }
+
+    /// What the store keeps of `schedule`, put now by `owner`.
+    fn schedule_put(
+        &self,
+        schedule: &Schedule,
+        owner: ScheduleOwner,
+    ) -> Result<SchedulePut, EngineError> {
+        let definition = serde_json::to_string(schedule).map_err(|e| {
+            EngineError::InvalidArgument(format!("the schedule does not serialise: {e}"))
+        })?;
+        Ok(SchedulePut {
+            name: schedule.name.clone(),
+            queue: schedule.task.queue.clone(),
+            owner,
+            definition,
+            now_ms: self.now().unix_ms(),
+        })
     }
 
     /// The schedule called `name`: `SCHEDULE_NOT_FOUND` when there is none.
@@ -215,16 +224,7 @@ impl Engine {
                 return info(stored, self.now().unix_ms());
             }
             schedule.paused = paused;
-            let definition = serde_json::to_string(&schedule).map_err(|e| {
-                EngineError::InvalidArgument(format!("the schedule does not serialise: {e}"))
-            })?;
-            let put = SchedulePut {
-                name: schedule.name.clone(),
-                queue: schedule.task.queue.clone(),
-                owner: stored.owner,
-                definition,
-                now_ms: self.now().unix_ms(),
-            };
+            let put = self.schedule_put(&schedule, stored.owner)?;
             if store.replace_schedule_if(&put, &stored.definition).await? {
                 return self.get_schedule(name).await;
             }
