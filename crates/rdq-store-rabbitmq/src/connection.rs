@@ -209,13 +209,23 @@ impl Broker {
                     }
                 }
             }
-            match crate::tls::connect(
-                &self.options.uri,
-                self.properties(),
-                self.options.tls.as_ref(),
-            )
-            .await
-            {
+            // A dial that hangs (a broker that accepts and then says
+            // nothing) holds the dialling lock: bound each attempt.
+            let dial = tokio::time::timeout(
+                self.options.op_timeout,
+                crate::tls::connect(
+                    &self.options.uri,
+                    self.properties(),
+                    self.options.tls.as_ref(),
+                ),
+            );
+            let dialled = dial.await.unwrap_or_else(|_| {
+                Err(RabbitError::timed_out(
+                    "the connection handshake",
+                    self.options.op_timeout,
+                ))
+            });
+            match dialled {
                 Ok(connection) => {
                     let connection = Arc::new(connection);
                     *self.current.write().unwrap_or_else(PoisonError::into_inner) =
@@ -223,7 +233,16 @@ impl Broker {
                     lock(&self.holds).clear();
                     lock(&self.idle).clear();
                     if !first {
-                        self.redeclare(&connection).await;
+                        let replayed = tokio::time::timeout(
+                            self.options.op_timeout,
+                            self.redeclare(&connection),
+                        );
+                        if replayed.await.is_err() {
+                            warn!(
+                                after_ms = self.timeout_ms(),
+                                "re-declaring queues after a reconnect timed out"
+                            );
+                        }
                         info!(attempts = failures + 1, "reconnected to RabbitMQ");
                     }
                     self.generation.send_modify(|g| *g += 1);
@@ -265,20 +284,38 @@ impl Broker {
         Ok(connection.create_channel().await?)
     }
 
+    /// Runs `declare` on the declaration channel, within the operation
+    /// timeout; a declaration that timed out takes its channel with it (a
+    /// late answer must not be read as the next declaration's).
     async fn with_declare_channel<T>(
         &self,
+        queue: &str,
         declare: impl AsyncFnOnce(&Channel) -> Result<T, lapin::Error>,
     ) -> Result<T, RabbitError> {
-        let mut slot = self.declare_channel.lock().await;
-        let channel = match slot.as_ref().filter(|c| c.status().connected()) {
-            Some(c) => c.clone(),
-            None => {
-                let c = self.channel().await?;
-                *slot = Some(c.clone());
-                c
-            }
-        };
-        Ok(declare(&channel).await?)
+        let deadline = self.deadline();
+        let what = || format!("the declaration of `{queue}`");
+        let mut slot = self
+            .within(deadline, what, async {
+                Ok(self.declare_channel.lock().await)
+            })
+            .await?;
+        let declared = self
+            .within(deadline, what, async {
+                let channel = match slot.as_ref().filter(|c| c.status().connected()) {
+                    Some(c) => c.clone(),
+                    None => {
+                        let c = self.channel().await?;
+                        *slot = Some(c.clone());
+                        c
+                    }
+                };
+                Ok(declare(&channel).await?)
+            })
+            .await;
+        if matches!(declared, Err(RabbitError::TimedOut { .. })) {
+            *slot = None;
+        }
+        declared
     }
 
     /// Declares a durable queue with `args` (work and dead-letter queues),
@@ -286,7 +323,7 @@ impl Broker {
     pub async fn declare(&self, name: &str, args: FieldTable) -> Result<(), RabbitError> {
         let queue = short_name(name)?;
         let remembered = args.clone();
-        self.with_declare_channel(async |c| {
+        self.with_declare_channel(name, async |c| {
             c.queue_declare(queue, topology::declare_options(), args)
                 .await
                 .map(drop)
@@ -324,7 +361,7 @@ impl Broker {
         let queue = short_name(name)?;
         let remembered = args.clone();
         let declared_at = Instant::now();
-        self.with_declare_channel(async |c| {
+        self.with_declare_channel(name, async |c| {
             c.queue_declare(queue, topology::declare_options(), args)
                 .await
                 .map(drop)
@@ -338,28 +375,35 @@ impl Broker {
     /// How many ready messages `name` holds, `None` when it does not exist.
     pub async fn depth(&self, name: &str) -> Result<Option<u32>, RabbitError> {
         let queue = short_name(name)?;
-        // A passive declare of a missing queue closes its channel: use a throwaway one.
-        let channel = self.channel().await?;
-        let options = QueueDeclareOptions {
-            passive: true,
-            ..topology::declare_options()
-        };
-        let result = channel
-            .queue_declare(queue, options, FieldTable::default())
-            .await;
-        match result {
-            Ok(q) => {
-                let _ = channel.close(200, "OK".into()).await;
-                Ok(Some(q.message_count()))
-            }
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
+        self.within(
+            self.deadline(),
+            || format!("the depth of `{name}`"),
+            async {
+                // A passive declare of a missing queue closes its channel: use a throwaway one.
+                let channel = self.channel().await?;
+                let options = QueueDeclareOptions {
+                    passive: true,
+                    ..topology::declare_options()
+                };
+                let result = channel
+                    .queue_declare(queue, options, FieldTable::default())
+                    .await;
+                match result {
+                    Ok(q) => {
+                        let _ = channel.close(200, "OK".into()).await;
+                        Ok(Some(q.message_count()))
+                    }
+                    Err(e) if is_not_found(&e) => Ok(None),
+                    Err(e) => Err(e.into()),
+                }
+            },
+        )
+        .await
     }
 
     /// Publishes `body` to queue `routing_key` through the default exchange,
     /// `mandatory`, and waits for the broker's confirm. Waits out an outage
-    /// (up to the reconnect policy) instead of failing.
+    /// instead of failing, up to the operation timeout.
     pub async fn publish(
         &self,
         routing_key: &str,
@@ -367,11 +411,15 @@ impl Broker {
         properties: BasicProperties,
     ) -> Result<(), RabbitError> {
         let key = short_name(routing_key)?;
+        let deadline = self.deadline();
         let mut tries = 0u32;
         let mut redeclared = false;
         loop {
             tries += 1;
-            match self.publish_once(&key, body, properties.clone()).await {
+            match self
+                .publish_once(&key, body, properties.clone(), deadline)
+                .await
+            {
                 Ok(()) => return Ok(()),
                 Err(e @ RabbitError::Returned { .. }) => {
                     // Nothing was stored: the queue is gone (deleted under
@@ -385,6 +433,7 @@ impl Broker {
                 Err(
                     e @ (RabbitError::Nacked(_)
                     | RabbitError::Closed
+                    | RabbitError::TimedOut { .. }
                     | RabbitError::ReconnectExhausted { .. }),
                 ) => {
                     return Err(e);
@@ -396,12 +445,44 @@ impl Broker {
                     // have taken the first copy: at least once, never lost.
                     debug!(error = %e, tries, "publish failed; retrying on a live channel");
                     if tries >= 3 {
-                        self.connection().await?;
+                        self.within(
+                            deadline,
+                            || format!("the publish to `{routing_key}`"),
+                            async { self.connection().await },
+                        )
+                        .await?;
                     }
                 }
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// When an operation starting now must be over.
+    fn deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + self.options.op_timeout
+    }
+
+    /// `work`, or [`RabbitError::TimedOut`] once `deadline` passes (`work`
+    /// is dropped then: a channel it held closes with its last handle).
+    async fn within<T>(
+        &self,
+        deadline: tokio::time::Instant,
+        what: impl FnOnce() -> String,
+        work: impl Future<Output = Result<T, RabbitError>>,
+    ) -> Result<T, RabbitError> {
+        match tokio::time::timeout_at(deadline, work).await {
+            Ok(result) => result,
+            Err(_) => {
+                let what = what();
+                warn!(%what, after_ms = self.timeout_ms(), "RabbitMQ did not answer in time");
+                Err(RabbitError::timed_out(what, self.options.op_timeout))
+            }
+        }
+    }
+
+    fn timeout_ms(&self) -> u64 {
+        u64::try_from(self.options.op_timeout.as_millis()).unwrap_or(u64::MAX)
     }
 
     /// After a publish to `name` came back unroutable: declares the queue
@@ -435,38 +516,49 @@ impl Broker {
         key: &ShortString,
         body: &[u8],
         properties: BasicProperties,
+        deadline: tokio::time::Instant,
     ) -> Result<(), RabbitError> {
+        let what = || format!("the publish to `{}`", key.as_str());
         let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| RabbitError::Closed)?;
+            .within(deadline, what, async {
+                self.permits
+                    .acquire()
+                    .await
+                    .map_err(|_| RabbitError::Closed)
+            })
+            .await?;
         let pooled = lock(&self.idle).pop();
         let channel = match pooled.filter(|c| c.status().connected()) {
             Some(c) => c,
             None => {
-                let c = self.channel().await?;
-                c.confirm_select(ConfirmSelectOptions::default()).await?;
-                c
+                self.within(deadline, what, async {
+                    let c = self.channel().await?;
+                    c.confirm_select(ConfirmSelectOptions::default()).await?;
+                    Ok(c)
+                })
+                .await?
             }
         };
-        let confirmation = async {
-            channel
-                .basic_publish(
-                    ShortString::from(""),
-                    key.clone(),
-                    BasicPublishOptions {
-                        mandatory: true,
-                        immediate: false,
-                    },
-                    body,
-                    properties,
-                )
-                .await?
-                .await
-        }
-        .await;
-        if channel.status().connected() {
+        // A publish that times out leaves its channel behind (dropped, so
+        // closed): whatever the broker answers later is answered to nobody.
+        let confirmation = self
+            .within(deadline, what, async {
+                let confirm = channel
+                    .basic_publish(
+                        ShortString::from(""),
+                        key.clone(),
+                        BasicPublishOptions {
+                            mandatory: true,
+                            immediate: false,
+                        },
+                        body,
+                        properties,
+                    )
+                    .await?;
+                Ok(confirm.await?)
+            })
+            .await;
+        if confirmation.is_ok() && channel.status().connected() {
             lock(&self.idle).push(channel);
         }
         match confirmation? {
@@ -488,20 +580,26 @@ impl Broker {
     /// Deletes queues (tests and tooling); a missing queue is not an error.
     pub async fn delete_queues(&self, names: &[String]) -> Result<(), RabbitError> {
         for name in names {
-            let channel = self.channel().await?;
-            let deleted = channel
-                .queue_delete(
-                    short_name(name)?,
-                    lapin::options::QueueDeleteOptions::default(),
-                )
-                .await;
-            match deleted {
-                Ok(_) => {
-                    let _ = channel.close(200, "OK".into()).await;
-                }
-                Err(e) if is_not_found(&e) => {}
-                Err(e) => return Err(e.into()),
-            }
+            let queue = short_name(name)?;
+            self.within(
+                self.deadline(),
+                || format!("the deletion of `{name}`"),
+                async {
+                    let channel = self.channel().await?;
+                    let deleted = channel
+                        .queue_delete(queue, lapin::options::QueueDeleteOptions::default())
+                        .await;
+                    match deleted {
+                        Ok(_) => {
+                            let _ = channel.close(200, "OK".into()).await;
+                            Ok(())
+                        }
+                        Err(e) if is_not_found(&e) => Ok(()),
+                        Err(e) => Err(RabbitError::from(e)),
+                    }
+                },
+            )
+            .await?;
             lock(&self.declared).remove(name);
             lock(&self.holds).remove(name);
             lock(&self.hold_names).remove(name);

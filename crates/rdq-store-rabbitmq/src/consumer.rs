@@ -283,11 +283,18 @@ pub(crate) async fn run_consumer(
         if core.broker.is_closing() {
             return;
         }
-        let subscribed = async {
+        let op_timeout = core.broker.options().op_timeout;
+        let subscribed = tokio::time::timeout(op_timeout, async {
             core.declare(&q).await?;
             subscribe(&core, &q).await
-        }
-        .await;
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(RabbitError::timed_out(
+                format!("the subscription to `{}`", q.names.work),
+                op_timeout,
+            ))
+        });
         let (channel, mut consumer) = match subscribed {
             Ok(pair) => {
                 failures = 0;
@@ -363,7 +370,9 @@ pub(crate) async fn run_consumer(
                             }
                         }
                     }
-                    let synced = if count {
+                    // A round trip the broker does not answer ends the
+                    // subscription (a new one starts on a live connection).
+                    let synced = tokio::time::timeout(op_timeout, async { if count {
                         // A passive declare also says how many messages wait.
                         let passive = lapin::options::QueueDeclareOptions {
                             passive: true,
@@ -384,7 +393,11 @@ pub(crate) async fn run_consumer(
                             .await
                             .map(|()| 0)
                             .map_err(RabbitError::from)
-                    };
+                    }})
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(RabbitError::timed_out(format!("a round trip on `{}`", q.names.work), op_timeout))
+                    });
                     core.drain(&q);
                     let _ = reply.send(*synced.as_ref().unwrap_or(&0));
                     if synced.is_err() {

@@ -40,6 +40,17 @@ pub enum RabbitError {
         /// The last failure.
         last: String,
     },
+    /// The broker did not answer within the operation timeout
+    /// (`op_timeout_ms`): the connection is down and not back yet, or the
+    /// queue cannot take messages (a quorum queue without a leader). A
+    /// publish that timed out may or may not have been stored.
+    #[error("STORE_UNAVAILABLE: RabbitMQ did not answer {what} within {after_ms} ms")]
+    TimedOut {
+        /// What was waiting, e.g. "the publish to `q`".
+        what: String,
+        /// The operation timeout.
+        after_ms: u64,
+    },
     /// A delay longer than a hold queue can express (about 24.8 days).
     #[error("INVALID_ARGUMENT: a delay of {0} ms is longer than a RabbitMQ hold queue can hold")]
     DelayTooLong(u64),
@@ -51,6 +62,14 @@ pub enum RabbitError {
 }
 
 impl RabbitError {
+    /// [`RabbitError::TimedOut`] for `what`, after `after`.
+    pub(crate) fn timed_out(what: impl Into<String>, after: std::time::Duration) -> Self {
+        Self::TimedOut {
+            what: what.into(),
+            after_ms: u64::try_from(after.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
     /// The stable code, the same string that starts the display form.
     pub fn code(&self) -> &'static str {
         match self {
@@ -61,6 +80,7 @@ impl RabbitError {
             | Self::Returned { .. }
             | Self::Nacked(_)
             | Self::Closed
+            | Self::TimedOut { .. }
             | Self::ReconnectExhausted { .. } => "STORE_UNAVAILABLE",
         }
     }

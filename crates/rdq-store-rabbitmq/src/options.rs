@@ -89,6 +89,11 @@ pub struct RabbitOptions {
     pub connection_name: Option<String>,
     /// How a dropped connection is redialled.
     pub reconnect: ReconnectPolicy,
+    /// Longest wait for the broker in one store operation (default 10 s):
+    /// a publish and its confirm (waiting out a reconnect included), a
+    /// queue declaration, a depth read. Past it the operation fails with
+    /// `STORE_UNAVAILABLE` instead of hanging.
+    pub op_timeout: Duration,
     /// Most dead letters read by one DLQ listing or redrive (default 100,000).
     pub dlq_scan_limit: usize,
     /// TLS for an `amqps://` URL (`?tls_ca=`, `?tls_cert=`, `?tls_key=`,
@@ -110,6 +115,7 @@ impl Default for RabbitOptions {
             namespace: String::new(),
             connection_name: None,
             reconnect: ReconnectPolicy::default(),
+            op_timeout: Duration::from_secs(10),
             dlq_scan_limit: 100_000,
             tls: None,
         }
@@ -133,6 +139,7 @@ impl RabbitOptions {
     /// | `namespace` | [`namespace`](Self::namespace) |
     /// | `connection_name` | [`connection_name`](Self::connection_name) |
     /// | `reconnect_max_attempts` | [`ReconnectPolicy::max_attempts`] (0: never reconnect) |
+    /// | `op_timeout_ms` | [`op_timeout`](Self::op_timeout) |
     pub fn from_url(url: &str) -> Result<Self, RabbitError> {
         let mut parsed =
             Url::parse(url).map_err(|e| RabbitError::InvalidUrl(format!("{url}: {e}")))?;
@@ -193,6 +200,14 @@ impl RabbitOptions {
                         options.defer_granularity = Duration::from_millis(ms);
                     }
                 }
+                "op_timeout_ms" => {
+                    let ms = value
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|ms| (1..=3_600_000).contains(ms))
+                        .ok_or_else(|| bad("expected 1–3600000 milliseconds"))?;
+                    options.op_timeout = Duration::from_millis(ms);
+                }
                 "max_priority" => {
                     options.max_priority = value.parse().map_err(|_| bad("expected 0–255"))?;
                 }
@@ -229,10 +244,11 @@ mod tests {
     #[test]
     fn store_parameters_are_taken_out_of_the_uri() {
         let o = RabbitOptions::from_url(
-            "amqp://guest:guest@localhost:5672/%2f?prefetch=64&queuey=a,b&heartbeat=10&namespace=t1.",
+            "amqp://guest:guest@localhost:5672/%2f?prefetch=64&queuey=a,b&heartbeat=10&namespace=t1.&op_timeout_ms=2500",
         )
         .unwrap_or_default();
         assert_eq!(o.prefetch, 64);
+        assert_eq!(o.op_timeout, Duration::from_millis(2_500));
         assert!(o.is_queuey("a") && o.is_queuey("b") && !o.is_queuey("c"));
         assert_eq!(o.namespace, "t1.");
         assert_eq!(o.uri, "amqp://guest:guest@localhost:5672/%2f?heartbeat=10");
@@ -241,6 +257,12 @@ mod tests {
     #[test]
     fn bad_parameters_and_schemes_are_refused() {
         assert!(RabbitOptions::from_url("amqp://h/?prefetch=0").is_err());
+        assert!(RabbitOptions::from_url("amqp://h/?op_timeout_ms=0").is_err());
+        assert!(RabbitOptions::from_url("amqp://h/?op_timeout_ms=soon").is_err());
+        assert_eq!(
+            RabbitOptions::from_url("amqp://h/").map(|o| o.op_timeout),
+            Ok(Duration::from_secs(10))
+        );
         assert!(RabbitOptions::from_url("amqps://h/").is_ok_and(|o| o.tls.is_some()));
         assert!(RabbitOptions::from_url("amqpx://h/").is_err());
         assert!(RabbitOptions::from_url("amqp://h/?tls_ca=/ca.pem").is_err());

@@ -29,6 +29,7 @@ pub const ENTRY: StoreEntry = StoreEntry {
         "namespace",
         "connection_name",
         "reconnect_max_attempts",
+        "op_timeout_ms",
         "tls_ca",
         "tls_cert",
         "tls_key",

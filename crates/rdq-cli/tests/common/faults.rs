@@ -341,6 +341,88 @@ pub fn assert_nothing_lost(base: &str, acked: &Acknowledged) {
     );
 }
 
+/// [`assert_nothing_lost`] for a store that finds no task by id (RabbitMQ):
+/// drains `queue` (claims and settles until it stays empty) and fails the
+/// test for an acknowledged submit neither settled nor drained (lost), or
+/// an acknowledged settle whose task is drained again (its end undone).
+pub fn assert_nothing_lost_by_draining(base: &str, queue: &str, acked: &Acknowledged) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let drained = runtime.block_on(drain(base, queue));
+    let settled: std::collections::HashSet<&String> = acked.settled.iter().collect();
+    let lost: Vec<&String> = acked
+        .submitted
+        .iter()
+        .filter(|id| !settled.contains(id) && !drained.contains(*id))
+        .collect();
+    let undone: Vec<&String> = acked
+        .settled
+        .iter()
+        .filter(|id| drained.contains(*id))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged submits were lost: {:?}",
+        lost.len(),
+        acked.submitted.len(),
+        &lost[..lost.len().min(5)]
+    );
+    assert!(
+        undone.is_empty(),
+        "{} of {} acknowledged settles came back: {:?}",
+        undone.len(),
+        acked.settled.len(),
+        &undone[..undone.len().min(5)]
+    );
+    assert!(
+        !acked.settled.is_empty(),
+        "the worker settled nothing: settles went untested"
+    );
+}
+
+/// Claims and settles (SUCCESS) everything in `queue` until three claims
+/// in a row find nothing; answers the ids.
+async fn drain(base: &str, queue: &str) -> std::collections::HashSet<String> {
+    let client = reqwest::Client::new();
+    let mut ids = std::collections::HashSet::new();
+    let mut empty = 0;
+    while empty < 3 {
+        let claimed: Value = client
+            .post(format!("{base}/v1/queues/{queue}/claim"))
+            .json(&json!({"max": 1000, "lease_ms": 60000}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let tasks = claimed["tasks"].as_array().cloned().unwrap_or_default();
+        if tasks.is_empty() {
+            empty += 1;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        empty = 0;
+        let settles: Vec<Value> = tasks
+            .iter()
+            .map(|t| json!({"id": t["id"], "lease_token": t["lease_token"], "outcome": "SUCCESS"}))
+            .collect();
+        let answer: Value = client
+            .post(format!("{base}/v1/settle"))
+            .json(&json!({"settles": settles, "envelopes": false}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        for result in answer["results"].as_array().unwrap() {
+            assert_eq!(result["status"], 200, "settling a drained task: {result}");
+        }
+        ids.extend(tasks.iter().map(|t| t["id"].as_str().unwrap().to_owned()));
+    }
+    ids
+}
+
 /// The submits of `acked` not found on the server at `base`, and the settles
 /// whose task is not SUCCEEDED.
 async fn count(base: &str, acked: &Acknowledged) -> (Vec<String>, Vec<(String, Value)>) {
@@ -558,6 +640,139 @@ impl Service for Postgres {
 }
 
 impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A RabbitMQ broker of the test's own (node `rdqfault{port}@localhost`),
+/// on free ports, its data under `dir` (kept across restarts): the
+/// broker the suite shares is never touched.
+pub struct RabbitMq {
+    dir: PathBuf,
+    port: u16,
+    dist_port: u16,
+    child: Option<Child>,
+}
+
+impl RabbitMq {
+    pub fn new(dir: PathBuf) -> Self {
+        std::fs::create_dir_all(dir.join("mnesia")).unwrap();
+        std::fs::create_dir_all(dir.join("log")).unwrap();
+        let port = super::closed_port();
+        std::fs::write(
+            dir.join("rabbitmq.conf"),
+            format!("listeners.tcp.default = 127.0.0.1:{port}\n"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("enabled_plugins"), "[].\n").unwrap();
+        std::fs::write(dir.join("env"), "").unwrap();
+        // The broker drops to the `rabbitmq` user.
+        let ok = Command::new("chown")
+            .args(["-R", "rabbitmq:rabbitmq"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        Self {
+            dir,
+            port,
+            dist_port: super::closed_port(),
+            child: None,
+        }
+    }
+}
+
+impl RabbitMq {
+    /// `rabbitmqctl` against this broker.
+    pub fn ctl(&self, args: &[&str]) {
+        let out = Command::new("rabbitmqctl")
+            .env("HOME", &self.dir)
+            .args(["-n", &format!("rdqfault{}@localhost", self.port)])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "rabbitmqctl {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Service for RabbitMq {
+    fn start(&mut self) -> String {
+        let d = |name: &str| self.dir.join(name);
+        let child = Command::new("rabbitmq-server")
+            .env("HOME", &self.dir)
+            .env(
+                "RABBITMQ_NODENAME",
+                format!("rdqfault{}@localhost", self.port),
+            )
+            .env("RABBITMQ_CONFIG_FILE", d("rabbitmq.conf"))
+            .env("RABBITMQ_CONF_ENV_FILE", d("env"))
+            .env("RABBITMQ_MNESIA_BASE", d("mnesia"))
+            .env("RABBITMQ_LOG_BASE", d("log"))
+            .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
+            .env("RABBITMQ_ENABLED_PLUGINS_FILE", d("enabled_plugins"))
+            .env("RABBITMQ_FEATURE_FLAGS_FILE", d("feature_flags"))
+            .env("RABBITMQ_PLUGINS_EXPAND_DIR", d("plugins-expand"))
+            .env("ERL_EPMD_ADDRESS", "127.0.0.1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("start rabbitmq-server");
+        self.child = Some(child);
+        wait_for_port(self.port, "rabbitmq-server");
+        format!(
+            "amqp://guest:guest@127.0.0.1:{}/%2f?namespace=fault.",
+            self.port
+        )
+    }
+
+    fn kill(&mut self) {
+        // The broker (`beam.smp`, started by `rabbitmq-server` under the
+        // `rabbitmq` user in a session of its own) is the process that
+        // listens on the port: SIGKILL to it and its children.
+        let out = Command::new("ss")
+            .args(["-ltnpH", &format!("sport = :{}", self.port)])
+            .output()
+            .unwrap();
+        let listing = String::from_utf8_lossy(&out.stdout);
+        for pid in listing
+            .split("pid=")
+            .skip(1)
+            .filter_map(|rest| rest.split(',').next())
+        {
+            let children = Command::new("pgrep").args(["-P", pid]).output().unwrap();
+            let children = String::from_utf8_lossy(&children.stdout).to_string();
+            // A child may be gone already: `kill` says so, harmlessly.
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(pid)
+                .args(children.split_whitespace())
+                .stderr(Stdio::null())
+                .status();
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "the broker on {} outlived its SIGKILL",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for RabbitMq {
     fn drop(&mut self) {
         self.kill();
     }

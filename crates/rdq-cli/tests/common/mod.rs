@@ -65,11 +65,24 @@ impl RdqServer {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start_listening(dir, config, store, "127.0.0.1:0", extra, env)
+    }
+
+    /// [`Self::start_with_env`] on the address `listen` (a restarted node
+    /// keeps its address).
+    pub fn start_listening(
+        dir: &Path,
+        config: &str,
+        store: &str,
+        listen: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let config_path = dir.join("rdq.toml");
         std::fs::write(&config_path, config).unwrap();
         let mut child = Command::new(RDQ)
             .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", listen])
             .arg("--store")
             .arg(store)
             .arg("--config")
