@@ -30,6 +30,7 @@ mod schema;
 mod sql;
 mod temporary;
 mod tls;
+mod transactional;
 mod writes;
 
 use std::sync::Arc;
@@ -57,6 +58,7 @@ use rdq_engine::batch::Batcher;
 pub use crate::options::{DEFAULT_SCHEMA, PostgresOptions};
 pub use crate::schema::SCHEMA_VERSION;
 pub use crate::tls::{PostgresTls, SslMode};
+pub use crate::transactional::{submit_in, submit_statement};
 
 /// Grouped writes running at once (each on its own connection), so that one
 /// group's commit overlaps the next group's statement.

@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 use crate::error::Failure;
 
 /// The newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 /// One schema version: its number, what it does and its DDL for a schema.
 struct Migration {
@@ -54,6 +54,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 6,
         description: "periodic schedules (schedules)",
         ddl: v6,
+    },
+    Migration {
+        version: 7,
+        description: "transactional enqueue (the submit function)",
+        ddl: v7,
     },
 ];
 
@@ -247,6 +252,12 @@ pub(crate) async fn lease_secret(
         ))
         .into()
     })
+}
+
+/// Schema version 7: `submit(…)` and `submit_json(…)`, which write a task
+/// in the caller's transaction (`submit.sql`, docs/stores/postgres.md).
+fn v7(s: &str) -> String {
+    include_str!("submit.sql").replace("@schema@", s)
 }
 
 /// Brings `schema` to [`SCHEMA_VERSION`], creating it if absent; returns the

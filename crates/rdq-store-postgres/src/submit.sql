@@ -1,0 +1,220 @@
+-- Transactional enqueue (docs/stores/postgres.md, "Submitting inside your
+-- transaction"): @schema@.submit(...) writes one PENDING task in the
+-- caller's transaction, exactly as an rdq node's submit writes it: the
+-- same row, the same count delta, the same wake-up (a NOTIFY, delivered
+-- at commit), and the envelope in the canonical encoding of rdq's codec
+-- (docs/envelope.md), byte for byte. A fresh task's envelope is a fixed
+-- sequence of members, so it is written out here member by member; the
+-- codec's tests hold this text to the codec's own output.
+--
+-- Bad input raises an exception whose message starts with rdq's stable
+-- code (`INVALID_QUEUE_NAME: …`) and SQLSTATE 22023 (invalid_parameter_value);
+-- nothing is written and the caller's transaction is aborted, as any
+-- failed statement aborts it.
+
+-- A task id's text: the ULID (Crockford base32) of the uuid's 128 bits.
+CREATE OR REPLACE FUNCTION @schema@.task_id_text(id uuid) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT string_agg(
+        substr('0123456789ABCDEFGHJKMNPQRSTVWXYZ',
+               substring(bits FROM i * 5 + 1 FOR 5)::bit(5)::int + 1, 1),
+        '' ORDER BY i)
+    FROM (SELECT B'00' || ('x' || replace(id::text, '-', ''))::bit(128) AS bits) b,
+         generate_series(0, 25) AS i
+$$;
+
+-- A timestamp's text in the envelope: RFC 3339, milliseconds, UTC.
+CREATE OR REPLACE FUNCTION @schema@.instant_text(ms bigint) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT to_char((timestamptz 'epoch' + ms * interval '1 millisecond') AT TIME ZONE 'UTC',
+                   'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+$$;
+
+-- Raises rdq's stable `code` for `field`.
+CREATE OR REPLACE FUNCTION @schema@.refuse(code text, field text, why text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = code || ': ' || field || ': ' || why,
+        DETAIL = field, HINT = code;
+END
+$$;
+
+-- A queue name or handler ref: 1 to 240 bytes of [a-z0-9._-], not `.` or `..`.
+CREATE OR REPLACE FUNCTION @schema@.check_name(name text, code text, field text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF name IS NULL OR name = '' THEN
+        PERFORM @schema@.refuse(code, field, 'must not be empty');
+    ELSIF name IN ('.', '..') THEN
+        PERFORM @schema@.refuse(code, field, format('%s is a path segment, not a name', to_json(name)));
+    ELSIF octet_length(name) > 240 THEN
+        PERFORM @schema@.refuse(code, field,
+            format('is %s bytes long; the limit is 240', octet_length(name)));
+    ELSIF name !~ '^[a-z0-9._-]+$' THEN
+        PERFORM @schema@.refuse(code, field,
+            format('%s has characters outside [a-z0-9._-]', to_json(name)));
+    END IF;
+END
+$$;
+
+-- 1 to `max` characters, or NULL.
+CREATE OR REPLACE FUNCTION @schema@.check_short(value text, field text, max integer) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF value IS NOT NULL AND (value = '' OR char_length(value) > max) THEN
+        PERFORM @schema@.refuse('INVALID_FIELD', field, format('must be 1 to %s characters', max));
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @schema@.submit(
+    queue                text,
+    handler_ref          text,
+    payload              bytea   DEFAULT '\x',
+    payload_content_type text    DEFAULT 'application/octet-stream',
+    headers              jsonb   DEFAULT '{}',
+    priority             integer DEFAULT 0,
+    delay_ms             bigint  DEFAULT 0,
+    idempotency_key      text    DEFAULT NULL,
+    handler_version      text    DEFAULT NULL,
+    flow_key             text    DEFAULT NULL
+) RETURNS text
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_variable
+DECLARE
+    now_ms   bigint;
+    due_ms   bigint;
+    id       uuid;
+    id_text  text;
+    all_headers jsonb;
+    header   record;
+    header_text text;
+    envelope text;
+    max_bytes bigint;
+    existing uuid;
+    flow     text;
+BEGIN
+    PERFORM @schema@.check_name(queue, 'INVALID_QUEUE_NAME', 'queue');
+    PERFORM @schema@.check_name(handler_ref, 'INVALID_HANDLER_REF', 'handler_ref');
+    IF payload IS NULL THEN
+        PERFORM @schema@.refuse('INVALID_FIELD', 'payload', 'must not be null (an empty payload is ''\x'')');
+    END IF;
+    IF payload_content_type IS NULL THEN
+        PERFORM @schema@.refuse('INVALID_FIELD', 'payload_content_type', 'must not be null');
+    END IF;
+    PERFORM @schema@.check_short(payload_content_type, 'payload_content_type', 255);
+    PERFORM @schema@.check_short(handler_version, 'handler_version', 255);
+    PERFORM @schema@.check_short(idempotency_key, 'idempotency_key', 255);
+    IF priority IS NULL OR priority < 0 OR priority > 255 THEN
+        PERFORM @schema@.refuse('INVALID_FIELD', 'priority', 'must be 0 to 255');
+    END IF;
+    IF delay_ms IS NULL OR delay_ms < 0 THEN
+        PERFORM @schema@.refuse('INVALID_FIELD', 'delay_ms', 'must be 0 or more');
+    END IF;
+    all_headers := coalesce(headers, '{}');
+    IF jsonb_typeof(all_headers) <> 'object' THEN
+        PERFORM @schema@.refuse('INVALID_FIELD', 'headers', 'must be a JSON object of strings');
+    END IF;
+    FOR header IN SELECT key, value FROM jsonb_each(all_headers) LOOP
+        IF jsonb_typeof(header.value) <> 'string' THEN
+            PERFORM @schema@.refuse('INVALID_FIELD', 'headers.' || header.key, 'must be a string');
+        END IF;
+        IF lower(left(header.key, 4)) = 'rdq.' THEN
+            PERFORM @schema@.refuse('RESERVED_HEADER', 'headers.' || header.key,
+                format('header %s uses the prefix "rdq.", which is reserved for system metadata',
+                       to_json(header.key)));
+        END IF;
+    END LOOP;
+    IF flow_key IS NOT NULL THEN
+        IF flow_key = '' THEN
+            PERFORM @schema@.refuse('INVALID_FIELD', 'flow_key', 'must not be empty');
+        ELSIF octet_length(flow_key) > 128 THEN
+            PERFORM @schema@.refuse('INVALID_FIELD', 'flow_key',
+                format('is %s bytes long; the limit is 128', octet_length(flow_key)));
+        ELSIF flow_key !~ '^[A-Za-z0-9._:/@=+-]+$' THEN
+            PERFORM @schema@.refuse('INVALID_FIELD', 'flow_key',
+                format('%s has characters outside [A-Za-z0-9._:/@=+-]', to_json(flow_key)));
+        END IF;
+        all_headers := all_headers || jsonb_build_object('rdq.flow_key', flow_key);
+    END IF;
+
+    now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+    -- The latest instant an envelope holds: 9999-12-31T23:59:59.999Z.
+    IF delay_ms > 253402300799999 - now_ms THEN
+        PERFORM @schema@.refuse('INVALID_FIELD', 'delay_ms', 'puts the task past the year 9999');
+    END IF;
+    due_ms := now_ms + delay_ms;
+    -- A ULID: 48 bits of milliseconds, 80 random ones.
+    id := encode(overlay(uuid_send(gen_random_uuid()) PLACING substring(int8send(now_ms) FROM 3 FOR 6)
+                         FROM 1 FOR 6), 'hex')::uuid;
+    id_text := @schema@.task_id_text(id);
+
+    SELECT coalesce('{' || string_agg(to_json(key)::text || ':' || value::text, ','
+                                      ORDER BY key COLLATE "C") || '}', '{}')
+        INTO header_text FROM jsonb_each(all_headers);
+    envelope := '{"envelope_version":1,"id":"' || id_text
+        || '","queue":' || to_json(queue)::text
+        || ',"handler_ref":' || to_json(handler_ref)::text
+        || ',"handler_version":' || coalesce(to_json(handler_version)::text, 'null')
+        || ',"payload":"' || translate(encode(payload, 'base64'), E'\n', '')
+        || '","payload_content_type":' || to_json(payload_content_type)::text
+        || ',"headers":' || header_text
+        || ',"status":"PENDING","priority":' || priority
+        || ',"deferral_count":0,"attempt_count":0,"redrive_count":0,"claim_count":0'
+        || ',"next_attempt_at":"' || @schema@.instant_text(due_ms)
+        || '","lease_expires_at":null,"created_at":"' || @schema@.instant_text(now_ms)
+        || '","attempts":[]}';
+
+    SELECT coalesce((q.policy::jsonb ->> 'max_envelope_bytes')::bigint, 1048576)
+        INTO max_bytes FROM (SELECT NULL) d
+        LEFT JOIN @schema@.queues q ON q.name = submit.queue;
+    IF octet_length(envelope) > max_bytes THEN
+        PERFORM @schema@.refuse('PAYLOAD_TOO_LARGE', 'payload',
+            format('the envelope is %s bytes; the queue takes at most %s', octet_length(envelope), max_bytes));
+    END IF;
+
+    IF EXISTS (SELECT 1 FROM @schema@.flow_queues f WHERE f.queue = submit.queue) THEN
+        flow := coalesce(all_headers ->> 'rdq.flow_key', '');
+    END IF;
+    INSERT INTO @schema@.tasks AS t (id, queue, status, priority, next_attempt_at, lease_expires_at,
+                                    claim_count, error_type, finished_at, envelope,
+                                    idempotency_key, flow_key)
+        VALUES (id, queue, 0, priority, due_ms, NULL, 0, NULL, NULL,
+                convert_to(envelope, 'UTF8'), convert_to(idempotency_key, 'UTF8'), flow)
+        ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        -- Only the idempotency key can conflict (the id is fresh): the
+        -- task that holds it is the answer, as for any submit.
+        SELECT t.id INTO existing FROM @schema@.tasks t
+            WHERE t.queue = submit.queue AND t.idempotency_key = convert_to(submit.idempotency_key, 'UTF8');
+        IF existing IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = '40001',
+                MESSAGE = 'STORE_UNAVAILABLE: the task holding this idempotency key went away meanwhile; submit again';
+        END IF;
+        RETURN @schema@.task_id_text(existing);
+    END IF;
+    INSERT INTO @schema@.queue_counts (queue, pending, in_flight, succeeded, dead)
+        VALUES (queue, 1, 0, 0, 0);
+    PERFORM pg_notify('rdq_@schema@', 'w sql ' || queue);
+    RETURN id_text;
+END
+$$;
+
+-- @schema@.submit with a JSON payload (content type application/json): the
+-- payload's bytes are the JSON text as given.
+CREATE OR REPLACE FUNCTION @schema@.submit_json(
+    queue           text,
+    handler_ref     text,
+    payload         json,
+    headers         jsonb   DEFAULT '{}',
+    priority        integer DEFAULT 0,
+    delay_ms        bigint  DEFAULT 0,
+    idempotency_key text    DEFAULT NULL,
+    handler_version text    DEFAULT NULL,
+    flow_key        text    DEFAULT NULL
+) RETURNS text
+LANGUAGE sql VOLATILE AS $$
+    SELECT @schema@.submit(queue, handler_ref, convert_to(payload::text, 'UTF8'),
+                           'application/json', headers, priority, delay_ms,
+                           idempotency_key, handler_version, flow_key)
+$$;

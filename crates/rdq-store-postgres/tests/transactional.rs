@@ -1,0 +1,430 @@
+//! Transactional enqueue (docs/stores/postgres.md, "Submitting inside your
+//! transaction"): `SCHEMA.submit(…)` and `submit_in` write, in the caller's
+//! transaction, the very task an rdq node writes — the canonical envelope
+//! byte for byte, the row, the count, the wake-up — or nothing at all.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use rdq_engine::store::admin::TaskCounts;
+use rdq_engine::{Engine, ManualClock, QueuePolicy, SubmitRequest};
+use rdq_envelope::{Envelope, TaskId, Timestamp};
+use rdq_store_postgres::{PostgresStore, submit_in};
+use tokio_postgres::{AsyncMessage, Client, NoTls};
+
+async fn client() -> Client {
+    let (client, connection) = tokio_postgres::connect(&common::url(), NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+fn request(queue: &str) -> SubmitRequest {
+    SubmitRequest {
+        queue: queue.into(),
+        handler_ref: "emails.send".into(),
+        payload: br#"{"to":"a@example.com"}"#.to_vec(),
+        payload_content_type: "application/json".into(),
+        ..SubmitRequest::default()
+    }
+}
+
+/// The stored envelope bytes of task `id`.
+async fn stored(db: &Client, schema: &str, id: TaskId) -> Option<Vec<u8>> {
+    db.query_opt(
+        &format!("SELECT envelope FROM {schema}.tasks WHERE id = $1"),
+        &[&uuid::Uuid::from_u128(id.as_u128())],
+    )
+    .await
+    .unwrap()
+    .map(|row| row.get(0))
+}
+
+async fn rows(db: &Client, schema: &str) -> i64 {
+    db.query_one(&format!("SELECT count(*) FROM {schema}.tasks"), &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// What an rdq node's submit stores for `req`, were it given the id and
+/// the instant the SQL function chose.
+fn node_envelope(req: &SubmitRequest, id: TaskId, at: Timestamp) -> Vec<u8> {
+    let clock = Arc::new(ManualClock::new(at));
+    let engine = Engine::new(Arc::new(rdq_store_memory::MemoryStore::new()), clock);
+    let mut task = engine.build(req, &QueuePolicy::default()).unwrap();
+    task.envelope.id = id;
+    task.envelope.encode()
+}
+
+/// Submits `req` through SQL and checks the row against the node's envelope.
+async fn submit_and_compare(db: &Client, schema: &str, req: &SubmitRequest) -> TaskId {
+    let id = submit_in(db, schema, req).await.unwrap();
+    let bytes = stored(db, schema, id).await.expect("the task is stored");
+    let env = Envelope::decode(&bytes).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&bytes));
+    });
+    assert_eq!(env.encode(), bytes, "not canonical");
+    assert_eq!(
+        String::from_utf8(node_envelope(req, id, env.created_at)).unwrap(),
+        String::from_utf8(bytes).unwrap(),
+        "the SQL function and the codec disagree"
+    );
+    id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_submits_store_the_envelope_a_node_stores_byte_for_byte() {
+    let store = PostgresStore::open_temporary(&common::url()).await.unwrap();
+    let schema = store.schema().to_owned();
+    let db = client().await;
+    let mut all_bytes = request("bytes");
+    all_bytes.payload = (0..=255u8).collect();
+    all_bytes.payload_content_type = "application/octet-stream".into();
+    let mut headed = request("headed");
+    headed.headers = BTreeMap::from([
+        (
+            "traceparent".into(),
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+        ),
+        ("Z-upper".into(), "sorted before lower-case".into()),
+        (
+            "a\"quote\\slash".into(),
+            "line\nbreak\ttab\u{1}\u{7f} é ✓ 𝄞 /".into(),
+        ),
+        ("".into(), String::new()),
+    ]);
+    headed.handler_version = Some("2026.12 \"beta\"".into());
+    headed.priority = 255;
+    headed.delay_ms = 90_000;
+    let mut keyed = request("flows");
+    keyed.flow_key = Some("tenant:42/eu@x=y+z".into());
+    keyed.idempotency_key = Some("order-1".into());
+    let mut empty = request("empty");
+    empty.payload = Vec::new();
+    for req in [request("plain"), all_bytes, headed, keyed, empty] {
+        submit_and_compare(&db, &schema, &req).await;
+    }
+
+    // Every valid fixture's submit fields (those a client may set).
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../compliance/fixtures/valid");
+    let mut compared = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let fixture = Envelope::decode(&std::fs::read(entry.unwrap().path()).unwrap()).unwrap();
+        if fixture
+            .headers
+            .keys()
+            .any(|k| k.to_ascii_lowercase().starts_with("rdq."))
+        {
+            continue;
+        }
+        let mut req = SubmitRequest {
+            queue: fixture.queue.clone(),
+            handler_ref: fixture.handler_ref.clone(),
+            handler_version: fixture.handler_version.clone(),
+            payload: fixture.payload_bytes(),
+            payload_content_type: fixture.payload_content_type.clone(),
+            headers: fixture.headers.clone(),
+            priority: fixture.priority,
+            ..SubmitRequest::default()
+        };
+        if req.headers.values().any(|v| v.contains('\0')) {
+            // PostgreSQL text holds no U+0000: refused up front, the rest compared.
+            let err = submit_in(&db, &schema, &req).await.unwrap_err();
+            assert_eq!(err.code(), "INVALID_FIELD", "{err}");
+            for value in req.headers.values_mut() {
+                *value = value.replace('\0', "");
+            }
+        }
+        let node_refuses = Engine::new(
+            Arc::new(rdq_store_memory::MemoryStore::new()),
+            Arc::new(rdq_engine::SystemClock),
+        )
+        .build(&req, &QueuePolicy::default())
+        .err();
+        match node_refuses {
+            // A node would refuse it too: so must SQL, with the same code.
+            Some(refused) => {
+                let err = submit_in(&db, &schema, &req).await.unwrap_err();
+                assert_eq!(err.code(), refused.code(), "{err} / {refused}");
+            }
+            None => {
+                submit_and_compare(&db, &schema, &req).await;
+            }
+        }
+        compared += 1;
+    }
+    assert!(compared > 20, "only {compared} fixtures compared");
+
+    // The rows are the rows a node writes: workers claim them, counts count them.
+    let engine = Engine::new(Arc::new(store.clone()), Arc::new(rdq_engine::SystemClock));
+    let claimed = engine.claim("plain", 10, None).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let flows = engine.claim("flows", 10, None).await.unwrap();
+    assert_eq!(
+        flows[0].envelope.headers["rdq.flow_key"],
+        "tenant:42/eu@x=y+z"
+    );
+    let counts = store.counts().await.unwrap();
+    let headed = counts.iter().find(|c| c.queue == "headed").unwrap();
+    assert_eq!(headed.pending, 1, "{headed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_back_submit_never_exists_and_a_committed_one_wakes_workers() {
+    let store = PostgresStore::open_temporary(&common::url()).await.unwrap();
+    let schema = store.schema().to_owned();
+    let (listener, mut connection) = tokio_postgres::connect(&common::url(), NoTls)
+        .await
+        .unwrap();
+    let (tx, mut notes) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(Ok(message)) = messages.next().await {
+            if let AsyncMessage::Notification(n) = message {
+                let _ = tx.send(n.payload().to_owned());
+            }
+        }
+    });
+    listener
+        .batch_execute(&format!("LISTEN rdq_{schema}"))
+        .await
+        .unwrap();
+    let mut db = client().await;
+    let other = client().await;
+
+    let tx = db.transaction().await.unwrap();
+    let id = submit_in(&tx, &schema, &request("orders")).await.unwrap();
+    assert!(
+        stored(&other, &schema, id).await.is_none(),
+        "seen before commit"
+    );
+    tx.rollback().await.unwrap();
+    assert!(
+        stored(&other, &schema, id).await.is_none(),
+        "a rolled-back task exists"
+    );
+    assert_eq!(rows(&other, &schema).await, 0);
+    let quiet = tokio::time::timeout(Duration::from_millis(300), notes.recv()).await;
+    assert!(
+        quiet.is_err(),
+        "a rolled-back submit woke workers: {quiet:?}"
+    );
+
+    let tx = db.transaction().await.unwrap();
+    tx.execute("SELECT 1", &[]).await.unwrap();
+    let id = submit_in(&tx, &schema, &request("orders")).await.unwrap();
+    tx.commit().await.unwrap();
+    let note = tokio::time::timeout(Duration::from_secs(2), notes.recv())
+        .await
+        .expect("no wake-up within 2 s of the commit")
+        .unwrap();
+    assert_eq!(note, "w sql orders");
+    let engine = Engine::new(Arc::new(store.clone()), Arc::new(rdq_engine::SystemClock));
+    let claimed = engine.claim("orders", 10, None).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].envelope.id, id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_transactions_with_one_idempotency_key_make_one_task() {
+    let store = PostgresStore::open_temporary(&common::url()).await.unwrap();
+    let schema = store.schema().to_owned();
+    let mut req = request("orders");
+    req.idempotency_key = Some("order-7".into());
+
+    for first_commits in [true, false] {
+        let (mut a, mut b) = (client().await, client().await);
+        let ta = a.transaction().await.unwrap();
+        let first = submit_in(&ta, &schema, &req).await.unwrap();
+        let (schema_b, req_b) = (schema.clone(), req.clone());
+        let second = tokio::spawn(async move {
+            let tb = b.transaction().await.unwrap();
+            let id = submit_in(&tb, &schema_b, &req_b).await.unwrap();
+            tb.commit().await.unwrap();
+            id
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !second.is_finished(),
+            "the second submit did not wait for the first"
+        );
+        if first_commits {
+            ta.commit().await.unwrap();
+            assert_eq!(second.await.unwrap(), first, "two tasks for one key");
+        } else {
+            ta.rollback().await.unwrap();
+            let own = second.await.unwrap();
+            assert_ne!(own, first, "the key went to a task that was rolled back");
+        }
+        let db = client().await;
+        assert_eq!(rows(&db, &schema).await, 1);
+        if first_commits {
+            db.batch_execute(&format!("DELETE FROM {schema}.tasks"))
+                .await
+                .unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_with_rdq_codes_and_writes_nothing() {
+    let store = PostgresStore::open_temporary(&common::url()).await.unwrap();
+    let schema = store.schema().to_owned();
+    let db = client().await;
+    let bad: Vec<(&str, SubmitRequest)> = vec![
+        (
+            "INVALID_QUEUE_NAME",
+            SubmitRequest {
+                queue: "Orders".into(),
+                ..request("x")
+            },
+        ),
+        (
+            "INVALID_QUEUE_NAME",
+            SubmitRequest {
+                queue: String::new(),
+                ..request("x")
+            },
+        ),
+        (
+            "INVALID_QUEUE_NAME",
+            SubmitRequest {
+                queue: "..".into(),
+                ..request("x")
+            },
+        ),
+        (
+            "INVALID_QUEUE_NAME",
+            SubmitRequest {
+                queue: "q".repeat(241),
+                ..request("x")
+            },
+        ),
+        (
+            "INVALID_HANDLER_REF",
+            SubmitRequest {
+                handler_ref: "send email".into(),
+                ..request("x")
+            },
+        ),
+        (
+            "RESERVED_HEADER",
+            SubmitRequest {
+                headers: BTreeMap::from([("RDQ.submitted_by".into(), "me".into())]),
+                ..request("x")
+            },
+        ),
+        (
+            "INVALID_FIELD",
+            SubmitRequest {
+                payload_content_type: String::new(),
+                ..request("x")
+            },
+        ),
+        (
+            "INVALID_FIELD",
+            SubmitRequest {
+                handler_version: Some("v".repeat(256)),
+                ..request("x")
+            },
+        ),
+        (
+            "INVALID_FIELD",
+            SubmitRequest {
+                idempotency_key: Some(String::new()),
+                ..request("x")
+            },
+        ),
+        (
+            "INVALID_FIELD",
+            SubmitRequest {
+                flow_key: Some("a b".into()),
+                ..request("x")
+            },
+        ),
+        (
+            "INVALID_FIELD",
+            SubmitRequest {
+                flow_key: Some("k".repeat(129)),
+                ..request("x")
+            },
+        ),
+        (
+            "INVALID_FIELD",
+            SubmitRequest {
+                delay_ms: u64::MAX,
+                ..request("x")
+            },
+        ),
+        (
+            "PAYLOAD_TOO_LARGE",
+            SubmitRequest {
+                payload: vec![7; 1024 * 1024],
+                ..request("x")
+            },
+        ),
+    ];
+    for (code, req) in &bad {
+        let err = submit_in(&db, &schema, req).await.unwrap_err();
+        assert_eq!(err.code(), *code, "{err}");
+    }
+    // What only SQL can get wrong: nulls and JSON that is not an object of strings.
+    let raw = [
+        ("INVALID_QUEUE_NAME", "NULL, 'h'"),
+        ("INVALID_HANDLER_REF", "'q', NULL"),
+        ("INVALID_FIELD: payload", "'q', 'h', NULL"),
+        (
+            "INVALID_FIELD: payload_content_type",
+            "'q', 'h', '\\x00', NULL",
+        ),
+        ("INVALID_FIELD: headers:", "'q', 'h', headers => '[1]'"),
+        (
+            "INVALID_FIELD: headers.n",
+            "'q', 'h', headers => '{\"n\": 1}'",
+        ),
+        ("INVALID_FIELD: priority", "'q', 'h', priority => 256"),
+        ("INVALID_FIELD: priority", "'q', 'h', priority => -1"),
+        ("INVALID_FIELD: delay_ms", "'q', 'h', delay_ms => -1"),
+    ];
+    for (code, args) in raw {
+        let err = db
+            .query_one(&format!("SELECT {schema}.submit({args})"), &[])
+            .await
+            .unwrap_err();
+        let db_err = err.as_db_error().unwrap();
+        assert_eq!(db_err.code().code(), "22023", "{args}: {db_err:?}");
+        assert!(
+            db_err.message().starts_with(code),
+            "{args}: {}",
+            db_err.message()
+        );
+    }
+    // A queue's own limit applies.
+    let engine = Engine::new(Arc::new(store.clone()), Arc::new(rdq_engine::SystemClock));
+    engine
+        .set_policy(
+            "small",
+            &QueuePolicy {
+                max_envelope_bytes: 600,
+                ..QueuePolicy::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut big = request("small");
+    big.payload = vec![b'x'; 400];
+    let err = submit_in(&db, &schema, &big).await.unwrap_err();
+    assert_eq!(err.code(), "PAYLOAD_TOO_LARGE", "{err}");
+    big.payload.truncate(100);
+    submit_in(&db, &schema, &big).await.unwrap();
+    assert_eq!(rows(&db, &schema).await, 1, "a refused submit wrote a row");
+}
