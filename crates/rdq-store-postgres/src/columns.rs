@@ -107,7 +107,7 @@ impl<'a> Rows<'a> {
 }
 
 /// The envelope of a row read as `envelope, status, claimed_at,
-/// lease_expires_at` from column `at` on.
+/// lease_expires_at, finished_at` from column `at` on.
 ///
 /// A claim is written in SQL, in the one statement that picks the tasks: it
 /// sets the row's status, claim count and lease, and records `claimed_at`,
@@ -115,7 +115,10 @@ impl<'a> Rows<'a> {
 /// claim handed out is `machine::claim(pending, lease, claimed_at)`, a pure
 /// function of what the row holds, so it is recomputed here, byte for byte
 /// the same, whenever such a row is read; the next write of the task (a
-/// settle, an extension, a reap) stores its full envelope again.
+/// settle, an extension, a reap) stores its full envelope again. Likewise a
+/// task completed inside an application's transaction (`SCHEMA.complete`,
+/// `submit.sql`) has only its columns changed: SUCCEEDED at `finished_at`,
+/// recomputed here with `machine::replay_success`.
 pub(crate) fn stored_envelope(
     row: &tokio_postgres::Row,
     at: usize,
@@ -124,13 +127,22 @@ pub(crate) fn stored_envelope(
     let status: i16 = row.try_get(at + 1)?;
     let claimed_at: Option<i64> = row.try_get(at + 2)?;
     let lease_expires_at: Option<i64> = row.try_get(at + 3)?;
+    let finished_at: Option<i64> = row.try_get(at + 4)?;
     let env = Envelope::decode(bytes)
         .map_err(|e| crate::error::Failure::Engine(crate::error::undecodable("a task", &e)))?;
-    match (claimed_at, lease_expires_at) {
-        (Some(claimed_at), Some(until))
-            if status == status_code(Status::InFlight) && env.status == Status::Pending =>
+    let claimed =
+        status == status_code(Status::InFlight) || status == status_code(Status::Succeeded);
+    let env = match (claimed_at, lease_expires_at) {
+        (Some(claimed_at), Some(until)) if claimed && env.status == Status::Pending => {
+            rdq_engine::machine::replay_claim(env, claimed_at, until)?
+        }
+        _ => env,
+    };
+    match finished_at {
+        Some(finished_at)
+            if status == status_code(Status::Succeeded) && env.status == Status::InFlight =>
         {
-            Ok(rdq_engine::machine::replay_claim(env, claimed_at, until)?)
+            Ok(rdq_engine::machine::replay_success(env, finished_at)?)
         }
         _ => Ok(env),
     }

@@ -58,7 +58,7 @@ use rdq_engine::batch::Batcher;
 pub use crate::options::{DEFAULT_SCHEMA, PostgresOptions};
 pub use crate::schema::SCHEMA_VERSION;
 pub use crate::tls::{PostgresTls, SslMode};
-pub use crate::transactional::{submit_in, submit_statement};
+pub use crate::transactional::{complete_in, submit_in, submit_statement};
 
 /// Grouped writes running at once (each on its own connection), so that one
 /// group's commit overlaps the next group's statement.

@@ -249,7 +249,7 @@ pub(crate) async fn dead_groups(
 ) -> Result<Vec<rdq_engine::DeadGroup>, EngineError> {
     let s = shared.sql.schema().to_owned();
     let text = format!(
-        "SELECT g.error_type, g.n, t.envelope, t.status, t.claimed_at, t.lease_expires_at
+        "SELECT g.error_type, g.n, t.envelope, t.status, t.claimed_at, t.lease_expires_at, t.finished_at
          FROM (SELECT error_type, count(*) AS n, max(id::text)::uuid AS newest
                FROM {s}.tasks WHERE queue = $1 AND status = 3 GROUP BY error_type) g
          JOIN {s}.tasks t ON t.id = g.newest"

@@ -57,7 +57,7 @@ const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 7,
-        description: "transactional enqueue (the submit function)",
+        description: "transactional enqueue and complete (submit, complete)",
         ddl: v7,
     },
 ];
@@ -255,7 +255,8 @@ pub(crate) async fn lease_secret(
 }
 
 /// Schema version 7: `submit(…)` and `submit_json(…)`, which write a task
-/// in the caller's transaction (`submit.sql`, docs/stores/postgres.md).
+/// in the caller's transaction, and `complete(…)`, which settles one's
+/// success there (`submit.sql`, docs/stores/postgres.md).
 fn v7(s: &str) -> String {
     include_str!("submit.sql").replace("@schema@", s)
 }

@@ -28,7 +28,7 @@ const SET_ROW: &str = "status = v.status, priority = v.priority, \
 
 /// How a stored envelope is read: the bytes and what
 /// `columns::stored_envelope` needs to finish a claim written in SQL.
-const STORED: &str = "envelope, status, claimed_at, lease_expires_at";
+const STORED: &str = "envelope, status, claimed_at, lease_expires_at, finished_at";
 
 /// A row's flow key as its envelope has it (its `rdq.flow_key` header, `''`
 /// without one): the envelope is canonical JSON.

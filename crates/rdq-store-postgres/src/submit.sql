@@ -218,3 +218,109 @@ LANGUAGE sql VOLATILE AS $$
                            'application/json', headers, priority, delay_ms,
                            idempotency_key, handler_version, flow_key)
 $$;
+
+-- Transactional complete (docs/stores/postgres.md, "Completing inside your
+-- transaction"): @schema@.complete(id, lease_token) settles a claimed task
+-- as SUCCEEDED in the caller's transaction, fenced like every settle: the
+-- token must be the one its claim handed out (a keyed MAC over the task
+-- and the claim, checked here with the store's secret), and that claim
+-- must still be the task's current one. A worker whose lease lapsed and
+-- whose task was claimed again gets LEASE_LOST and rolls back its own
+-- writes with it. Only the row's columns change: the stored envelope stays
+-- the claimed state, and every read computes the SUCCEEDED envelope from
+-- it and the finish time, as rdq's codec would have written it.
+
+-- A task id's uuid from its text (26 characters of upper-case Crockford
+-- base32), NULL when it is not one.
+CREATE OR REPLACE FUNCTION @schema@.task_id_uuid(id text) RETURNS uuid
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    bits varbit := B'';
+    v    integer;
+    hex  text := '';
+    i    integer;
+BEGIN
+    IF id IS NULL OR length(id) <> 26 OR left(id, 1) > '7' THEN
+        RETURN NULL;
+    END IF;
+    FOR i IN 1..26 LOOP
+        v := strpos('0123456789ABCDEFGHJKMNPQRSTVWXYZ', substr(id, i, 1)) - 1;
+        IF v < 0 THEN
+            RETURN NULL;
+        END IF;
+        bits := bits || v::bit(5);
+    END LOOP;
+    FOR i IN 0..31 LOOP
+        hex := hex || to_hex(substring(bits FROM 3 + i * 4 FOR 4)::bit(4)::integer);
+    END LOOP;
+    RETURN hex::uuid;
+END
+$$;
+
+-- The MAC part of the lease token of claim `claim` of task `id`:
+-- HMAC-SHA256 under the store's lease secret over a domain tag, the id and
+-- the claim, cut to 16 bytes, in lower-case hex (rdq's lease tokens).
+CREATE OR REPLACE FUNCTION @schema@.lease_mac(id uuid, claim bigint) RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    secret bytea;
+    ipad   bytea;
+    opad   bytea;
+    i      integer;
+BEGIN
+    SELECT value INTO secret FROM @schema@.secrets WHERE name = 'lease_secret';
+    IF secret IS NULL THEN
+        RETURN NULL;
+    END IF;
+    secret := secret || decode(repeat('00', 64 - octet_length(secret)), 'hex');
+    ipad := secret;
+    opad := secret;
+    FOR i IN 0..63 LOOP
+        ipad := set_byte(ipad, i, get_byte(secret, i) # 54);
+        opad := set_byte(opad, i, get_byte(secret, i) # 92);
+    END LOOP;
+    RETURN encode(substring(sha256(opad || sha256(ipad
+        || convert_to('rdq.lease_token.v1', 'UTF8') || uuid_send(id)
+        || substring(int8send(claim) FROM 5 FOR 4))) FROM 1 FOR 16), 'hex');
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @schema@.complete(id text, lease_token text) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_variable
+DECLARE
+    task    uuid;
+    claim   bigint;
+    now_ms  bigint;
+    q       text;
+BEGIN
+    task := @schema@.task_id_uuid(id);
+    IF task IS NULL THEN
+        PERFORM @schema@.refuse('INVALID_FIELD', 'id', format('%s is not a task id', to_json(id)));
+    END IF;
+    IF lease_token IS NULL OR lease_token !~ '^[0-9]{1,10}\.[0-9a-f]{32}$'
+        OR split_part(lease_token, '.', 1)::bigint > 4294967295 THEN
+        PERFORM @schema@.refuse('INVALID_FIELD', 'lease_token', 'is not a lease token');
+    END IF;
+    claim := split_part(lease_token, '.', 1)::bigint;
+    IF @schema@.lease_mac(task, claim) IS DISTINCT FROM split_part(lease_token, '.', 2) THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', HINT = 'LEASE_LOST', DETAIL = 'lease_token',
+            MESSAGE = 'LEASE_LOST: the lease token was not issued for task ' || id;
+    END IF;
+    now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+    UPDATE @schema@.tasks t SET status = 2, finished_at = now_ms, error_type = NULL,
+            cancel_requested = false
+        WHERE t.id = task AND t.status = 1 AND t.claim_count = claim
+        RETURNING t.queue INTO q;
+    IF q IS NULL THEN
+        IF EXISTS (SELECT 1 FROM @schema@.tasks t WHERE t.id = task) THEN
+            RAISE EXCEPTION USING ERRCODE = '55000', HINT = 'LEASE_LOST', DETAIL = 'lease_token',
+                MESSAGE = 'LEASE_LOST: task ' || id || ' is no longer held by this lease';
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'P0002', HINT = 'TASK_NOT_FOUND', DETAIL = 'id',
+            MESSAGE = 'TASK_NOT_FOUND: task ' || id || ' does not exist';
+    END IF;
+    INSERT INTO @schema@.queue_counts (queue, pending, in_flight, succeeded, dead)
+        VALUES (q, 0, -1, 1, 0);
+END
+$$;

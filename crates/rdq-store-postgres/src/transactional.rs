@@ -6,7 +6,8 @@
 //! statement of its own). The task exists exactly when the caller's
 //! transaction commits, and workers waiting on the queue are woken at that
 //! commit. The function writes the row an rdq node would write, so nothing
-//! here encodes an envelope.
+//! here encodes an envelope. [`complete_in`] is the other end: a handler
+//! settles its task's success in the transaction of its own writes.
 
 use rdq_engine::{EngineError, SubmitRequest};
 use rdq_envelope::{EnvelopeError, ErrorCode, TaskId};
@@ -73,6 +74,33 @@ pub async fn submit_in(
         .map_err(|e| EngineError::Unavailable(e.to_string()))?;
     TaskId::parse(&id)
         .ok_or_else(|| EngineError::Unavailable(format!("{schema}.submit answered {id:?}")))
+}
+
+/// Settles task `id` as SUCCEEDED through `client` (the transaction that
+/// holds the handler's own writes), fenced by `lease_token` (the text its
+/// claim handed out): `LEASE_LOST` when that claim is no longer the task's
+/// (its lease lapsed and another worker claimed it; roll back), and
+/// `TASK_NOT_FOUND`. The task is SUCCEEDED exactly when the transaction
+/// commits.
+pub async fn complete_in(
+    client: &impl GenericClient,
+    schema: &str,
+    id: TaskId,
+    lease_token: &str,
+) -> Result<(), EngineError> {
+    validate_schema(schema)?;
+    client
+        .execute(
+            &format!("SELECT {schema}.complete($1::text, $2::text)"),
+            &[&id.to_string(), &lease_token],
+        )
+        .await
+        .map_err(|e| match e.as_db_error().and_then(|db| db.hint()) {
+            Some("LEASE_LOST") => EngineError::LeaseLost(id),
+            Some("TASK_NOT_FOUND") => EngineError::TaskNotFound(id),
+            _ => refusal(e),
+        })?;
+    Ok(())
 }
 
 /// Refuses a U+0000 in any text of `request`: PostgreSQL's `text` and

@@ -15,7 +15,7 @@ use futures::StreamExt;
 use rdq_engine::store::admin::TaskCounts;
 use rdq_engine::{Engine, ManualClock, QueuePolicy, SubmitRequest};
 use rdq_envelope::{Envelope, TaskId, Timestamp};
-use rdq_store_postgres::{PostgresStore, submit_in};
+use rdq_store_postgres::{PostgresStore, complete_in, submit_in};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 async fn client() -> Client {
@@ -427,4 +427,149 @@ async fn bad_input_is_refused_with_rdq_codes_and_writes_nothing() {
     big.payload.truncate(100);
     submit_in(&db, &schema, &big).await.unwrap();
     assert_eq!(rows(&db, &schema).await, 1, "a refused submit wrote a row");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_complete_inside_the_transaction_commits_with_it_and_is_fenced() {
+    let store = PostgresStore::open_temporary(&common::url()).await.unwrap();
+    let schema = store.schema().to_owned();
+    let key = rdq_engine::LeaseKey::of(&store).await.unwrap();
+    let mut db = client().await;
+    db.batch_execute(&format!("CREATE TABLE {schema}.sent (task text)"))
+        .await
+        .unwrap();
+    let id = submit_in(&db, &schema, &request("emails")).await.unwrap();
+    // Due at the database's clock; the engine's starts just after it.
+    let clock = Arc::new(ManualClock::new(Timestamp::now().plus_ms(10)));
+    let engine = Engine::new(Arc::new(store.clone()), clock.clone());
+    let first = engine
+        .claim("emails", 1, Some(60_000))
+        .await
+        .unwrap()
+        .remove(0);
+    let token = key.format(id, first.token);
+
+    // The handler's write and the complete go together, or neither does.
+    let tx = db.transaction().await.unwrap();
+    tx.execute(
+        &format!("INSERT INTO {schema}.sent VALUES ($1)"),
+        &[&id.to_string()],
+    )
+    .await
+    .unwrap();
+    complete_in(&tx, &schema, id, &token).await.unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(
+        engine.get(id).await.unwrap().status,
+        rdq_envelope::Status::InFlight
+    );
+
+    // Refusals: malformed, forged, unknown.
+    let refused = [
+        (complete_in(&db, &schema, id, "7").await, "INVALID_FIELD"),
+        (
+            complete_in(
+                &db,
+                &schema,
+                id,
+                &format!("{}.{}", first.token.0, "0".repeat(32)),
+            )
+            .await,
+            "LEASE_LOST",
+        ),
+        (
+            complete_in(
+                &db,
+                &schema,
+                TaskId::generate(),
+                &key.format(TaskId::generate(), first.token),
+            )
+            .await,
+            "LEASE_LOST",
+        ),
+    ];
+    for (result, code) in refused {
+        assert_eq!(result.unwrap_err().code(), code);
+    }
+    let stranger = TaskId::generate();
+    let err = complete_in(&db, &schema, stranger, &key.format(stranger, first.token))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "TASK_NOT_FOUND");
+    let err = db
+        .execute(
+            &format!("SELECT {schema}.complete('not-an-id', $1)"),
+            &[&token],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.as_db_error()
+            .unwrap()
+            .message()
+            .starts_with("INVALID_FIELD: id")
+    );
+
+    // The lease lapses and another worker claims the task: the first
+    // worker's transaction cannot complete it.
+    clock.advance_ms(61_000);
+    engine.reap_expired(10).await.unwrap();
+    clock.advance_ms(5_000); // the retry's backoff
+    let second = engine
+        .claim("emails", 1, Some(60_000))
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(second.envelope.id, id);
+    let tx = db.transaction().await.unwrap();
+    tx.execute(
+        &format!("INSERT INTO {schema}.sent VALUES ($1)"),
+        &[&id.to_string()],
+    )
+    .await
+    .unwrap();
+    let err = complete_in(&tx, &schema, id, &token).await.unwrap_err();
+    assert_eq!(err.code(), "LEASE_LOST");
+    tx.rollback().await.unwrap();
+
+    // The current holder's complete commits with its write.
+    let tx = db.transaction().await.unwrap();
+    tx.execute(
+        &format!("INSERT INTO {schema}.sent VALUES ($1)"),
+        &[&id.to_string()],
+    )
+    .await
+    .unwrap();
+    complete_in(&tx, &schema, id, &key.format(id, second.token))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let sent: i64 = db
+        .query_one(&format!("SELECT count(*) FROM {schema}.sent"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(sent, 1);
+
+    // Read back: the SUCCEEDED envelope a settle would have written.
+    let done = engine.get(id).await.unwrap();
+    assert_eq!(done.status, rdq_envelope::Status::Succeeded);
+    let finished = done.attempts.last().unwrap().finished_at.unwrap();
+    let expected =
+        rdq_engine::machine::replay_success(second.envelope.clone(), finished.unix_ms()).unwrap();
+    assert_eq!(done.encode(), expected.encode());
+    assert_eq!(done.attempts.len(), 2);
+    let counts = store.counts().await.unwrap();
+    let emails = counts.iter().find(|c| c.queue == "emails").unwrap();
+    assert_eq!((emails.in_flight, emails.succeeded), (0, 1), "{emails:?}");
+    // Settled once: the worker's own settle now finds its lease gone.
+    let late = engine
+        .settle(
+            &second.envelope,
+            second.token,
+            rdq_engine::Settlement::Success,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(late.code(), "LEASE_LOST");
 }
