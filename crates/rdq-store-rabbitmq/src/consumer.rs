@@ -15,7 +15,7 @@ use lapin::{Channel, Consumer};
 use rdq_engine::{EngineError, machine};
 use rdq_envelope::{Envelope, Status, Timestamp};
 use tokio::sync::mpsc;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::acks::Acks;
 use crate::core::Core;
@@ -176,6 +176,13 @@ impl Core {
             envelope.lease_expires_at = None;
         }
         let redelivered = delivery.redelivered;
+        if redelivered && lock(&self.leases).has_succeeded(envelope.id) {
+            // Settled here already; the broker lost the ack (it died after
+            // it): the task is done, not due again.
+            info!(task = %envelope.id, queue = %q.name, "a task settled here came back after a broker failure; acking it again");
+            sub.acks.ack_detached(delivery.delivery_tag, delivery.acker);
+            return;
+        }
         q.buffer(Waiting {
             envelope,
             delivery: Held {

@@ -170,6 +170,9 @@ impl Core {
             return Err(e);
         }
         if lease.delivery.ack().await {
+            if next.status == Status::Succeeded {
+                lock(&self.leases).succeeded(id);
+            }
             Ok(())
         } else if next.status == Status::Succeeded {
             Err(EngineError::LeaseLost(id))

@@ -13,6 +13,13 @@
 //! remembers the ids that passed through this store recently (submitted or
 //! claimed, the last [`SEEN_CAPACITY`]): those answer `LEASE_LOST`, others
 //! `TASK_NOT_FOUND`.
+//!
+//! It also remembers the tasks this process settled as SUCCEEDED (the last
+//! [`SEEN_CAPACITY`]). An AMQP ack has no answer: a broker that dies just
+//! after one can come back with the message (the ack never reached its
+//! disk), and the task would run again. A redelivery of a task settled
+//! here is acked and dropped instead (`Core::accept`); another process,
+//! which never saw the settle, still gets it: at least once.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -59,6 +66,8 @@ pub struct Leases {
     pub held: HashMap<TaskId, Lease>,
     seen: HashSet<TaskId>,
     order: VecDeque<TaskId>,
+    succeeded: HashSet<TaskId>,
+    succeeded_order: VecDeque<TaskId>,
 }
 
 impl Leases {
@@ -77,5 +86,22 @@ impl Leases {
     /// True when `id` passed through this store recently.
     pub fn has_seen(&self, id: TaskId) -> bool {
         self.seen.contains(&id)
+    }
+
+    /// Remembers that this process settled `id` as SUCCEEDED.
+    pub fn succeeded(&mut self, id: TaskId) {
+        if self.succeeded.insert(id) {
+            self.succeeded_order.push_back(id);
+            if self.succeeded_order.len() > SEEN_CAPACITY
+                && let Some(old) = self.succeeded_order.pop_front()
+            {
+                self.succeeded.remove(&old);
+            }
+        }
+    }
+
+    /// True when this process settled `id` as SUCCEEDED recently.
+    pub fn has_succeeded(&self, id: TaskId) -> bool {
+        self.succeeded.contains(&id)
     }
 }

@@ -379,16 +379,18 @@ pub fn assert_nothing_lost_by_draining(base: &str, queue: &str, acked: &Acknowle
     );
 }
 
-/// Claims and settles (SUCCESS) everything in `queue` until three claims
-/// in a row find nothing; answers the ids.
+/// Claims and settles (SUCCESS) everything in `queue` until claims have
+/// found nothing for five seconds (a broker pushes a consumer at most its
+/// prefetch at a time, and redelivered messages wait for the reaper);
+/// answers the ids.
 async fn drain(base: &str, queue: &str) -> std::collections::HashSet<String> {
     let client = reqwest::Client::new();
     let mut ids = std::collections::HashSet::new();
-    let mut empty = 0;
-    while empty < 3 {
+    let mut last_found = Instant::now();
+    while last_found.elapsed() < Duration::from_secs(5) {
         let claimed: Value = client
             .post(format!("{base}/v1/queues/{queue}/claim"))
-            .json(&json!({"max": 1000, "lease_ms": 60000}))
+            .json(&json!({"max": 1000, "lease_ms": 600000}))
             .send()
             .await
             .unwrap()
@@ -397,11 +399,10 @@ async fn drain(base: &str, queue: &str) -> std::collections::HashSet<String> {
             .unwrap();
         let tasks = claimed["tasks"].as_array().cloned().unwrap_or_default();
         if tasks.is_empty() {
-            empty += 1;
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         }
-        empty = 0;
+        last_found = Instant::now();
         let settles: Vec<Value> = tasks
             .iter()
             .map(|t| json!({"id": t["id"], "lease_token": t["lease_token"], "outcome": "SUCCESS"}))
