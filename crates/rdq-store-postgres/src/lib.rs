@@ -59,6 +59,8 @@ pub use crate::options::{DEFAULT_SCHEMA, PostgresOptions};
 pub use crate::schema::SCHEMA_VERSION;
 pub use crate::tls::{PostgresTls, SslMode};
 pub use crate::transactional::{complete_in, submit_in, submit_statement};
+#[cfg(feature = "sqlx")]
+pub use crate::transactional::{complete_in_sqlx, submit_in_sqlx};
 
 /// Grouped writes running at once (each on its own connection), so that one
 /// group's commit overlaps the next group's statement.

@@ -162,3 +162,100 @@ fn refusal(e: tokio_postgres::Error) -> EngineError {
     };
     EngineError::Envelope(EnvelopeError::at(code, field, why))
 }
+
+/// [`submit_in`] and [`complete_in`] on sqlx: `executor` is what the
+/// caller holds, `&mut *transaction` usually (a `&mut PgConnection`).
+#[cfg(feature = "sqlx")]
+mod on_sqlx {
+    use rdq_engine::{EngineError, SubmitRequest};
+    use rdq_envelope::{EnvelopeError, ErrorCode, TaskId};
+    use sqlx::{AssertSqlSafe, Executor, Postgres};
+
+    use super::{refuse_nul, submit_statement};
+    use crate::options::validate_schema;
+
+    /// [`super::submit_in`] on an sqlx PostgreSQL executor.
+    pub async fn submit_in_sqlx<'c, E>(
+        executor: E,
+        schema: &str,
+        request: &SubmitRequest,
+    ) -> Result<TaskId, EngineError>
+    where
+        E: Executor<'c, Database = Postgres>,
+    {
+        validate_schema(schema)?;
+        if !request.system_headers.is_empty() {
+            return Err(EngineError::InvalidArgument(
+                "system headers cannot be set on a transactional submit".into(),
+            ));
+        }
+        refuse_nul(request)?;
+        let headers = serde_json::to_string(&request.headers)
+            .map_err(|e| EngineError::InvalidArgument(e.to_string()))?;
+        // The statement's only variable part is the schema name, checked
+        // above to be a plain lower-case identifier; everything else is bound.
+        let id: String = sqlx::query_scalar(AssertSqlSafe(submit_statement(schema)))
+            .bind(&request.queue)
+            .bind(&request.handler_ref)
+            .bind(&request.payload)
+            .bind(&request.payload_content_type)
+            .bind(headers)
+            .bind(i32::from(request.priority))
+            .bind(i64::try_from(request.delay_ms).unwrap_or(i64::MAX))
+            .bind(&request.idempotency_key)
+            .bind(&request.handler_version)
+            .bind(&request.flow_key)
+            .fetch_one(executor)
+            .await
+            .map_err(|e| refusal(&e, None))?;
+        TaskId::parse(&id)
+            .ok_or_else(|| EngineError::Unavailable(format!("{schema}.submit answered {id:?}")))
+    }
+
+    /// [`super::complete_in`] on an sqlx PostgreSQL executor.
+    pub async fn complete_in_sqlx<'c, E>(
+        executor: E,
+        schema: &str,
+        id: TaskId,
+        lease_token: &str,
+    ) -> Result<(), EngineError>
+    where
+        E: Executor<'c, Database = Postgres>,
+    {
+        validate_schema(schema)?;
+        // As above: only the checked schema name is spliced in.
+        sqlx::query(AssertSqlSafe(format!(
+            "SELECT {schema}.complete($1::text, $2::text)"
+        )))
+        .bind(id.to_string())
+        .bind(lease_token)
+        .execute(executor)
+        .await
+        .map_err(|e| refusal(&e, Some(id)))?;
+        Ok(())
+    }
+
+    /// The engine error of a failed call, from its SQLSTATE and hint.
+    fn refusal(e: &sqlx::Error, id: Option<TaskId>) -> EngineError {
+        let Some(db) = e.as_database_error() else {
+            return EngineError::Unavailable(e.to_string());
+        };
+        let pg = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>();
+        let (hint, detail) = pg.map_or((None, None), |pg| (pg.hint(), pg.detail()));
+        let why = db.message().splitn(3, ": ").nth(2).unwrap_or(db.message());
+        let code = match (hint, id) {
+            (Some("LEASE_LOST"), Some(id)) => return EngineError::LeaseLost(id),
+            (Some("TASK_NOT_FOUND"), Some(id)) => return EngineError::TaskNotFound(id),
+            (Some("INVALID_QUEUE_NAME"), _) => ErrorCode::InvalidQueueName,
+            (Some("INVALID_HANDLER_REF"), _) => ErrorCode::InvalidHandlerRef,
+            (Some("RESERVED_HEADER"), _) => ErrorCode::ReservedHeader,
+            (Some("PAYLOAD_TOO_LARGE"), _) => ErrorCode::PayloadTooLarge,
+            (Some("INVALID_FIELD"), _) => ErrorCode::InvalidField,
+            _ => return EngineError::Unavailable(db.message().to_owned()),
+        };
+        EngineError::Envelope(EnvelopeError::at(code, detail.unwrap_or_default(), why))
+    }
+}
+
+#[cfg(feature = "sqlx")]
+pub use on_sqlx::{complete_in_sqlx, submit_in_sqlx};
