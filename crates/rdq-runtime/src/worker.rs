@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -43,6 +43,8 @@ pub struct Task {
     cancel: OnceLock<CancelRequest>,
     /// Wakes [`Task::cancelled`] when `cancel` is set.
     cancel_heard: Notify,
+    /// Set by [`Task::settled_elsewhere`]: the worker reports nothing.
+    settled_elsewhere: AtomicBool,
 }
 
 impl Task {
@@ -54,6 +56,24 @@ impl Task {
     /// The token fencing this claim.
     pub fn token(&self) -> LeaseToken {
         self.token
+    }
+
+    /// The lease token as the store's API and its SQL functions take it
+    /// (`CLAIM.MAC`, keyed with the store's lease secret): what
+    /// `SCHEMA.complete(id, lease_token)` of the PostgreSQL store checks.
+    pub async fn lease_token_text(&self) -> Result<String, EngineError> {
+        Ok(self
+            .engine
+            .lease_key()
+            .await?
+            .format(self.envelope.id, self.token))
+    }
+
+    /// Tells the worker the task was settled by other means (its success
+    /// committed in the handler's own transaction): whatever the handler
+    /// returns, the worker settles nothing.
+    pub fn settled_elsewhere(&self) {
+        self.settled_elsewhere.store(true, Ordering::Release);
     }
 
     /// When the lease ends unless extended; the handler is stopped then.
@@ -439,6 +459,7 @@ impl Worker {
                         engine: self.engine.clone(),
                         cancel: OnceLock::new(),
                         cancel_heard: Notify::new(),
+                        settled_elsewhere: AtomicBool::new(false),
                     });
                     running.spawn(run_one(
                         task,
@@ -552,6 +573,10 @@ async fn run_one(
         () = stop_after_grace(&task, lane.cancel_grace) => task.cancelled_failure(),
     };
     lane.live.remove(task.envelope.id);
+    if task.settled_elsewhere.load(Ordering::Acquire) {
+        debug!(task_id = %task.envelope.id, "settled by the handler's own transaction");
+        return;
+    }
     let deadline = task.lease_deadline();
     let token = task.token;
     let asked = task.cancel.get().cloned();

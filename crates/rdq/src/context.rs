@@ -230,4 +230,29 @@ impl JobContext {
             ))),
         }
     }
+
+    /// The lease token in the form the store's SQL functions take: with the
+    /// PostgreSQL store, `rdq_store_postgres::complete_in(&tx, schema,
+    /// ctx.task_id, &token)` settles the task's success in the handler's own
+    /// transaction (docs/stores/postgres.md, "Completing inside your
+    /// transaction"); then call [`JobContext::settled_elsewhere`].
+    /// `UNSUPPORTED` on a test context.
+    pub async fn lease_token(&self) -> Result<String, Error> {
+        match &self.lease {
+            Some(task) => Ok(task.lease_token_text().await?),
+            None => Err(Error::Engine(rdq_engine::EngineError::Unsupported(
+                "a test context holds no lease".into(),
+            ))),
+        }
+    }
+
+    /// Tells the worker this task was settled by the handler itself (its
+    /// success committed with the handler's own writes): the worker reports
+    /// nothing for it, whatever the handler returns. Call it once that
+    /// transaction committed.
+    pub fn settled_elsewhere(&self) {
+        if let Some(task) = &self.lease {
+            task.settled_elsewhere();
+        }
+    }
 }
