@@ -67,6 +67,10 @@ suite_go() {
     fi
     go vet ./...
     go_tests
+    # pg (transactional submit) is a module of its own: it brings pgx.
+    cd pg
+    go vet ./...
+    go_tests
   )
 }
 

@@ -4,6 +4,9 @@
 // JSON line with submits/s and worked/s. A job counts as worked when River
 // reports it completed (EventKindJobCompleted, sent after the completion is
 // written), as the rdq program counts a task when its settle is answered.
+//
+// With -workload txinsert it runs the transactional-insert benchmark
+// instead (txinsert.go), on River or on rdq (-system).
 package main
 
 import (
@@ -48,8 +51,14 @@ func main() {
 	// between fetches: its 100 ms default caps 64 workers at 640 jobs/s, so
 	// the comparison uses River's minimum, 1 ms, unless told otherwise.
 	cooldown := flag.Duration("fetch-cooldown", time.Millisecond, "River FetchCooldown")
+	workload := flag.String("workload", "w1", "w1, or txinsert (see txinsert.go)")
+	system := flag.String("system", "river", "txinsert: river, or rdq (on -schema, migrated by `rdq migrate`)")
 	flag.Parse()
 	ctx := context.Background()
+	if *workload == "txinsert" {
+		txInsert(ctx, *system, *dbURL, *schema, *jobs, *inflight)
+		return
+	}
 
 	pool, err := pgxpool.New(ctx, *dbURL+"?pool_max_conns="+fmt.Sprint(*inflight+16))
 	if err != nil {

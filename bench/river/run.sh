@@ -12,6 +12,11 @@
 #   GO_TRANSPORT=http bash bench/river/run.sh    # W1 with the Go worker polling over HTTP
 #                                                # (default: grpc, the Work stream)
 #   GO_FLAGS="-prefetch 64" bash bench/river/run.sh   # more flags for the Go program
+#   WORKLOAD=txinsert bash bench/river/run.sh   # transactional inserts: JOBS inserts by 64
+#                                               # goroutines, each BEGIN; insert; COMMIT on a
+#                                               # pgxpool: River's InsertTx against rdq's Go
+#                                               # pg.SubmitPgx (rdq serve is not involved;
+#                                               # RDQ_BIN only runs `rdq migrate`)
 #
 # RDQ_BIN names a release rdq binary; without it the script runs
 # `cargo build --release -p rdq-cli --bin rdq` and uses target/release/rdq.
@@ -55,7 +60,13 @@ stop_server() {
 drop_schema() { psql "$PG_URL" -q -c "DROP SCHEMA IF EXISTS $1 CASCADE" >/dev/null 2>&1 || true; }
 
 for i in $(seq 1 "$PAIRS"); do
-  if [ "$WORKLOAD" = pull ] || [ "$WORKLOAD" = pull-grpc ]; then
+  if [ "$WORKLOAD" = txinsert ]; then
+    "$OUT/river-w1" -workload txinsert -system river -db "$PG_URL" -schema river_tx -jobs "$JOBS" 2>/dev/null | tee -a "$OUT/a.jsonl"
+    drop_schema rdq_go_tx
+    "$RDQ_BIN" migrate --store "$PG_URL?schema=rdq_go_tx" >/dev/null
+    "$OUT/river-w1" -workload txinsert -system rdq -db "$PG_URL" -schema rdq_go_tx -jobs "$JOBS" | tee -a "$OUT/b.jsonl"
+    drop_schema rdq_go_tx
+  elif [ "$WORKLOAD" = pull ] || [ "$WORKLOAD" = pull-grpc ]; then
     if [ "$WORKLOAD" = pull ]; then
       rust=() go=(-transport http -concurrency 64)
     else
@@ -87,6 +98,15 @@ python3 - "$OUT/a.jsonl" "$OUT/b.jsonl" "$WORKLOAD" <<'EOF'
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1])]
 b = [json.loads(l) for l in open(sys.argv[2])]
+if sys.argv[3] == "txinsert":
+    print("pair | River InsertTx inserts/s | rdq pg.SubmitPgx inserts/s | ratio (rdq / River)")
+    ratios = []
+    for i, (x, y) in enumerate(zip(a, b), 1):
+        ratios.append(y["inserts_per_s"] / x["inserts_per_s"])
+        print(f"{i} | {x['inserts_per_s']:,.0f} | {y['inserts_per_s']:,.0f} | {ratios[-1]:.2f}")
+    ratios.sort()
+    print(f"median ratio {ratios[len(ratios) // 2]:.2f}")
+    sys.exit(0)
 pull = sys.argv[3].startswith("pull")
 name = "rdq bench pull (Rust)" if pull else "River"
 def rate(d, k):

@@ -12,6 +12,7 @@ import java.util.Base64;
 import java.util.Collections;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.TreeMap;
 
 /**
@@ -68,6 +69,46 @@ public final class SubmitRequest {
 
     public Map<String, String> headers() {
         return headers;
+    }
+
+    /** The payload's bytes (a JSON payload's UTF-8 text); empty when none was given. */
+    public byte[] payload() {
+        if (payloadJson != null) {
+            return payloadJson.clone();
+        }
+        return payload == null ? new byte[0] : payload.clone();
+    }
+
+    /**
+     * The payload's content type: as set, else {@code application/json} for
+     * a JSON payload and {@code application/octet-stream} for bytes.
+     */
+    public String payloadContentType() {
+        if (payloadContentType != null) {
+            return payloadContentType;
+        }
+        return payloadJson != null ? "application/json" : "application/octet-stream";
+    }
+
+    public Optional<String> handlerVersion() {
+        return Optional.ofNullable(handlerVersion);
+    }
+
+    /** How long after the submit the task is due, in milliseconds. */
+    public long delayMs() {
+        return delayMs;
+    }
+
+    public int priority() {
+        return priority;
+    }
+
+    public Optional<String> idempotencyKey() {
+        return Optional.ofNullable(idempotencyKey);
+    }
+
+    public Optional<String> flowKey() {
+        return Optional.ofNullable(flowKey);
     }
 
     /** The request body. */

@@ -125,6 +125,11 @@ public final class RdqServer implements AutoCloseable {
         return url;
     }
 
+    /** The PostgreSQL schema of a {@link Store#POSTGRES} server (dropped on close); null otherwise. */
+    public String schema() {
+        return schema;
+    }
+
     /** A client of this server. */
     public RdqClient client() {
         return RdqClient.builder(url).build();
