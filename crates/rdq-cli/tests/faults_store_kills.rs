@@ -91,6 +91,10 @@ fn kills(dir: &Path, service: &mut dyn Service, check: Check, policy: Option<&st
         recoveries.push(restarted.elapsed());
     }
     let acked = load.stop();
+    let report = service.report();
+    if !report.is_empty() {
+        eprintln!("before the read-back the store reports:\n{report}");
+    }
     let checking = Instant::now();
     match check {
         Check::ById => assert_nothing_lost(&server.base, &acked),

@@ -448,6 +448,10 @@ pub trait Service {
     fn start(&mut self) -> String;
     /// SIGKILL, no chance to flush anything.
     fn kill(&mut self);
+    /// What the service itself says of its state, for a failure's message.
+    fn report(&self) -> String {
+        String::new()
+    }
 }
 
 /// The embedded store: `rdq serve` itself writes the data directory.
@@ -687,18 +691,22 @@ impl RabbitMq {
 impl RabbitMq {
     /// `rabbitmqctl` against this broker.
     pub fn ctl(&self, args: &[&str]) {
-        let out = Command::new("rabbitmqctl")
-            .env("HOME", &self.dir)
-            .args(["-n", &format!("rdqfault{}@localhost", self.port)])
-            .args(args)
-            .output()
-            .unwrap();
+        let out = self.ctl_output(args);
         assert!(
             out.status.success(),
             "rabbitmqctl {args:?}: {}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    fn ctl_output(&self, args: &[&str]) -> std::process::Output {
+        Command::new("rabbitmqctl")
+            .env("HOME", &self.dir)
+            .args(["-n", &format!("rdqfault{}@localhost", self.port)])
+            .args(args)
+            .output()
+            .unwrap()
     }
 }
 
@@ -770,6 +778,17 @@ impl Service for RabbitMq {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    fn report(&self) -> String {
+        let out = self.ctl_output(&[
+            "list_queues",
+            "name",
+            "messages_ready",
+            "messages_unacknowledged",
+            "consumers",
+        ]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
 
