@@ -42,15 +42,7 @@ pub async fn submit_in(
     schema: &str,
     request: &SubmitRequest,
 ) -> Result<TaskId, EngineError> {
-    validate_schema(schema)?;
-    if !request.system_headers.is_empty() {
-        return Err(EngineError::InvalidArgument(
-            "system headers cannot be set on a transactional submit".into(),
-        ));
-    }
-    refuse_nul(request)?;
-    let headers = serde_json::to_string(&request.headers)
-        .map_err(|e| EngineError::InvalidArgument(e.to_string()))?;
+    let headers = headers_of(schema, request)?;
     let priority = i32::from(request.priority);
     let delay_ms = i64::try_from(request.delay_ms).unwrap_or(i64::MAX);
     let params: [&(dyn ToSql + Sync); 10] = [
@@ -101,6 +93,19 @@ pub async fn complete_in(
             _ => refusal(e),
         })?;
     Ok(())
+}
+
+/// What every transactional submit checks before it sends anything (the
+/// schema name, no system headers, no U+0000), and the headers' JSON text.
+fn headers_of(schema: &str, request: &SubmitRequest) -> Result<String, EngineError> {
+    validate_schema(schema)?;
+    if !request.system_headers.is_empty() {
+        return Err(EngineError::InvalidArgument(
+            "system headers cannot be set on a transactional submit".into(),
+        ));
+    }
+    refuse_nul(request)?;
+    serde_json::to_string(&request.headers).map_err(|e| EngineError::InvalidArgument(e.to_string()))
 }
 
 /// Refuses a U+0000 in any text of `request`: PostgreSQL's `text` and
@@ -171,7 +176,7 @@ mod on_sqlx {
     use rdq_envelope::{EnvelopeError, ErrorCode, TaskId};
     use sqlx::{AssertSqlSafe, Executor, Postgres};
 
-    use super::{refuse_nul, submit_statement};
+    use super::{headers_of, submit_statement};
     use crate::options::validate_schema;
 
     /// [`super::submit_in`] on an sqlx PostgreSQL executor.
@@ -183,15 +188,7 @@ mod on_sqlx {
     where
         E: Executor<'c, Database = Postgres>,
     {
-        validate_schema(schema)?;
-        if !request.system_headers.is_empty() {
-            return Err(EngineError::InvalidArgument(
-                "system headers cannot be set on a transactional submit".into(),
-            ));
-        }
-        refuse_nul(request)?;
-        let headers = serde_json::to_string(&request.headers)
-            .map_err(|e| EngineError::InvalidArgument(e.to_string()))?;
+        let headers = headers_of(schema, request)?;
         // The statement's only variable part is the schema name, checked
         // above to be a plain lower-case identifier; everything else is bound.
         let id: String = sqlx::query_scalar(AssertSqlSafe(submit_statement(schema)))

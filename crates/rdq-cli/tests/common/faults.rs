@@ -321,6 +321,18 @@ async fn settle(
 pub fn assert_nothing_lost(base: &str, acked: &Acknowledged) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (lost, unsettled) = runtime.block_on(count(base, acked));
+    assert_counted(acked, &lost, &unsettled, "were lost");
+}
+
+/// Fails the test for any of `lost` (acknowledged submits not found) or
+/// `unsettled` (acknowledged settles whose task `how` — was found
+/// otherwise, or came back), or when nothing was settled at all.
+fn assert_counted<L: std::fmt::Debug, U: std::fmt::Debug>(
+    acked: &Acknowledged,
+    lost: &[L],
+    unsettled: &[U],
+    how: &str,
+) {
     assert!(
         lost.is_empty(),
         "{} of {} acknowledged submits were lost: {:?}",
@@ -330,7 +342,7 @@ pub fn assert_nothing_lost(base: &str, acked: &Acknowledged) {
     );
     assert!(
         unsettled.is_empty(),
-        "{} of {} acknowledged settles were lost: {:?}",
+        "{} of {} acknowledged settles {how}: {:?}",
         unsettled.len(),
         acked.settled.len(),
         &unsettled[..unsettled.len().min(5)]
@@ -359,24 +371,7 @@ pub fn assert_nothing_lost_by_draining(base: &str, queue: &str, acked: &Acknowle
         .iter()
         .filter(|id| drained.contains(*id))
         .collect();
-    assert!(
-        lost.is_empty(),
-        "{} of {} acknowledged submits were lost: {:?}",
-        lost.len(),
-        acked.submitted.len(),
-        &lost[..lost.len().min(5)]
-    );
-    assert!(
-        undone.is_empty(),
-        "{} of {} acknowledged settles came back: {:?}",
-        undone.len(),
-        acked.settled.len(),
-        &undone[..undone.len().min(5)]
-    );
-    assert!(
-        !acked.settled.is_empty(),
-        "the worker settled nothing: settles went untested"
-    );
+    assert_counted(acked, &lost, &undone, "came back");
 }
 
 /// Claims and settles (SUCCESS) everything in `queue` until claims have
