@@ -96,9 +96,17 @@ fn kills(dir: &Path, service: &mut dyn Service, check: Check, policy: Option<&st
         eprintln!("before the read-back the store reports:\n{report}");
     }
     let checking = Instant::now();
-    match check {
+    let log_to = std::env::var_os("RDQ_FAULT_LOG");
+    let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match check {
         Check::ById => assert_nothing_lost(&server.base, &acked),
         Check::ByDraining => assert_nothing_lost_by_draining(&server.base, QUEUE, &acked),
+    }));
+    if let Some(path) = &log_to {
+        // `RDQ_FAULT_LOG=FILE`: the server's log, for a post-mortem.
+        std::fs::write(path, server.log()).unwrap();
+    }
+    if let Err(failed) = checked {
+        std::panic::resume_unwind(failed);
     }
     let slowest = recoveries.iter().max().copied().unwrap_or_default();
     eprintln!("read back in {:?}", checking.elapsed());
