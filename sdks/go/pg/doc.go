@@ -16,6 +16,11 @@
 // pgx v5 (pgx.Tx, *pgx.Conn, *pgxpool.Pool). Both run one statement and
 // map its refusals to *rdq.Error values with rdq's stable codes.
 //
+// Complete and CompletePgx are the other end ("Completing inside your
+// transaction"): a handler settles its task's success in the transaction
+// that holds its writes, fenced by its claim's lease token
+// (rdq.LeaseToken(ctx)), then tells the worker with rdq.SettledElsewhere(ctx).
+//
 // This package is a module of its own (rdq.dev/sdk/go/pg), not a package of
 // rdq.dev/sdk/go: it imports pgx v5 (pgx.Row for SubmitPgx, and pgconn's
 // error type to read a refusal's code and field, which database/sql hands

@@ -134,6 +134,7 @@ func serve(t *testing.T, schema string) *rdq.Client {
 // tx is a transaction on either API.
 type tx interface {
 	submit(ctx context.Context, schema string, task rdq.Task) (string, error)
+	complete(ctx context.Context, schema, id, leaseToken string) error
 	exec(ctx context.Context, query string) error
 	commit() error
 	rollback() error
@@ -175,6 +176,9 @@ type sqlTx struct{ tx *sql.Tx }
 func (x sqlTx) submit(ctx context.Context, schema string, task rdq.Task) (string, error) {
 	return pg.Submit(ctx, x.tx, schema, task)
 }
+func (x sqlTx) complete(ctx context.Context, schema, id, leaseToken string) error {
+	return pg.Complete(ctx, x.tx, schema, id, leaseToken)
+}
 func (x sqlTx) exec(ctx context.Context, q string) error {
 	_, err := x.tx.ExecContext(ctx, q)
 	return err
@@ -186,6 +190,9 @@ type pgxTx struct{ tx pgx.Tx }
 
 func (x pgxTx) submit(ctx context.Context, schema string, task rdq.Task) (string, error) {
 	return pg.SubmitPgx(ctx, x.tx, schema, task)
+}
+func (x pgxTx) complete(ctx context.Context, schema, id, leaseToken string) error {
+	return pg.CompletePgx(ctx, x.tx, schema, id, leaseToken)
 }
 func (x pgxTx) exec(ctx context.Context, q string) error { _, err := x.tx.Exec(ctx, q); return err }
 func (x pgxTx) commit() error                            { return x.tx.Commit(context.Background()) }

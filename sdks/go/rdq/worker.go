@@ -191,6 +191,7 @@ const (
 
 // run is one claimed task being worked.
 type run struct {
+	worker *Worker
 	task   ClaimedTask
 	ctx    context.Context // the handler's
 	cancel context.CancelCauseFunc
@@ -211,6 +212,9 @@ type run struct {
 	// cancelled is the cancel asked of the task while it ran (nil: none
 	// known), guarded by Worker.mu.
 	cancelled *CancelledError
+	// settledElsewhere: the handler settled the task itself
+	// (SettledElsewhere), so the worker sends no settle (guarded by Worker.mu).
+	settledElsewhere bool
 }
 
 type settleItem struct {
@@ -365,7 +369,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	for _, r := range w.running {
-		if r.state == stateRunning {
+		if r.state == stateRunning && !r.settledElsewhere {
 			r.state = stateReleased
 			r.cancel(ErrShutdown)
 			w.settleCh <- settleItem{Settle{ID: r.task.ID, LeaseToken: r.task.LeaseToken, Outcome: SettleRelease}, r.from}
@@ -441,10 +445,10 @@ func (w *Worker) capacity() int { return w.cfg.Concurrency + w.cfg.Prefetch }
 
 // start runs the handler of a claimed task whose slot is taken.
 func (w *Worker) start(base context.Context, t ClaimedTask, from *workStream) {
-	hctx, cancel := context.WithCancelCause(w.handlerContext(base, t.Envelope))
 	lease := w.leaseOf(t.Envelope)
 	now := time.Now()
-	r := &run{task: t, ctx: hctx, cancel: cancel, from: from, lease: lease, interval: max(lease/3, 10*time.Millisecond), deadline: now.Add(lease)}
+	r := &run{worker: w, task: t, from: from, lease: lease, interval: max(lease/3, 10*time.Millisecond), deadline: now.Add(lease)}
+	r.ctx, r.cancel = context.WithCancelCause(context.WithValue(w.handlerContext(base, t.Envelope), runKey{}, r))
 	r.next = now.Add(r.interval)
 	w.mu.Lock()
 	w.running[t.ID] = r
@@ -505,10 +509,16 @@ func (w *Worker) work(r *run) {
 		<-pending // settle after the extension in flight, not alongside it
 		w.mu.Lock()
 	}
-	// Not settled when released at shutdown, or when the lease was lost.
+	// Not settled when released at shutdown, or when the lease was lost;
+	// nor when the handler settled it itself, which gives the Work stream
+	// its credit back all the same.
+	credit := false
 	if r.state == stateRunning {
 		r.state = stateDone
-		if !w.closed {
+		switch {
+		case r.settledElsewhere:
+			credit = r.from != nil
+		case !w.closed:
 			w.settleCh <- settleItem{s, r.from}
 		}
 	}
@@ -516,6 +526,11 @@ func (w *Worker) work(r *run) {
 		delete(w.running, r.task.ID)
 	}
 	w.mu.Unlock()
+	if credit {
+		if ws := w.stream.Load(); ws != nil {
+			_ = ws.credit(1)
+		}
+	}
 	w.inflight.Add(-1)
 	w.signalSlot()
 	w.handlers.Done()

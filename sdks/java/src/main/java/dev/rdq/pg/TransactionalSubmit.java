@@ -103,7 +103,7 @@ public final class TransactionalSubmit {
                 + "?::int4, ?::int8, ?::text, ?::text, ?::text)";
     }
 
-    private static void checkSchema(String schema) {
+    static void checkSchema(String schema) {
         boolean ok = schema != null && !schema.isEmpty() && schema.length() <= MAX_SCHEMA_LEN
                 && !schema.startsWith("pg_");
         for (int i = 0; ok && i < schema.length(); i++) {
@@ -208,7 +208,8 @@ public final class TransactionalSubmit {
         return new RdqException("INVALID_ARGUMENT", null, first, 0, e);
     }
 
-    private static String detail(String message) {
+    /** The DETAIL line PgJDBC appends to a server error's message, or null. */
+    static String detail(String message) {
         int at = message.indexOf("\n  Detail: ");
         if (at < 0) {
             return null;

@@ -26,6 +26,8 @@ final class RunningTask {
     /** Set once, by whoever settles or lets go of the task. */
     final AtomicBoolean finished = new AtomicBoolean();
     private final AtomicReference<CancelReason> cancelled = new AtomicReference<>();
+    /** The handler settled the task itself ({@link TaskContext#settledElsewhere()}). */
+    private volatile boolean settledElsewhere;
     /** Guards {@link #handlerRunning} and the interrupt: never held while waiting for anything. */
     private final Object interruptLock = new Object();
     private Thread handlerThread;
@@ -105,6 +107,22 @@ final class RunningTask {
             handlerThread = null;
             Thread.interrupted();
         }
+    }
+
+    /**
+     * The handler settled the task itself: nothing is to be sent for it from
+     * here (the worker's settle would be refused), and the lease is no longer
+     * extended. The task is marked finished unless the worker let go of it
+     * first.
+     */
+    void settledElsewhere() {
+        if (finished.compareAndSet(false, true)) {
+            settledElsewhere = true;
+        }
+    }
+
+    boolean isSettledElsewhere() {
+        return settledElsewhere;
     }
 
     boolean leaseLost() {

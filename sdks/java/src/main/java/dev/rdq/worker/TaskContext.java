@@ -42,8 +42,27 @@ public final class TaskContext {
         return running.task.envelope();
     }
 
+    /**
+     * The lease token of this claim, as the store's SQL functions take it:
+     * with the PostgreSQL store, {@code TransactionalComplete.complete(connection,
+     * schema, id(), leaseToken())} settles the task's success in the
+     * handler's own transaction ({@code docs/stores/postgres.md}, "Completing
+     * inside your transaction"); then call {@link #settledElsewhere()}.
+     */
     public String leaseToken() {
         return running.task.leaseToken;
+    }
+
+    /**
+     * Tells the worker the handler settled this task itself (its success
+     * committed with the handler's own writes): the worker sends no settle
+     * for it, whatever the handler returns or throws, and stops extending its
+     * lease. Call it once that transaction has committed. Does nothing when
+     * the worker already let go of the task (its lease was lost, its timeout
+     * settled it).
+     */
+    public void settledElsewhere() {
+        running.settledElsewhere();
     }
 
     /** This attempt's number within the task's history (1-based). */

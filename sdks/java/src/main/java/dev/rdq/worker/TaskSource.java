@@ -23,7 +23,7 @@ interface TaskSource {
     /** Sends a settle of a task this source handed out (batched, asynchronous). */
     void settle(Leased task, Settle settle);
 
-    /** The handler of {@code task} ended and no settle will follow (its lease is gone). */
+    /** The handler of {@code task} ended and no settle will follow (its lease is gone, or it settled the task itself). */
     void abandoned(Leased task);
 
     /**

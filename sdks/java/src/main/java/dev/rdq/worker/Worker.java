@@ -426,6 +426,12 @@ public final class Worker implements AutoCloseable {
             }
         }
         running.remove(r.task.id, r);
+        if (r.isSettledElsewhere()) {
+            // Settled by the handler's own transaction: no settle, but a Work
+            // stream's credit comes back now that the handler is done.
+            r.task.source.abandoned(r.task);
+            return null;
+        }
         CancelReason cancelled = r.cancelReason();
         if (cancelled == CancelReason.LEASE_LOST) {
             // The lease is gone (reaped, reclaimed): a settle would be refused.
