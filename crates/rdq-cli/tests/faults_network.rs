@@ -2,7 +2,8 @@
 //! `rdq serve` reaches PostgreSQL, Redis or RabbitMQ through a Toxiproxy of
 //! the test's own while submitting threads and a pull worker ride out the
 //! errors. Each cycle applies every fault of [`Fault::ALL`] in turn (added
-//! latency, a cut, resets, a half-open connection, bandwidth starvation),
+//! latency, a cut, resets, connections closed mid-answer, a half-open
+//! connection, bandwidth starvation),
 //! holds it, then heals it. During a cut and while a connection is
 //! half-open, a submit and a claim must be answered (an error is fine)
 //! within the store's documented bound; after each heal `rdq serve` must acknowledge more submits with no

@@ -204,6 +204,9 @@ pub enum Fault {
     Cut,
     /// `reset_peer`: every connection, old and new, reset (RST).
     Reset,
+    /// `limit_data`: every connection closed once 1,500 more bytes came
+    /// from the store, most often in the middle of an answer.
+    Truncated,
     /// `timeout` with timeout 0 both ways: the connections stay open and
     /// nothing gets through, as with a peer that vanished without a FIN or
     /// RST. A real half-open connection never carries data again, so the
@@ -216,10 +219,11 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 5] = [
+    pub const ALL: [Fault; 6] = [
         Fault::Latency,
         Fault::Cut,
         Fault::Reset,
+        Fault::Truncated,
         Fault::HalfOpen,
         Fault::Starved,
     ];
@@ -229,6 +233,7 @@ impl Fault {
             Self::Latency => proxy.add_both("latency", &json!({"latency": 200, "jitter": 100})),
             Self::Cut => proxy.set_enabled(false),
             Self::Reset => proxy.add("reset_peer", Stream::Downstream, json!({"timeout": 0})),
+            Self::Truncated => proxy.add("limit_data", Stream::Downstream, json!({"bytes": 1500})),
             Self::HalfOpen => proxy.add_both("timeout", &json!({"timeout": 0})),
             Self::Starved => proxy.add_both("bandwidth", &json!({"rate": 4})),
         }
@@ -242,7 +247,7 @@ impl Fault {
                 proxy.set_enabled(false);
                 proxy.set_enabled(true);
             }
-            Self::Latency | Self::Reset | Self::Starved => proxy.clear(),
+            Self::Latency | Self::Reset | Self::Truncated | Self::Starved => proxy.clear(),
         }
     }
 }
