@@ -281,12 +281,23 @@ fn cycle_faults(
                         store.kind,
                         store.answer_bound
                     );
+                    // An error is reported as one: a 503 with the stable code
+                    // a caller may retry on, never a false success.
                     if status >= 400 {
                         let code = body["code"].as_str().unwrap_or("no code").to_owned();
+                        assert_eq!(
+                            (status, code.as_str()),
+                            (503, "STORE_UNAVAILABLE"),
+                            "{:?}, cycle {cycle}: a {what} during {fault:?}: {body}",
+                            store.kind
+                        );
                         *figures
                             .errors
                             .entry(format!("{fault:?}: {what} {status} {code}"))
                             .or_default() += 1;
+                    } else if what == "submit" {
+                        let id = body["id"].as_str().unwrap().to_owned();
+                        load.acked.lock().unwrap().submitted.push(id);
                     }
                     figures.slowest_answer = figures.slowest_answer.max(took);
                 }

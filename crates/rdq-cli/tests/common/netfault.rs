@@ -5,6 +5,8 @@
 //! by id (RabbitMQ), by draining it.
 
 use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -20,6 +22,8 @@ const TOXIPROXY: &str = "/usr/local/lib/rdq-tools/toxiproxy-server";
 pub struct Toxiproxy {
     child: Child,
     api: String,
+    /// Its standard error, quoted when a call fails.
+    log: PathBuf,
     http: reqwest::Client,
     /// Each call blocks on it: the tests drive faults from plain threads.
     runtime: tokio::runtime::Runtime,
@@ -29,10 +33,13 @@ impl Toxiproxy {
     pub fn start() -> Self {
         let bin = std::env::var("RDQ_TOXIPROXY").unwrap_or_else(|_| TOXIPROXY.to_owned());
         let port = super::closed_port();
+        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        std::fs::create_dir_all(tmp).unwrap();
+        let log = tmp.join(format!("toxiproxy-{}-{port}.log", std::process::id()));
         let child = Command::new(&bin)
             .args(["-host", "127.0.0.1", "-port", &port.to_string()])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(File::create(&log).unwrap())
             .spawn()
             .unwrap_or_else(|e| {
                 panic!("cannot start {bin} ({e}): `bash scripts/services.sh` installs it")
@@ -40,7 +47,12 @@ impl Toxiproxy {
         let proxy = Self {
             child,
             api: format!("http://127.0.0.1:{port}"),
-            http: reqwest::Client::new(),
+            log,
+            // A fresh connection per call: no kept-alive one to find closed.
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .build()
+                .unwrap(),
             runtime: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -51,20 +63,52 @@ impl Toxiproxy {
     }
 
     /// Sends one API call; fails the test on an answer other than `expect`.
-    fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>, expect: u16) -> Value {
+    /// A call that got no answer is sent again (twice at most); then an
+    /// answer in `done` also means the first one did its work.
+    fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        expect: u16,
+        done: &[u16],
+    ) -> Value {
         self.runtime.block_on(async {
-            let mut request = self
-                .http
-                .request(method.clone(), format!("{}{path}", self.api))
-                .timeout(Duration::from_secs(10));
-            if let Some(body) = body {
-                request = request.json(&body);
+            let mut failures = Vec::new();
+            while failures.len() < 3 {
+                let mut request = self
+                    .http
+                    .request(method.clone(), format!("{}{path}", self.api))
+                    .timeout(Duration::from_secs(10));
+                if let Some(body) = &body {
+                    request = request.json(body);
+                }
+                let answer = match request.send().await {
+                    Ok(response) => {
+                        let status = response.status().as_u16();
+                        response.text().await.map(|text| (status, text))
+                    }
+                    Err(e) => Err(e),
+                };
+                match answer {
+                    Ok((status, text)) => {
+                        let retried = !failures.is_empty();
+                        assert!(
+                            status == expect || (retried && done.contains(&status)),
+                            "toxiproxy {method} {path}: {status} {text}"
+                        );
+                        return serde_json::from_str(&text).unwrap_or(Value::Null);
+                    }
+                    Err(e) => failures.push(e.to_string()),
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            let response = request.send().await.unwrap();
-            let status = response.status().as_u16();
-            let text = response.text().await.unwrap();
-            assert_eq!(status, expect, "toxiproxy {method} {path}: {text}");
-            serde_json::from_str(&text).unwrap_or(Value::Null)
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            panic!(
+                "toxiproxy {method} {path} got no answer: {failures:?}; its log ends:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
         })
     }
 
@@ -75,6 +119,7 @@ impl Toxiproxy {
             "/proxies",
             Some(json!({"name": name, "listen": "127.0.0.1:0", "upstream": upstream})),
             201,
+            &[],
         );
         Proxy {
             toxiproxy: self,
@@ -88,6 +133,7 @@ impl Drop for Toxiproxy {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
     }
 }
 
@@ -130,6 +176,7 @@ impl Proxy<'_> {
                 "attributes": attributes,
             })),
             200,
+            &[409],
         );
     }
 
@@ -147,6 +194,7 @@ impl Proxy<'_> {
             &format!("/proxies/{}/toxics", self.name),
             None,
             200,
+            &[],
         );
         for toxic in toxics.as_array().unwrap() {
             self.toxiproxy.call(
@@ -158,6 +206,7 @@ impl Proxy<'_> {
                 ),
                 None,
                 204,
+                &[404],
             );
         }
     }
@@ -170,6 +219,7 @@ impl Proxy<'_> {
             &format!("/proxies/{}", self.name),
             Some(json!({"enabled": enabled})),
             200,
+            &[],
         );
     }
 
