@@ -77,8 +77,9 @@ impl Store {
                 format!("{}&wait_ms={WAIT_MS}", common::redis_store(&tag)),
                 Duration::from_millis(5000 + WAIT_MS + 1000),
             ),
-            // docs/stores/rabbitmq.md: a publish confirm or an ack not
-            // written within 5 s.
+            // docs/stores/rabbitmq.md gives a submit no bound while the
+            // broker cannot be reached; this is the 5 s it gives an ack,
+            // plus a second.
             Kind::Rabbit => (
                 format!(
                     "{}?namespace={tag}.",
@@ -270,14 +271,14 @@ fn cycle_faults(
                     let Some((status, body)) = answer else {
                         panic!(
                             "{:?}, cycle {cycle}: a {what} got no answer within {took:?} \
-                             during {fault:?} (documented bound {:?})",
+                             during {fault:?} (bound {:?})",
                             store.kind, store.answer_bound
                         );
                     };
                     assert!(
                         took <= store.answer_bound,
                         "{:?}, cycle {cycle}: a {what} was answered {status} only after \
-                         {took:?} during {fault:?} (documented bound {:?}): {body}",
+                         {took:?} during {fault:?} (bound {:?}): {body}",
                         store.kind,
                         store.answer_bound
                     );
