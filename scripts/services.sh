@@ -5,6 +5,7 @@
 #   PostgreSQL  127.0.0.1:5432  trust auth for `postgres` from 127.0.0.1, database `test`
 #   RabbitMQ    127.0.0.1:5672  guest/guest (the broker's default, loopback only)
 #   Redis       127.0.0.1:6379  no persistence
+#   Toxiproxy   /usr/local/lib/rdq-tools/toxiproxy-server (each network-fault test starts its own)
 #
 # Nothing listens beyond loopback. Sourced by scripts/test.sh (which calls
 # `ensure_services`), or run directly: `bash scripts/services.sh`.
@@ -139,6 +140,36 @@ ensure_redis() {
   report Redis "127.0.0.1:6379" "${did[@]}"
 }
 
+# Toxiproxy, the fault proxy of the network-fault tests: built from its Go
+# module at a fixed version into a fixed place. Nothing runs here; each test
+# starts its own server on a free port.
+TOXIPROXY_VERSION=v2.5.0
+TOXIPROXY_BIN=/usr/local/lib/rdq-tools/toxiproxy-server
+
+ensure_toxiproxy() {
+  local did=() stamp="$TOXIPROXY_BIN.version"
+  # `go install` leaves no version in the binary: a stamp beside it says which.
+  if ! [ -x "$TOXIPROXY_BIN" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$TOXIPROXY_VERSION" ]; then
+    local go=go
+    if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go; fi
+    if ! command -v "$go" >/dev/null 2>&1; then
+      echo "services: Toxiproxy needs Go to build (Go 1.25 or newer, or Debian's golang package)" >&2
+      return 1
+    fi
+    local gobin
+    gobin=$(mktemp -d)
+    GOBIN=$gobin GOFLAGS=-mod=mod "$go" install "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" ||
+      { echo "services: Toxiproxy: go install failed" >&2; rm -rf "$gobin"; return 1; }
+    as_root install -D -m 0755 "$gobin/server" "$TOXIPROXY_BIN"
+    echo "$TOXIPROXY_VERSION" | as_root tee "$stamp" >/dev/null
+    rm -rf "$gobin"
+    did+=(installed)
+  fi
+  local what="nothing to do"
+  if [ ${#did[@]} -gt 0 ]; then what="${did[*]}"; fi
+  echo "services: Toxiproxy $TOXIPROXY_VERSION ready at $TOXIPROXY_BIN ($what)"
+}
+
 report() { # name address did...
   local name=$1 addr=$2
   shift 2
@@ -155,6 +186,7 @@ ensure_services() {
   ensure_postgres # rdq-store-postgres (postgres://postgres@127.0.0.1:5432/test)
   ensure_rabbitmq # rdq-store-rabbitmq (amqp://guest:guest@127.0.0.1:5672/%2f)
   ensure_redis    # redis://127.0.0.1:6379
+  ensure_toxiproxy # the network-fault tests (crates/rdq-cli/tests/faults_network.rs)
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

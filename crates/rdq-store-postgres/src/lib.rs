@@ -147,6 +147,9 @@ pub(crate) enum Retry {
     RolledBackOnly,
 }
 
+/// The least time an attempt waits for an answer (see [`Attempts::answer_by`]).
+pub(crate) const ANSWER_FLOOR: Duration = Duration::from_secs(1);
+
 /// Where a retried operation stands: see [`retrying!`].
 pub(crate) struct Attempts {
     deadline: Instant,
@@ -168,6 +171,13 @@ impl Attempts {
     /// When the operation gives up.
     pub(crate) fn deadline(&self) -> Instant {
         self.deadline
+    }
+
+    /// When the attempt under way is abandoned for want of an answer: the
+    /// deadline, but never less than [`ANSWER_FLOOR`] from now, so that a
+    /// store with `wait_ms=0` still waits for a database that answers.
+    pub(crate) fn answer_by(&self) -> Instant {
+        self.deadline.max(Instant::now() + ANSWER_FLOOR)
     }
 
     /// After a failed attempt: `Ok(())` once it is time to try again, or the
@@ -209,12 +219,19 @@ pub(crate) fn attempt<T, F: std::future::Future<Output = Result<T, Failure>>>(f:
 /// The block is an async body returning `Result<_, Failure>`; `conn` is the
 /// `&mut Conn`, and `maybe_applied` says whether an earlier attempt may have
 /// committed. The connection returns to the pool only after a success.
+///
+/// An attempt still unanswered at the deadline is abandoned as a connection
+/// failure: a connection that went half-open (the peer vanished, nothing
+/// arrives, nothing fails) would otherwise hold the operation, and every
+/// write grouped behind it, for as long as TCP keeps the socket open. Its
+/// connection is closed with its lease, so the server rolls back whatever
+/// the attempt left open.
 macro_rules! retrying {
     ($shared:expr, $retry:expr, |$conn:ident, $applied:ident| $body:block) => {{
         let shared: &$crate::Shared = $shared;
         let mut attempts = $crate::Attempts::new(shared.wait);
         loop {
-            let outcome = $crate::attempt(async {
+            let attempt = $crate::attempt(async {
                 let mut lease = shared.pool.get(attempts.deadline()).await?;
                 let value = {
                     let $conn = &mut lease.conn;
@@ -223,8 +240,14 @@ macro_rules! retrying {
                 };
                 lease.keep();
                 Ok(value)
-            })
-            .await;
+            });
+            let outcome = match tokio::time::timeout_at(attempts.answer_by(), attempt).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err($crate::error::Failure::Connection(format!(
+                    "no answer from PostgreSQL within {:?}",
+                    shared.wait.max($crate::ANSWER_FLOOR)
+                ))),
+            };
             match outcome {
                 Ok(value) => break Ok(value),
                 Err(failure) => {

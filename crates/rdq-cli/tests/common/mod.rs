@@ -12,6 +12,7 @@
 
 pub mod faults;
 pub mod grpc;
+pub mod netfault;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
