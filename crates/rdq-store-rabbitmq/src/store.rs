@@ -153,6 +153,34 @@ impl RabbitStore {
     }
 }
 
+/// Submits one task: declares its queue (once) and publishes it, into the
+/// dead-letter queue for a DLQ import.
+async fn submit_one(
+    core: &Core,
+    task: NewTask,
+    granularity: Duration,
+) -> Result<Submitted, EngineError> {
+    if task.idempotency_key.is_some() {
+        return Err(EngineError::Unsupported(
+            "a RabbitMQ store cannot honour idempotency keys (a broker cannot look a queued task up)".into(),
+        ));
+    }
+    let env = task.envelope;
+    let q = core.queue(&env.queue)?;
+    core.declare(&q).await?;
+    let delay = env.next_attempt_at.map_or(0, |due| {
+        u64::try_from(due.unix_ms() - env.created_at.unix_ms()).unwrap_or(0)
+    });
+    if env.status == Status::Dead {
+        // A DLQ import: the task goes where dead tasks live.
+        core.publish_dead(&q, &env).await?;
+    } else {
+        core.publish_task(&q, &env, delay, granularity).await?;
+    }
+    lock(&core.leases).saw(env.id);
+    Ok(Submitted::Created(env))
+}
+
 #[async_trait]
 impl Store for RabbitStore {
     fn capabilities(&self) -> WorkCapabilities {
@@ -200,26 +228,19 @@ impl Store for RabbitStore {
     async fn submit(&self, tasks: Vec<NewTask>) -> Vec<Result<Submitted, EngineError>> {
         let core = self.core();
         let granularity = core.broker.options().retry_granularity;
+        let op_timeout = core.broker.options().op_timeout;
         let publishes = tasks.into_iter().map(|task| async move {
-            if task.idempotency_key.is_some() {
-                return Err(EngineError::Unsupported(
-                    "a RabbitMQ store cannot honour idempotency keys (a broker cannot look a queued task up)".into(),
-                ));
-            }
-            let env = task.envelope;
-            let q = core.queue(&env.queue)?;
-            core.declare(&q).await?;
-            let delay = env.next_attempt_at.map_or(0, |due| {
-                u64::try_from(due.unix_ms() - env.created_at.unix_ms()).unwrap_or(0)
-            });
-            if env.status == Status::Dead {
-                // A DLQ import: the task goes where dead tasks live.
-                core.publish_dead(&q, &env).await?;
-            } else {
-                core.publish_task(&q, &env, delay, granularity).await?;
-            }
-            lock(&core.leases).saw(env.id);
-            Ok(Submitted::Created(env))
+            // Its declarations and its publish together within one
+            // operation timeout, not one each.
+            let queue = task.envelope.queue.clone();
+            tokio::time::timeout(op_timeout, submit_one(core, task, granularity))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(
+                        RabbitError::timed_out(format!("the submit to `{queue}`"), op_timeout)
+                            .into(),
+                    )
+                })
         });
         futures::future::join_all(publishes).await
     }
