@@ -77,16 +77,15 @@ impl Store {
                 format!("{}&wait_ms={WAIT_MS}", common::redis_store(&tag)),
                 Duration::from_millis(5000 + WAIT_MS + 1000),
             ),
-            // docs/stores/rabbitmq.md: each broker round trip (a queue's
-            // declaration, a publish and its confirm) fails after
-            // `op_timeout_ms` without an answer.
+            // docs/stores/rabbitmq.md: a submit (its declarations and its
+            // publish) fails after `op_timeout_ms` (10 s) without an answer.
             Kind::Rabbit => (
                 format!(
-                    "{}?namespace={tag}.&op_timeout_ms={WAIT_MS}",
+                    "{}?namespace={tag}.",
                     std::env::var("RDQ_AMQP_URL")
                         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
                 ),
-                Duration::from_millis(2 * WAIT_MS + 1000),
+                Duration::from_secs(11),
             ),
         };
         Self {
@@ -426,9 +425,10 @@ fn rabbitmq_behind_network_faults_loses_nothing_acknowledged_and_recovers() {
 }
 
 #[test]
-#[ignore = "the RabbitMQ store answers in time now (op_timeout_ms), but the run's read-back \
-            fails: a task drained by a fresh server after the faults is refused LEASE_LOST \
-            at its settle (seen once, after six faults); docs/reliability.md"]
+#[ignore = "RabbitMQ answers in time (op_timeout_ms) but a few tasks still end twice: a \
+            SUCCESS settle's basic.ack written to a connection that then died is lost, and the \
+            task is delivered again to another process (the fresh server that drains), which \
+            cannot know it was settled: 6 in 8 cycles; docs/reliability.md"]
 fn rabbitmq_behind_network_faults_answers_in_time_and_ends_every_task_once() {
     network_faults(Kind::Rabbit, ALL_CHECKS);
 }

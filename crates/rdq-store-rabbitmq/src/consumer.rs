@@ -48,9 +48,14 @@ impl Core {
     ) -> Vec<Envelope> {
         let mut leases = lock(&self.leases);
         let mut ready = lock(&q.ready);
+        // A task is in the queue twice when a publish was retried after its
+        // confirm was lost (at least once): one copy a claim, the other
+        // waits until that one is settled.
+        let mut taken = std::collections::HashSet::new();
         let keys: Vec<ReadyKey> = ready
             .iter()
             .filter(|(_, w)| !w.redelivered && !leases.held.contains_key(&w.envelope.id))
+            .filter(|(_, w)| taken.insert(w.envelope.id))
             .map(|(k, _)| *k)
             .take(max)
             .collect();
@@ -59,6 +64,15 @@ impl Core {
             let Some(w) = ready.remove(&key) else {
                 continue;
             };
+            if leases.has_succeeded(w.envelope.id) {
+                // A copy of a task settled here as SUCCEEDED: done already.
+                info!(task = %w.envelope.id, queue = %q.name, "a second copy of a task settled here; acking it");
+                w.delivery
+                    .subscription
+                    .acks
+                    .ack_detached(w.delivery.tag, w.delivery.acker);
+                continue;
+            }
             match lease(w, lease_ms, now, q) {
                 Ok(l) => {
                     out.push(l.envelope.clone());
@@ -377,9 +391,7 @@ pub(crate) async fn run_consumer(
                             }
                         }
                     }
-                    // A round trip the broker does not answer ends the
-                    // subscription (a new one starts on a live connection).
-                    let synced = tokio::time::timeout(op_timeout, async { if count {
+                    let synced = if count {
                         // A passive declare also says how many messages wait.
                         let passive = lapin::options::QueueDeclareOptions {
                             passive: true,
@@ -400,11 +412,7 @@ pub(crate) async fn run_consumer(
                             .await
                             .map(|()| 0)
                             .map_err(RabbitError::from)
-                    }})
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(RabbitError::timed_out(format!("a round trip on `{}`", q.names.work), op_timeout))
-                    });
+                    };
                     core.drain(&q);
                     let _ = reply.send(*synced.as_ref().unwrap_or(&0));
                     if synced.is_err() {

@@ -383,20 +383,21 @@ async fn dead(base: &str, queue: &str) -> Vec<String> {
     let mut cursor = String::new();
     loop {
         let page: Value = client
-            .get(format!(
-                "{base}/v1/queues/{queue}/dead?limit=1000&cursor={cursor}"
-            ))
+            .get(format!("{base}/v1/queues/{queue}/dead?limit=100{cursor}"))
             .send()
             .await
             .unwrap()
             .json()
             .await
             .unwrap();
-        for item in page["items"].as_array().unwrap() {
+        let Some(items) = page["items"].as_array() else {
+            panic!("listing the DLQ: {page}")
+        };
+        for item in items {
             ids.push(item["id"].as_str().unwrap().to_owned());
         }
         match page["next_cursor"].as_str() {
-            Some(next) => cursor = next.to_owned(),
+            Some(next) => cursor = format!("&cursor={next}"),
             None => return ids,
         }
     }
