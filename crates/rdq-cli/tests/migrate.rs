@@ -28,7 +28,10 @@ fn migrate_creates_the_schema_once_and_then_has_nothing_to_do() {
         .output();
     assert_eq!(first.0, 0, "{}", first.2);
     assert!(
-        first.1.contains("migrated from version 0 to 6"),
+        first.1.contains(&format!(
+            "migrated from version 0 to {}",
+            rdq_store_postgres::SCHEMA_VERSION
+        )),
         "{}",
         first.1
     );
