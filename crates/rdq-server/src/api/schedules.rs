@@ -14,7 +14,7 @@ use rdq_app::Caller;
 use rdq_app::schedules::{DEFAULT_NEXT_DUE, format_instant, schedule_from_body};
 use utoipa::IntoParams;
 
-use super::components::{Problem400, Problem404};
+use super::components::{Problem400, Problem404, Problem413};
 use super::response::{envelope_response, json_response};
 use super::state::AppState;
 use crate::problem::ApiError;
@@ -170,9 +170,11 @@ pub async fn resume(
             headers(("Location" = String, description = "/v1/tasks/{id} of the task"))),
         (status = 400, response = Problem400),
         (status = 404, response = Problem404),
+        (status = 413, response = Problem413),
     ),
 )]
-/// `POST /v1/schedules/{name}/run`: 201 with the submitted task.
+/// `POST /v1/schedules/{name}/run`: 201 with the submitted task (413 when
+/// the task is larger than its queue's `max_envelope_bytes` now allows).
 pub async fn run(
     State(state): State<AppState>,
     caller: Caller,
