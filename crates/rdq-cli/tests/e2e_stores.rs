@@ -147,19 +147,7 @@ fn clean(kind: Kind, spec: &str, tag: &str) {
     };
     match kind {
         Kind::Embedded => {}
-        Kind::Postgres => run(
-            "psql",
-            &[
-                "-h",
-                "127.0.0.1",
-                "-U",
-                "postgres",
-                "-d",
-                "test",
-                "-qc",
-                &format!("DROP SCHEMA IF EXISTS {tag} CASCADE"),
-            ],
-        ),
+        Kind::Postgres => common::drop_postgres_schema(tag),
         Kind::Rabbit => {
             let out = std::process::Command::new("rabbitmqctl")
                 .args(["list_queues", "-q", "name"])

@@ -102,19 +102,7 @@ impl Store {
             let _ = std::process::Command::new(cmd).args(args).output();
         };
         match self.kind {
-            Kind::Postgres => run(
-                "psql",
-                &[
-                    "-h",
-                    "127.0.0.1",
-                    "-U",
-                    "postgres",
-                    "-d",
-                    "test",
-                    "-qc",
-                    &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.tag),
-                ],
-            ),
+            Kind::Postgres => common::drop_postgres_schema(&self.tag),
             Kind::Redis => {
                 let out = std::process::Command::new("redis-cli")
                     .args(["-h", "127.0.0.1", "--scan", "--pattern"])

@@ -40,13 +40,6 @@ fn cycles() -> usize {
         .unwrap_or(3)
 }
 
-fn drop_schema(schema: &str) {
-    let _ = std::process::Command::new("psql")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-qc"])
-        .arg(format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .output();
-}
-
 /// `Work` stream workers: each settles every task it is sent with SUCCESS,
 /// records the settles the server acknowledged, and opens a new stream
 /// when its stream breaks (its node died), until stopped.
@@ -200,7 +193,7 @@ fn until_submitted(load: &Load, target: usize, what: &str) -> Duration {
 #[test]
 fn rdq_serve_killed_with_pull_workers_and_work_streams_attached_loses_nothing_acknowledged() {
     let schema = format!("rdq_node_kills_{}", std::process::id());
-    drop_schema(&schema);
+    common::drop_postgres_schema(&schema);
     let store = postgres_store(&schema);
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = RdqServer::start_on(dir_a.path(), FAST_CONFIG, &store, &[]);
@@ -246,5 +239,5 @@ fn rdq_serve_killed_with_pull_workers_and_work_streams_attached_loses_nothing_ac
     );
     b.terminate();
     a.terminate();
-    drop_schema(&schema);
+    common::drop_postgres_schema(&schema);
 }

@@ -45,19 +45,7 @@ fn clean(kind: Shared, tag: &str) {
     let run = |cmd: &str, args: &[&str]| std::process::Command::new(cmd).args(args).output();
     match kind {
         Shared::Postgres => {
-            let _ = run(
-                "psql",
-                &[
-                    "-h",
-                    "127.0.0.1",
-                    "-U",
-                    "postgres",
-                    "-d",
-                    "test",
-                    "-qc",
-                    &format!("DROP SCHEMA IF EXISTS {tag} CASCADE"),
-                ],
-            );
+            common::drop_postgres_schema(tag);
         }
         Shared::Redis => {
             if let Ok(out) = run(

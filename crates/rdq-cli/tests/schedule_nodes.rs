@@ -21,13 +21,6 @@ use rdq_store_postgres::PostgresStore;
 
 const QUEUE: &str = "ticks";
 
-fn drop_schema(schema: &str) {
-    let _ = std::process::Command::new("psql")
-        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-qc"])
-        .arg(format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .output();
-}
-
 /// Every task of the queue's `rdq.schedule_due` header, with how many
 /// tasks carry it.
 async fn fires(engine: &Engine) -> BTreeMap<String, usize> {
@@ -58,7 +51,7 @@ async fn fires(engine: &Engine) -> BTreeMap<String, usize> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_fire_each_due_time_once_through_a_kill() {
     let schema = format!("rdq_sched_nodes_{}", std::process::id());
-    drop_schema(&schema);
+    common::drop_postgres_schema(&schema);
     let url = common::postgres_store(&schema);
     let store = PostgresStore::open(&url).await.unwrap();
     let engine = Engine::new(Arc::new(store), Arc::new(SystemClock));
@@ -85,7 +78,7 @@ async fn three_nodes_fire_each_due_time_once_through_a_kill() {
         node.terminate();
     }
     let due = fires(&engine).await;
-    drop_schema(&schema);
+    common::drop_postgres_schema(&schema);
     assert!(due.len() >= 7, "about nine seconds of fires, got {due:?}");
     let twice: Vec<_> = due.iter().filter(|(_, n)| **n != 1).collect();
     assert!(

@@ -438,6 +438,15 @@ pub fn await_listening(child: &mut std::process::Child) -> (String, Arc<Mutex<St
     (base, log)
 }
 
+/// Drops `schema` (and everything in it) from the local test database, if
+/// it is there: what a test on a schema of its own leaves behind.
+pub fn drop_postgres_schema(schema: &str) {
+    let _ = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-qc"])
+        .arg(format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .output();
+}
+
 /// The store URL of a PostgreSQL schema of its own, on `RDQ_TEST_POSTGRES`
 /// (default the local service).
 pub fn postgres_store(schema: &str) -> String {
