@@ -330,6 +330,9 @@
       view.append(h('p', {}, 'No queues yet: a queue appears once it has tasks or a stored policy.'));
       return;
     }
+    if (state.caps && state.caps.ends_once === false) {
+      view.append(notice('This store delivers at least once (capability ends_once is off): after a broker crash or a network fault a task can run again, so handlers should be idempotent. See docs/stores/rabbitmq.md.'));
+    }
     if (data.queues.some((r) => r.source === 'depths')) {
       view.append(notice('This store reports broker depths, not counts: "pending" is the messages ready in the work queue, "dead" those in the DLQ; in-flight and succeeded tasks cannot be counted.'));
     }

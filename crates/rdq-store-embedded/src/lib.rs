@@ -354,6 +354,7 @@ impl Store for EmbeddedStore {
             idempotent_submit: true,
             claim_max_in_flight: true,
             claim_flow: true,
+            ends_once: true,
         }
     }
 

@@ -65,6 +65,7 @@ impl Store for MemoryStore {
             idempotent_submit: true,
             claim_max_in_flight: true,
             claim_flow: true,
+            ends_once: true,
         }
     }
 

@@ -426,6 +426,7 @@ impl Store for PostgresStore {
             idempotent_submit: true,
             claim_max_in_flight: true,
             claim_flow: true,
+            ends_once: true,
         }
     }
 

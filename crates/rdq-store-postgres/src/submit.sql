@@ -312,6 +312,10 @@ $$;
 -- The MAC part of the lease token of claim `claim` of task `id`:
 -- HMAC-SHA256 under the store's lease secret over a domain tag, the id and
 -- the claim, cut to 16 bytes, in lower-case hex (rdq's lease tokens).
+-- Built from the core `sha256()` (PostgreSQL 11+) by the RFC 2104
+-- construction, because `hmac()` belongs to the pgcrypto extension, which a
+-- database may not have and rdq does not install. The secret is at most 64
+-- bytes (one SHA-256 block), so it is only padded, never hashed first.
 CREATE OR REPLACE FUNCTION @schema@.lease_mac(id uuid, claim bigint) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE

@@ -188,6 +188,9 @@ impl Store for RabbitStore {
             idempotent_submit: false,
             claim_max_in_flight: false,
             claim_flow: false,
+            // At least once: an ack has no answer, and a publish whose
+            // confirm was lost is sent again (docs/stores/rabbitmq.md).
+            ends_once: false,
         }
     }
 

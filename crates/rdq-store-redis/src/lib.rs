@@ -282,6 +282,7 @@ impl Store for RedisStore {
             idempotent_submit: true,
             claim_max_in_flight: true,
             claim_flow: true,
+            ends_once: true,
         }
     }
 

@@ -403,15 +403,22 @@ async fn dead(base: &str, queue: &str) -> Vec<String> {
     }
 }
 
+/// How long claims must find nothing before a drain is over. A broker
+/// pushes a consumer at most its prefetch at a time, and redelivered
+/// messages wait for the reaper: after a broker restart the deliveries
+/// in flight at the kill come back redelivered, take the whole prefetch,
+/// and leave only once their retries are published, which can wait out
+/// the broker's recovery (up to the store's `op_timeout_ms`, 10 s; 8 s
+/// measured after 30 kills).
+const DRAIN_QUIET: Duration = Duration::from_secs(20);
+
 /// Claims and settles (SUCCESS) everything in `queue` until claims have
-/// found nothing for five seconds (a broker pushes a consumer at most its
-/// prefetch at a time, and redelivered messages wait for the reaper);
-/// answers the ids.
+/// found nothing for [`DRAIN_QUIET`]; answers the ids.
 async fn drain(base: &str, queue: &str) -> std::collections::HashSet<String> {
     let client = reqwest::Client::new();
     let mut ids = std::collections::HashSet::new();
     let mut last_found = Instant::now();
-    while last_found.elapsed() < Duration::from_secs(5) {
+    while last_found.elapsed() < DRAIN_QUIET {
         let claimed: Value = client
             .post(format!("{base}/v1/queues/{queue}/claim"))
             .json(&json!({"max": 1000, "lease_ms": 600000}))

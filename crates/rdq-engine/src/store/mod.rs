@@ -67,6 +67,15 @@ pub struct WorkCapabilities {
     /// on the store, and the store offers [`Store::throttle`] and
     /// [`Store::flow_status`].
     pub claim_flow: bool,
+    /// Every task ends once, across crashes of the store and network faults
+    /// between it and rdq: a settle the store acknowledged is never undone,
+    /// and no acknowledged submit exists twice. Not a call a store can
+    /// refuse but a guarantee: the fault suite (docs/reliability.md) holds
+    /// every store that declares it to zero tasks ending twice. A broker
+    /// cannot declare it (RabbitMQ: an AMQP ack has no answer, and a
+    /// publish whose confirm was lost is sent again): there a task ends
+    /// at least once.
+    pub ends_once: bool,
 }
 
 /// Everything a store can do, as [`crate::Engine::capabilities`] reports it:
@@ -110,6 +119,9 @@ pub struct Capabilities {
     /// [`Schedules`]: periodic schedules stored with the tasks, each due
     /// time fired once across every process on the store.
     pub schedules: bool,
+    /// [`WorkCapabilities::ends_once`]: every task ends once, across store
+    /// crashes and network faults.
+    pub ends_once: bool,
 }
 
 impl Capabilities {
@@ -133,12 +145,13 @@ impl Capabilities {
             claim_max_in_flight: work.claim_max_in_flight,
             claim_flow: work.claim_flow,
             schedules: store.as_schedules().is_some(),
+            ends_once: work.ends_once,
         }
     }
 
     /// The capability names, each with whether this store has it: what
     /// `GET /v1/capabilities` and the docs' tables show.
-    pub fn named(&self) -> [(&'static str, bool); 14] {
+    pub fn named(&self) -> [(&'static str, bool); 15] {
         [
             ("get_by_id", self.get_by_id),
             ("list", self.list),
@@ -154,6 +167,7 @@ impl Capabilities {
             ("claim_max_in_flight", self.claim_max_in_flight),
             ("claim_flow", self.claim_flow),
             ("schedules", self.schedules),
+            ("ends_once", self.ends_once),
         ]
     }
 }
