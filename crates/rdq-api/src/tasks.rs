@@ -79,6 +79,98 @@ pub struct SubmitBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._:/@=+-]+$")]
     pub flow_key: Option<String>,
+    /// The task's unique key and how long it holds it
+    /// (`docs/uniqueness.md`); a store without capability `unique` refuses
+    /// it with `UNSUPPORTED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unique: Option<UniqueBody>,
+}
+
+/// A submit's uniqueness (`docs/uniqueness.md`): one task at a time holds
+/// a key, for as long as its `hold` says; a second submit of a held key
+/// does what `on_conflict` says.
+#[derive(Debug, Default, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = UniqueOptions)]
+pub struct UniqueBody {
+    /// The key, 1 to 512 bytes without control characters; not with
+    /// `key_from`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1)]
+    pub key: Option<String>,
+    /// JSON pointers (RFC 6901, e.g. `/customer_id`) into the JSON payload,
+    /// at most 16: the server derives the key from their values
+    /// (`sha256:` and the hex SHA-256 of their canonical JSON array); not
+    /// with `key`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 16)]
+    pub key_from: Vec<String>,
+    /// `queue` (default: one holder per key in the queue) or `handler`
+    /// (one per key and handler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<UniqueScope>)]
+    pub scope: Option<String>,
+    /// How long the task holds the key: `until_started`,
+    /// `until_finished` (default), `until_succeeded`, `for` (`hold_ms`
+    /// after its submit) or `forever`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<UniqueHold>)]
+    pub hold: Option<String>,
+    /// With `hold: "for"`, how long: 1 ms to ten years.
+    #[serde(
+        default,
+        deserialize_with = "crate::int::option_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(minimum = 1, maximum = 316_224_000_000_u64)]
+    pub hold_ms: Option<u64>,
+    /// What a submit of a held key does: `return` (default: `409
+    /// UNIQUE_HELD` naming the holder, nothing written), `replace` (a
+    /// holder still PENDING takes the new payload and headers: `200` with
+    /// the holder) or `debounce` (as `replace`, and the holder's due time
+    /// moves to this submit's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<UniqueConflict>)]
+    pub on_conflict: Option<String>,
+}
+
+/// `queue` or `handler` (the schema of [`UniqueBody::scope`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UniqueScope {
+    /// One holder per key in the queue.
+    Queue,
+    /// One holder per key and handler.
+    Handler,
+}
+
+/// A hold (the schema of [`UniqueBody::hold`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UniqueHold {
+    /// While it waits for its first claim.
+    UntilStarted,
+    /// While PENDING or IN_FLIGHT.
+    UntilFinished,
+    /// Until it succeeds (a DEAD task keeps it).
+    UntilSucceeded,
+    /// For `hold_ms` after its submit.
+    For,
+    /// As long as it exists.
+    Forever,
+}
+
+/// What a submit of a held key does (the schema of
+/// [`UniqueBody::on_conflict`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UniqueConflict {
+    /// `409 UNIQUE_HELD` naming the holder.
+    Return,
+    /// A waiting holder takes the new payload.
+    Replace,
+    /// As `replace`, and the holder's due time moves.
+    Debounce,
 }
 
 /// A field that is present holds a value, even `null`: serde's `Option`

@@ -195,6 +195,17 @@ impl From<EngineError> for AppError {
             EngineError::Schedule(inner) => return Self::from(inner.clone()),
             EngineError::ScheduleNotFound(_) => ErrorKind::NotFound,
             EngineError::LeaseLost(_) | EngineError::InvalidTransition(_) => ErrorKind::Conflict,
+            EngineError::UniqueHeld { holder, hold } => {
+                return Self::new(
+                    ErrorKind::Conflict,
+                    e.code(),
+                    format!(
+                        "the unique key is held by task {holder} (hold {hold}); nothing was written"
+                    ),
+                )
+                .with("holder", json!(holder.to_string()))
+                .with("hold", json!(hold));
+            }
             EngineError::TaskNotFound(_) => ErrorKind::NotFound,
             EngineError::InvalidPolicy(_) | EngineError::InvalidArgument(_) => ErrorKind::Invalid,
             EngineError::Unsupported(_) => ErrorKind::Unsupported,

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use rdq_engine::unique::{Hold, OnConflict, Scope as UniqueScope, UniqueRequest};
 use rdq_engine::{SubmitRequest, Submitted};
 use rdq_telemetry::messaging::TRACEPARENT_HEADER;
 use rdq_telemetry::{SendOperation, SubmitOutcome};
@@ -60,6 +61,55 @@ pub struct SubmitCommand {
     /// The task's flow key for per-key limits and fairness
     /// (`docs/flow-control.md`), stored as the `rdq.flow_key` header.
     pub flow_key: Option<String>,
+    /// The task's unique key and hold (`docs/uniqueness.md`).
+    pub unique: Option<rdq_engine::unique::UniqueRequest>,
+}
+
+/// A submit's `unique` as every front end carries it (text values, as
+/// the HTTP body and the gRPC message have them), checked and turned into
+/// the engine's request; a bad value is `INVALID_ARGUMENT` naming its
+/// field (`unique.hold`, …).
+pub fn unique_request(body: rdq_api::tasks::UniqueBody) -> Result<UniqueRequest, AppError> {
+    let scope = match body.scope.as_deref() {
+        None => UniqueScope::default(),
+        Some(text) => text.parse()?,
+    };
+    let hold = match (body.hold.as_deref(), body.hold_ms) {
+        (Some("for"), Some(ms)) => Hold::duration(ms)?,
+        (Some("for"), None) => {
+            return Err(AppError::invalid_field(
+                "unique.hold_ms",
+                "a hold `for` needs hold_ms",
+            ));
+        }
+        (_, Some(_)) => {
+            return Err(AppError::invalid_field(
+                "unique.hold_ms",
+                "hold_ms goes with hold `for` only",
+            ));
+        }
+        (Some(text), None) if !text.starts_with("for") => text.parse()?,
+        (Some(text), None) => {
+            return Err(AppError::invalid_field(
+                "unique.hold",
+                format!(
+                    "{text:?} is no hold: until_started, until_finished, until_succeeded, for (with hold_ms) or forever"
+                ),
+            ));
+        }
+        (None, None) => Hold::default(),
+    };
+    let on_conflict = match body.on_conflict.as_deref() {
+        None => OnConflict::default(),
+        Some(text) => text.parse()?,
+    };
+    Ok(UniqueRequest {
+        key: body.key,
+        key_from: body.key_from,
+        scope,
+        hold,
+        on_conflict,
+    })
 }
 
 /// Whether `text` is 1 to `max` characters long.
@@ -115,6 +165,7 @@ pub fn submit_request(
         priority: command.priority,
         idempotency_key: command.idempotency_key,
         flow_key: command.flow_key,
+        unique: command.unique,
     })
 }
 

@@ -154,6 +154,11 @@ macro_rules! __with_every_check {
             a_pause_racing_a_put_undoes_nothing
             a_changed_schedule_keeps_its_cursor
             a_deleted_or_invalid_schedule_fires_nothing
+            two_submitters_of_one_unique_key_get_one_holder
+            each_hold_releases_when_its_holder_leaves_it
+            a_hold_for_a_duration_releases_at_its_expiry
+            replace_never_touches_a_running_holder
+            redrive_and_import_into_a_held_key_are_refused
         }
     };
 }
@@ -201,6 +206,6 @@ mod tests {
         let unique: HashSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
         assert!(names.contains(&"fixtures_round_trip"));
-        assert_eq!(names.len(), 46);
+        assert_eq!(names.len(), 51);
     }
 }

@@ -116,6 +116,9 @@ pub struct SubmitRequest {
     /// The task's flow key (`docs/flow-control.md`), stored as the
     /// `rdq.flow_key` header: per-key limits and fairness count it.
     pub flow_key: Option<String>,
+    /// The task's unique key, scope, hold and conflict mode
+    /// (docs/uniqueness.md).
+    pub unique: Option<crate::unique::UniqueRequest>,
 }
 
 /// A claimed task and the token that fences its settle.
@@ -300,9 +303,24 @@ impl Engine {
             env.headers.insert(FLOW_KEY_HEADER.to_owned(), key.clone());
         }
         env.priority = req.priority;
+        let unique = match &req.unique {
+            Some(unique) => {
+                if !self.store.capabilities().unique {
+                    return Err(EngineError::Unsupported(
+                        "this store keeps no unique keys (capability unique): \
+                         see docs/uniqueness.md"
+                            .into(),
+                    ));
+                }
+                let key = unique.key(&req.payload)?;
+                Some(unique.apply(key, &req.handler_ref, &mut env.headers, now))
+            }
+            None => None,
+        };
         Ok(NewTask {
             envelope: machine::submit(&env, policy, now, req.delay_ms)?,
             idempotency_key: req.idempotency_key.clone(),
+            unique,
         })
     }
 
@@ -1164,15 +1182,28 @@ impl Engine {
 
     /// Stores envelopes exactly as given (an import: DLQ entries moved from
     /// another store or exported earlier), one result per envelope in
-    /// order; an id that already exists is refused with `INVALID_ARGUMENT`.
+    /// order; an id that already exists is refused with `INVALID_ARGUMENT`,
+    /// a task whose unique key another task holds with `UNIQUE_HELD`.
     /// Idle workers are woken, as a PENDING import may be due.
     pub async fn import(&self, envelopes: Vec<Envelope>) -> Vec<Result<Submitted, EngineError>> {
         if envelopes.is_empty() {
             return Vec::new();
         }
+        // A task that held a unique key takes its slot back, unless another
+        // task holds it now (`UNIQUE_HELD`).
+        let unique = self.store.capabilities().unique;
+        let now = self.clock.now();
         let tasks = envelopes
             .into_iter()
             .map(|envelope| NewTask {
+                unique: unique
+                    .then(|| crate::unique::slot_of_task(&envelope))
+                    .flatten()
+                    .map(|slot| crate::unique::UniqueSlot {
+                        slot,
+                        on_conflict: crate::unique::OnConflict::Return,
+                        now,
+                    }),
                 envelope,
                 idempotency_key: None,
             })

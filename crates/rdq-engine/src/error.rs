@@ -39,6 +39,15 @@ pub enum EngineError {
     /// No schedule has this name.
     #[error("SCHEDULE_NOT_FOUND: no schedule {0}")]
     ScheduleNotFound(String),
+    /// A submit's unique key (or a redriven or imported task's) is held by
+    /// another task (docs/uniqueness.md): nothing was written.
+    #[error("UNIQUE_HELD: the unique key is held by task {holder} (hold {hold})")]
+    UniqueHeld {
+        /// The task that holds the key.
+        holder: TaskId,
+        /// Its hold, in its text form (`until_finished`, `for:60000`, …).
+        hold: String,
+    },
     /// The store could not be reached or failed; the operation may be retried.
     #[error("STORE_UNAVAILABLE: {0}")]
     Unavailable(String),
@@ -58,6 +67,7 @@ impl EngineError {
             Self::CorruptStore(_) => "CORRUPT_STORE",
             Self::Schedule(e) => e.code(),
             Self::ScheduleNotFound(_) => "SCHEDULE_NOT_FOUND",
+            Self::UniqueHeld { .. } => "UNIQUE_HELD",
             Self::Unavailable(_) => "STORE_UNAVAILABLE",
         }
     }

@@ -30,6 +30,7 @@ pub mod machine;
 pub mod policy;
 mod schedules;
 pub mod store;
+pub mod unique;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::QueueConfig;

@@ -84,6 +84,19 @@ pub fn submit_command(
         priority,
         idempotency_key,
         flow_key: msg.flow_key,
+        unique: msg
+            .unique
+            .map(|u| {
+                rdq_app::submit::unique_request(rdq_api::tasks::UniqueBody {
+                    key: u.key,
+                    key_from: u.key_from,
+                    scope: u.scope,
+                    hold: u.hold,
+                    hold_ms: u.hold_ms,
+                    on_conflict: u.on_conflict,
+                })
+            })
+            .transpose()?,
     })
 }
 

@@ -69,6 +69,7 @@ fn main() {
                         NewTask {
                             envelope: env,
                             idempotency_key: None,
+                            unique: None,
                         }
                     })
                     .collect();

@@ -30,6 +30,7 @@ fn task(queue: &str, key: Option<&str>) -> NewTask {
     NewTask {
         envelope: env,
         idempotency_key: None,
+        unique: None,
     }
 }
 

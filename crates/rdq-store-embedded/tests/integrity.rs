@@ -18,6 +18,7 @@ fn task(n: usize) -> NewTask {
     NewTask {
         envelope: Envelope::new("q", "h", payload.as_bytes(), "application/json", now),
         idempotency_key: None,
+        unique: None,
     }
 }
 

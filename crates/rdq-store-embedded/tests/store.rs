@@ -38,6 +38,7 @@ fn task(queue: &str, priority: u8, due: Timestamp) -> NewTask {
     NewTask {
         envelope: env,
         idempotency_key: None,
+        unique: None,
     }
 }
 
@@ -117,6 +118,7 @@ async fn every_valid_fixture_comes_back_byte_for_byte_and_survives_reopen() {
                 .submit(vec![NewTask {
                     envelope: env.clone(),
                     idempotency_key: None,
+                    unique: None,
                 }])
                 .await;
             assert!(matches!(results[0], Ok(Submitted::Created(_))), "{name}");
@@ -343,6 +345,7 @@ async fn idempotency_keys_are_per_queue_even_within_one_batch() {
     let dup = NewTask {
         envelope: first.clone(),
         idempotency_key: None,
+        unique: None,
     };
     let mixed = store.submit(vec![dup, task("a", 0, t(0))]).await;
     assert_eq!(mixed[0].as_ref().unwrap_err().code(), "INVALID_ARGUMENT");
@@ -1160,6 +1163,7 @@ async fn every_claimable_fixture_succeeds_and_reads_back_byte_for_byte() {
             vec![NewTask {
                 envelope: env.clone(),
                 idempotency_key: None,
+                unique: None,
             }],
         )
         .await;
@@ -1387,6 +1391,7 @@ async fn a_claim_of_a_kept_envelope_equals_a_claim_of_the_decoded_row() {
             vec![NewTask {
                 envelope: env,
                 idempotency_key: None,
+                unique: None,
             }],
         )
         .await;

@@ -66,6 +66,7 @@ impl Store for MemoryStore {
             claim_max_in_flight: true,
             claim_flow: true,
             ends_once: true,
+            unique: true,
         }
     }
 

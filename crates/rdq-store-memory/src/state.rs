@@ -15,6 +15,7 @@ use rdq_engine::flow::{self, Candidate, FlowLedger, FlowStatus};
 use rdq_engine::glob::Glob;
 use rdq_engine::machine::{self, LeaseToken};
 use rdq_engine::store::{MAX_PAGE, finished_at, latest_error_type};
+use rdq_engine::unique::{self, Decision};
 use rdq_engine::{
     CancelRequest, ClaimRequest, EngineError, LeasedUpdate, ListOrder, ListQuery, NewTask, Page,
     QueueConfig, QueueCounts, RedriveRequest, Submitted,
@@ -81,6 +82,9 @@ pub(crate) struct State {
     leases: BTreeSet<(Timestamp, TaskId)>,
     idempotency: HashMap<IdempotencyKey, TaskId>,
     key_of_task: HashMap<TaskId, IdempotencyKey>,
+    /// Unique slots (queue, slot) and the task that took each last: it
+    /// holds the slot while its hold says so (`rdq_engine::unique`).
+    unique: HashMap<(String, String), TaskId>,
     configs: BTreeMap<String, QueueConfig>,
     /// Each flow-controlled queue's buckets, virtual times and throttles.
     flow: HashMap<String, FlowLedger>,
@@ -173,10 +177,32 @@ impl State {
         if let Some(key) = self.key_of_task.remove(&id) {
             self.idempotency.remove(&key);
         }
+        if let Some(slot) = unique::slot_of_task(&env) {
+            let slot = (env.queue.clone(), slot);
+            if self.unique.get(&slot) == Some(&id) {
+                self.unique.remove(&slot);
+            }
+        }
         Some(env)
     }
 
     pub(crate) fn submit(&mut self, task: NewTask) -> Result<Submitted, EngineError> {
+        let slot = task
+            .unique
+            .as_ref()
+            .map(|u| (task.envelope.queue.clone(), u.slot.clone()));
+        if let (Some(unique), Some(slot)) = (&task.unique, &slot)
+            && let Some(holder) = self.unique.get(slot).and_then(|id| self.tasks.get(id))
+        {
+            match unique::decide(holder, &task.envelope, unique) {
+                Decision::Take => {}
+                Decision::Replace(next) => {
+                    self.replace(*next.clone());
+                    return Ok(Submitted::Existing(*next));
+                }
+                Decision::Conflict(e) => return Err(e),
+            }
+        }
         let key = task
             .idempotency_key
             .map(|key| (task.envelope.queue.clone(), key));
@@ -196,6 +222,9 @@ impl State {
         if let Some(key) = key {
             self.idempotency.insert(key.clone(), id);
             self.key_of_task.insert(id, key);
+        }
+        if let Some(slot) = slot {
+            self.unique.insert(slot, id);
         }
         self.insert(task.envelope.clone());
         Ok(Submitted::Created(task.envelope))
@@ -401,6 +430,9 @@ impl State {
             })
             .take(request.limit.unwrap_or(usize::MAX))
             .collect();
+        for id in &chosen {
+            self.may_redrive(*id, now)?;
+        }
         if request.dry_run {
             return Ok(chosen);
         }
@@ -409,10 +441,29 @@ impl State {
             let Some(Ok(next)) = self.tasks.get(&id).map(|env| machine::redrive(env, now)) else {
                 continue;
             };
+            if let Some(slot) = unique::slot_of_task(&next) {
+                self.unique.insert((next.queue.clone(), slot), id);
+            }
             self.replace(next);
             redriven.push(id);
         }
         Ok(redriven)
+    }
+
+    /// Refuses (`UNIQUE_HELD`) to bring back task `id` while another task
+    /// holds its unique slot; else the slot is the task's again.
+    fn may_redrive(&mut self, id: TaskId, now: Timestamp) -> Result<(), EngineError> {
+        let Some(env) = self.tasks.get(&id) else {
+            return Ok(());
+        };
+        let Some(slot) = unique::slot_of_task(env) else {
+            return Ok(());
+        };
+        let slot = (env.queue.clone(), slot);
+        if let Some(holder) = self.unique.get(&slot).and_then(|h| self.tasks.get(h)) {
+            unique::may_return(id, holder, now)?;
+        }
+        Ok(())
     }
 
     pub(crate) fn cancel_pending(

@@ -191,6 +191,8 @@ impl Store for RabbitStore {
             // At least once: an ack has no answer, and a publish whose
             // confirm was lost is sent again (docs/stores/rabbitmq.md).
             ends_once: false,
+            // A broker cannot find the message that holds a key.
+            unique: false,
         }
     }
 

@@ -23,6 +23,7 @@ fn plain(envelope: &Envelope) -> NewTask {
     NewTask {
         envelope: envelope.clone(),
         idempotency_key: None,
+        unique: None,
     }
 }
 

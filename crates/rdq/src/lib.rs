@@ -72,6 +72,7 @@ pub use job_error::{Forced, JobError, defer, permanent, retryable, throttle};
 pub use outcome::{Classifier, Outcome, OutcomeMapper, Returned};
 pub use producer::{Batch, EnqueueOptions, Enqueued, Producer};
 pub use rdq_engine::policy::Classification;
+pub use rdq_engine::unique::{Hold, OnConflict, Scope as UniqueScope, UniqueRequest};
 pub use rdq_engine::{Backoff, Engine, QueuePolicy, VersionMismatch};
 pub use rdq_envelope::error_types;
 pub use rdq_envelope::{Envelope, ErrorInfo, TaskId, Timestamp};

@@ -9,6 +9,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use rdq_engine::machine::BASE_PRIORITY_HEADER;
+use rdq_engine::unique::UniqueRequest;
 use rdq_engine::{Engine, EngineError, QueuePolicy, SubmitRequest, Submitted};
 use rdq_envelope::TaskId;
 use rdq_envelope::queuey::{CORRELATION_ID_HEADER, JSON_CONTENT_TYPE};
@@ -47,6 +48,7 @@ pub struct EnqueueOptions {
     priority: Option<u8>,
     handler_version: Option<String>,
     flow_key: Option<String>,
+    unique: Option<UniqueRequest>,
 }
 
 impl EnqueueOptions {
@@ -78,6 +80,28 @@ impl EnqueueOptions {
     #[must_use]
     pub fn flow_key(mut self, key: impl Into<String>) -> Self {
         self.flow_key = Some(key.into());
+        self
+    }
+
+    /// The job's unique key, scope, hold and conflict mode
+    /// (`docs/uniqueness.md`): while the task holding the key holds it, a
+    /// second enqueue of the key fails with `UNIQUE_HELD` naming the holder
+    /// (or, with [`crate::OnConflict::Replace`] / [`crate::OnConflict::Debounce`],
+    /// updates a holder still waiting and answers it as
+    /// [`Enqueued::existing`]).
+    ///
+    /// ```
+    /// use rdq::{EnqueueOptions, Hold, UniqueRequest};
+    /// let options = EnqueueOptions::now().unique(UniqueRequest {
+    ///     key_from: vec!["/customer_id".into()],
+    ///     hold: Hold::UntilFinished,
+    ///     ..UniqueRequest::default()
+    /// });
+    /// # let _ = options;
+    /// ```
+    #[must_use]
+    pub fn unique(mut self, unique: UniqueRequest) -> Self {
+        self.unique = Some(unique);
         self
     }
 
@@ -395,6 +419,7 @@ fn draft<J: Job>(job: &J, options: EnqueueOptions) -> Result<Draft, Error> {
             priority: options.priority.unwrap_or(0),
             idempotency_key: options.idempotency_key,
             flow_key: options.flow_key,
+            unique: options.unique,
         },
         schedule: options.schedule,
         priority: options.priority,

@@ -88,6 +88,7 @@ pub async fn capabilities_tell_the_truth(factory: StoreFactory) {
                 e
             },
             idempotency_key: Some("compliance-caps-key".into()),
+            unique: None,
         }])
         .await;
     answers.push((

@@ -30,6 +30,7 @@ pub async fn fixtures_round_trip(factory: StoreFactory) {
             .submit(vec![NewTask {
                 envelope: original.clone(),
                 idempotency_key: None,
+                unique: None,
             }])
             .await;
         assert_eq!(results.len(), 1, "{name}: one result per submitted task");

@@ -41,6 +41,7 @@ async fn store_as_is(h: &Harness, env: &Envelope) {
         .submit(vec![NewTask {
             envelope: env.clone(),
             idempotency_key: None,
+            unique: None,
         }])
         .await;
     assert_eq!(results.len(), 1);

@@ -13,6 +13,7 @@ mod flow;
 mod leases;
 mod limits;
 mod schedules;
+mod unique;
 
 pub use admin::{
     counts_purge_delete_and_prune, idempotent_submit_returns_the_original, unknown_ids_are_reported,
@@ -59,4 +60,9 @@ pub use schedules::{
     many_fires_apply_each_from_its_own_cursor, schedules_catch_up_after_a_gap_by_policy,
     schedules_fire_each_due_time_once_across_racing_nodes,
     schedules_overlap_policies_read_the_previous_task,
+};
+pub use unique::{
+    a_hold_for_a_duration_releases_at_its_expiry, each_hold_releases_when_its_holder_leaves_it,
+    redrive_and_import_into_a_held_key_are_refused, replace_never_touches_a_running_holder,
+    two_submitters_of_one_unique_key_get_one_holder,
 };

@@ -76,6 +76,11 @@ pub struct WorkCapabilities {
     /// publish whose confirm was lost is sent again): there a task ends
     /// at least once.
     pub ends_once: bool,
+    /// `submit` honours [`NewTask::unique`] (docs/uniqueness.md): one
+    /// holder per slot, decided in the store's atomic submit step; redrive
+    /// and import refuse a task whose slot another task holds. A store
+    /// without it refuses a unique submit with `UNSUPPORTED`.
+    pub unique: bool,
 }
 
 /// Everything a store can do, as [`crate::Engine::capabilities`] reports it:
@@ -122,6 +127,8 @@ pub struct Capabilities {
     /// [`WorkCapabilities::ends_once`]: every task ends once, across store
     /// crashes and network faults.
     pub ends_once: bool,
+    /// [`WorkCapabilities::unique`]: unique keys with holds.
+    pub unique: bool,
 }
 
 impl Capabilities {
@@ -146,12 +153,13 @@ impl Capabilities {
             claim_flow: work.claim_flow,
             schedules: store.as_schedules().is_some(),
             ends_once: work.ends_once,
+            unique: work.unique,
         }
     }
 
     /// The capability names, each with whether this store has it: what
     /// `GET /v1/capabilities` and the docs' tables show.
-    pub fn named(&self) -> [(&'static str, bool); 15] {
+    pub fn named(&self) -> [(&'static str, bool); 16] {
         [
             ("get_by_id", self.get_by_id),
             ("list", self.list),
@@ -168,6 +176,7 @@ impl Capabilities {
             ("claim_flow", self.claim_flow),
             ("schedules", self.schedules),
             ("ends_once", self.ends_once),
+            ("unique", self.unique),
         ]
     }
 }
@@ -179,6 +188,10 @@ pub struct NewTask {
     pub envelope: Envelope,
     /// With a key, a second submit to the same queue returns the first task.
     pub idempotency_key: Option<String>,
+    /// The unique slot the task takes, and what a conflict does
+    /// ([`crate::unique`]): the store looks up the slot's holder inside its
+    /// atomic submit step and does what [`crate::unique::decide`] says.
+    pub unique: Option<crate::unique::UniqueSlot>,
 }
 
 /// What a submit did.

@@ -332,6 +332,35 @@ pub struct SubmitRequest {
     /// as the `rdq.flow_key` header.
     #[prost(string, optional, tag = "10")]
     pub flow_key: ::core::option::Option<::prost::alloc::string::String>,
+    /// The task's unique key and how long it holds it (docs/uniqueness.md);
+    /// a store without capability `unique` refuses it with UNSUPPORTED.
+    #[prost(message, optional, tag = "11")]
+    pub unique: ::core::option::Option<UniqueOptions>,
+}
+/// A submit's uniqueness (docs/uniqueness.md), as the HTTP API's `unique`.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct UniqueOptions {
+    /// The key, 1 to 512 bytes without control characters; not with key_from.
+    #[prost(string, optional, tag = "1")]
+    pub key: ::core::option::Option<::prost::alloc::string::String>,
+    /// JSON pointers into the JSON payload (at most 16) whose values the
+    /// server derives the key from; not with key.
+    #[prost(string, repeated, tag = "2")]
+    pub key_from: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// `queue` (default) or `handler`.
+    #[prost(string, optional, tag = "3")]
+    pub scope: ::core::option::Option<::prost::alloc::string::String>,
+    /// `until_started`, `until_finished` (default), `until_succeeded`, `for`
+    /// (with hold_ms) or `forever`.
+    #[prost(string, optional, tag = "4")]
+    pub hold: ::core::option::Option<::prost::alloc::string::String>,
+    /// With hold `for`: how long after the submit, in milliseconds.
+    #[prost(uint64, optional, tag = "5")]
+    pub hold_ms: ::core::option::Option<u64>,
+    /// `return` (default: UNIQUE_HELD naming the holder), `replace` or
+    /// `debounce`.
+    #[prost(string, optional, tag = "6")]
+    pub on_conflict: ::core::option::Option<::prost::alloc::string::String>,
 }
 /// The answer of Submit.
 #[derive(Clone, PartialEq, ::prost::Message)]

@@ -97,6 +97,10 @@ pub fn submit_command(body: SubmitBody) -> Result<SubmitCommand, AppError> {
         priority: body.priority,
         idempotency_key: body.idempotency_key,
         flow_key: body.flow_key,
+        unique: body
+            .unique
+            .map(rdq_app::submit::unique_request)
+            .transpose()?,
     })
 }
 

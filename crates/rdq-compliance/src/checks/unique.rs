@@ -1,0 +1,373 @@
+//! Uniqueness (docs/uniqueness.md): one holder per key, each hold an
+//! invariant over the holder's state, conflicts typed and naming the
+//! holder, redrive and import into a held key refused. A store that does
+//! not declare `unique` must refuse a unique submit with `UNSUPPORTED`.
+
+use rdq_engine::unique::{Hold, OnConflict, Scope, UniqueRequest};
+use rdq_engine::{EngineError, RedriveRequest, SubmitRequest, Submitted};
+use rdq_envelope::{Envelope, Status};
+
+use crate::StoreFactory;
+use crate::harness::{Harness, code_of, permanent, task};
+
+fn keyed(queue: &str, key: &str, hold: Hold, on_conflict: OnConflict) -> SubmitRequest {
+    SubmitRequest {
+        unique: Some(UniqueRequest {
+            key: Some(key.to_owned()),
+            hold,
+            on_conflict,
+            ..UniqueRequest::default()
+        }),
+        ..task(queue)
+    }
+}
+
+fn holder_of<T: std::fmt::Debug>(result: &Result<T, EngineError>) -> Option<rdq_envelope::TaskId> {
+    match result {
+        Err(EngineError::UniqueHeld { holder, .. }) => Some(*holder),
+        _ => None,
+    }
+}
+
+/// Submits `request`, which must create a task.
+async fn created(h: &Harness, request: SubmitRequest, what: &str) -> Envelope {
+    match h.engine.submit(request).await {
+        Ok(Submitted::Created(env)) => env,
+        other => panic!("{what}: a new task should be created, got {other:?}"),
+    }
+}
+
+/// Submits `request`, which must conflict with `holder`.
+async fn conflicts(h: &Harness, request: SubmitRequest, holder: &Envelope, what: &str) {
+    let result = h.engine.submit(request).await;
+    assert_eq!(
+        holder_of(&result),
+        Some(holder.id),
+        "{what}: UNIQUE_HELD naming {} expected, got {result:?}",
+        holder.id
+    );
+}
+
+/// Skips (after checking the refusal) on a store without `unique`.
+async fn skips(h: &Harness, check: &str) -> bool {
+    if h.caps().unique {
+        return false;
+    }
+    let refused = h
+        .engine
+        .submit(keyed(
+            "compliance.unique",
+            "k",
+            Hold::Forever,
+            OnConflict::Return,
+        ))
+        .await;
+    assert_eq!(
+        code_of(&refused),
+        "UNSUPPORTED",
+        "a store without `unique` must refuse a unique submit: {refused:?}"
+    );
+    h.skips_unless(check, false)
+}
+
+/// Twenty submitters of one key at once: exactly one task is created, and
+/// every other submit is refused naming it.
+pub async fn two_submitters_of_one_unique_key_get_one_holder(factory: StoreFactory) {
+    let h = Harness::new(&factory).await;
+    if skips(&h, "two_submitters_of_one_unique_key_get_one_holder").await {
+        return;
+    }
+    let queue = "compliance.unique.race";
+    let submits = (0..20).map(|_| {
+        h.engine.submit(keyed(
+            queue,
+            "order-7",
+            Hold::UntilFinished,
+            OnConflict::Return,
+        ))
+    });
+    let results = futures::future::join_all(submits).await;
+    let winners: Vec<&Envelope> = results
+        .iter()
+        .filter_map(|r| match r {
+            Ok(Submitted::Created(env)) => Some(env),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(winners.len(), 1, "one holder expected: {results:?}");
+    let holder = winners[0].id;
+    for r in &results {
+        if !matches!(r, Ok(Submitted::Created(_))) {
+            assert_eq!(
+                holder_of(r),
+                Some(holder),
+                "a loser must name the holder: {r:?}"
+            );
+        }
+    }
+    assert_eq!(h.claim(queue, 100).await.len(), 1, "one task exists");
+    // In one batch too: the second of two alike is refused.
+    let batch = h
+        .engine
+        .submit_many(vec![
+            keyed(queue, "order-8", Hold::UntilFinished, OnConflict::Return),
+            keyed(queue, "order-8", Hold::UntilFinished, OnConflict::Return),
+        ])
+        .await;
+    let first = match &batch[0] {
+        Ok(Submitted::Created(env)) => env.id,
+        other => panic!("the batch's first submit should create: {other:?}"),
+    };
+    assert_eq!(holder_of(&batch[1]), Some(first), "{batch:?}");
+}
+
+/// Each hold is an invariant over the holder's state: until started, until
+/// finished, until succeeded (a DEAD holder keeps it), and the scopes keep
+/// apart.
+pub async fn each_hold_releases_when_its_holder_leaves_it(factory: StoreFactory) {
+    let h = Harness::new(&factory).await;
+    if skips(&h, "each_hold_releases_when_its_holder_leaves_it").await {
+        return;
+    }
+    let queue = "compliance.unique.holds";
+    let submit = |key: &str, hold| keyed(queue, key, hold, OnConflict::Return);
+
+    // until_started: held while waiting, free once claimed.
+    let a = created(&h, submit("s", Hold::UntilStarted), "until_started").await;
+    conflicts(
+        &h,
+        submit("s", Hold::UntilStarted),
+        &a,
+        "until_started, waiting",
+    )
+    .await;
+    let claimed = h.claim_one(queue).await;
+    assert_eq!(claimed.envelope.id, a.id);
+    let _b = created(
+        &h,
+        submit("s", Hold::UntilStarted),
+        "until_started, claimed",
+    )
+    .await;
+
+    // until_finished: held while running, free once it succeeded.
+    let held = created(&h, submit("f", Hold::UntilFinished), "until_finished").await;
+    h.settle(&claimed, rdq_engine::machine::Settlement::Success)
+        .await;
+    let mut claims = h.claim(queue, 10).await;
+    claims.retain(|c| c.envelope.id == held.id);
+    assert_eq!(claims.len(), 1, "the until_finished holder is claimable");
+    conflicts(
+        &h,
+        submit("f", Hold::UntilFinished),
+        &held,
+        "until_finished, running",
+    )
+    .await;
+    h.settle(&claims[0], rdq_engine::machine::Settlement::Success)
+        .await;
+    created(
+        &h,
+        submit("f", Hold::UntilFinished),
+        "until_finished, succeeded",
+    )
+    .await;
+
+    // until_succeeded: a DEAD holder keeps its key.
+    let doomed = created(&h, submit("d", Hold::UntilSucceeded), "until_succeeded").await;
+    let mut claims = h.claim(queue, 10).await;
+    claims.retain(|c| c.envelope.id == doomed.id);
+    h.settle(&claims[0], permanent("Doomed")).await;
+    h.assert_status(doomed.id, Status::Dead, "the holder died")
+        .await;
+    conflicts(
+        &h,
+        submit("d", Hold::UntilSucceeded),
+        &doomed,
+        "until_succeeded, dead",
+    )
+    .await;
+    // ... and until_finished does not.
+    let dying = created(&h, submit("e", Hold::UntilFinished), "until_finished").await;
+    let mut claims = h.claim(queue, 10).await;
+    claims.retain(|c| c.envelope.id == dying.id);
+    h.settle(&claims[0], permanent("Doomed")).await;
+    created(&h, submit("e", Hold::UntilFinished), "until_finished, dead").await;
+
+    // Scopes: per handler, two handlers hold one key each; per queue, one.
+    let scoped = |handler: &str, scope| SubmitRequest {
+        handler_ref: handler.to_owned(),
+        unique: Some(UniqueRequest {
+            key: Some("shared".into()),
+            scope,
+            hold: Hold::Forever,
+            ..UniqueRequest::default()
+        }),
+        ..task(queue)
+    };
+    let first = created(&h, scoped("a", Scope::Handler), "handler a").await;
+    created(&h, scoped("b", Scope::Handler), "handler b").await;
+    conflicts(&h, scoped("a", Scope::Handler), &first, "handler a again").await;
+    let whole = created(&h, scoped("a", Scope::Queue), "queue scope").await;
+    conflicts(
+        &h,
+        scoped("b", Scope::Queue),
+        &whole,
+        "queue scope, other handler",
+    )
+    .await;
+}
+
+/// A hold for a duration ends at its expiry exactly, whatever the
+/// holder's state.
+pub async fn a_hold_for_a_duration_releases_at_its_expiry(factory: StoreFactory) {
+    let h = Harness::new(&factory).await;
+    if skips(&h, "a_hold_for_a_duration_releases_at_its_expiry").await {
+        return;
+    }
+    let queue = "compliance.unique.ttl";
+    let submit = || keyed(queue, "t", Hold::For(1_000), OnConflict::Return);
+    let a = created(&h, submit(), "the first").await;
+    let claimed = h.claim_one(queue).await;
+    h.settle(&claimed, rdq_engine::machine::Settlement::Success)
+        .await;
+    h.advance(999);
+    conflicts(
+        &h,
+        submit(),
+        &a,
+        "1 ms before the expiry (the holder succeeded)",
+    )
+    .await;
+    h.advance(1);
+    created(&h, submit(), "at the expiry").await;
+}
+
+/// `replace` and `debounce` update a holder still waiting (payload,
+/// headers; debounce also its due time) and answer it; a running holder
+/// is never touched, the submit conflicts.
+pub async fn replace_never_touches_a_running_holder(factory: StoreFactory) {
+    let h = Harness::new(&factory).await;
+    if skips(&h, "replace_never_touches_a_running_holder").await {
+        return;
+    }
+    let queue = "compliance.unique.replace";
+    let with = |payload: &str, mode, delay_ms| SubmitRequest {
+        payload: payload.as_bytes().to_vec(),
+        delay_ms,
+        ..keyed(queue, "r", Hold::UntilFinished, mode)
+    };
+    let a = created(&h, with(r#"{"v":1}"#, OnConflict::Return, 0), "first").await;
+    let replaced = match h
+        .engine
+        .submit(with(r#"{"v":2}"#, OnConflict::Replace, 0))
+        .await
+    {
+        Ok(Submitted::Existing(env)) => env,
+        other => panic!("replace on a waiting holder answers it: {other:?}"),
+    };
+    assert_eq!(replaced.id, a.id);
+    assert_eq!(replaced.payload_bytes(), br#"{"v":2}"#);
+    assert_eq!(
+        replaced.next_attempt_at, a.next_attempt_at,
+        "replace keeps the due time"
+    );
+    h.assert_stored(&replaced, "the replaced holder").await;
+
+    let debounced = match h
+        .engine
+        .submit(with(r#"{"v":3}"#, OnConflict::Debounce, 5_000))
+        .await
+    {
+        Ok(Submitted::Existing(env)) => env,
+        other => panic!("debounce on a waiting holder answers it: {other:?}"),
+    };
+    assert_eq!(debounced.id, a.id);
+    assert_eq!(debounced.payload_bytes(), br#"{"v":3}"#);
+    assert_eq!(debounced.next_attempt_at, Some(h.now().plus_ms(5_000)));
+    h.assert_stored(&debounced, "the debounced holder").await;
+    assert!(
+        h.claim(queue, 10).await.is_empty(),
+        "debounced: not due yet"
+    );
+
+    h.advance(5_000);
+    let claimed = h.claim_one(queue).await;
+    assert_eq!(claimed.envelope.payload_bytes(), br#"{"v":3}"#);
+    for mode in [
+        OnConflict::Replace,
+        OnConflict::Debounce,
+        OnConflict::Return,
+    ] {
+        conflicts(&h, with(r#"{"v":4}"#, mode, 0), &a, "a running holder").await;
+    }
+    assert_eq!(
+        claimed.envelope.payload_bytes(),
+        br#"{"v":3}"#,
+        "the payload in flight is never replaced"
+    );
+    let done = h
+        .settle(&claimed, rdq_engine::machine::Settlement::Success)
+        .await;
+    assert_eq!(done.payload_bytes(), br#"{"v":3}"#);
+}
+
+/// A dead task whose key another task took meanwhile cannot be redriven
+/// (nor imported again) while that task holds it: `UNIQUE_HELD`, nothing
+/// changed; once the key is free it can.
+pub async fn redrive_and_import_into_a_held_key_are_refused(factory: StoreFactory) {
+    let h = Harness::new(&factory).await;
+    if skips(&h, "redrive_and_import_into_a_held_key_are_refused").await {
+        return;
+    }
+    let queue = "compliance.unique.redrive";
+    let submit = || keyed(queue, "x", Hold::UntilFinished, OnConflict::Return);
+    let dead = created(&h, submit(), "the first").await;
+    let claimed = h.claim_one(queue).await;
+    let dead_state = h.settle(&claimed, permanent("Boom")).await;
+    let holder = created(&h, submit(), "the next holder").await;
+
+    if h.caps().redrive {
+        let by_id = RedriveRequest {
+            queue: queue.into(),
+            ids: Some(vec![dead.id]),
+            ..RedriveRequest::default()
+        };
+        for dry_run in [true, false] {
+            let refused = h
+                .engine
+                .redrive(&RedriveRequest {
+                    dry_run,
+                    ..by_id.clone()
+                })
+                .await;
+            assert_eq!(
+                holder_of(&refused),
+                Some(holder.id),
+                "dry run {dry_run}: {refused:?}"
+            );
+        }
+        let everything = RedriveRequest {
+            queue: queue.into(),
+            ..RedriveRequest::default()
+        };
+        let refused = h.engine.redrive(&everything).await;
+        assert_eq!(holder_of(&refused), Some(holder.id), "{refused:?}");
+        h.assert_stored(&dead_state, "the refused task, unchanged")
+            .await;
+
+        // The import of a copy of the dead task is refused the same way.
+        let mut copy = dead_state.clone();
+        copy.id = rdq_envelope::TaskId::generate();
+        let imported = h.engine.import(vec![copy]).await;
+        assert_eq!(holder_of(&imported[0]), Some(holder.id), "{imported:?}");
+
+        let claimed = h.claim_one(queue).await;
+        h.settle(&claimed, rdq_engine::machine::Settlement::Success)
+            .await;
+        let redriven = h.engine.redrive(&by_id).await.expect("the key is free");
+        assert_eq!(redriven, vec![dead.id]);
+        // The redriven task holds its key again.
+        conflicts(&h, submit(), &dead, "the redriven task").await;
+    }
+}
