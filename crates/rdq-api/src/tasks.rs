@@ -213,6 +213,10 @@ pub struct SubmitItemResult {
     /// What was wrong, when the item was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// With `UNIQUE_HELD`: the task that holds the item's unique key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<crate::schema::TaskId>)]
+    pub holder: Option<String>,
 }
 
 /// The answer of `POST /v1/tasks/batch`.

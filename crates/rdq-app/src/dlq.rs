@@ -338,6 +338,13 @@ impl App {
                         code: TASK_EXISTS.to_owned(),
                         message,
                     }),
+                    // Another task holds the line's unique key
+                    // (docs/uniqueness.md).
+                    Err(e @ EngineError::UniqueHeld { .. }) => refused.push(LineError {
+                        line,
+                        code: e.code().to_owned(),
+                        message: e.to_string(),
+                    }),
                     Err(e) => {
                         return Err(ImportFailure {
                             stored,

@@ -109,7 +109,7 @@ problem_response!(
 );
 problem_response!(
     Problem409,
-    "The lease is no longer held (LEASE_LOST), the task's status or counters do not allow this (INVALID_TRANSITION), or the task exists (TASK_EXISTS)"
+    "The lease is no longer held (LEASE_LOST), the task's status or counters do not allow this (INVALID_TRANSITION), the task exists (TASK_EXISTS), or another task holds the unique key (UNIQUE_HELD, naming it in `holder`)"
 );
 problem_response!(
     Problem413,

@@ -128,7 +128,8 @@ fn decode_base64(text: &str) -> Result<Vec<u8>, AppError> {
                 ("DeleteTask" = (operation_id = "deleteTask", parameters(("id" = "$response.body#/id")))),
                 ("ClaimTasks" = (operation_id = "claimTasks", parameters(("queue" = "$response.body#/queue")))),
             )),
-        (status = 200, description = "The original task (repeated idempotency key)", body = Envelope),
+        (status = 200, description = "The original task (repeated idempotency key), or the unique key's holder updated by on_conflict replace or debounce", body = Envelope),
+        (status = 409, response = Problem409),
     ),
 )]
 /// `POST /v1/tasks`: 201 with the new envelope, or 200 with the original
@@ -200,12 +201,14 @@ pub async fn submit_batch(
                 envelope: Some(raw_envelope(&env)),
                 code: None,
                 detail: None,
+                holder: None,
             },
             Ok(Submitted::Existing(env)) => SubmitItemResult {
                 status: 200,
                 envelope: Some(raw_envelope(&env)),
                 code: None,
                 detail: None,
+                holder: None,
             },
             Err(e) => {
                 let (status, code, detail) = item_error(&e);
@@ -214,6 +217,11 @@ pub async fn submit_batch(
                     envelope: None,
                     code,
                     detail,
+                    holder: e
+                        .extensions()
+                        .get("holder")
+                        .and_then(|h| h.as_str())
+                        .map(str::to_owned),
                 }
             }
         })
