@@ -355,7 +355,7 @@ impl Store for EmbeddedStore {
             claim_max_in_flight: true,
             claim_flow: true,
             ends_once: true,
-            unique: false,
+            unique: true,
         }
     }
 

@@ -23,7 +23,7 @@ use rdq_engine::EngineError;
 pub const APPLICATION_ID: i32 = 0x7264_7131;
 
 /// `PRAGMA user_version` of the schema this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 /// Status codes stored in `tasks.status`.
 pub(crate) mod status {
@@ -144,6 +144,19 @@ CREATE TABLE IF NOT EXISTS schedules (
     last_fire_at INTEGER,
     fires        INTEGER NOT NULL DEFAULT 0,
     skips        TEXT    NOT NULL DEFAULT '{}'
+) WITHOUT ROWID;
+";
+
+/// Version 7 adds unique keys (`docs/uniqueness.md`): per queue and slot,
+/// the task that took the slot last (`writer::unique`); whether it still
+/// holds it is read from the task's row. A version-6 build would submit
+/// past a held key, so it must not open a version-7 store.
+const V7_UNIQUE: &str = "
+CREATE TABLE IF NOT EXISTS unique_slots (
+    queue TEXT NOT NULL,
+    slot  TEXT NOT NULL,
+    task  BLOB NOT NULL,
+    PRIMARY KEY (queue, slot)
 ) WITHOUT ROWID;
 ";
 
@@ -339,7 +352,7 @@ pub(crate) fn lease_secret(conn: &Connection, path: &Path) -> Result<[u8; 32], E
 /// adds flow control ([`FLOW`]); a version-3 build would store tasks
 /// without their flow key. Version 5 adds [`V5_CANCEL`]; a version-4 build
 /// would settle over a cancel request. Version 6 adds [`V6_SCHEDULES`]; a
-/// version-5 build would not know the table.
+/// version-5 build would not know the table. Version 7 adds [`V7_UNIQUE`].
 fn upgrade(conn: &Connection, from: i32) -> rusqlite::Result<()> {
     tracing::info!(
         from,
@@ -359,6 +372,9 @@ fn upgrade(conn: &Connection, from: i32) -> rusqlite::Result<()> {
     if from < 6 {
         conn.execute_batch(V6_SCHEDULES)?;
     }
+    if from < 7 {
+        conn.execute_batch(V7_UNIQUE)?;
+    }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)
 }
 
@@ -368,7 +384,8 @@ fn create(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     conn.execute_batch(SCHEMA)?;
     conn.execute_batch(FLOW)?;
-    conn.execute_batch(V6_SCHEDULES)
+    conn.execute_batch(V6_SCHEDULES)?;
+    conn.execute_batch(V7_UNIQUE)
 }
 
 /// Adds `tasks.flow_key` unless the table has it already.

@@ -77,33 +77,39 @@ pub(super) fn redrive(
             }
         }
     }
-    if request.dry_run {
-        return Ok(Ok(chosen.into_iter().map(|(_, id)| id).collect()));
-    }
-    // Decide every transition before writing any, so a damaged row fails the
-    // request without half-applying it.
+    // Decide every transition before writing any, so a damaged row or a
+    // unique key another task holds fails the request without
+    // half-applying it (a dry run answers the same).
     let mut next = Vec::with_capacity(chosen.len());
-    {
-        let mut stmt = ctx
+    for &(seq, id) in &chosen {
+        let decoded = ctx
             .conn
-            .prepare_cached("SELECT envelope FROM tasks WHERE seq = ?1")?;
-        for &(seq, id) in &chosen {
-            let decoded = stmt.query_row([seq], |row| Ok(Envelope::decode(bytes(row, 0)?)))?;
-            let env = match decoded {
-                Ok(env) => env,
-                Err(e) => return Ok(Err(undecodable(&format!("task {id}"), &e))),
-            };
-            match machine::redrive(&env, now) {
-                Ok(redriven) => next.push((seq, redriven)),
-                Err(e) => {
-                    tracing::warn!(task = %id, error = %e, "a task indexed as dead could not be redriven");
-                }
+            .prepare_cached("SELECT envelope FROM tasks WHERE seq = ?1")?
+            .query_row([seq], |row| Ok(Envelope::decode(bytes(row, 0)?)))?;
+        let env = match decoded {
+            Ok(env) => env,
+            Err(e) => return Ok(Err(undecodable(&format!("task {id}"), &e))),
+        };
+        if let Err(e) = super::unique::may_return(ctx, &env, now)? {
+            return Ok(Err(e));
+        }
+        match machine::redrive(&env, now) {
+            Ok(redriven) => next.push((seq, redriven)),
+            Err(e) => {
+                tracing::warn!(task = %id, error = %e, "a task indexed as dead could not be redriven");
             }
         }
+    }
+    if request.dry_run {
+        return Ok(Ok(chosen.into_iter().map(|(_, id)| id).collect()));
     }
     let mut ids = Vec::with_capacity(next.len());
     for (seq, env) in &next {
         rewrite(ctx, *seq, env)?;
+        // A redriven task holds its unique key again.
+        if let Some(slot) = rdq_engine::unique::slot_of_task(env) {
+            super::unique::take(ctx, queue, &slot, env.id)?;
+        }
         ctx.deltas.moved(queue, Status::Dead, env.status, 1);
         ids.push(env.id);
     }
@@ -152,6 +158,10 @@ pub(super) fn cancel_pending(
     let mut ids = Vec::with_capacity(next.len());
     for (seq, env) in &next {
         rewrite(ctx, *seq, env)?;
+        // A redriven task holds its unique key again.
+        if let Some(slot) = rdq_engine::unique::slot_of_task(env) {
+            super::unique::take(ctx, queue, &slot, env.id)?;
+        }
         ctx.deltas.moved(queue, Status::Pending, env.status, 1);
         ids.push(env.id);
     }

@@ -35,6 +35,7 @@ mod job;
 mod schedules;
 mod syncer;
 mod transaction;
+mod unique;
 mod work;
 
 use std::sync::{Arc, mpsc};

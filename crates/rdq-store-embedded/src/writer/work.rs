@@ -7,6 +7,7 @@
 //! is an `Ok(Err(..))` that changes nothing; an `Err(Fatal)` ends the group.
 
 use rdq_engine::flow;
+use rdq_engine::unique::Decision;
 use rdq_engine::{EngineError, FlowPolicy, LeasedUpdate, NewTask, Submitted};
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use rusqlite::{ErrorCode, OptionalExtension, params};
@@ -69,7 +70,7 @@ const SUCCEED_IF_LEASED_AT: &str = settle_if_leased!("", "seq = ?13 AND id = ?1"
 /// The `flow_key` column of a new task: its flow key, or for a task without
 /// one `''` in a flow-controlled queue and NULL elsewhere (`schema::FLOW`).
 /// Asked once per queue (`Ctx::flow_queues`).
-fn flow_key_column<'e>(ctx: &mut Ctx, env: &'e Envelope) -> Result<Option<&'e str>, Fatal> {
+pub(super) fn flow_key_column<'e>(ctx: &mut Ctx, env: &'e Envelope) -> Result<Option<&'e str>, Fatal> {
     let key = flow::key_of(env);
     if !key.is_empty() {
         return Ok(Some(key));
@@ -119,6 +120,13 @@ pub(super) fn submit_one(
                 .map(Submitted::Existing));
         }
     }
+    if let Some(unique) = &task.unique {
+        match super::unique::decide(ctx, env, unique)? {
+            Ok(Decision::Take) => {}
+            Ok(Decision::Replace(next)) => return Ok(Ok(Submitted::Existing(*next))),
+            Ok(Decision::Conflict(e)) | Err(e) => return Ok(Err(e)),
+        }
+    }
     let flow_key = flow_key_column(ctx, env)?;
     let c = Columns::of(env);
     let inserted = ctx.conn.prepare_cached(INSERT_TASK)?.execute(params![
@@ -138,6 +146,9 @@ pub(super) fn submit_one(
     match inserted {
         Ok(_) => {
             ctx.deltas.add(&env.queue, env.status, 1);
+            if let Some(unique) = &task.unique {
+                super::unique::take(ctx, &env.queue, &unique.slot, env.id)?;
+            }
             Ok(Ok(Submitted::Created(task.envelope)))
         }
         Err(e)
