@@ -427,7 +427,7 @@ impl Store for PostgresStore {
             claim_max_in_flight: true,
             claim_flow: true,
             ends_once: true,
-            unique: false,
+            unique: true,
         }
     }
 

@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 use crate::error::Failure;
 
 /// The newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// One schema version: its number, what it does and its DDL for a schema.
 struct Migration {
@@ -59,6 +59,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 7,
         description: "transactional enqueue and complete (submit, complete)",
         ddl: v7,
+    },
+    Migration {
+        version: 8,
+        description: "unique keys (unique_slots)",
+        ddl: v8,
     },
 ];
 
@@ -252,6 +257,21 @@ pub(crate) async fn lease_secret(
         ))
         .into()
     })
+}
+
+/// Schema version 8: unique keys (`docs/uniqueness.md`): per queue and
+/// slot, the task that took the slot last. Whether it still holds it is
+/// read from its row, both rows locked, in the submit's transaction
+/// (`writes::submit_unique`).
+fn v8(s: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {s}.unique_slots (
+            queue text NOT NULL,
+            slot  text NOT NULL,
+            task  uuid NOT NULL,
+            PRIMARY KEY (queue, slot)
+        );"
+    )
 }
 
 /// Schema version 7: `submit(…)` and `submit_json(…)`, which write a task

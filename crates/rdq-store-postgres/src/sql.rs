@@ -89,6 +89,19 @@ pub(crate) enum Q {
     GetMany,
     /// The task holding an idempotency key.
     ByKey,
+    /// Takes a unique slot for a new task unless a row names one already;
+    /// either way locks the slot's row and answers the task it names
+    /// (`docs/uniqueness.md`).
+    SlotLock,
+    /// Names the task that took a unique slot last.
+    SlotSet,
+    /// The task a unique slot names, read only (a dry run).
+    SlotGet,
+    /// One task by id, its row locked (a unique slot's holder).
+    GetForUpdate,
+    /// A waiting holder of a unique slot takes a submit's payload
+    /// (replace, debounce).
+    ReplaceHolder,
     /// A page of a queue's tasks.
     List {
         /// Which statuses.
@@ -391,6 +404,24 @@ impl Sql {
                  ORDER BY lease_expires_at LIMIT $2"
             ),
             Q::Get => format!("SELECT {STORED} FROM {s}.tasks WHERE id = $1"),
+            Q::SlotLock => format!(
+                "INSERT INTO {s}.unique_slots AS u (queue, slot, task) VALUES ($1, $2, $3)
+                 ON CONFLICT (queue, slot) DO UPDATE SET task = u.task
+                 RETURNING task"
+            ),
+            Q::SlotSet => format!(
+                "INSERT INTO {s}.unique_slots (queue, slot, task) VALUES ($1, $2, $3)
+                 ON CONFLICT (queue, slot) DO UPDATE SET task = excluded.task"
+            ),
+            Q::SlotGet => {
+                format!("SELECT task FROM {s}.unique_slots WHERE queue = $1 AND slot = $2")
+            }
+            Q::GetForUpdate => format!("SELECT {STORED} FROM {s}.tasks WHERE id = $1 FOR UPDATE"),
+            Q::ReplaceHolder => format!(
+                "UPDATE {s}.tasks SET envelope = $2, next_attempt_at = $3,
+                    flow_key = CASE WHEN flow_key IS NULL THEN NULL ELSE $4 END
+                 WHERE id = $1 AND status = 0"
+            ),
             Q::GetMany => format!("SELECT id, {STORED} FROM {s}.tasks WHERE id = ANY($1::uuid[])"),
             Q::ByKey => format!(
                 "SELECT {STORED} FROM {s}.tasks WHERE queue = $1 AND idempotency_key = $2"

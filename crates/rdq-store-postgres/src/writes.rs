@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use rdq_engine::glob::Glob;
+use rdq_engine::unique::{self, Decision};
 use rdq_engine::{
     CancelRequest, ClaimRequest, EngineError, LeasedUpdate, NewTask, QueueConfig, RedriveRequest,
     Submitted, machine,
@@ -74,13 +75,124 @@ pub(crate) async fn run_submits(shared: Arc<Shared>, batch: Vec<SubmitRequest>) 
     }
 }
 
-/// Inserts a group of tasks in one statement; one result per task.
+/// Inserts a group of tasks in one statement; one result per task. Tasks
+/// with a unique key are written one by one after the others, each in its
+/// own transaction ([`submit_unique`]), in their order in the group.
 async fn submit_group(shared: &Shared, tasks: &[&NewTask]) -> Vec<Result<Submitted, EngineError>> {
-    let encoded: Vec<Vec<u8>> = tasks.iter().map(|t| t.envelope.encode()).collect();
-    let outcome = retrying!(shared, Retry::Always, |conn, maybe_applied| {
-        insert_tasks(shared, conn, tasks, &encoded, maybe_applied).await
-    });
-    outcome.unwrap_or_else(|e| vec![Err(e); tasks.len()])
+    let (unique, plain): (Vec<usize>, Vec<usize>) =
+        (0..tasks.len()).partition(|&i| tasks[i].unique.is_some());
+    let mut results: Vec<Option<Result<Submitted, EngineError>>> = vec![None; tasks.len()];
+    if !plain.is_empty() {
+        let group: Vec<&NewTask> = plain.iter().map(|&i| tasks[i]).collect();
+        let encoded: Vec<Vec<u8>> = group.iter().map(|t| t.envelope.encode()).collect();
+        let outcome = retrying!(shared, Retry::Always, |conn, maybe_applied| {
+            insert_tasks(shared, conn, &group, &encoded, maybe_applied).await
+        });
+        let answers = outcome.unwrap_or_else(|e| vec![Err(e); group.len()]);
+        for (&i, answer) in plain.iter().zip(answers) {
+            results[i] = Some(answer);
+        }
+    }
+    for i in unique {
+        let task = tasks[i];
+        let encoded = task.envelope.encode();
+        let outcome = retrying!(shared, Retry::Always, |conn, maybe_applied| {
+            submit_unique(shared, conn, task, &encoded, maybe_applied).await
+        });
+        results[i] = Some(outcome.and_then(|answer| answer));
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(EngineError::Unavailable("no answer".into()))))
+        .collect()
+}
+
+/// Submits one task with a unique key in one transaction
+/// (`docs/uniqueness.md`): the slot's row is taken or locked, the task it
+/// names (if any) is read with its row locked, and `unique::decide` says
+/// whether the new task is inserted and takes the slot, the holder takes
+/// the new payload, or the submit conflicts (nothing written).
+async fn submit_unique(
+    shared: &Shared,
+    conn: &mut Conn,
+    task: &NewTask,
+    encoded: &[u8],
+    maybe_applied: bool,
+) -> Result<Result<Submitted, EngineError>, Failure> {
+    let Some(unique) = &task.unique else {
+        return Ok(Err(EngineError::InvalidArgument(
+            "a unique submit without its slot".into(),
+        )));
+    };
+    let env = &task.envelope;
+    let id = uuid_of(env.id);
+    if maybe_applied {
+        // An earlier attempt may have committed: this very envelope stored
+        // means it did.
+        let stmt = conn.stmt(&shared.sql, Q::Get).await?;
+        if let Some(row) = conn.client.query_opt(&stmt, &[&id]).await?
+            && row.try_get::<_, &[u8]>(0)? == encoded
+        {
+            return Ok(Ok(Submitted::Created(env.clone())));
+        }
+    }
+    conn.client.batch_execute("BEGIN").await?;
+    let lock = conn.stmt(&shared.sql, Q::SlotLock).await?;
+    let named: Uuid = conn
+        .client
+        .query_one(&lock, &[&env.queue, &unique.slot, &id])
+        .await?
+        .try_get(0)?;
+    if named != id {
+        let get = conn.stmt(&shared.sql, Q::GetForUpdate).await?;
+        if let Some(row) = conn.client.query_opt(&get, &[&named]).await? {
+            let holder = stored_envelope(&row, 0)?;
+            match unique::decide(&holder, env, unique) {
+                Decision::Take => {}
+                Decision::Replace(next) => {
+                    let replace = conn.stmt(&shared.sql, Q::ReplaceHolder).await?;
+                    // PENDING: a task without a due time sorts first.
+                    let due = next.next_attempt_at.map_or(i64::MIN, |t| t.unix_ms());
+                    conn.client
+                        .execute(
+                            &replace,
+                            &[
+                                &named,
+                                &next.encode(),
+                                &due,
+                                &rdq_engine::flow::key_of(&next),
+                            ],
+                        )
+                        .await?;
+                    conn.client.batch_execute("COMMIT").await?;
+                    return Ok(Ok(Submitted::Existing(*next)));
+                }
+                Decision::Conflict(e) => {
+                    conn.client.batch_execute("ROLLBACK").await?;
+                    return Ok(Err(e));
+                }
+            }
+        }
+        let set = conn.stmt(&shared.sql, Q::SlotSet).await?;
+        conn.client
+            .execute(&set, &[&env.queue, &unique.slot, &id])
+            .await?;
+    }
+    let mut answer = insert_tasks(shared, conn, &[task], &[encoded.to_vec()], false).await?;
+    match answer.pop() {
+        Some(Ok(submitted)) => {
+            conn.client.batch_execute("COMMIT").await?;
+            Ok(Ok(submitted))
+        }
+        Some(Err(e)) => {
+            conn.client.batch_execute("ROLLBACK").await?;
+            Ok(Err(e))
+        }
+        None => {
+            conn.client.batch_execute("ROLLBACK").await?;
+            Ok(Err(EngineError::Unavailable("no answer".into())))
+        }
+    }
 }
 
 /// Inserts `tasks` (their canonical bytes `encoded`) in one statement on
@@ -410,8 +522,16 @@ pub(crate) async fn redrive(
             conn.client.batch_execute("BEGIN").await?;
         }
         let chosen = choose_dead(shared, conn, request, glob.as_ref(), limit, lock).await?;
+        for env in &chosen {
+            if let Err(e) = may_return(shared, conn, env, now, lock).await? {
+                if lock {
+                    conn.client.batch_execute("ROLLBACK").await?;
+                }
+                return Ok(Err(e));
+            }
+        }
         if !lock {
-            return Ok(chosen.into_iter().map(|env| env.id).collect());
+            return Ok(Ok(chosen.into_iter().map(|env| env.id).collect()));
         }
         let mut next = Vec::with_capacity(chosen.len());
         for env in &chosen {
@@ -423,13 +543,61 @@ pub(crate) async fn redrive(
             }
         }
         rewrite(shared, conn, Status::Dead, &next).await?;
+        // A redriven task holds its unique key again.
+        let set = conn.stmt(&shared.sql, Q::SlotSet).await?;
+        for env in &next {
+            if let Some(slot) = unique::slot_of_task(env) {
+                conn.client
+                    .execute(&set, &[&env.queue, &slot, &uuid_of(env.id)])
+                    .await?;
+            }
+        }
         conn.client.batch_execute("COMMIT").await?;
-        Ok(next.iter().map(|env| env.id).collect::<Vec<_>>())
-    })?;
+        Ok(Ok(next.iter().map(|env| env.id).collect::<Vec<_>>()))
+    })??;
     if !request.dry_run && !redriven.is_empty() {
         shared.work.notify_waiters();
     }
     Ok(redriven)
+}
+
+/// Refuses (`UNIQUE_HELD`) to redrive `env` while another task holds its
+/// unique slot; in a real redrive (`lock`) the slot's row stays locked
+/// until the transaction ends.
+async fn may_return(
+    shared: &Shared,
+    conn: &mut Conn,
+    env: &Envelope,
+    now: Timestamp,
+    lock: bool,
+) -> Result<Result<(), EngineError>, Failure> {
+    let Some(slot) = unique::slot_of_task(env) else {
+        return Ok(Ok(()));
+    };
+    let id = uuid_of(env.id);
+    let named: Option<Uuid> = if lock {
+        let stmt = conn.stmt(&shared.sql, Q::SlotLock).await?;
+        Some(
+            conn.client
+                .query_one(&stmt, &[&env.queue, &slot, &id])
+                .await?
+                .try_get(0)?,
+        )
+    } else {
+        let stmt = conn.stmt(&shared.sql, Q::SlotGet).await?;
+        match conn.client.query_opt(&stmt, &[&env.queue, &slot]).await? {
+            Some(row) => Some(row.try_get(0)?),
+            None => None,
+        }
+    };
+    let Some(named) = named.filter(|named| *named != id) else {
+        return Ok(Ok(()));
+    };
+    let get = conn.stmt(&shared.sql, Q::Get).await?;
+    let Some(row) = conn.client.query_opt(&get, &[&named]).await? else {
+        return Ok(Ok(()));
+    };
+    Ok(unique::may_return(env.id, &stored_envelope(&row, 0)?, now))
 }
 
 /// The dead tasks a redrive takes, in order, locked when `lock`.
