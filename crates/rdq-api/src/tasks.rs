@@ -217,6 +217,12 @@ pub struct SubmitItemResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<crate::schema::TaskId>)]
     pub holder: Option<String>,
+    /// With `UNIQUE_HELD`: the holder's hold (`until_finished`, `for:60000`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<String>,
+    /// When the item was refused for one field: which (as a problem's `field`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }
 
 /// The answer of `POST /v1/tasks/batch`.

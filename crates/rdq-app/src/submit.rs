@@ -74,29 +74,30 @@ pub fn unique_request(body: rdq_api::tasks::UniqueBody) -> Result<UniqueRequest,
         None => UniqueScope::default(),
         Some(text) => text.parse()?,
     };
+    let invalid = |field: &str, why: &str| {
+        AppError::from(rdq_engine::EngineError::InvalidArgument(format!(
+            "{field}: {why}"
+        )))
+    };
     let hold = match (body.hold.as_deref(), body.hold_ms) {
         (Some("for"), Some(ms)) => Hold::duration(ms)?,
-        (Some("for"), None) => {
-            return Err(AppError::invalid_field(
-                "unique.hold_ms",
-                "a hold `for` needs hold_ms",
-            ));
-        }
+        (Some("for"), None) => return Err(invalid("unique.hold_ms", "a hold `for` needs hold_ms")),
         (_, Some(_)) => {
-            return Err(AppError::invalid_field(
+            return Err(invalid(
                 "unique.hold_ms",
                 "hold_ms goes with hold `for` only",
             ));
         }
-        (Some(text), None) if !text.starts_with("for") => text.parse()?,
-        (Some(text), None) => {
-            return Err(AppError::invalid_field(
+        // `for:MS` is the stored form only: the request says `for` and
+        // `hold_ms`.
+        (Some(text), None) if text.starts_with("for:") => {
+            return Err(invalid(
                 "unique.hold",
-                format!(
-                    "{text:?} is no hold: until_started, until_finished, until_succeeded, for (with hold_ms) or forever"
-                ),
+                "no such hold: until_started, until_finished, until_succeeded, for (with \
+                 hold_ms) or forever",
             ));
         }
+        (Some(text), None) => text.parse()?,
         (None, None) => Hold::default(),
     };
     let on_conflict = match body.on_conflict.as_deref() {
@@ -365,5 +366,41 @@ mod tests {
             ..command()
         };
         assert!(submit_request(cmd, None).is_ok());
+    }
+
+    #[test]
+    fn unique_holds_parse_from_their_request_form() {
+        let body = |hold: Option<&str>, hold_ms: Option<u64>| rdq_api::tasks::UniqueBody {
+            key: Some("k".into()),
+            hold: hold.map(str::to_owned),
+            hold_ms,
+            ..rdq_api::tasks::UniqueBody::default()
+        };
+        for (hold, hold_ms, want) in [
+            (Some("forever"), None, Hold::Forever),
+            (Some("until_started"), None, Hold::UntilStarted),
+            (Some("until_succeeded"), None, Hold::UntilSucceeded),
+            (None, None, Hold::UntilFinished),
+            (Some("for"), Some(60_000), Hold::For(60_000)),
+        ] {
+            let request = unique_request(body(hold, hold_ms)).unwrap();
+            assert_eq!(request.hold, want, "{hold:?} {hold_ms:?}");
+        }
+        for (hold, hold_ms, field) in [
+            (Some("for"), None, "unique.hold_ms"),
+            (None, Some(5), "unique.hold_ms"),
+            (Some("forever"), Some(5), "unique.hold_ms"),
+            (Some("for"), Some(0), "unique.hold_ms"),
+            (Some("for:5"), None, "unique.hold"),
+            (Some("sometimes"), None, "unique.hold"),
+        ] {
+            let err = unique_request(body(hold, hold_ms)).unwrap_err();
+            assert_eq!(err.code(), "INVALID_ARGUMENT", "{hold:?} {hold_ms:?}");
+            assert_eq!(
+                err.extensions().get("field").and_then(|f| f.as_str()),
+                Some(field),
+                "{hold:?} {hold_ms:?}: {err}"
+            );
+        }
     }
 }

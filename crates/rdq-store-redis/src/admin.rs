@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use futures::FutureExt;
 use rdq_engine::glob::Glob;
 use rdq_engine::store::latest_error_type;
+use rdq_engine::unique;
 use rdq_engine::{
     CancelRequest, EngineError, LeaseToken, LeasedUpdate, ListOrder, QueueConfig, RedriveRequest,
     machine,
@@ -183,6 +184,12 @@ async fn apply(
     dry_run: bool,
     now: Timestamp,
 ) -> Result<Vec<TaskId>, EngineError> {
+    // A task whose unique key another task holds stays DEAD, and the
+    // redrive is refused (docs/uniqueness.md). On Redis the check reads
+    // before the page is written, not in the same script.
+    for env in &picked {
+        may_return(shared, env, now).await?;
+    }
     if dry_run {
         return Ok(picked
             .iter()
@@ -214,12 +221,83 @@ async fn apply(
         swap_attempt(shared, '3', updates, values, false).boxed()
     })
     .await?;
-    Ok(updates
+    let redriven: Vec<&Envelope> = updates
         .iter()
         .zip(results)
         .filter(|(_, r)| r.is_ok())
-        .map(|(u, _)| u.envelope.id)
-        .collect())
+        .map(|(u, _)| &u.envelope)
+        .collect();
+    // A redriven task holds its unique key again.
+    let taken: Vec<(String, String, String)> = redriven
+        .iter()
+        .filter_map(|env| {
+            unique::slot_of_task(env).map(|slot| {
+                (
+                    shared.keys.queue(&env.queue).unique_slots(),
+                    slot,
+                    env.id.to_string(),
+                )
+            })
+        })
+        .collect();
+    if !taken.is_empty() {
+        let taken = &taken;
+        retrying(shared.options.wait, Retry::Always, |_| {
+            async move {
+                let mut conn = shared.conn().await?;
+                for (key, slot, id) in taken {
+                    let _: redis::Value = redis::cmd("HSET")
+                        .arg(key)
+                        .arg(slot)
+                        .arg(id)
+                        .query_async(&mut conn)
+                        .await?;
+                }
+                Ok(())
+            }
+            .boxed()
+        })
+        .await?;
+    }
+    Ok(redriven.iter().map(|env| env.id).collect())
+}
+
+/// Refuses (`UNIQUE_HELD`) to redrive `env` while another task holds its
+/// unique slot.
+async fn may_return(shared: &Shared, env: &Envelope, now: Timestamp) -> Result<(), EngineError> {
+    let Some(slot) = unique::slot_of_task(env) else {
+        return Ok(());
+    };
+    let queue_keys = shared.keys.queue(&env.queue);
+    let (slot, queue_keys) = (&slot, &queue_keys);
+    let holder: Option<Envelope> = retrying(shared.options.wait, Retry::Always, |_| {
+        async move {
+            let mut conn = shared.conn().await?;
+            let named: Option<String> = redis::cmd("HGET")
+                .arg(queue_keys.unique_slots())
+                .arg(slot)
+                .query_async(&mut conn)
+                .await?;
+            let Some(named) = named.filter(|named| *named != env.id.to_string()) else {
+                return Ok(None);
+            };
+            let read: Option<Vec<u8>> = redis::cmd("HGET")
+                .arg(queue_keys.tasks())
+                .arg(&named)
+                .query_async(&mut conn)
+                .await?;
+            Ok(match read {
+                Some(read) => Some(stored::decode(&read)?),
+                None => None,
+            })
+        }
+        .boxed()
+    })
+    .await?;
+    match holder {
+        Some(holder) => unique::may_return(env.id, &holder, now),
+        None => Ok(()),
+    }
 }
 
 /// Runs the removal script with `args` once; returns the removed ids,

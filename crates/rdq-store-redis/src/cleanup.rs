@@ -70,6 +70,7 @@ pub(crate) async fn delete_prefix(conn: &mut Conn, keys: &Keys) -> Result<(), Fa
         for key in &queue_keys.all {
             del.arg(key);
         }
+        del.arg(queue_keys.unique_slots());
         cmds.push(del);
     }
     for shard in keys.index_shards() {

@@ -124,6 +124,12 @@ impl QueueKeys {
         format!("{}:fr:{key}", self.tag)
     }
 
+    /// The queue's unique slots (`docs/uniqueness.md`): slot → the id of
+    /// the task that took it last (a hash), as `lua/unique.lua`'s UNIQ.
+    pub(crate) fn unique_slots(&self) -> String {
+        format!("{}:uniq", self.tag)
+    }
+
     /// The record of schedule `name`, whose fires submit to this queue: in
     /// the queue's slot, so a fire is one script (`schedules.rs`).
     pub(crate) fn schedule(&self, name: &str) -> String {

@@ -283,7 +283,7 @@ impl Store for RedisStore {
             claim_max_in_flight: true,
             claim_flow: true,
             ends_once: true,
-            unique: false,
+            unique: true,
         }
     }
 

@@ -39,6 +39,8 @@ pub(crate) struct Scripts {
     pub(crate) expired: Script,
     /// Tasks per status.
     pub(crate) counts: Script,
+    /// A unique submit's compare-and-swap.
+    pub(crate) unique: Script,
 }
 
 impl Default for Scripts {
@@ -53,6 +55,7 @@ impl Default for Scripts {
             list: Script::new(lua!("lua/list.lua")),
             expired: Script::new(lua!("lua/expired.lua")),
             counts: Script::new(lua!("lua/counts.lua")),
+            unique: Script::new(lua!("lua/unique.lua")),
         }
     }
 }

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 
 use futures::FutureExt;
+use rdq_engine::unique::{self, Decision};
 use rdq_engine::{ClaimRequest, EngineError, LeasedUpdate, NewTask, Submitted};
 use rdq_envelope::{Envelope, TaskId};
 use redis::Value;
@@ -157,8 +158,25 @@ fn pairs(answer: Vec<Vec<u8>>, expected: usize) -> Result<Vec<(u8, Vec<u8>)>, Fa
     Ok(out)
 }
 
-/// Stores new tasks; one result per task.
+/// Stores new tasks; one result per task. Tasks with a unique key are
+/// written one by one after the others ([`submit_unique`]), in their order.
 async fn submit(shared: &Shared, tasks: &[NewTask]) -> Vec<Result<Submitted, EngineError>> {
+    if tasks.iter().any(|t| t.unique.is_some()) {
+        let (unique, plain): (Vec<usize>, Vec<usize>) =
+            (0..tasks.len()).partition(|&i| tasks[i].unique.is_some());
+        let group: Vec<NewTask> = plain.iter().map(|&i| tasks[i].clone()).collect();
+        let mut results: Vec<Option<Result<Submitted, EngineError>>> = vec![None; tasks.len()];
+        for (&i, answer) in plain.iter().zip(Box::pin(submit(shared, &group)).await) {
+            results[i] = Some(answer);
+        }
+        for i in unique {
+            results[i] = Some(submit_unique(shared, &tasks[i]).await);
+        }
+        return results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(EngineError::Unavailable("no answer".into()))))
+            .collect();
+    }
     if tasks.is_empty() {
         return Vec::new();
     }
@@ -400,6 +418,141 @@ fn add_member<'k>(
         sets.push((key, cmd));
     }
     Ok(())
+}
+
+/// How often a unique submit decides again after its slot or holder
+/// changed under it before it gives up (`STORE_UNAVAILABLE`).
+const UNIQUE_ROUNDS: usize = 32;
+
+/// Submits one task with a unique key (`docs/uniqueness.md`): reads the
+/// slot's holder, lets the engine decide (`unique::decide`), and applies
+/// the decision with `lua/unique.lua`, which refuses it if the slot or the
+/// holder changed meanwhile (then it decides again).
+async fn submit_unique(shared: &Shared, task: &NewTask) -> Result<Submitted, EngineError> {
+    let value = stored::value_of(&task.envelope);
+    let value = &value;
+    retrying(shared.options.wait, Retry::Always, |maybe_applied| {
+        submit_unique_attempt(shared, task, value, maybe_applied).boxed()
+    })
+    .await?
+}
+
+async fn submit_unique_attempt(
+    shared: &Shared,
+    task: &NewTask,
+    value: &[u8],
+    maybe_applied: bool,
+) -> Result<Result<Submitted, EngineError>, Failure> {
+    let env = &task.envelope;
+    let Some(unique) = &task.unique else {
+        return Ok(Err(EngineError::InvalidArgument(
+            "a unique submit without its slot".into(),
+        )));
+    };
+    let mut conn = shared.conn().await?;
+    let keys = &shared.keys;
+    let queue_keys = keys.queue(&env.queue);
+    // The registry and the id index first, as every submit.
+    let _: Value = redis::cmd("SADD")
+        .arg(keys.registry())
+        .arg(&env.queue)
+        .query_async(&mut conn)
+        .await?;
+    let fresh: bool = redis::cmd("HSETNX")
+        .arg(keys.index(env.id))
+        .arg(env.id.to_string())
+        .arg(&env.queue)
+        .query_async(&mut conn)
+        .await?;
+    if !fresh {
+        let owner: Option<String> = redis::cmd("HGET")
+            .arg(keys.index(env.id))
+            .arg(env.id.to_string())
+            .query_async(&mut conn)
+            .await?;
+        if let Some(owner) = owner.filter(|q| *q != env.queue) {
+            let there: bool = redis::cmd("HEXISTS")
+                .arg(keys.queue(&owner).tasks())
+                .arg(env.id.to_string())
+                .query_async(&mut conn)
+                .await?;
+            if there {
+                return Ok(Err(taken(env)));
+            }
+            let _: Value = redis::cmd("HSET")
+                .arg(keys.index(env.id))
+                .arg(env.id.to_string())
+                .arg(&env.queue)
+                .query_async(&mut conn)
+                .await?;
+        }
+    }
+    for _ in 0..UNIQUE_ROUNDS {
+        let named: Option<String> = redis::cmd("HGET")
+            .arg(queue_keys.unique_slots())
+            .arg(&unique.slot)
+            .query_async(&mut conn)
+            .await?;
+        let read: Option<Vec<u8>> = match &named {
+            Some(holder) => {
+                redis::cmd("HGET")
+                    .arg(queue_keys.tasks())
+                    .arg(holder)
+                    .query_async(&mut conn)
+                    .await?
+            }
+            None => None,
+        };
+        let decision = match &read {
+            Some(read) => unique::decide(&stored::decode(read)?, env, unique),
+            None => Decision::Take,
+        };
+        let (mode, id, next) = match decision {
+            Decision::Conflict(e) => return Ok(Err(e)),
+            Decision::Take => ("T", env.id, None),
+            Decision::Replace(next) => ("P", next.id, Some(next)),
+        };
+        let (written, place) = match &next {
+            Some(next) => (stored::value_of(next), Placement::of(next)),
+            None => (value.to_vec(), Placement::of(env)),
+        };
+        let answer: Vec<Vec<u8>> = crate::scripts::run(
+            &mut conn,
+            &shared.scripts.unique,
+            &queue_keys,
+            [
+                mode.as_bytes().to_vec(),
+                unique.slot.as_bytes().to_vec(),
+                named.unwrap_or_default().into_bytes(),
+                read.unwrap_or_default(),
+                id.to_string().into_bytes(),
+                written,
+                place.status.to_string().into_bytes(),
+                place.kind.to_string().into_bytes(),
+                place.score.into_bytes(),
+            ],
+        )
+        .await?;
+        let (code, stored_value) = pairs(answer, 1)?
+            .pop()
+            .ok_or_else(|| unexpected("a unique submit"))?;
+        match (code, next) {
+            (b'C', _) => return Ok(Ok(Submitted::Created(env.clone()))),
+            (b'P', Some(next)) => return Ok(Ok(Submitted::Existing(*next))),
+            (b'D', _)
+                if maybe_applied && envelope_bytes(&stored_value) == envelope_bytes(value) =>
+            {
+                return Ok(Ok(Submitted::Created(env.clone())));
+            }
+            (b'D', _) => return Ok(Err(taken(env))),
+            (b'R', _) => {}
+            _ => return Err(unexpected("a unique submit")),
+        }
+    }
+    Ok(Err(EngineError::Unavailable(format!(
+        "the unique key of task {} kept changing hands; submit it again",
+        env.id
+    ))))
 }
 
 fn taken(env: &Envelope) -> EngineError {

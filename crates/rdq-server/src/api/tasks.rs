@@ -104,6 +104,14 @@ pub fn submit_command(body: SubmitBody) -> Result<SubmitCommand, AppError> {
     })
 }
 
+/// A text member of a refusal's problem document (`holder`, `field`, …).
+fn extension(e: &AppError, name: &str) -> Option<String> {
+    e.extensions()
+        .get(name)
+        .and_then(|v| v.as_str())
+        .map(str::to_owned)
+}
+
 fn decode_base64(text: &str) -> Result<Vec<u8>, AppError> {
     let engine = base64::engine::general_purpose::GeneralPurpose::new(
         &base64::alphabet::STANDARD,
@@ -202,6 +210,8 @@ pub async fn submit_batch(
                 code: None,
                 detail: None,
                 holder: None,
+                hold: None,
+                field: None,
             },
             Ok(Submitted::Existing(env)) => SubmitItemResult {
                 status: 200,
@@ -209,6 +219,8 @@ pub async fn submit_batch(
                 code: None,
                 detail: None,
                 holder: None,
+                hold: None,
+                field: None,
             },
             Err(e) => {
                 let (status, code, detail) = item_error(&e);
@@ -217,11 +229,9 @@ pub async fn submit_batch(
                     envelope: None,
                     code,
                     detail,
-                    holder: e
-                        .extensions()
-                        .get("holder")
-                        .and_then(|h| h.as_str())
-                        .map(str::to_owned),
+                    holder: extension(&e, "holder"),
+                    hold: extension(&e, "hold"),
+                    field: extension(&e, "field"),
                 }
             }
         })

@@ -70,7 +70,10 @@ const SUCCEED_IF_LEASED_AT: &str = settle_if_leased!("", "seq = ?13 AND id = ?1"
 /// The `flow_key` column of a new task: its flow key, or for a task without
 /// one `''` in a flow-controlled queue and NULL elsewhere (`schema::FLOW`).
 /// Asked once per queue (`Ctx::flow_queues`).
-pub(super) fn flow_key_column<'e>(ctx: &mut Ctx, env: &'e Envelope) -> Result<Option<&'e str>, Fatal> {
+pub(super) fn flow_key_column<'e>(
+    ctx: &mut Ctx,
+    env: &'e Envelope,
+) -> Result<Option<&'e str>, Fatal> {
     let key = flow::key_of(env);
     if !key.is_empty() {
         return Ok(Some(key));
