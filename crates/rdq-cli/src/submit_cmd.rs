@@ -49,6 +49,31 @@ pub struct SubmitArgs {
     /// under it (1-128 bytes of `[A-Za-z0-9._:/@=+-]`; a tenant, an account).
     #[arg(long, value_name = "KEY")]
     flow_key: Option<String>,
+    /// A unique key: while the task holding it holds it, another submit of
+    /// the key conflicts (`UNIQUE_HELD`, naming the holder). See
+    /// docs/uniqueness.md.
+    #[arg(long, value_name = "KEY", conflicts_with = "unique_key_from")]
+    unique_key: Option<String>,
+    /// Derive the unique key from these JSON pointers into the JSON payload
+    /// (repeatable, e.g. `/customer_id`); the server computes it.
+    #[arg(long, value_name = "POINTER")]
+    unique_key_from: Vec<String>,
+    /// Where the key is unique: `queue` (default) or `handler`.
+    #[arg(long, value_name = "SCOPE")]
+    unique_scope: Option<String>,
+    /// How long the task holds the key: `until_started`, `until_finished`
+    /// (default), `until_succeeded`, `forever`, or `for` with
+    /// `--unique-hold-ms`.
+    #[arg(long, value_name = "HOLD")]
+    unique_hold: Option<String>,
+    /// With `--unique-hold for`: how long, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    unique_hold_ms: Option<u64>,
+    /// What a submit of a held key does: `return` (default: refused with
+    /// `UNIQUE_HELD`), `replace` or `debounce` (a waiting holder takes the
+    /// new payload; debounce also moves its due time).
+    #[arg(long, value_name = "MODE")]
+    unique_on_conflict: Option<String>,
     #[command(flatten)]
     target: TargetArgs,
 }
@@ -104,6 +129,25 @@ pub async fn run(args: SubmitArgs) -> Result<(), CliError> {
             body.insert(key.into(), v);
         }
     }
+    let mut unique = Map::new();
+    for (key, value) in [
+        ("key", args.unique_key.map(|k| json!(k))),
+        (
+            "key_from",
+            (!args.unique_key_from.is_empty()).then(|| json!(args.unique_key_from)),
+        ),
+        ("scope", args.unique_scope.map(|s| json!(s))),
+        ("hold", args.unique_hold.map(|h| json!(h))),
+        ("hold_ms", args.unique_hold_ms.map(|ms| json!(ms))),
+        ("on_conflict", args.unique_on_conflict.map(|m| json!(m))),
+    ] {
+        if let Some(v) = value {
+            unique.insert(key.into(), v);
+        }
+    }
+    if !unique.is_empty() {
+        body.insert("unique".into(), Value::Object(unique));
+    }
     let (created, env) = backend.submit(Value::Object(body)).await?;
     if args.target.json {
         outln!("{}", env.encode_string())?;
@@ -116,7 +160,7 @@ pub async fn run(args: SubmitArgs) -> Result<(), CliError> {
         )?;
     } else {
         outln!(
-            "already submitted: {} in {} ({}) has this idempotency key",
+            "already submitted: {} in {} ({}) has this idempotency key or unique key",
             env.id,
             env.queue,
             env.status.as_str()

@@ -807,3 +807,90 @@ async fn pending_tasks_are_cancelled_from_the_cli() {
     );
     server.terminate();
 }
+
+/// `rdq submit --unique-key …` (docs/uniqueness.md): through a server and
+/// straight on a store, a second submit of a held key is refused with
+/// `UNIQUE_HELD` naming the holder; a key derived from the payload; a
+/// waiting holder replaced; bad input refused with its field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unique_submits_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RdqServer::start_on(dir.path(), FAST_CONFIG, "memory:", &[]);
+    let store = format!("{}", dir.path().join("direct").display());
+    let server_target = ["--server", server.base.as_str()];
+    let store_target = ["--store", store.as_str()];
+    for target in [&server_target[..], &store_target[..]] {
+        let submit = |extra: &[&str]| {
+            let mut args = vec![
+                "submit",
+                "--queue",
+                "billing",
+                "--handler",
+                "charge",
+                "--payload-json",
+                r#"{"customer_id":42,"month":"2026-12"}"#,
+                "--json",
+            ];
+            args.extend_from_slice(extra);
+            args.extend_from_slice(target);
+            rdq(&args)
+        };
+        let out = submit(&["--unique-key", "c42"]);
+        assert!(out.status.success(), "{target:?}: {}", stderr(&out));
+        let holder: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(holder["headers"]["rdq.unique_key"], "c42");
+        assert_eq!(holder["headers"]["rdq.unique_hold"], "until_finished");
+        let out = submit(&["--unique-key", "c42"]);
+        assert_eq!(out.status.code(), Some(1), "{target:?}");
+        let err = stderr(&out);
+        assert!(err.starts_with("UNIQUE_HELD: "), "{target:?}: {err}");
+        assert!(
+            err.contains(holder["id"].as_str().unwrap()),
+            "{target:?}: the holder is named: {err}"
+        );
+
+        let out = submit(&[
+            "--unique-key-from",
+            "/customer_id",
+            "--unique-key-from",
+            "/month",
+            "--unique-hold",
+            "forever",
+        ]);
+        assert!(out.status.success(), "{target:?}: {}", stderr(&out));
+        let derived: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let key = derived["headers"]["rdq.unique_key"].as_str().unwrap();
+        assert!(key.starts_with("sha256:"), "{key}");
+        let out = submit(&[
+            "--unique-key-from",
+            "/customer_id",
+            "--unique-key-from",
+            "/month",
+            "--unique-on-conflict",
+            "replace",
+        ]);
+        assert!(out.status.success(), "{target:?}: {}", stderr(&out));
+        let replaced: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(replaced["id"], derived["id"], "replace answers the holder");
+
+        for (extra, code) in [
+            (&["--unique-key-from", "/nope"][..], "INVALID_ARGUMENT: unique.key_from"),
+            (
+                &["--unique-key", "k", "--unique-hold", "for"][..],
+                "INVALID_ARGUMENT: unique.hold_ms",
+            ),
+            (
+                &["--unique-key", "k", "--unique-hold", "sometimes"][..],
+                "INVALID_ARGUMENT: unique.hold",
+            ),
+        ] {
+            let out = submit(extra);
+            assert_eq!(out.status.code(), Some(1), "{target:?} {extra:?}");
+            assert!(
+                stderr(&out).starts_with(code),
+                "{target:?} {extra:?}: {}",
+                stderr(&out)
+            );
+        }
+    }
+}
