@@ -5,7 +5,7 @@ codec.
 Installed as the distribution `rdq-sdk`; imported as `rdq`.
 """
 
-from ._calls import UNRECORDED, Submit
+from ._calls import UNRECORDED, OnConflict, Submit, Unique, UniqueHold, UniqueScope
 from .answers import (
     CancelResult,
     DeadPage,
@@ -31,6 +31,7 @@ from .errors import (
     ServerError,
     Unauthenticated,
     Unavailable,
+    UniqueHeld,
     Unsupported,
 )
 from .outcome import (
@@ -68,6 +69,7 @@ __all__ = [
     "LeaseLost",
     "LeasedTask",
     "NotFound",
+    "OnConflict",
     "Outcome",
     "OutcomeMapper",
     "Overlap",
@@ -92,6 +94,10 @@ __all__ = [
     "TaskPage",
     "Unauthenticated",
     "Unavailable",
+    "Unique",
+    "UniqueHeld",
+    "UniqueHold",
+    "UniqueScope",
     "Unsupported",
     "Worker",
     "error_type_of",

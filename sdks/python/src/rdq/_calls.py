@@ -11,12 +11,13 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
 
 from . import envelope
+from ._grpc import problem_document
 from ._proto import envelope_from_proto
 from .answers import (
     CancelResult,
@@ -30,7 +31,7 @@ from .answers import (
     TaskPage,
 )
 from .envelope import Envelope, EnvelopeError, Status
-from .envelope._json import Json, JsonSyntaxError, parse
+from .envelope._json import Json, JsonSyntaxError, parse, to_python
 from .envelope.codec import decode_value
 from .errors import InvalidRequest, RdqError, ServerError, error_for
 from .schedules import Schedule, ScheduleOwner, ScheduleState, check_schedule_name, instant
@@ -74,6 +75,88 @@ class Call(Generic[T]):
     rpc: Rpc[T] | None = None
 
 
+UniqueScope = Literal["queue", "handler"]
+UniqueHold = Literal["until_started", "until_finished", "until_succeeded", "for", "forever"]
+OnConflict = Literal["return", "replace", "debounce"]
+
+
+@dataclass(frozen=True)
+class Unique:
+    """A submit's uniqueness (docs/uniqueness.md): one task at a time holds
+    the key, for as long as `hold` says; a submit of a held key does what
+    `on_conflict` says (by default it raises `UniqueHeld`, naming the
+    holder, and nothing is written).
+
+    Exactly one of `key` (1 to 512 bytes, no control characters) and
+    `key_from` (up to 16 JSON pointers into the JSON payload, such as
+    `/customer_id`, whose values the server derives the key from) is
+    given. `scope` is `queue` (the server's default) or `handler`; `hold`
+    is `until_started`, `until_finished` (default), `until_succeeded`,
+    `for` (with `hold_ms`: milliseconds or a timedelta) or `forever`;
+    `on_conflict` is `return` (default), `replace` or `debounce`. None
+    leaves a field to the server's default. The server judges every rule
+    (`InvalidRequest` naming the field, such as `unique.key_from`), so the
+    answer is the same on both transports."""
+
+    key: str | None = None
+    key_from: Sequence[str] | None = None
+    scope: UniqueScope | None = None
+    hold: UniqueHold | None = None
+    hold_ms: Millis | None = None
+    on_conflict: OnConflict | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """The HTTP API's `unique` object."""
+        body: dict[str, object] = {}
+        if self.key is not None:
+            body["key"] = self.key
+        if self.key_from is not None:
+            if isinstance(self.key_from, str):
+                raise InvalidRequest(
+                    "INVALID_ARGUMENT", "key_from is a list of JSON pointers", status=400, field="unique.key_from"
+                )
+            body["key_from"] = list(self.key_from)
+        if self.scope is not None:
+            body["scope"] = self.scope
+        if self.hold is not None:
+            body["hold"] = self.hold
+        if self.hold_ms is not None:
+            hold_ms = self.hold_ms
+            body["hold_ms"] = round(hold_ms.total_seconds() * 1000) if isinstance(hold_ms, timedelta) else hold_ms
+        if self.on_conflict is not None:
+            body["on_conflict"] = self.on_conflict
+        return body
+
+
+_U64 = (1 << 64) - 1
+
+
+def unique_options(body: Mapping[str, object]) -> api_pb2.UniqueOptions | None:
+    """The `unique` object as gRPC's `UniqueOptions`, or None when the
+    message cannot carry it as given (a `hold_ms` that is not an unsigned
+    64-bit integer, a value of the wrong type): then the submit goes over
+    HTTP and the server refuses it there."""
+    opts = api_pb2.UniqueOptions()
+    for name in ("key", "scope", "hold", "on_conflict"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            return None
+        setattr(opts, name, value)
+    key_from = body.get("key_from")
+    if key_from is not None:
+        if not isinstance(key_from, list) or not all(isinstance(p, str) for p in key_from):
+            return None
+        opts.key_from.extend(key_from)
+    hold_ms = body.get("hold_ms")
+    if hold_ms is not None:
+        if isinstance(hold_ms, bool) or not isinstance(hold_ms, int) or not 0 <= hold_ms <= _U64:
+            return None
+        opts.hold_ms = hold_ms
+    return opts
+
+
 @dataclass(frozen=True)
 class Submit:
     """One task to submit (the client subset of the envelope).
@@ -92,6 +175,7 @@ class Submit:
     headers: Mapping[str, str] = field(default_factory=dict)
     handler_version: str | None = None
     content_type: str | None = None
+    unique: Unique | None = None
 
 
 def milliseconds(value: Seconds) -> int:
@@ -224,12 +308,15 @@ def submit_body(s: Submit) -> dict[str, object]:
         body["flow_key"] = s.flow_key
     if s.handler_version is not None:
         body["handler_version"] = s.handler_version
+    if s.unique is not None:
+        body["unique"] = s.unique.to_json()
     return body
 
 
-def submit_request(s: Submit, body: dict[str, object]) -> api_pb2.SubmitRequest:
+def submit_request(s: Submit, body: dict[str, object]) -> api_pb2.SubmitRequest | None:
     """The submit whose HTTP body is `body` as gRPC's `SubmitRequest` (JSON
-    payloads encoded here, compact, as the HTTP route stores `payload_json`)."""
+    payloads encoded here, compact, as the HTTP route stores `payload_json`),
+    or None when the message cannot carry it (see `unique_options`)."""
     payload = s.payload
     if isinstance(payload, (bytes, bytearray, memoryview)):
         raw, content_type = bytes(payload), "application/octet-stream"
@@ -256,6 +343,12 @@ def submit_request(s: Submit, body: dict[str, object]) -> api_pb2.SubmitRequest:
         req.flow_key = s.flow_key
     if s.handler_version is not None:
         req.handler_version = s.handler_version
+    unique = body.get("unique")
+    if isinstance(unique, dict):
+        opts = unique_options(unique)
+        if opts is None:
+            return None
+        req.unique.CopyFrom(opts)
     return req
 
 
@@ -268,8 +361,24 @@ def _envelope_of(msg: Any) -> Envelope:
 
 def submit(s: Submit) -> Call[Envelope]:
     body = submit_body(s)
-    return Call(
-        "POST", "/v1/tasks", read_envelope, body=body, rpc=Rpc("Tasks", "Submit", submit_request(s, body), _envelope_of)
+    request = submit_request(s, body)
+    rpc = None if request is None else Rpc("Tasks", "Submit", request, _envelope_of)
+    return Call("POST", "/v1/tasks", read_envelope, body=body, rpc=rpc)
+
+
+def _submit_result(status: int, envelope: Envelope | None, problem: dict[str, Any] | None) -> SubmitResult:
+    if problem is None:
+        return SubmitResult(status=status, envelope=envelope)
+    code, detail = problem.get("code"), problem.get("detail")
+    holder, hold = problem.get("holder"), problem.get("hold")
+    return SubmitResult(
+        status=status,
+        envelope=envelope,
+        code=code if isinstance(code, str) else None,
+        detail=detail if isinstance(detail, str) else None,
+        holder=holder if isinstance(holder, str) else None,
+        hold=hold if isinstance(hold, str) else None,
+        problem=problem,
     )
 
 
@@ -278,14 +387,11 @@ def _read_submit_results(resp: httpx.Response) -> list[SubmitResult]:
     for item in _list(_obj(_document(resp)).get("results")):
         r = _obj(item)
         env = r.get("envelope")
-        out.append(
-            SubmitResult(
-                status=_int(r.get("status")),
-                envelope=None if env is None else _envelope(env),
-                code=_opt_str(r.get("code")),
-                detail=_opt_str(r.get("detail")),
-            )
-        )
+        problem = None
+        if r.get("code") is not None:
+            # The item is its problem document: `code`, `detail`, `holder`, …
+            problem = {k: to_python(v) for k, v in r.items() if k != "envelope"}
+        out.append(_submit_result(_int(r.get("status")), None if env is None else _envelope(env), problem))
     return out
 
 
@@ -293,7 +399,7 @@ def _read_submit_items(resp: api_pb2.SubmitBatchResponse) -> list[SubmitResult]:
     out = []
     for r in resp.results:
         if r.HasField("problem"):
-            out.append(SubmitResult(status=r.problem.http_status, code=r.problem.code, detail=r.problem.detail))
+            out.append(_submit_result(r.problem.http_status, None, problem_document(r.problem)))
         else:
             out.append(SubmitResult(status=201 if r.created else 200, envelope=_envelope_of(r)))
     return out
@@ -301,8 +407,11 @@ def _read_submit_items(resp: api_pb2.SubmitBatchResponse) -> list[SubmitResult]:
 
 def submit_batch(items: Sequence[Submit]) -> Call[list[SubmitResult]]:
     bodies = [submit_body(s) for s in items]
-    request = api_pb2.SubmitBatchRequest(tasks=[submit_request(s, b) for s, b in zip(items, bodies, strict=True)])
-    rpc = Rpc("Tasks", "SubmitBatch", request, _read_submit_items)
+    requests = [submit_request(s, b) for s, b in zip(items, bodies, strict=True)]
+    rpc = None
+    if all(r is not None for r in requests):
+        request = api_pb2.SubmitBatchRequest(tasks=[r for r in requests if r is not None])
+        rpc = Rpc("Tasks", "SubmitBatch", request, _read_submit_items)
     return Call("POST", "/v1/tasks/batch", _read_submit_results, body={"tasks": bodies}, rpc=rpc)
 
 

@@ -4,13 +4,17 @@ a gRPC status carries."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
 import grpc.aio
+from google.protobuf.message import DecodeError
 
 from .errors import RdqError, Unavailable, error_for
+from .v1 import api_pb2
 
 _HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
@@ -66,14 +70,98 @@ def sync_channel(url: str, verify: object) -> grpc.Channel:
     return grpc.secure_channel(target, _credentials(verify), options=_OPTIONS)
 
 
+_PROBLEM_TYPE = "type.googleapis.com/rdq.v1.Problem"
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if i >= len(buf) or shift > 63:
+            raise DecodeError("truncated varint")
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return value, i
+
+
+def _fields(buf: bytes) -> Iterator[tuple[int, bytes | None]]:
+    """The fields of a protobuf message: (number, bytes) for the
+    length-delimited ones, (number, None) for the others (skipped)."""
+    i = 0
+    while i < len(buf):
+        key, i = _varint(buf, i)
+        wire = key & 7
+        if wire == 0:
+            _, i = _varint(buf, i)
+            yield key >> 3, None
+        elif wire == 1:
+            i += 8
+            yield key >> 3, None
+        elif wire == 5:
+            i += 4
+            yield key >> 3, None
+        elif wire == 2:
+            size, i = _varint(buf, i)
+            if i + size > len(buf):
+                raise DecodeError("truncated field")
+            yield key >> 3, buf[i : i + size]
+            i += size
+        else:
+            raise DecodeError(f"wire type {wire}")
+    if i != len(buf):
+        raise DecodeError("truncated field")
+
+
+def status_problem(details: bytes) -> api_pb2.Problem | None:
+    """The `rdq.v1.Problem` in a `grpc-status-details-bin` trailer (a
+    `google.rpc.Status`: its `details`, field 3, are `Any`s of `type_url`,
+    field 1, and `value`, field 2), or None."""
+    try:
+        for number, detail in _fields(details):
+            if number != 3 or detail is None:
+                continue
+            parts = {n: v for n, v in _fields(detail) if v is not None}
+            if parts.get(1) == _PROBLEM_TYPE.encode():
+                return api_pb2.Problem.FromString(parts.get(2, b""))
+    except DecodeError:
+        return None
+    return None
+
+
+def problem_document(problem: api_pb2.Problem) -> dict[str, Any]:
+    """A `Problem` as the HTTP problem document: `code`, `detail`,
+    `status` and the extension members (`field`, `holder`, …)."""
+    doc: dict[str, Any] = {}
+    if problem.extensions_json:
+        try:
+            extensions = json.loads(problem.extensions_json)
+        except ValueError:
+            extensions = None
+        if isinstance(extensions, dict):
+            doc.update(extensions)
+    doc.update(code=problem.code, detail=problem.detail, status=problem.http_status)
+    return doc
+
+
 def rpc_error(err: grpc.RpcError) -> RdqError:
-    """The rdq error a gRPC status carries (`rdq-code` in its trailers);
-    a status without one is a call that got no answer from rdq."""
+    """The rdq error a gRPC status carries (`rdq-code` in its trailers, the
+    `rdq.v1.Problem` in its details); a status without one is a call that
+    got no answer from rdq."""
     call: Any = err
     metadata: Any = call.trailing_metadata() or ()
-    code = next((str(v) for k, v in metadata if k == "rdq-code"), "")
+    code = ""
+    problem = None
+    for k, v in metadata:
+        if k == "rdq-code":
+            code = str(v)
+        elif k == "grpc-status-details-bin" and isinstance(v, bytes):
+            problem = status_problem(v)
     status = call.code()
     detail = call.details() or ""
+    if not code and problem is not None:
+        code = problem.code
     if not code:
         if status == grpc.StatusCode.DEADLINE_EXCEEDED:
             return Unavailable("TIMEOUT", detail)
@@ -82,4 +170,10 @@ def rpc_error(err: grpc.RpcError) -> RdqError:
         code = status.name
     if detail.startswith(code + ": "):
         detail = detail[len(code) + 2 :]
-    return error_for(_HTTP_STATUS.get(status, 500), code, detail)
+    http_status = _HTTP_STATUS.get(status, 500)
+    document = None
+    if problem is not None and problem.code == code:
+        document = problem_document(problem)
+        detail = problem.detail or detail
+        http_status = problem.http_status or http_status
+    return error_for(http_status, code, detail, document)

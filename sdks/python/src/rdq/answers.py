@@ -5,24 +5,41 @@ results."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .envelope import Envelope
+from .errors import RdqError, error_for
 
 
 @dataclass(frozen=True)
 class SubmitResult:
     """One item of a batch submit: `status` 201 (created), 200 (an
-    idempotent repeat: `envelope` is the original) or an error status with
-    its `code`."""
+    idempotent repeat, or a unique key's holder that took the submit with
+    `on_conflict` `replace` or `debounce`: `envelope` is that task) or an
+    error status with its `code`. With `UNIQUE_HELD`, `holder` is the task
+    that holds the item's key (and `hold` its hold, when the answer says;
+    gRPC's does). `problem` is the refusal's whole problem document, and
+    `error` the exception a single submit would have raised."""
 
     status: int
     envelope: Envelope | None = None
     code: str | None = None
     detail: str | None = None
+    holder: str | None = None
+    hold: str | None = None
+    problem: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
         return self.status in (200, 201)
+
+    @property
+    def error(self) -> RdqError | None:
+        """The refusal as the SDK's exception (`UniqueHeld` for
+        `UNIQUE_HELD`, …), not raised; None for a stored item."""
+        if self.ok or self.code is None:
+            return None
+        return error_for(self.status, self.code, self.detail or "", self.problem or None)
 
 
 @dataclass(frozen=True)

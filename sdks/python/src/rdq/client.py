@@ -27,7 +27,7 @@ import grpc.aio
 import httpx
 
 from . import _calls, _grpc
-from ._calls import Call, Millis, Seconds, Submit
+from ._calls import Call, Millis, Seconds, Submit, Unique
 from .answers import CancelResult, DeadPage, QueueCounts, ReasonCount, RedriveResult, SubmitResult, TaskPage
 from .envelope import Envelope
 from .errors import RdqError, Unavailable
@@ -169,12 +169,16 @@ class AsyncClient:
         headers: Mapping[str, str] | None = None,
         handler_version: str | None = None,
         content_type: str | None = None,
+        unique: Unique | None = None,
     ) -> Envelope:
         """Submits one task and returns its envelope (the original one when
-        the queue has seen `idempotency_key`)."""
+        the queue has seen `idempotency_key`). With `unique`, a submit of a
+        key another task holds raises `UniqueHeld` naming the holder, or,
+        with `on_conflict` `replace` or `debounce` and a holder still
+        PENDING, returns the holder, which took this submit's payload."""
         s = Submit(
             queue, handler, payload, delay, priority, idempotency_key, flow_key,
-            headers or {}, handler_version, content_type,
+            headers or {}, handler_version, content_type, unique,
         )  # fmt: skip
         return await self._run(_calls.submit(s))
 
@@ -443,12 +447,16 @@ class Client:
         headers: Mapping[str, str] | None = None,
         handler_version: str | None = None,
         content_type: str | None = None,
+        unique: Unique | None = None,
     ) -> Envelope:
         """Submits one task and returns its envelope (the original one when
-        the queue has seen `idempotency_key`)."""
+        the queue has seen `idempotency_key`). With `unique`, a submit of a
+        key another task holds raises `UniqueHeld` naming the holder, or,
+        with `on_conflict` `replace` or `debounce` and a holder still
+        PENDING, returns the holder, which took this submit's payload."""
         s = Submit(
             queue, handler, payload, delay, priority, idempotency_key, flow_key,
-            headers or {}, handler_version, content_type,
+            headers or {}, handler_version, content_type, unique,
         )  # fmt: skip
         return self._run(_calls.submit(s))
 

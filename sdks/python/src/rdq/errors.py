@@ -58,6 +58,28 @@ class Conflict(RdqError):
     """409 `INVALID_TRANSITION`, or another conflict with the task's state."""
 
 
+class UniqueHeld(Conflict):
+    """409 `UNIQUE_HELD`: another task holds the submit's unique key
+    (docs/uniqueness.md); nothing was written. `holder` is the id of the
+    task that holds it and `hold` its hold (`until_finished`, …), when the
+    server named them."""
+
+    def __init__(
+        self,
+        code: str,
+        detail: str = "",
+        *,
+        status: int = 0,
+        field: str | None = None,
+        problem: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(code, detail, status=status, field=field, problem=problem)
+        holder = self.problem.get("holder")
+        hold = self.problem.get("hold")
+        self.holder: str | None = holder if isinstance(holder, str) else None
+        self.hold: str | None = hold if isinstance(hold, str) else None
+
+
 class PayloadTooLarge(RdqError):
     """413: the envelope exceeds the queue's `max_envelope_bytes`."""
 
@@ -77,6 +99,7 @@ class ServerError(RdqError):
 
 _BY_CODE: dict[str, type[RdqError]] = {
     "LEASE_LOST": LeaseLost,
+    "UNIQUE_HELD": UniqueHeld,
 }
 _BY_STATUS: dict[int, type[RdqError]] = {
     400: InvalidRequest,

@@ -53,7 +53,7 @@ class TaskResponse(_message.Message):
     def __init__(self, envelope: _Optional[_Union[_envelope_pb2.Envelope, _Mapping]] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("queue", "handler_ref", "handler_version", "payload", "payload_content_type", "headers", "delay_ms", "priority", "idempotency_key", "flow_key")
+    __slots__ = ("queue", "handler_ref", "handler_version", "payload", "payload_content_type", "headers", "delay_ms", "priority", "idempotency_key", "flow_key", "unique")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,7 @@ class SubmitRequest(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     FLOW_KEY_FIELD_NUMBER: _ClassVar[int]
+    UNIQUE_FIELD_NUMBER: _ClassVar[int]
     queue: str
     handler_ref: str
     handler_version: str
@@ -81,7 +82,24 @@ class SubmitRequest(_message.Message):
     priority: int
     idempotency_key: str
     flow_key: str
-    def __init__(self, queue: _Optional[str] = ..., handler_ref: _Optional[str] = ..., handler_version: _Optional[str] = ..., payload: _Optional[bytes] = ..., payload_content_type: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., delay_ms: _Optional[int] = ..., priority: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., flow_key: _Optional[str] = ...) -> None: ...
+    unique: UniqueOptions
+    def __init__(self, queue: _Optional[str] = ..., handler_ref: _Optional[str] = ..., handler_version: _Optional[str] = ..., payload: _Optional[bytes] = ..., payload_content_type: _Optional[str] = ..., headers: _Optional[_Mapping[str, str]] = ..., delay_ms: _Optional[int] = ..., priority: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., flow_key: _Optional[str] = ..., unique: _Optional[_Union[UniqueOptions, _Mapping]] = ...) -> None: ...
+
+class UniqueOptions(_message.Message):
+    __slots__ = ("key", "key_from", "scope", "hold", "hold_ms", "on_conflict")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    KEY_FROM_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    HOLD_FIELD_NUMBER: _ClassVar[int]
+    HOLD_MS_FIELD_NUMBER: _ClassVar[int]
+    ON_CONFLICT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    key_from: _containers.RepeatedScalarFieldContainer[str]
+    scope: str
+    hold: str
+    hold_ms: int
+    on_conflict: str
+    def __init__(self, key: _Optional[str] = ..., key_from: _Optional[_Iterable[str]] = ..., scope: _Optional[str] = ..., hold: _Optional[str] = ..., hold_ms: _Optional[int] = ..., on_conflict: _Optional[str] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
     __slots__ = ("envelope", "created")
