@@ -157,8 +157,7 @@ def test_a_batch_of_two_items_of_one_key(memory_server: Server, queue: str, tran
         assert first.ok and first.status == 201 and first.envelope is not None
         assert (second.ok, second.status, second.code) == (False, 409, "UNIQUE_HELD")
         assert second.envelope is None and second.holder == first.envelope.id
-        if transport == "grpc":
-            assert second.hold == "until_succeeded"  # HTTP's batch item names only the holder
+        assert second.hold == "until_succeeded"
         err = second.error
         assert isinstance(err, rdq.UniqueHeld) and err.holder == first.envelope.id
         assert plain.status == 201
@@ -176,11 +175,9 @@ def test_bad_unique_input_names_the_field(memory_server: Server, queue: str, tra
         (rdq.Unique(key="k", hold="sometimes"), "INVALID_ARGUMENT", "unique.hold"),  # type: ignore[arg-type]
         (rdq.Unique(key="k", scope="everywhere"), "INVALID_ARGUMENT", "unique.scope"),  # type: ignore[arg-type]
         (rdq.Unique(key="k", on_conflict="merge"), "INVALID_ARGUMENT", "unique.on_conflict"),  # type: ignore[arg-type]
-        # docs/uniqueness.md says INVALID_ARGUMENT; the server answers
-        # INVALID_FIELD for these three, so only the field is checked.
-        (rdq.Unique(key="k", hold="for"), None, "unique.hold_ms"),
-        (rdq.Unique(key="k", hold_ms=1000), None, "unique.hold_ms"),
-        (rdq.Unique(key="k", hold="for", hold_ms=0), None, "unique.hold_ms"),
+        (rdq.Unique(key="k", hold="for"), "INVALID_ARGUMENT", "unique.hold_ms"),
+        (rdq.Unique(key="k", hold_ms=1000), "INVALID_ARGUMENT", "unique.hold_ms"),
+        (rdq.Unique(key="k", hold="for", hold_ms=0), "INVALID_ARGUMENT", "unique.hold_ms"),
         # gRPC's uint64 cannot carry it: sent over HTTP, judged there.
         (rdq.Unique(key="k", hold="for", hold_ms=-1), "MALFORMED_REQUEST", None),
     ]
@@ -198,18 +195,12 @@ def test_bad_unique_input_names_the_field(memory_server: Server, queue: str, tra
             [rdq.Submit(queue, "h", {"a": 1}, unique=rdq.Unique(key="k", key_from=["/a"])), rdq.Submit(queue, "h")]
         )
         assert (results[0].status, results[0].code) == (400, "INVALID_ARGUMENT")
-        if transport == "grpc":  # HTTP's batch item has no `field`
-            assert results[0].problem.get("field") == "unique.key"
+        assert results[0].problem.get("field") == "unique.key"
         assert isinstance(results[0].error, rdq.InvalidRequest)
         assert results[1].status == 201
         assert len(client.list_tasks(queue).items) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: crates/rdq-app/src/submit.rs refuses every hold starting with `for` without hold_ms, "
-    "so `forever` is INVALID_FIELD unique.hold",
-)
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_hold_forever(memory_server: Server, queue: str, transport: str) -> None:
     with memory_server.client(transport) as client:

@@ -5,13 +5,13 @@ a gRPC status carries."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
 import grpc.aio
 from google.protobuf.message import DecodeError
+from google.rpc import status_pb2
 
 from .errors import RdqError, Unavailable, error_for
 from .v1 import api_pb2
@@ -70,61 +70,15 @@ def sync_channel(url: str, verify: object) -> grpc.Channel:
     return grpc.secure_channel(target, _credentials(verify), options=_OPTIONS)
 
 
-_PROBLEM_TYPE = "type.googleapis.com/rdq.v1.Problem"
-
-
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if i >= len(buf) or shift > 63:
-            raise DecodeError("truncated varint")
-        b = buf[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return value, i
-
-
-def _fields(buf: bytes) -> Iterator[tuple[int, bytes | None]]:
-    """The fields of a protobuf message: (number, bytes) for the
-    length-delimited ones, (number, None) for the others (skipped)."""
-    i = 0
-    while i < len(buf):
-        key, i = _varint(buf, i)
-        wire = key & 7
-        if wire == 0:
-            _, i = _varint(buf, i)
-            yield key >> 3, None
-        elif wire == 1:
-            i += 8
-            yield key >> 3, None
-        elif wire == 5:
-            i += 4
-            yield key >> 3, None
-        elif wire == 2:
-            size, i = _varint(buf, i)
-            if i + size > len(buf):
-                raise DecodeError("truncated field")
-            yield key >> 3, buf[i : i + size]
-            i += size
-        else:
-            raise DecodeError(f"wire type {wire}")
-    if i != len(buf):
-        raise DecodeError("truncated field")
-
-
 def status_problem(details: bytes) -> api_pb2.Problem | None:
     """The `rdq.v1.Problem` in a `grpc-status-details-bin` trailer (a
-    `google.rpc.Status`: its `details`, field 3, are `Any`s of `type_url`,
-    field 1, and `value`, field 2), or None."""
+    `google.rpc.Status` whose details hold it as an `Any`), or None."""
     try:
-        for number, detail in _fields(details):
-            if number != 3 or detail is None:
-                continue
-            parts = {n: v for n, v in _fields(detail) if v is not None}
-            if parts.get(1) == _PROBLEM_TYPE.encode():
-                return api_pb2.Problem.FromString(parts.get(2, b""))
+        status = status_pb2.Status.FromString(details)
+        for detail in status.details:
+            problem = api_pb2.Problem()
+            if detail.Unpack(problem):
+                return problem
     except DecodeError:
         return None
     return None

@@ -17,8 +17,7 @@ class SubmitResult:
     idempotent repeat, or a unique key's holder that took the submit with
     `on_conflict` `replace` or `debounce`: `envelope` is that task) or an
     error status with its `code`. With `UNIQUE_HELD`, `holder` is the task
-    that holds the item's key (and `hold` its hold, when the answer says;
-    gRPC's does). `problem` is the refusal's whole problem document, and
+    that holds the item's key and `hold` its hold. `problem` is the refusal's whole problem document, and
     `error` the exception a single submit would have raised."""
 
     status: int
