@@ -34,7 +34,9 @@ type PgxQueryer interface {
 //
 // Bad input is refused with an *rdq.Error (Status 0) carrying rdq's stable
 // code and the field's path: INVALID_QUEUE_NAME, INVALID_HANDLER_REF,
-// RESERVED_HEADER, PAYLOAD_TOO_LARGE, INVALID_FIELD. Those PostgreSQL
+// RESERVED_HEADER, PAYLOAD_TOO_LARGE, INVALID_FIELD; a task with Unique set
+// is refused with UNSUPPORTED before anything is sent (the PostgreSQL store
+// keeps no unique keys yet, docs/uniqueness.md). Those PostgreSQL
 // refuses leave the transaction aborted, as any failed statement does: roll
 // it back. Text PostgreSQL cannot hold (U+0000, invalid UTF-8) and a bad
 // schema name are refused before anything is sent, leaving the transaction
@@ -112,6 +114,12 @@ func checkSchema(schema string) error {
 func prepare(schema string, t rdq.Task) (string, []any, error) {
 	if err := checkSchema(schema); err != nil {
 		return "", nil, err
+	}
+	if t.Unique != nil {
+		// SCHEMA.submit has no unique key to take: refused rather than
+		// written without the key.
+		return "", nil, &rdq.Error{Code: rdq.CodeUnsupported, Field: "unique",
+			Detail: "the PostgreSQL store keeps no unique keys yet (capability unique, docs/uniqueness.md)"}
 	}
 	headers := t.Headers
 	if t.CorrelationID != "" {

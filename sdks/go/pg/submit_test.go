@@ -292,6 +292,8 @@ func TestBadInputIsRefusedWithRdqCodesAndWritesNothing(t *testing.T) {
 		{"INVALID_FIELD", "headers", with(func(t *rdq.Task) { t.Headers = map[string]string{"k\x00": "v"} }), true},
 		{"INVALID_FIELD", "headers", with(func(t *rdq.Task) { t.Headers = map[string]string{"k": "v\x00"} }), true},
 		{"INVALID_FIELD", "headers", with(func(t *rdq.Task) { t.CorrelationID = "\x00" }), true},
+		// The PostgreSQL store keeps no unique keys yet: refused, not written without one.
+		{"UNSUPPORTED", "unique", with(func(t *rdq.Task) { t.Unique = &rdq.Unique{Key: "order-1"} }), true},
 	}
 	for _, d := range drivers(t, pool) {
 		t.Run(d.name, func(t *testing.T) {

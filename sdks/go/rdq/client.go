@@ -46,9 +46,15 @@ type ClientConfig struct {
 	// GRPCDialOptions are added to the options of the gRPC connection the
 	// Worker's Work stream uses (interceptors, keep-alive parameters, …).
 	GRPCDialOptions []grpc.DialOption
+	// SubmitTransport is how Submit and SubmitBatch reach the server:
+	// TransportGRPC calls Tasks/Submit on the client's gRPC connection (the
+	// one a Worker's stream uses); TransportHTTP, and TransportAuto (the
+	// default), POST /v1/tasks. There is no fallback from one to the other.
+	SubmitTransport Transport
 }
 
-// Client talks to `rdq serve`: its methods over HTTP, a Worker's Work
+// Client talks to `rdq serve`: its methods over HTTP (Submit and
+// SubmitBatch over gRPC with ClientConfig.SubmitTransport), a Worker's Work
 // stream over gRPC on the same address (h2c for http://, TLS with ALPN h2
 // for https://). It is safe for concurrent use; make one and share it.
 // Every call honours its context's cancellation and deadline.
@@ -59,8 +65,11 @@ type Client struct {
 	http  *http.Client
 	// traceParent is ClientConfig.TraceParent.
 	traceParent func(ctx context.Context) string
+	// submitGRPC: Submit and SubmitBatch call Tasks/Submit (ClientConfig.SubmitTransport).
+	submitGRPC bool
 
-	// The gRPC connection, made on first use (only workers need it).
+	// The gRPC connection, made on first use (by workers, and by submits
+	// over gRPC).
 	grpcTarget string
 	grpcTLS    *tls.Config // nil: plaintext HTTP/2 (h2c)
 	grpcOpts   []grpc.DialOption
@@ -73,6 +82,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("rdq: the client URL must be http(s)://host[:port], got %q", cfg.URL)
+	}
+	if cfg.SubmitTransport > TransportHTTP {
+		return nil, fmt.Errorf("rdq: ClientConfig.SubmitTransport %v is not a transport", cfg.SubmitTransport)
 	}
 	tlsConfig := cfg.TLSConfig
 	hc := cfg.HTTPClient
@@ -90,7 +102,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		ua = "rdq-go"
 	}
 	c := &Client{base: strings.TrimRight(cfg.URL, "/"), token: cfg.Token, ua: ua, http: hc, traceParent: cfg.TraceParent,
-		grpcTarget: u.Host, grpcOpts: cfg.GRPCDialOptions}
+		submitGRPC: cfg.SubmitTransport == TransportGRPC, grpcTarget: u.Host, grpcOpts: cfg.GRPCDialOptions}
 	if u.Port() == "" {
 		port := "80"
 		if u.Scheme == "https" {
@@ -225,12 +237,14 @@ func problem(status int, data []byte) error {
 		Title  string `json:"title"`
 		Detail string `json:"detail"`
 		Field  string `json:"field"`
+		Holder string `json:"holder"`
+		Hold   string `json:"hold"`
 	}
 	if json.Unmarshal(data, &p) != nil || p.Code == "" {
 		p.Code = fmt.Sprintf("HTTP_%d", status)
 		p.Detail = strings.TrimSpace(string(data))
 	}
-	return &Error{Status: status, Code: p.Code, Title: p.Title, Detail: p.Detail, Field: p.Field}
+	return &Error{Status: status, Code: p.Code, Title: p.Title, Detail: p.Detail, Field: p.Field, Holder: p.Holder, Hold: p.Hold}
 }
 
 // IsCode reports whether err carries the stable code.

@@ -1,5 +1,7 @@
 // Package rdq is the Go SDK of rdq, a durable task queue: a Client that
-// submits tasks and operates the DLQ through `rdq serve`'s HTTP API, and a
+// submits tasks (over HTTP or gRPC, ClientConfig.SubmitTransport; unique
+// ones with Task.Unique) and operates the DLQ through `rdq serve`'s HTTP
+// API, and a
 // Worker that takes tasks on the gRPC Work stream (or by HTTP polling, the
 // fallback), runs registered handlers (JSONHandler decodes a payload into a
 // type of the handler's own), extends their leases while they run and

@@ -28,40 +28,64 @@ import (
 )
 
 func TestSubmitThenGetReturnsTheTaskAsSubmitted(t *testing.T) {
-	forEachStore(t, func(t *testing.T, c *rdq.Client, url string) {
-		q := queueName(t)
-		ctx := context.Background()
-		s, err := c.Submit(ctx, rdq.Task{
-			Queue: q, HandlerRef: "send-email", Payload: []byte(`{"to":"a@b.c"}`), ContentType: "application/json",
-			Headers: map[string]string{"tenant": "acme"}, HandlerVersion: "v3", Priority: 5,
-			Delay: time.Hour, IdempotencyKey: "order-42", CorrelationID: "corr-1", FlowKey: "tenant-7",
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Existing {
-			t.Fatal("a first submit reported an existing task")
-		}
-		env, err := c.Get(ctx, s.Envelope.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(env.Payload) != `{"to":"a@b.c"}` || env.PayloadContentType != "application/json" ||
-			env.Headers["tenant"] != "acme" || env.HandlerVersion == nil || *env.HandlerVersion != "v3" ||
-			env.Priority != 5 || env.Status != envelope.StatusPending || env.CorrelationID() != "corr-1" ||
-			env.FlowKey() != "tenant-7" {
-			b, _ := env.Encode()
-			t.Fatalf("the stored task differs from the submit: %s", b)
-		}
-		if env.NextAttemptAt == nil || env.NextAttemptAt.Sub(env.CreatedAt) < time.Hour {
-			t.Fatalf("the delay was not applied: created %v, due %v", env.CreatedAt, env.NextAttemptAt)
-		}
-		again, err := c.Submit(ctx, rdq.Task{Queue: q, HandlerRef: "send-email", IdempotencyKey: "order-42"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !again.Existing || again.Envelope.ID != env.ID {
-			t.Fatalf("the idempotency key did not answer the first task: existing=%v id=%s", again.Existing, again.Envelope.ID)
+	forEachStore(t, func(t *testing.T, _ *rdq.Client, url string) {
+		for _, tr := range submitTransports {
+			t.Run(tr.String(), func(t *testing.T) {
+				c := newClientWith(t, rdq.ClientConfig{URL: url, SubmitTransport: tr})
+				q := queueName(t)
+				traceparent := newTraceParent(t)
+				ctx := rdq.ContextWithTraceParent(context.Background(), traceparent)
+				s, err := c.Submit(ctx, rdq.Task{
+					Queue: q, HandlerRef: "send-email", Payload: []byte(`{"to":"a@b.c"}`), ContentType: "application/json",
+					Headers: map[string]string{"tenant": "acme"}, HandlerVersion: "v3", Priority: 5,
+					Delay: time.Hour, IdempotencyKey: "order-42", CorrelationID: "corr-1", FlowKey: "tenant-7",
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Existing {
+					t.Fatal("a first submit reported an existing task")
+				}
+				env, err := c.Get(ctx, s.Envelope.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(env.Payload) != `{"to":"a@b.c"}` || env.PayloadContentType != "application/json" ||
+					env.Headers["tenant"] != "acme" || env.HandlerVersion == nil || *env.HandlerVersion != "v3" ||
+					env.Priority != 5 || env.Status != envelope.StatusPending || env.CorrelationID() != "corr-1" ||
+					env.FlowKey() != "tenant-7" || env.Headers[rdq.TraceParentHeader] != traceparent {
+					b, _ := env.Encode()
+					t.Fatalf("the stored task differs from the submit: %s", b)
+				}
+				if env.NextAttemptAt == nil || env.NextAttemptAt.Sub(env.CreatedAt) < time.Hour {
+					t.Fatalf("the delay was not applied: created %v, due %v", env.CreatedAt, env.NextAttemptAt)
+				}
+				again, err := c.Submit(ctx, rdq.Task{Queue: q, HandlerRef: "send-email", IdempotencyKey: "order-42"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !again.Existing || again.Envelope.ID != env.ID {
+					t.Fatalf("the idempotency key did not answer the first task: existing=%v id=%s", again.Existing, again.Envelope.ID)
+				}
+				bare, err := c.Submit(context.Background(), rdq.Task{Queue: q, HandlerRef: "h"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if bare.Envelope.PayloadContentType != "application/octet-stream" || len(bare.Envelope.Payload) != 0 ||
+					bare.Envelope.HandlerVersion != nil || bare.Envelope.Headers[rdq.TraceParentHeader] != "" {
+					b, _ := bare.Envelope.Encode()
+					t.Fatalf("a bare submit: %s", b)
+				}
+				_, err = c.Submit(ctx, rdq.Task{Queue: "Bad Queue", HandlerRef: "h"})
+				if rdq.ErrorCode(err) != rdq.CodeInvalidQueueName {
+					t.Fatalf("a bad queue name: %v", err)
+				}
+				cancelled, cancel := context.WithCancel(ctx)
+				cancel()
+				if _, err := c.Submit(cancelled, rdq.Task{Queue: q, HandlerRef: "h"}); !errors.Is(err, context.Canceled) {
+					t.Fatalf("a cancelled context: %v", err)
+				}
+			})
 		}
 	})
 }
@@ -760,20 +784,19 @@ scopes = ["submit", "work", "admin"]
 	}
 	s := startServer(t, dir+"/data", "--config", cfg)
 	defer s.stop()
-	anon := newClient(t, s.url)
-	if _, err := anon.Submit(context.Background(), rdq.Task{Queue: "q", HandlerRef: "h"}); rdq.ErrorCode(err) != rdq.CodeUnauthenticated {
-		t.Fatalf("without a token: %v", err)
-	}
-	authed, err := rdq.NewClient(rdq.ClientConfig{URL: s.url, Token: "a-long-enough-secret-token"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := authed.Submit(context.Background(), rdq.Task{Queue: "q", HandlerRef: "h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sub.Envelope.Headers["rdq.submitted_by"] != "go-sdk-test" {
-		t.Fatalf("submitted_by %q", sub.Envelope.Headers["rdq.submitted_by"])
+	for _, tr := range submitTransports {
+		anon := newClientWith(t, rdq.ClientConfig{URL: s.url, SubmitTransport: tr})
+		if _, err := anon.Submit(context.Background(), rdq.Task{Queue: "q", HandlerRef: "h"}); rdq.ErrorCode(err) != rdq.CodeUnauthenticated {
+			t.Fatalf("%v, without a token: %v", tr, err)
+		}
+		authed := newClientWith(t, rdq.ClientConfig{URL: s.url, Token: "a-long-enough-secret-token", SubmitTransport: tr})
+		sub, err := authed.Submit(context.Background(), rdq.Task{Queue: "q", HandlerRef: "h"})
+		if err != nil {
+			t.Fatalf("%v: %v", tr, err)
+		}
+		if sub.Envelope.Headers["rdq.submitted_by"] != "go-sdk-test" {
+			t.Fatalf("%v: submitted_by %q", tr, sub.Envelope.Headers["rdq.submitted_by"])
+		}
 	}
 }
 

@@ -31,6 +31,10 @@ const (
 	CodeStoreUnavailable  = "STORE_UNAVAILABLE"
 	CodeShuttingDown      = "SHUTTING_DOWN"
 
+	// A unique key another task holds (docs/uniqueness.md): Error.Holder
+	// names that task, Error.Hold its hold. HTTP 409, gRPC ABORTED.
+	CodeUniqueHeld = "UNIQUE_HELD"
+
 	// Schedules (docs/schedules.md#limits-and-error-codes).
 	CodeInvalidScheduleName = "INVALID_SCHEDULE_NAME"
 	CodeInvalidCron         = "INVALID_CRON"
@@ -53,6 +57,12 @@ type Error struct {
 	Title  string
 	Detail string
 	Field  string // path of the offending field, when there is one
+	// Holder, with CodeUniqueHeld, is the id of the task that holds the
+	// unique key; Hold is its hold as the server names it: "until_started",
+	// "until_finished", "until_succeeded", "forever", or "for:MS" (HoldFor,
+	// with the hold's milliseconds).
+	Holder string
+	Hold   string
 	cause  error
 }
 

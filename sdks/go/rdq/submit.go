@@ -3,11 +3,15 @@ package rdq
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
 	"rdq.dev/sdk/go/envelope"
+	"rdq.dev/sdk/go/internal/rdqpb"
 )
 
 // Task is what a caller submits: the client subset of the envelope. The
@@ -37,13 +41,19 @@ type Task struct {
 	// API cannot set the system header rdq.correlation_id) and read back by
 	// Envelope.CorrelationID.
 	CorrelationID string
+	// Unique, when not nil, makes the submit unique (docs/uniqueness.md): a
+	// submit of a key another task holds fails with CodeUniqueHeld and the
+	// holder's id in Error.Holder, or replaces a waiting holder's payload
+	// (OnConflictReplace, OnConflictDebounce).
+	Unique *Unique
 }
 
 // Submitted is a submit's answer.
 type Submitted struct {
 	Envelope envelope.Envelope
-	// Existing is true when the idempotency key matched an earlier task,
-	// which is what Envelope then holds.
+	// Existing is true when the idempotency key matched an earlier task, or
+	// a unique submit replaced a waiting holder (OnConflictReplace,
+	// OnConflictDebounce): Envelope is then that task.
 	Existing bool
 }
 
@@ -58,6 +68,7 @@ type submitRequest struct {
 	DelayMs            int64             `json:"delay_ms,omitempty"`
 	IdempotencyKey     string            `json:"idempotency_key,omitempty"`
 	FlowKey            string            `json:"flow_key,omitempty"`
+	Unique             *uniqueRequest    `json:"unique,omitempty"`
 }
 
 // check refuses, before any request, what the server would refuse for sure.
@@ -79,33 +90,61 @@ func (t *Task) check() error {
 	if t.Delay < 0 {
 		return &Error{Code: CodeInvalidField, Field: "delay_ms", Detail: "the delay must not be negative"}
 	}
+	if t.Unique != nil {
+		return t.Unique.check()
+	}
 	return nil
 }
 
-func (t *Task) request() submitRequest {
-	headers := t.Headers
-	if t.CorrelationID != "" {
-		headers = make(map[string]string, len(t.Headers)+1)
-		for k, v := range t.Headers {
-			headers[k] = v
-		}
-		headers[envelope.CorrelationHeader] = t.CorrelationID
+// headers are the task's user headers with its correlation id.
+func (t *Task) headers() map[string]string {
+	if t.CorrelationID == "" {
+		return t.Headers
 	}
+	headers := make(map[string]string, len(t.Headers)+1)
+	for k, v := range t.Headers {
+		headers[k] = v
+	}
+	headers[envelope.CorrelationHeader] = t.CorrelationID
+	return headers
+}
+
+func (t *Task) request() submitRequest {
 	return submitRequest{
 		Queue:              t.Queue,
 		HandlerRef:         t.HandlerRef,
 		Payload:            base64.StdEncoding.EncodeToString(t.Payload),
 		PayloadContentType: t.ContentType,
-		Headers:            headers,
+		Headers:            t.headers(),
 		HandlerVersion:     t.HandlerVersion,
 		Priority:           t.Priority,
 		DelayMs:            t.Delay.Milliseconds(),
 		IdempotencyKey:     t.IdempotencyKey,
 		FlowKey:            t.FlowKey,
+		Unique:             t.Unique.request(),
 	}
 }
 
-// Submit submits one task (POST /v1/tasks). The task joins the trace of
+// proto is the task as a gRPC SubmitRequest; empty optional fields are
+// unset, as the JSON body omits them.
+func (t *Task) proto() *rdqpb.SubmitRequest {
+	return &rdqpb.SubmitRequest{
+		Queue:              t.Queue,
+		HandlerRef:         t.HandlerRef,
+		HandlerVersion:     optional(t.HandlerVersion),
+		Payload:            t.Payload,
+		PayloadContentType: optional(t.ContentType),
+		Headers:            t.headers(),
+		DelayMs:            uint64(t.Delay.Milliseconds()),
+		Priority:           uint32(t.Priority),
+		IdempotencyKey:     optional(t.IdempotencyKey),
+		FlowKey:            optional(t.FlowKey),
+		Unique:             t.Unique.proto(),
+	}
+}
+
+// Submit submits one task (POST /v1/tasks, or Tasks/Submit with
+// ClientConfig.SubmitTransport TransportGRPC). The task joins the trace of
 // ctx (see ClientConfig.TraceParent and ContextWithTraceParent) unless its
 // Headers set "traceparent" themselves, which then wins.
 func (c *Client) Submit(ctx context.Context, t Task) (Submitted, error) {
@@ -116,9 +155,13 @@ func (c *Client) Submit(ctx context.Context, t Task) (Submitted, error) {
 }
 
 // submit sends one checked task; traceparent, when not empty and the
-// task's headers have none, goes in the traceparent request header, which
-// the server copies into the envelope's headers (docs/http-api.md).
+// task's headers have none, goes in the traceparent request header (gRPC:
+// metadata), which the server copies into the envelope's headers
+// (docs/http-api.md).
 func (c *Client) submit(ctx context.Context, t Task, traceparent string) (Submitted, error) {
+	if c.submitGRPC {
+		return c.submitOverGRPC(ctx, t, traceparent)
+	}
 	var header http.Header
 	if _, own := t.Headers[TraceParentHeader]; !own && traceparent != "" {
 		header = http.Header{}
@@ -132,6 +175,30 @@ func (c *Client) submit(ctx context.Context, t Task, traceparent string) (Submit
 	return Submitted{Envelope: env, Existing: status == http.StatusOK}, nil
 }
 
+// submitOverGRPC is submit on Tasks/Submit.
+func (c *Client) submitOverGRPC(ctx context.Context, t Task, traceparent string) (Submitted, error) {
+	conn, err := c.conn()
+	if err != nil {
+		return Submitted{}, err
+	}
+	callCtx := c.outgoing(ctx)
+	if _, own := t.Headers[TraceParentHeader]; !own && traceparent != "" {
+		callCtx = metadata.AppendToOutgoingContext(callCtx, TraceParentHeader, traceparent)
+	}
+	resp, err := rdqpb.NewTasksClient(conn).Submit(callCtx, t.proto())
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return Submitted{}, fmt.Errorf("rdq: Tasks/Submit: %w", ctxErr)
+		}
+		return Submitted{}, statusError("Tasks/Submit", err)
+	}
+	env, err := envelopeFromProto(resp.GetEnvelope())
+	if err != nil {
+		return Submitted{}, fmt.Errorf("rdq: the answer to Tasks/Submit: %w", err)
+	}
+	return Submitted{Envelope: env, Existing: !resp.GetCreated()}, nil
+}
+
 // SubmitResult is one task's answer in a batch.
 type SubmitResult struct {
 	Submitted
@@ -143,10 +210,13 @@ const SubmitBatchConcurrency = 16
 
 // SubmitBatch submits many tasks and answers one result per task, in order;
 // a refused task does not stop the others. It issues single submits
-// (POST /v1/tasks), SubmitBatchConcurrency at a time:
-// the tasks are not submitted atomically. Tasks the client refuses itself
-// (a reserved header, a bad name) fail without a request. Every task joins
-// the trace of ctx as in Submit (the trace context is read once).
+// (POST /v1/tasks, or Tasks/Submit with ClientConfig.SubmitTransport
+// TransportGRPC), SubmitBatchConcurrency at a time: the tasks are not
+// submitted atomically, nor decided in order (of two tasks with one unique
+// key, either may be the holder; the other fails with CodeUniqueHeld naming
+// it). Tasks the client refuses itself (a reserved header, a bad name) fail
+// without a request. Every task joins the trace of ctx as in Submit (the
+// trace context is read once).
 func (c *Client) SubmitBatch(ctx context.Context, tasks []Task) []SubmitResult {
 	results := make([]SubmitResult, len(tasks))
 	traceparent := c.traceParentFor(ctx)

@@ -283,10 +283,12 @@ func problemError(p *rdqpb.Problem) *Error {
 	e := &Error{Status: int(p.GetHttpStatus()), Code: p.GetCode(), Detail: p.GetDetail()}
 	if ext := p.GetExtensionsJson(); ext != "" {
 		var members struct {
-			Field string `json:"field"`
+			Field  string `json:"field"`
+			Holder string `json:"holder"`
+			Hold   string `json:"hold"`
 		}
 		if json.Unmarshal([]byte(ext), &members) == nil {
-			e.Field = members.Field
+			e.Field, e.Holder, e.Hold = members.Field, members.Holder, members.Hold
 		}
 	}
 	return e

@@ -298,7 +298,10 @@ type SubmitRequest struct {
 	// The task's flow key: per-key limits and fairness count it
 	// (docs/flow-control.md); 1 to 128 bytes of [A-Za-z0-9._:/@=+-], stored
 	// as the `rdq.flow_key` header.
-	FlowKey       *string `protobuf:"bytes,10,opt,name=flow_key,json=flowKey,proto3,oneof" json:"flow_key,omitempty"`
+	FlowKey *string `protobuf:"bytes,10,opt,name=flow_key,json=flowKey,proto3,oneof" json:"flow_key,omitempty"`
+	// The task's unique key and how long it holds it (docs/uniqueness.md);
+	// a store without capability `unique` refuses it with UNSUPPORTED.
+	Unique        *UniqueOptions `protobuf:"bytes,11,opt,name=unique,proto3" json:"unique,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -403,6 +406,107 @@ func (x *SubmitRequest) GetFlowKey() string {
 	return ""
 }
 
+func (x *SubmitRequest) GetUnique() *UniqueOptions {
+	if x != nil {
+		return x.Unique
+	}
+	return nil
+}
+
+// A submit's uniqueness (docs/uniqueness.md), as the HTTP API's `unique`.
+type UniqueOptions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key, 1 to 512 bytes without control characters; not with key_from.
+	Key *string `protobuf:"bytes,1,opt,name=key,proto3,oneof" json:"key,omitempty"`
+	// JSON pointers into the JSON payload (at most 16) whose values the
+	// server derives the key from; not with key.
+	KeyFrom []string `protobuf:"bytes,2,rep,name=key_from,json=keyFrom,proto3" json:"key_from,omitempty"`
+	// `queue` (default) or `handler`.
+	Scope *string `protobuf:"bytes,3,opt,name=scope,proto3,oneof" json:"scope,omitempty"`
+	// `until_started`, `until_finished` (default), `until_succeeded`, `for`
+	// (with hold_ms) or `forever`.
+	Hold *string `protobuf:"bytes,4,opt,name=hold,proto3,oneof" json:"hold,omitempty"`
+	// With hold `for`: how long after the submit, in milliseconds.
+	HoldMs *uint64 `protobuf:"varint,5,opt,name=hold_ms,json=holdMs,proto3,oneof" json:"hold_ms,omitempty"`
+	// `return` (default: UNIQUE_HELD naming the holder), `replace` or
+	// `debounce`.
+	OnConflict    *string `protobuf:"bytes,6,opt,name=on_conflict,json=onConflict,proto3,oneof" json:"on_conflict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UniqueOptions) Reset() {
+	*x = UniqueOptions{}
+	mi := &file_rdq_v1_api_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UniqueOptions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UniqueOptions) ProtoMessage() {}
+
+func (x *UniqueOptions) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UniqueOptions.ProtoReflect.Descriptor instead.
+func (*UniqueOptions) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *UniqueOptions) GetKey() string {
+	if x != nil && x.Key != nil {
+		return *x.Key
+	}
+	return ""
+}
+
+func (x *UniqueOptions) GetKeyFrom() []string {
+	if x != nil {
+		return x.KeyFrom
+	}
+	return nil
+}
+
+func (x *UniqueOptions) GetScope() string {
+	if x != nil && x.Scope != nil {
+		return *x.Scope
+	}
+	return ""
+}
+
+func (x *UniqueOptions) GetHold() string {
+	if x != nil && x.Hold != nil {
+		return *x.Hold
+	}
+	return ""
+}
+
+func (x *UniqueOptions) GetHoldMs() uint64 {
+	if x != nil && x.HoldMs != nil {
+		return *x.HoldMs
+	}
+	return 0
+}
+
+func (x *UniqueOptions) GetOnConflict() string {
+	if x != nil && x.OnConflict != nil {
+		return *x.OnConflict
+	}
+	return ""
+}
+
 // The answer of Submit.
 type SubmitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -417,7 +521,7 @@ type SubmitResponse struct {
 
 func (x *SubmitResponse) Reset() {
 	*x = SubmitResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[3]
+	mi := &file_rdq_v1_api_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +533,7 @@ func (x *SubmitResponse) String() string {
 func (*SubmitResponse) ProtoMessage() {}
 
 func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[3]
+	mi := &file_rdq_v1_api_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +546,7 @@ func (x *SubmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitResponse.ProtoReflect.Descriptor instead.
 func (*SubmitResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{3}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SubmitResponse) GetEnvelope() *Envelope {
@@ -470,7 +574,7 @@ type SubmitBatchRequest struct {
 
 func (x *SubmitBatchRequest) Reset() {
 	*x = SubmitBatchRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[4]
+	mi := &file_rdq_v1_api_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +586,7 @@ func (x *SubmitBatchRequest) String() string {
 func (*SubmitBatchRequest) ProtoMessage() {}
 
 func (x *SubmitBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[4]
+	mi := &file_rdq_v1_api_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +599,7 @@ func (x *SubmitBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBatchRequest.ProtoReflect.Descriptor instead.
 func (*SubmitBatchRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{4}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubmitBatchRequest) GetTasks() []*SubmitRequest {
@@ -520,7 +624,7 @@ type SubmitItemResult struct {
 
 func (x *SubmitItemResult) Reset() {
 	*x = SubmitItemResult{}
-	mi := &file_rdq_v1_api_proto_msgTypes[5]
+	mi := &file_rdq_v1_api_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +636,7 @@ func (x *SubmitItemResult) String() string {
 func (*SubmitItemResult) ProtoMessage() {}
 
 func (x *SubmitItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[5]
+	mi := &file_rdq_v1_api_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +649,7 @@ func (x *SubmitItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitItemResult.ProtoReflect.Descriptor instead.
 func (*SubmitItemResult) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{5}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubmitItemResult) GetEnvelope() *Envelope {
@@ -580,7 +684,7 @@ type SubmitBatchResponse struct {
 
 func (x *SubmitBatchResponse) Reset() {
 	*x = SubmitBatchResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[6]
+	mi := &file_rdq_v1_api_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +696,7 @@ func (x *SubmitBatchResponse) String() string {
 func (*SubmitBatchResponse) ProtoMessage() {}
 
 func (x *SubmitBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[6]
+	mi := &file_rdq_v1_api_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +709,7 @@ func (x *SubmitBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBatchResponse.ProtoReflect.Descriptor instead.
 func (*SubmitBatchResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{6}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubmitBatchResponse) GetResults() []*SubmitItemResult {
@@ -626,7 +730,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[7]
+	mi := &file_rdq_v1_api_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +742,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[7]
+	mi := &file_rdq_v1_api_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +755,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{7}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetTaskRequest) GetId() string {
@@ -672,7 +776,7 @@ type DeleteTaskRequest struct {
 
 func (x *DeleteTaskRequest) Reset() {
 	*x = DeleteTaskRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[8]
+	mi := &file_rdq_v1_api_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +788,7 @@ func (x *DeleteTaskRequest) String() string {
 func (*DeleteTaskRequest) ProtoMessage() {}
 
 func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[8]
+	mi := &file_rdq_v1_api_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +801,7 @@ func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{8}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteTaskRequest) GetId() string {
@@ -716,7 +820,7 @@ type DeleteTaskResponse struct {
 
 func (x *DeleteTaskResponse) Reset() {
 	*x = DeleteTaskResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[9]
+	mi := &file_rdq_v1_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +832,7 @@ func (x *DeleteTaskResponse) String() string {
 func (*DeleteTaskResponse) ProtoMessage() {}
 
 func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[9]
+	mi := &file_rdq_v1_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +845,7 @@ func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{9}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{10}
 }
 
 // Query of Queues.List.
@@ -755,7 +859,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[10]
+	mi := &file_rdq_v1_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +871,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[10]
+	mi := &file_rdq_v1_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +884,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{10}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListQueuesRequest) GetNames() []string {
@@ -811,7 +915,7 @@ type QueueRow struct {
 
 func (x *QueueRow) Reset() {
 	*x = QueueRow{}
-	mi := &file_rdq_v1_api_proto_msgTypes[11]
+	mi := &file_rdq_v1_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +927,7 @@ func (x *QueueRow) String() string {
 func (*QueueRow) ProtoMessage() {}
 
 func (x *QueueRow) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[11]
+	mi := &file_rdq_v1_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +940,7 @@ func (x *QueueRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueRow.ProtoReflect.Descriptor instead.
 func (*QueueRow) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{11}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *QueueRow) GetQueue() string {
@@ -892,7 +996,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[12]
+	mi := &file_rdq_v1_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1008,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[12]
+	mi := &file_rdq_v1_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1021,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{12}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*QueueRow {
@@ -938,7 +1042,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[13]
+	mi := &file_rdq_v1_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1054,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[13]
+	mi := &file_rdq_v1_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1067,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{13}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetConfigRequest) GetQueue() string {
@@ -987,7 +1091,7 @@ type PutConfigRequest struct {
 
 func (x *PutConfigRequest) Reset() {
 	*x = PutConfigRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[14]
+	mi := &file_rdq_v1_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1103,7 @@ func (x *PutConfigRequest) String() string {
 func (*PutConfigRequest) ProtoMessage() {}
 
 func (x *PutConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[14]
+	mi := &file_rdq_v1_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1116,7 @@ func (x *PutConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutConfigRequest.ProtoReflect.Descriptor instead.
 func (*PutConfigRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{14}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PutConfigRequest) GetQueue() string {
@@ -1043,7 +1147,7 @@ type QueueConfigResponse struct {
 
 func (x *QueueConfigResponse) Reset() {
 	*x = QueueConfigResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[15]
+	mi := &file_rdq_v1_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1159,7 @@ func (x *QueueConfigResponse) String() string {
 func (*QueueConfigResponse) ProtoMessage() {}
 
 func (x *QueueConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[15]
+	mi := &file_rdq_v1_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1172,7 @@ func (x *QueueConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConfigResponse.ProtoReflect.Descriptor instead.
 func (*QueueConfigResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{15}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *QueueConfigResponse) GetPolicyJson() string {
@@ -1094,7 +1198,7 @@ type CapabilitiesRequest struct {
 
 func (x *CapabilitiesRequest) Reset() {
 	*x = CapabilitiesRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[16]
+	mi := &file_rdq_v1_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1210,7 @@ func (x *CapabilitiesRequest) String() string {
 func (*CapabilitiesRequest) ProtoMessage() {}
 
 func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[16]
+	mi := &file_rdq_v1_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1223,7 @@ func (x *CapabilitiesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesRequest.ProtoReflect.Descriptor instead.
 func (*CapabilitiesRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{16}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{17}
 }
 
 // What the store can do.
@@ -1133,7 +1237,7 @@ type CapabilitiesResponse struct {
 
 func (x *CapabilitiesResponse) Reset() {
 	*x = CapabilitiesResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[17]
+	mi := &file_rdq_v1_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1249,7 @@ func (x *CapabilitiesResponse) String() string {
 func (*CapabilitiesResponse) ProtoMessage() {}
 
 func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[17]
+	mi := &file_rdq_v1_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1262,7 @@ func (x *CapabilitiesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapabilitiesResponse.ProtoReflect.Descriptor instead.
 func (*CapabilitiesResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{17}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CapabilitiesResponse) GetCapabilities() map[string]bool {
@@ -1179,7 +1283,7 @@ type GetFlowRequest struct {
 
 func (x *GetFlowRequest) Reset() {
 	*x = GetFlowRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[18]
+	mi := &file_rdq_v1_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1295,7 @@ func (x *GetFlowRequest) String() string {
 func (*GetFlowRequest) ProtoMessage() {}
 
 func (x *GetFlowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[18]
+	mi := &file_rdq_v1_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1308,7 @@ func (x *GetFlowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFlowRequest.ProtoReflect.Descriptor instead.
 func (*GetFlowRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{18}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetFlowRequest) GetQueue() string {
@@ -1231,7 +1335,7 @@ type ThrottleRequest struct {
 
 func (x *ThrottleRequest) Reset() {
 	*x = ThrottleRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[19]
+	mi := &file_rdq_v1_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1347,7 @@ func (x *ThrottleRequest) String() string {
 func (*ThrottleRequest) ProtoMessage() {}
 
 func (x *ThrottleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[19]
+	mi := &file_rdq_v1_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1360,7 @@ func (x *ThrottleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThrottleRequest.ProtoReflect.Descriptor instead.
 func (*ThrottleRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{19}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ThrottleRequest) GetQueue() string {
@@ -1304,7 +1408,7 @@ type FlowKeyStatus struct {
 
 func (x *FlowKeyStatus) Reset() {
 	*x = FlowKeyStatus{}
-	mi := &file_rdq_v1_api_proto_msgTypes[20]
+	mi := &file_rdq_v1_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1420,7 @@ func (x *FlowKeyStatus) String() string {
 func (*FlowKeyStatus) ProtoMessage() {}
 
 func (x *FlowKeyStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[20]
+	mi := &file_rdq_v1_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1433,7 @@ func (x *FlowKeyStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowKeyStatus.ProtoReflect.Descriptor instead.
 func (*FlowKeyStatus) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{20}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FlowKeyStatus) GetKey() string {
@@ -1383,7 +1487,7 @@ type FlowResponse struct {
 
 func (x *FlowResponse) Reset() {
 	*x = FlowResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[21]
+	mi := &file_rdq_v1_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1499,7 @@ func (x *FlowResponse) String() string {
 func (*FlowResponse) ProtoMessage() {}
 
 func (x *FlowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[21]
+	mi := &file_rdq_v1_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1512,7 @@ func (x *FlowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowResponse.ProtoReflect.Descriptor instead.
 func (*FlowResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{21}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FlowResponse) GetQueue() string {
@@ -1480,7 +1584,7 @@ type DlqListRequest struct {
 
 func (x *DlqListRequest) Reset() {
 	*x = DlqListRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[22]
+	mi := &file_rdq_v1_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1596,7 @@ func (x *DlqListRequest) String() string {
 func (*DlqListRequest) ProtoMessage() {}
 
 func (x *DlqListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[22]
+	mi := &file_rdq_v1_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1609,7 @@ func (x *DlqListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DlqListRequest.ProtoReflect.Descriptor instead.
 func (*DlqListRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{22}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DlqListRequest) GetQueue() string {
@@ -1556,7 +1660,7 @@ type DlqListResponse struct {
 
 func (x *DlqListResponse) Reset() {
 	*x = DlqListResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[23]
+	mi := &file_rdq_v1_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1672,7 @@ func (x *DlqListResponse) String() string {
 func (*DlqListResponse) ProtoMessage() {}
 
 func (x *DlqListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[23]
+	mi := &file_rdq_v1_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1685,7 @@ func (x *DlqListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DlqListResponse.ProtoReflect.Descriptor instead.
 func (*DlqListResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{23}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DlqListResponse) GetItems() []*Envelope {
@@ -1611,7 +1715,7 @@ type DlqShowRequest struct {
 
 func (x *DlqShowRequest) Reset() {
 	*x = DlqShowRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[24]
+	mi := &file_rdq_v1_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1727,7 @@ func (x *DlqShowRequest) String() string {
 func (*DlqShowRequest) ProtoMessage() {}
 
 func (x *DlqShowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[24]
+	mi := &file_rdq_v1_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1740,7 @@ func (x *DlqShowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DlqShowRequest.ProtoReflect.Descriptor instead.
 func (*DlqShowRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{24}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DlqShowRequest) GetQueue() string {
@@ -1674,7 +1778,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[25]
+	mi := &file_rdq_v1_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1790,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[25]
+	mi := &file_rdq_v1_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1803,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{25}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RedriveRequest) GetQueue() string {
@@ -1761,7 +1865,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[26]
+	mi := &file_rdq_v1_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +1877,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[26]
+	mi := &file_rdq_v1_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +1890,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{26}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RedriveResponse) GetQueue() string {
@@ -1832,7 +1936,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[27]
+	mi := &file_rdq_v1_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +1948,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[27]
+	mi := &file_rdq_v1_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +1961,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{27}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ExportRequest) GetQueue() string {
@@ -1911,7 +2015,7 @@ type CancelTasksRequest struct {
 
 func (x *CancelTasksRequest) Reset() {
 	*x = CancelTasksRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[28]
+	mi := &file_rdq_v1_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2027,7 @@ func (x *CancelTasksRequest) String() string {
 func (*CancelTasksRequest) ProtoMessage() {}
 
 func (x *CancelTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[28]
+	mi := &file_rdq_v1_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2040,7 @@ func (x *CancelTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTasksRequest.ProtoReflect.Descriptor instead.
 func (*CancelTasksRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{28}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelTasksRequest) GetQueue() string {
@@ -2023,7 +2127,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[29]
+	mi := &file_rdq_v1_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2139,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[29]
+	mi := &file_rdq_v1_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2152,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{29}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListTasksRequest) GetQueue() string {
@@ -2106,7 +2210,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[30]
+	mi := &file_rdq_v1_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2222,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[30]
+	mi := &file_rdq_v1_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2235,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{30}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListTasksResponse) GetItems() []*Envelope {
@@ -2168,7 +2272,7 @@ type CancelTasksResponse struct {
 
 func (x *CancelTasksResponse) Reset() {
 	*x = CancelTasksResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[31]
+	mi := &file_rdq_v1_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2284,7 @@ func (x *CancelTasksResponse) String() string {
 func (*CancelTasksResponse) ProtoMessage() {}
 
 func (x *CancelTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[31]
+	mi := &file_rdq_v1_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2297,7 @@ func (x *CancelTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTasksResponse.ProtoReflect.Descriptor instead.
 func (*CancelTasksResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{31}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CancelTasksResponse) GetQueue() string {
@@ -2242,7 +2346,7 @@ type DlqReasonsRequest struct {
 
 func (x *DlqReasonsRequest) Reset() {
 	*x = DlqReasonsRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[32]
+	mi := &file_rdq_v1_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2358,7 @@ func (x *DlqReasonsRequest) String() string {
 func (*DlqReasonsRequest) ProtoMessage() {}
 
 func (x *DlqReasonsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[32]
+	mi := &file_rdq_v1_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2371,7 @@ func (x *DlqReasonsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DlqReasonsRequest.ProtoReflect.Descriptor instead.
 func (*DlqReasonsRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{32}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DlqReasonsRequest) GetQueue() string {
@@ -2290,7 +2394,7 @@ type DlqReasonsResponse struct {
 
 func (x *DlqReasonsResponse) Reset() {
 	*x = DlqReasonsResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[33]
+	mi := &file_rdq_v1_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2406,7 @@ func (x *DlqReasonsResponse) String() string {
 func (*DlqReasonsResponse) ProtoMessage() {}
 
 func (x *DlqReasonsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[33]
+	mi := &file_rdq_v1_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2419,7 @@ func (x *DlqReasonsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DlqReasonsResponse.ProtoReflect.Descriptor instead.
 func (*DlqReasonsResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{33}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DlqReasonsResponse) GetQueue() string {
@@ -2345,7 +2449,7 @@ type ReasonCount struct {
 
 func (x *ReasonCount) Reset() {
 	*x = ReasonCount{}
-	mi := &file_rdq_v1_api_proto_msgTypes[34]
+	mi := &file_rdq_v1_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2461,7 @@ func (x *ReasonCount) String() string {
 func (*ReasonCount) ProtoMessage() {}
 
 func (x *ReasonCount) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[34]
+	mi := &file_rdq_v1_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2474,7 @@ func (x *ReasonCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasonCount.ProtoReflect.Descriptor instead.
 func (*ReasonCount) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{34}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReasonCount) GetReason() string {
@@ -2409,7 +2513,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[35]
+	mi := &file_rdq_v1_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2525,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[35]
+	mi := &file_rdq_v1_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2538,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{35}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ImportRequest) GetQueue() string {
@@ -2511,7 +2615,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[36]
+	mi := &file_rdq_v1_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2523,7 +2627,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[36]
+	mi := &file_rdq_v1_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2536,7 +2640,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{36}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ImportResponse) GetQueue() string {
@@ -2580,7 +2684,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[37]
+	mi := &file_rdq_v1_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +2696,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[37]
+	mi := &file_rdq_v1_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +2709,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{37}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PurgeRequest) GetQueue() string {
@@ -2637,7 +2741,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[38]
+	mi := &file_rdq_v1_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2753,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[38]
+	mi := &file_rdq_v1_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2766,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{38}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PurgeResponse) GetQueue() string {
@@ -2701,7 +2805,7 @@ type ClaimRequest struct {
 
 func (x *ClaimRequest) Reset() {
 	*x = ClaimRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[39]
+	mi := &file_rdq_v1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2713,7 +2817,7 @@ func (x *ClaimRequest) String() string {
 func (*ClaimRequest) ProtoMessage() {}
 
 func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[39]
+	mi := &file_rdq_v1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2726,7 +2830,7 @@ func (x *ClaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimRequest.ProtoReflect.Descriptor instead.
 func (*ClaimRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{39}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ClaimRequest) GetQueue() string {
@@ -2765,7 +2869,7 @@ type LeasedTask struct {
 
 func (x *LeasedTask) Reset() {
 	*x = LeasedTask{}
-	mi := &file_rdq_v1_api_proto_msgTypes[40]
+	mi := &file_rdq_v1_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2777,7 +2881,7 @@ func (x *LeasedTask) String() string {
 func (*LeasedTask) ProtoMessage() {}
 
 func (x *LeasedTask) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[40]
+	mi := &file_rdq_v1_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2790,7 +2894,7 @@ func (x *LeasedTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedTask.ProtoReflect.Descriptor instead.
 func (*LeasedTask) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{40}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LeasedTask) GetId() string {
@@ -2825,7 +2929,7 @@ type ClaimResponse struct {
 
 func (x *ClaimResponse) Reset() {
 	*x = ClaimResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[41]
+	mi := &file_rdq_v1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +2941,7 @@ func (x *ClaimResponse) String() string {
 func (*ClaimResponse) ProtoMessage() {}
 
 func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[41]
+	mi := &file_rdq_v1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +2954,7 @@ func (x *ClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimResponse.ProtoReflect.Descriptor instead.
 func (*ClaimResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{41}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ClaimResponse) GetTasks() []*LeasedTask {
@@ -2877,7 +2981,7 @@ type ReportedError struct {
 
 func (x *ReportedError) Reset() {
 	*x = ReportedError{}
-	mi := &file_rdq_v1_api_proto_msgTypes[42]
+	mi := &file_rdq_v1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +2993,7 @@ func (x *ReportedError) String() string {
 func (*ReportedError) ProtoMessage() {}
 
 func (x *ReportedError) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[42]
+	mi := &file_rdq_v1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3006,7 @@ func (x *ReportedError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportedError.ProtoReflect.Descriptor instead.
 func (*ReportedError) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{42}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReportedError) GetType() string {
@@ -2955,7 +3059,7 @@ type SettleRequest struct {
 
 func (x *SettleRequest) Reset() {
 	*x = SettleRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[43]
+	mi := &file_rdq_v1_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2967,7 +3071,7 @@ func (x *SettleRequest) String() string {
 func (*SettleRequest) ProtoMessage() {}
 
 func (x *SettleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[43]
+	mi := &file_rdq_v1_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2980,7 +3084,7 @@ func (x *SettleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
 func (*SettleRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{43}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SettleRequest) GetId() string {
@@ -3036,7 +3140,7 @@ type SettleBatchRequest struct {
 
 func (x *SettleBatchRequest) Reset() {
 	*x = SettleBatchRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[44]
+	mi := &file_rdq_v1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3048,7 +3152,7 @@ func (x *SettleBatchRequest) String() string {
 func (*SettleBatchRequest) ProtoMessage() {}
 
 func (x *SettleBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[44]
+	mi := &file_rdq_v1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3061,7 +3165,7 @@ func (x *SettleBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleBatchRequest.ProtoReflect.Descriptor instead.
 func (*SettleBatchRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{44}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SettleBatchRequest) GetSettles() []*SettleRequest {
@@ -3091,7 +3195,7 @@ type SettleItemResult struct {
 
 func (x *SettleItemResult) Reset() {
 	*x = SettleItemResult{}
-	mi := &file_rdq_v1_api_proto_msgTypes[45]
+	mi := &file_rdq_v1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3207,7 @@ func (x *SettleItemResult) String() string {
 func (*SettleItemResult) ProtoMessage() {}
 
 func (x *SettleItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[45]
+	mi := &file_rdq_v1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3220,7 @@ func (x *SettleItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleItemResult.ProtoReflect.Descriptor instead.
 func (*SettleItemResult) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{45}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SettleItemResult) GetId() string {
@@ -3158,7 +3262,7 @@ type SettleBatchResponse struct {
 
 func (x *SettleBatchResponse) Reset() {
 	*x = SettleBatchResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[46]
+	mi := &file_rdq_v1_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3170,7 +3274,7 @@ func (x *SettleBatchResponse) String() string {
 func (*SettleBatchResponse) ProtoMessage() {}
 
 func (x *SettleBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[46]
+	mi := &file_rdq_v1_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3183,7 +3287,7 @@ func (x *SettleBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleBatchResponse.ProtoReflect.Descriptor instead.
 func (*SettleBatchResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{46}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SettleBatchResponse) GetResults() []*SettleItemResult {
@@ -3208,7 +3312,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[47]
+	mi := &file_rdq_v1_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3220,7 +3324,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[47]
+	mi := &file_rdq_v1_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3233,7 +3337,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{47}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ExtendLeaseRequest) GetId() string {
@@ -3275,7 +3379,7 @@ type WorkRequest struct {
 
 func (x *WorkRequest) Reset() {
 	*x = WorkRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[48]
+	mi := &file_rdq_v1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3287,7 +3391,7 @@ func (x *WorkRequest) String() string {
 func (*WorkRequest) ProtoMessage() {}
 
 func (x *WorkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[48]
+	mi := &file_rdq_v1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3300,7 +3404,7 @@ func (x *WorkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRequest.ProtoReflect.Descriptor instead.
 func (*WorkRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{48}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WorkRequest) GetKind() isWorkRequest_Kind {
@@ -3400,7 +3504,7 @@ type WorkHello struct {
 
 func (x *WorkHello) Reset() {
 	*x = WorkHello{}
-	mi := &file_rdq_v1_api_proto_msgTypes[49]
+	mi := &file_rdq_v1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3412,7 +3516,7 @@ func (x *WorkHello) String() string {
 func (*WorkHello) ProtoMessage() {}
 
 func (x *WorkHello) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[49]
+	mi := &file_rdq_v1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3425,7 +3529,7 @@ func (x *WorkHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkHello.ProtoReflect.Descriptor instead.
 func (*WorkHello) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{49}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *WorkHello) GetQueues() []string {
@@ -3467,7 +3571,7 @@ type WorkCredit struct {
 
 func (x *WorkCredit) Reset() {
 	*x = WorkCredit{}
-	mi := &file_rdq_v1_api_proto_msgTypes[50]
+	mi := &file_rdq_v1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3479,7 +3583,7 @@ func (x *WorkCredit) String() string {
 func (*WorkCredit) ProtoMessage() {}
 
 func (x *WorkCredit) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[50]
+	mi := &file_rdq_v1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3492,7 +3596,7 @@ func (x *WorkCredit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkCredit.ProtoReflect.Descriptor instead.
 func (*WorkCredit) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{50}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WorkCredit) GetCredits() uint32 {
@@ -3515,7 +3619,7 @@ type WorkSettle struct {
 
 func (x *WorkSettle) Reset() {
 	*x = WorkSettle{}
-	mi := &file_rdq_v1_api_proto_msgTypes[51]
+	mi := &file_rdq_v1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3527,7 +3631,7 @@ func (x *WorkSettle) String() string {
 func (*WorkSettle) ProtoMessage() {}
 
 func (x *WorkSettle) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[51]
+	mi := &file_rdq_v1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3540,7 +3644,7 @@ func (x *WorkSettle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkSettle.ProtoReflect.Descriptor instead.
 func (*WorkSettle) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{51}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WorkSettle) GetSeq() uint64 {
@@ -3570,7 +3674,7 @@ type WorkExtend struct {
 
 func (x *WorkExtend) Reset() {
 	*x = WorkExtend{}
-	mi := &file_rdq_v1_api_proto_msgTypes[52]
+	mi := &file_rdq_v1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3582,7 +3686,7 @@ func (x *WorkExtend) String() string {
 func (*WorkExtend) ProtoMessage() {}
 
 func (x *WorkExtend) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[52]
+	mi := &file_rdq_v1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3595,7 +3699,7 @@ func (x *WorkExtend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkExtend.ProtoReflect.Descriptor instead.
 func (*WorkExtend) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{52}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WorkExtend) GetSeq() uint64 {
@@ -3629,7 +3733,7 @@ type WorkResponse struct {
 
 func (x *WorkResponse) Reset() {
 	*x = WorkResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[53]
+	mi := &file_rdq_v1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3641,7 +3745,7 @@ func (x *WorkResponse) String() string {
 func (*WorkResponse) ProtoMessage() {}
 
 func (x *WorkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[53]
+	mi := &file_rdq_v1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,7 +3758,7 @@ func (x *WorkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResponse.ProtoReflect.Descriptor instead.
 func (*WorkResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{53}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WorkResponse) GetKind() isWorkResponse_Kind {
@@ -3734,7 +3838,7 @@ type WorkCancel struct {
 
 func (x *WorkCancel) Reset() {
 	*x = WorkCancel{}
-	mi := &file_rdq_v1_api_proto_msgTypes[54]
+	mi := &file_rdq_v1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3746,7 +3850,7 @@ func (x *WorkCancel) String() string {
 func (*WorkCancel) ProtoMessage() {}
 
 func (x *WorkCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[54]
+	mi := &file_rdq_v1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3759,7 +3863,7 @@ func (x *WorkCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkCancel.ProtoReflect.Descriptor instead.
 func (*WorkCancel) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{54}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *WorkCancel) GetId() string {
@@ -3797,7 +3901,7 @@ type WorkAck struct {
 
 func (x *WorkAck) Reset() {
 	*x = WorkAck{}
-	mi := &file_rdq_v1_api_proto_msgTypes[55]
+	mi := &file_rdq_v1_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3809,7 +3913,7 @@ func (x *WorkAck) String() string {
 func (*WorkAck) ProtoMessage() {}
 
 func (x *WorkAck) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[55]
+	mi := &file_rdq_v1_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3822,7 +3926,7 @@ func (x *WorkAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkAck.ProtoReflect.Descriptor instead.
 func (*WorkAck) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{55}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *WorkAck) GetSeq() uint64 {
@@ -3856,7 +3960,7 @@ type PutScheduleRequest struct {
 
 func (x *PutScheduleRequest) Reset() {
 	*x = PutScheduleRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[56]
+	mi := &file_rdq_v1_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3868,7 +3972,7 @@ func (x *PutScheduleRequest) String() string {
 func (*PutScheduleRequest) ProtoMessage() {}
 
 func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[56]
+	mi := &file_rdq_v1_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3881,7 +3985,7 @@ func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PutScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{56}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PutScheduleRequest) GetName() string {
@@ -3918,7 +4022,7 @@ type PutScheduleResponse struct {
 
 func (x *PutScheduleResponse) Reset() {
 	*x = PutScheduleResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[57]
+	mi := &file_rdq_v1_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3930,7 +4034,7 @@ func (x *PutScheduleResponse) String() string {
 func (*PutScheduleResponse) ProtoMessage() {}
 
 func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[57]
+	mi := &file_rdq_v1_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3943,7 +4047,7 @@ func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PutScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{57}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PutScheduleResponse) GetSchedule() *ScheduleResponse {
@@ -3971,7 +4075,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[58]
+	mi := &file_rdq_v1_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3983,7 +4087,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[58]
+	mi := &file_rdq_v1_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3996,7 +4100,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{58}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -4015,7 +4119,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[59]
+	mi := &file_rdq_v1_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4027,7 +4131,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[59]
+	mi := &file_rdq_v1_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4040,7 +4144,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{59}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{60}
 }
 
 // Every schedule the caller may read.
@@ -4054,7 +4158,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[60]
+	mi := &file_rdq_v1_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4170,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[60]
+	mi := &file_rdq_v1_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4183,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{60}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*ScheduleResponse {
@@ -4100,7 +4204,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[61]
+	mi := &file_rdq_v1_api_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4112,7 +4216,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[61]
+	mi := &file_rdq_v1_api_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4125,7 +4229,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{61}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -4144,7 +4248,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[62]
+	mi := &file_rdq_v1_api_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4156,7 +4260,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[62]
+	mi := &file_rdq_v1_api_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4169,7 +4273,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{62}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{63}
 }
 
 // Names a schedule.
@@ -4183,7 +4287,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[63]
+	mi := &file_rdq_v1_api_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4195,7 +4299,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[63]
+	mi := &file_rdq_v1_api_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4208,7 +4312,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{63}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -4229,7 +4333,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[64]
+	mi := &file_rdq_v1_api_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4241,7 +4345,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[64]
+	mi := &file_rdq_v1_api_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4254,7 +4358,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{64}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -4275,7 +4379,7 @@ type RunScheduleRequest struct {
 
 func (x *RunScheduleRequest) Reset() {
 	*x = RunScheduleRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[65]
+	mi := &file_rdq_v1_api_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4287,7 +4391,7 @@ func (x *RunScheduleRequest) String() string {
 func (*RunScheduleRequest) ProtoMessage() {}
 
 func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[65]
+	mi := &file_rdq_v1_api_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4300,7 +4404,7 @@ func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunScheduleRequest.ProtoReflect.Descriptor instead.
 func (*RunScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{65}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RunScheduleRequest) GetName() string {
@@ -4323,7 +4427,7 @@ type NextDueRequest struct {
 
 func (x *NextDueRequest) Reset() {
 	*x = NextDueRequest{}
-	mi := &file_rdq_v1_api_proto_msgTypes[66]
+	mi := &file_rdq_v1_api_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4335,7 +4439,7 @@ func (x *NextDueRequest) String() string {
 func (*NextDueRequest) ProtoMessage() {}
 
 func (x *NextDueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[66]
+	mi := &file_rdq_v1_api_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4348,7 +4452,7 @@ func (x *NextDueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextDueRequest.ProtoReflect.Descriptor instead.
 func (*NextDueRequest) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{66}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *NextDueRequest) GetName() string {
@@ -4378,7 +4482,7 @@ type NextDueResponse struct {
 
 func (x *NextDueResponse) Reset() {
 	*x = NextDueResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[67]
+	mi := &file_rdq_v1_api_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4390,7 +4494,7 @@ func (x *NextDueResponse) String() string {
 func (*NextDueResponse) ProtoMessage() {}
 
 func (x *NextDueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[67]
+	mi := &file_rdq_v1_api_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4403,7 +4507,7 @@ func (x *NextDueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextDueResponse.ProtoReflect.Descriptor instead.
 func (*NextDueResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{67}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *NextDueResponse) GetName() string {
@@ -4452,7 +4556,7 @@ type ScheduleResponse struct {
 
 func (x *ScheduleResponse) Reset() {
 	*x = ScheduleResponse{}
-	mi := &file_rdq_v1_api_proto_msgTypes[68]
+	mi := &file_rdq_v1_api_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4464,7 +4568,7 @@ func (x *ScheduleResponse) String() string {
 func (*ScheduleResponse) ProtoMessage() {}
 
 func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_rdq_v1_api_proto_msgTypes[68]
+	mi := &file_rdq_v1_api_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4477,7 +4581,7 @@ func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_rdq_v1_api_proto_rawDescGZIP(), []int{68}
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ScheduleResponse) GetName() string {
@@ -4569,7 +4673,7 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"httpStatus\x12'\n" +
 	"\x0fextensions_json\x18\x04 \x01(\tR\x0eextensionsJson\"<\n" +
 	"\fTaskResponse\x12,\n" +
-	"\benvelope\x18\x01 \x01(\v2\x10.rdq.v1.EnvelopeR\benvelope\"\x92\x04\n" +
+	"\benvelope\x18\x01 \x01(\v2\x10.rdq.v1.EnvelopeR\benvelope\"\xc1\x04\n" +
 	"\rSubmitRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1f\n" +
 	"\vhandler_ref\x18\x02 \x01(\tR\n" +
@@ -4582,14 +4686,29 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\bpriority\x18\b \x01(\rR\bpriority\x12,\n" +
 	"\x0fidempotency_key\x18\t \x01(\tH\x02R\x0eidempotencyKey\x88\x01\x01\x12\x1e\n" +
 	"\bflow_key\x18\n" +
-	" \x01(\tH\x03R\aflowKey\x88\x01\x01\x1a:\n" +
+	" \x01(\tH\x03R\aflowKey\x88\x01\x01\x12-\n" +
+	"\x06unique\x18\v \x01(\v2\x15.rdq.v1.UniqueOptionsR\x06unique\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +
 	"\x10_handler_versionB\x17\n" +
 	"\x15_payload_content_typeB\x12\n" +
 	"\x10_idempotency_keyB\v\n" +
-	"\t_flow_key\"X\n" +
+	"\t_flow_key\"\xf0\x01\n" +
+	"\rUniqueOptions\x12\x15\n" +
+	"\x03key\x18\x01 \x01(\tH\x00R\x03key\x88\x01\x01\x12\x19\n" +
+	"\bkey_from\x18\x02 \x03(\tR\akeyFrom\x12\x19\n" +
+	"\x05scope\x18\x03 \x01(\tH\x01R\x05scope\x88\x01\x01\x12\x17\n" +
+	"\x04hold\x18\x04 \x01(\tH\x02R\x04hold\x88\x01\x01\x12\x1c\n" +
+	"\ahold_ms\x18\x05 \x01(\x04H\x03R\x06holdMs\x88\x01\x01\x12$\n" +
+	"\von_conflict\x18\x06 \x01(\tH\x04R\n" +
+	"onConflict\x88\x01\x01B\x06\n" +
+	"\x04_keyB\b\n" +
+	"\x06_scopeB\a\n" +
+	"\x05_holdB\n" +
+	"\n" +
+	"\b_hold_msB\x0e\n" +
+	"\f_on_conflict\"X\n" +
 	"\x0eSubmitResponse\x12,\n" +
 	"\benvelope\x18\x01 \x01(\v2\x10.rdq.v1.EnvelopeR\benvelope\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"A\n" +
@@ -4970,198 +5089,200 @@ func file_rdq_v1_api_proto_rawDescGZIP() []byte {
 }
 
 var file_rdq_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_rdq_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_rdq_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_rdq_v1_api_proto_goTypes = []any{
 	(ReportedOutcome)(0),           // 0: rdq.v1.ReportedOutcome
 	(DeferThrottle)(0),             // 1: rdq.v1.DeferThrottle
 	(*Problem)(nil),                // 2: rdq.v1.Problem
 	(*TaskResponse)(nil),           // 3: rdq.v1.TaskResponse
 	(*SubmitRequest)(nil),          // 4: rdq.v1.SubmitRequest
-	(*SubmitResponse)(nil),         // 5: rdq.v1.SubmitResponse
-	(*SubmitBatchRequest)(nil),     // 6: rdq.v1.SubmitBatchRequest
-	(*SubmitItemResult)(nil),       // 7: rdq.v1.SubmitItemResult
-	(*SubmitBatchResponse)(nil),    // 8: rdq.v1.SubmitBatchResponse
-	(*GetTaskRequest)(nil),         // 9: rdq.v1.GetTaskRequest
-	(*DeleteTaskRequest)(nil),      // 10: rdq.v1.DeleteTaskRequest
-	(*DeleteTaskResponse)(nil),     // 11: rdq.v1.DeleteTaskResponse
-	(*ListQueuesRequest)(nil),      // 12: rdq.v1.ListQueuesRequest
-	(*QueueRow)(nil),               // 13: rdq.v1.QueueRow
-	(*ListQueuesResponse)(nil),     // 14: rdq.v1.ListQueuesResponse
-	(*GetConfigRequest)(nil),       // 15: rdq.v1.GetConfigRequest
-	(*PutConfigRequest)(nil),       // 16: rdq.v1.PutConfigRequest
-	(*QueueConfigResponse)(nil),    // 17: rdq.v1.QueueConfigResponse
-	(*CapabilitiesRequest)(nil),    // 18: rdq.v1.CapabilitiesRequest
-	(*CapabilitiesResponse)(nil),   // 19: rdq.v1.CapabilitiesResponse
-	(*GetFlowRequest)(nil),         // 20: rdq.v1.GetFlowRequest
-	(*ThrottleRequest)(nil),        // 21: rdq.v1.ThrottleRequest
-	(*FlowKeyStatus)(nil),          // 22: rdq.v1.FlowKeyStatus
-	(*FlowResponse)(nil),           // 23: rdq.v1.FlowResponse
-	(*DlqListRequest)(nil),         // 24: rdq.v1.DlqListRequest
-	(*DlqListResponse)(nil),        // 25: rdq.v1.DlqListResponse
-	(*DlqShowRequest)(nil),         // 26: rdq.v1.DlqShowRequest
-	(*RedriveRequest)(nil),         // 27: rdq.v1.RedriveRequest
-	(*RedriveResponse)(nil),        // 28: rdq.v1.RedriveResponse
-	(*ExportRequest)(nil),          // 29: rdq.v1.ExportRequest
-	(*CancelTasksRequest)(nil),     // 30: rdq.v1.CancelTasksRequest
-	(*ListTasksRequest)(nil),       // 31: rdq.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),      // 32: rdq.v1.ListTasksResponse
-	(*CancelTasksResponse)(nil),    // 33: rdq.v1.CancelTasksResponse
-	(*DlqReasonsRequest)(nil),      // 34: rdq.v1.DlqReasonsRequest
-	(*DlqReasonsResponse)(nil),     // 35: rdq.v1.DlqReasonsResponse
-	(*ReasonCount)(nil),            // 36: rdq.v1.ReasonCount
-	(*ImportRequest)(nil),          // 37: rdq.v1.ImportRequest
-	(*ImportResponse)(nil),         // 38: rdq.v1.ImportResponse
-	(*PurgeRequest)(nil),           // 39: rdq.v1.PurgeRequest
-	(*PurgeResponse)(nil),          // 40: rdq.v1.PurgeResponse
-	(*ClaimRequest)(nil),           // 41: rdq.v1.ClaimRequest
-	(*LeasedTask)(nil),             // 42: rdq.v1.LeasedTask
-	(*ClaimResponse)(nil),          // 43: rdq.v1.ClaimResponse
-	(*ReportedError)(nil),          // 44: rdq.v1.ReportedError
-	(*SettleRequest)(nil),          // 45: rdq.v1.SettleRequest
-	(*SettleBatchRequest)(nil),     // 46: rdq.v1.SettleBatchRequest
-	(*SettleItemResult)(nil),       // 47: rdq.v1.SettleItemResult
-	(*SettleBatchResponse)(nil),    // 48: rdq.v1.SettleBatchResponse
-	(*ExtendLeaseRequest)(nil),     // 49: rdq.v1.ExtendLeaseRequest
-	(*WorkRequest)(nil),            // 50: rdq.v1.WorkRequest
-	(*WorkHello)(nil),              // 51: rdq.v1.WorkHello
-	(*WorkCredit)(nil),             // 52: rdq.v1.WorkCredit
-	(*WorkSettle)(nil),             // 53: rdq.v1.WorkSettle
-	(*WorkExtend)(nil),             // 54: rdq.v1.WorkExtend
-	(*WorkResponse)(nil),           // 55: rdq.v1.WorkResponse
-	(*WorkCancel)(nil),             // 56: rdq.v1.WorkCancel
-	(*WorkAck)(nil),                // 57: rdq.v1.WorkAck
-	(*PutScheduleRequest)(nil),     // 58: rdq.v1.PutScheduleRequest
-	(*PutScheduleResponse)(nil),    // 59: rdq.v1.PutScheduleResponse
-	(*GetScheduleRequest)(nil),     // 60: rdq.v1.GetScheduleRequest
-	(*ListSchedulesRequest)(nil),   // 61: rdq.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 62: rdq.v1.ListSchedulesResponse
-	(*DeleteScheduleRequest)(nil),  // 63: rdq.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 64: rdq.v1.DeleteScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 65: rdq.v1.PauseScheduleRequest
-	(*ResumeScheduleRequest)(nil),  // 66: rdq.v1.ResumeScheduleRequest
-	(*RunScheduleRequest)(nil),     // 67: rdq.v1.RunScheduleRequest
-	(*NextDueRequest)(nil),         // 68: rdq.v1.NextDueRequest
-	(*NextDueResponse)(nil),        // 69: rdq.v1.NextDueResponse
-	(*ScheduleResponse)(nil),       // 70: rdq.v1.ScheduleResponse
-	nil,                            // 71: rdq.v1.SubmitRequest.HeadersEntry
-	nil,                            // 72: rdq.v1.CapabilitiesResponse.CapabilitiesEntry
-	nil,                            // 73: rdq.v1.CancelTasksRequest.HeadersEntry
-	nil,                            // 74: rdq.v1.ListTasksRequest.HeadersEntry
-	nil,                            // 75: rdq.v1.ScheduleResponse.SkipsEntry
-	(*Envelope)(nil),               // 76: rdq.v1.Envelope
-	(Status)(0),                    // 77: rdq.v1.Status
-	(*CancelRequest)(nil),          // 78: rdq.v1.CancelRequest
+	(*UniqueOptions)(nil),          // 5: rdq.v1.UniqueOptions
+	(*SubmitResponse)(nil),         // 6: rdq.v1.SubmitResponse
+	(*SubmitBatchRequest)(nil),     // 7: rdq.v1.SubmitBatchRequest
+	(*SubmitItemResult)(nil),       // 8: rdq.v1.SubmitItemResult
+	(*SubmitBatchResponse)(nil),    // 9: rdq.v1.SubmitBatchResponse
+	(*GetTaskRequest)(nil),         // 10: rdq.v1.GetTaskRequest
+	(*DeleteTaskRequest)(nil),      // 11: rdq.v1.DeleteTaskRequest
+	(*DeleteTaskResponse)(nil),     // 12: rdq.v1.DeleteTaskResponse
+	(*ListQueuesRequest)(nil),      // 13: rdq.v1.ListQueuesRequest
+	(*QueueRow)(nil),               // 14: rdq.v1.QueueRow
+	(*ListQueuesResponse)(nil),     // 15: rdq.v1.ListQueuesResponse
+	(*GetConfigRequest)(nil),       // 16: rdq.v1.GetConfigRequest
+	(*PutConfigRequest)(nil),       // 17: rdq.v1.PutConfigRequest
+	(*QueueConfigResponse)(nil),    // 18: rdq.v1.QueueConfigResponse
+	(*CapabilitiesRequest)(nil),    // 19: rdq.v1.CapabilitiesRequest
+	(*CapabilitiesResponse)(nil),   // 20: rdq.v1.CapabilitiesResponse
+	(*GetFlowRequest)(nil),         // 21: rdq.v1.GetFlowRequest
+	(*ThrottleRequest)(nil),        // 22: rdq.v1.ThrottleRequest
+	(*FlowKeyStatus)(nil),          // 23: rdq.v1.FlowKeyStatus
+	(*FlowResponse)(nil),           // 24: rdq.v1.FlowResponse
+	(*DlqListRequest)(nil),         // 25: rdq.v1.DlqListRequest
+	(*DlqListResponse)(nil),        // 26: rdq.v1.DlqListResponse
+	(*DlqShowRequest)(nil),         // 27: rdq.v1.DlqShowRequest
+	(*RedriveRequest)(nil),         // 28: rdq.v1.RedriveRequest
+	(*RedriveResponse)(nil),        // 29: rdq.v1.RedriveResponse
+	(*ExportRequest)(nil),          // 30: rdq.v1.ExportRequest
+	(*CancelTasksRequest)(nil),     // 31: rdq.v1.CancelTasksRequest
+	(*ListTasksRequest)(nil),       // 32: rdq.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),      // 33: rdq.v1.ListTasksResponse
+	(*CancelTasksResponse)(nil),    // 34: rdq.v1.CancelTasksResponse
+	(*DlqReasonsRequest)(nil),      // 35: rdq.v1.DlqReasonsRequest
+	(*DlqReasonsResponse)(nil),     // 36: rdq.v1.DlqReasonsResponse
+	(*ReasonCount)(nil),            // 37: rdq.v1.ReasonCount
+	(*ImportRequest)(nil),          // 38: rdq.v1.ImportRequest
+	(*ImportResponse)(nil),         // 39: rdq.v1.ImportResponse
+	(*PurgeRequest)(nil),           // 40: rdq.v1.PurgeRequest
+	(*PurgeResponse)(nil),          // 41: rdq.v1.PurgeResponse
+	(*ClaimRequest)(nil),           // 42: rdq.v1.ClaimRequest
+	(*LeasedTask)(nil),             // 43: rdq.v1.LeasedTask
+	(*ClaimResponse)(nil),          // 44: rdq.v1.ClaimResponse
+	(*ReportedError)(nil),          // 45: rdq.v1.ReportedError
+	(*SettleRequest)(nil),          // 46: rdq.v1.SettleRequest
+	(*SettleBatchRequest)(nil),     // 47: rdq.v1.SettleBatchRequest
+	(*SettleItemResult)(nil),       // 48: rdq.v1.SettleItemResult
+	(*SettleBatchResponse)(nil),    // 49: rdq.v1.SettleBatchResponse
+	(*ExtendLeaseRequest)(nil),     // 50: rdq.v1.ExtendLeaseRequest
+	(*WorkRequest)(nil),            // 51: rdq.v1.WorkRequest
+	(*WorkHello)(nil),              // 52: rdq.v1.WorkHello
+	(*WorkCredit)(nil),             // 53: rdq.v1.WorkCredit
+	(*WorkSettle)(nil),             // 54: rdq.v1.WorkSettle
+	(*WorkExtend)(nil),             // 55: rdq.v1.WorkExtend
+	(*WorkResponse)(nil),           // 56: rdq.v1.WorkResponse
+	(*WorkCancel)(nil),             // 57: rdq.v1.WorkCancel
+	(*WorkAck)(nil),                // 58: rdq.v1.WorkAck
+	(*PutScheduleRequest)(nil),     // 59: rdq.v1.PutScheduleRequest
+	(*PutScheduleResponse)(nil),    // 60: rdq.v1.PutScheduleResponse
+	(*GetScheduleRequest)(nil),     // 61: rdq.v1.GetScheduleRequest
+	(*ListSchedulesRequest)(nil),   // 62: rdq.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 63: rdq.v1.ListSchedulesResponse
+	(*DeleteScheduleRequest)(nil),  // 64: rdq.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 65: rdq.v1.DeleteScheduleResponse
+	(*PauseScheduleRequest)(nil),   // 66: rdq.v1.PauseScheduleRequest
+	(*ResumeScheduleRequest)(nil),  // 67: rdq.v1.ResumeScheduleRequest
+	(*RunScheduleRequest)(nil),     // 68: rdq.v1.RunScheduleRequest
+	(*NextDueRequest)(nil),         // 69: rdq.v1.NextDueRequest
+	(*NextDueResponse)(nil),        // 70: rdq.v1.NextDueResponse
+	(*ScheduleResponse)(nil),       // 71: rdq.v1.ScheduleResponse
+	nil,                            // 72: rdq.v1.SubmitRequest.HeadersEntry
+	nil,                            // 73: rdq.v1.CapabilitiesResponse.CapabilitiesEntry
+	nil,                            // 74: rdq.v1.CancelTasksRequest.HeadersEntry
+	nil,                            // 75: rdq.v1.ListTasksRequest.HeadersEntry
+	nil,                            // 76: rdq.v1.ScheduleResponse.SkipsEntry
+	(*Envelope)(nil),               // 77: rdq.v1.Envelope
+	(Status)(0),                    // 78: rdq.v1.Status
+	(*CancelRequest)(nil),          // 79: rdq.v1.CancelRequest
 }
 var file_rdq_v1_api_proto_depIdxs = []int32{
-	76, // 0: rdq.v1.TaskResponse.envelope:type_name -> rdq.v1.Envelope
-	71, // 1: rdq.v1.SubmitRequest.headers:type_name -> rdq.v1.SubmitRequest.HeadersEntry
-	76, // 2: rdq.v1.SubmitResponse.envelope:type_name -> rdq.v1.Envelope
-	4,  // 3: rdq.v1.SubmitBatchRequest.tasks:type_name -> rdq.v1.SubmitRequest
-	76, // 4: rdq.v1.SubmitItemResult.envelope:type_name -> rdq.v1.Envelope
-	2,  // 5: rdq.v1.SubmitItemResult.problem:type_name -> rdq.v1.Problem
-	7,  // 6: rdq.v1.SubmitBatchResponse.results:type_name -> rdq.v1.SubmitItemResult
-	13, // 7: rdq.v1.ListQueuesResponse.queues:type_name -> rdq.v1.QueueRow
-	72, // 8: rdq.v1.CapabilitiesResponse.capabilities:type_name -> rdq.v1.CapabilitiesResponse.CapabilitiesEntry
-	22, // 9: rdq.v1.FlowResponse.keys:type_name -> rdq.v1.FlowKeyStatus
-	76, // 10: rdq.v1.DlqListResponse.items:type_name -> rdq.v1.Envelope
-	73, // 11: rdq.v1.CancelTasksRequest.headers:type_name -> rdq.v1.CancelTasksRequest.HeadersEntry
-	77, // 12: rdq.v1.ListTasksRequest.status:type_name -> rdq.v1.Status
-	74, // 13: rdq.v1.ListTasksRequest.headers:type_name -> rdq.v1.ListTasksRequest.HeadersEntry
-	76, // 14: rdq.v1.ListTasksResponse.items:type_name -> rdq.v1.Envelope
-	36, // 15: rdq.v1.DlqReasonsResponse.reasons:type_name -> rdq.v1.ReasonCount
-	76, // 16: rdq.v1.ImportRequest.envelope:type_name -> rdq.v1.Envelope
-	76, // 17: rdq.v1.LeasedTask.envelope:type_name -> rdq.v1.Envelope
-	42, // 18: rdq.v1.ClaimResponse.tasks:type_name -> rdq.v1.LeasedTask
-	0,  // 19: rdq.v1.SettleRequest.outcome:type_name -> rdq.v1.ReportedOutcome
-	44, // 20: rdq.v1.SettleRequest.error:type_name -> rdq.v1.ReportedError
-	1,  // 21: rdq.v1.SettleRequest.throttle:type_name -> rdq.v1.DeferThrottle
-	45, // 22: rdq.v1.SettleBatchRequest.settles:type_name -> rdq.v1.SettleRequest
-	76, // 23: rdq.v1.SettleItemResult.envelope:type_name -> rdq.v1.Envelope
-	2,  // 24: rdq.v1.SettleItemResult.problem:type_name -> rdq.v1.Problem
-	47, // 25: rdq.v1.SettleBatchResponse.results:type_name -> rdq.v1.SettleItemResult
-	51, // 26: rdq.v1.WorkRequest.hello:type_name -> rdq.v1.WorkHello
-	52, // 27: rdq.v1.WorkRequest.credit:type_name -> rdq.v1.WorkCredit
-	53, // 28: rdq.v1.WorkRequest.settle:type_name -> rdq.v1.WorkSettle
-	54, // 29: rdq.v1.WorkRequest.extend:type_name -> rdq.v1.WorkExtend
-	45, // 30: rdq.v1.WorkSettle.settles:type_name -> rdq.v1.SettleRequest
-	49, // 31: rdq.v1.WorkExtend.extend:type_name -> rdq.v1.ExtendLeaseRequest
-	42, // 32: rdq.v1.WorkResponse.task:type_name -> rdq.v1.LeasedTask
-	57, // 33: rdq.v1.WorkResponse.ack:type_name -> rdq.v1.WorkAck
-	56, // 34: rdq.v1.WorkResponse.cancel:type_name -> rdq.v1.WorkCancel
-	78, // 35: rdq.v1.WorkCancel.request:type_name -> rdq.v1.CancelRequest
-	47, // 36: rdq.v1.WorkAck.results:type_name -> rdq.v1.SettleItemResult
-	70, // 37: rdq.v1.PutScheduleResponse.schedule:type_name -> rdq.v1.ScheduleResponse
-	70, // 38: rdq.v1.ListSchedulesResponse.schedules:type_name -> rdq.v1.ScheduleResponse
-	75, // 39: rdq.v1.ScheduleResponse.skips:type_name -> rdq.v1.ScheduleResponse.SkipsEntry
-	4,  // 40: rdq.v1.Tasks.Submit:input_type -> rdq.v1.SubmitRequest
-	6,  // 41: rdq.v1.Tasks.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
-	9,  // 42: rdq.v1.Tasks.Get:input_type -> rdq.v1.GetTaskRequest
-	10, // 43: rdq.v1.Tasks.Delete:input_type -> rdq.v1.DeleteTaskRequest
-	30, // 44: rdq.v1.Tasks.Cancel:input_type -> rdq.v1.CancelTasksRequest
-	31, // 45: rdq.v1.Tasks.List:input_type -> rdq.v1.ListTasksRequest
-	12, // 46: rdq.v1.Queues.List:input_type -> rdq.v1.ListQueuesRequest
-	15, // 47: rdq.v1.Queues.GetConfig:input_type -> rdq.v1.GetConfigRequest
-	16, // 48: rdq.v1.Queues.PutConfig:input_type -> rdq.v1.PutConfigRequest
-	18, // 49: rdq.v1.Queues.Capabilities:input_type -> rdq.v1.CapabilitiesRequest
-	20, // 50: rdq.v1.Queues.GetFlow:input_type -> rdq.v1.GetFlowRequest
-	21, // 51: rdq.v1.Queues.Throttle:input_type -> rdq.v1.ThrottleRequest
-	24, // 52: rdq.v1.Dlq.List:input_type -> rdq.v1.DlqListRequest
-	26, // 53: rdq.v1.Dlq.Show:input_type -> rdq.v1.DlqShowRequest
-	27, // 54: rdq.v1.Dlq.Redrive:input_type -> rdq.v1.RedriveRequest
-	29, // 55: rdq.v1.Dlq.Export:input_type -> rdq.v1.ExportRequest
-	37, // 56: rdq.v1.Dlq.Import:input_type -> rdq.v1.ImportRequest
-	39, // 57: rdq.v1.Dlq.Purge:input_type -> rdq.v1.PurgeRequest
-	34, // 58: rdq.v1.Dlq.Reasons:input_type -> rdq.v1.DlqReasonsRequest
-	41, // 59: rdq.v1.Workers.Claim:input_type -> rdq.v1.ClaimRequest
-	45, // 60: rdq.v1.Workers.Settle:input_type -> rdq.v1.SettleRequest
-	46, // 61: rdq.v1.Workers.SettleBatch:input_type -> rdq.v1.SettleBatchRequest
-	49, // 62: rdq.v1.Workers.ExtendLease:input_type -> rdq.v1.ExtendLeaseRequest
-	50, // 63: rdq.v1.Workers.Work:input_type -> rdq.v1.WorkRequest
-	58, // 64: rdq.v1.Schedules.Put:input_type -> rdq.v1.PutScheduleRequest
-	60, // 65: rdq.v1.Schedules.Get:input_type -> rdq.v1.GetScheduleRequest
-	61, // 66: rdq.v1.Schedules.List:input_type -> rdq.v1.ListSchedulesRequest
-	63, // 67: rdq.v1.Schedules.Delete:input_type -> rdq.v1.DeleteScheduleRequest
-	65, // 68: rdq.v1.Schedules.Pause:input_type -> rdq.v1.PauseScheduleRequest
-	66, // 69: rdq.v1.Schedules.Resume:input_type -> rdq.v1.ResumeScheduleRequest
-	67, // 70: rdq.v1.Schedules.Run:input_type -> rdq.v1.RunScheduleRequest
-	68, // 71: rdq.v1.Schedules.Next:input_type -> rdq.v1.NextDueRequest
-	5,  // 72: rdq.v1.Tasks.Submit:output_type -> rdq.v1.SubmitResponse
-	8,  // 73: rdq.v1.Tasks.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
-	3,  // 74: rdq.v1.Tasks.Get:output_type -> rdq.v1.TaskResponse
-	11, // 75: rdq.v1.Tasks.Delete:output_type -> rdq.v1.DeleteTaskResponse
-	33, // 76: rdq.v1.Tasks.Cancel:output_type -> rdq.v1.CancelTasksResponse
-	32, // 77: rdq.v1.Tasks.List:output_type -> rdq.v1.ListTasksResponse
-	14, // 78: rdq.v1.Queues.List:output_type -> rdq.v1.ListQueuesResponse
-	17, // 79: rdq.v1.Queues.GetConfig:output_type -> rdq.v1.QueueConfigResponse
-	17, // 80: rdq.v1.Queues.PutConfig:output_type -> rdq.v1.QueueConfigResponse
-	19, // 81: rdq.v1.Queues.Capabilities:output_type -> rdq.v1.CapabilitiesResponse
-	23, // 82: rdq.v1.Queues.GetFlow:output_type -> rdq.v1.FlowResponse
-	23, // 83: rdq.v1.Queues.Throttle:output_type -> rdq.v1.FlowResponse
-	25, // 84: rdq.v1.Dlq.List:output_type -> rdq.v1.DlqListResponse
-	3,  // 85: rdq.v1.Dlq.Show:output_type -> rdq.v1.TaskResponse
-	28, // 86: rdq.v1.Dlq.Redrive:output_type -> rdq.v1.RedriveResponse
-	3,  // 87: rdq.v1.Dlq.Export:output_type -> rdq.v1.TaskResponse
-	38, // 88: rdq.v1.Dlq.Import:output_type -> rdq.v1.ImportResponse
-	40, // 89: rdq.v1.Dlq.Purge:output_type -> rdq.v1.PurgeResponse
-	35, // 90: rdq.v1.Dlq.Reasons:output_type -> rdq.v1.DlqReasonsResponse
-	43, // 91: rdq.v1.Workers.Claim:output_type -> rdq.v1.ClaimResponse
-	3,  // 92: rdq.v1.Workers.Settle:output_type -> rdq.v1.TaskResponse
-	48, // 93: rdq.v1.Workers.SettleBatch:output_type -> rdq.v1.SettleBatchResponse
-	3,  // 94: rdq.v1.Workers.ExtendLease:output_type -> rdq.v1.TaskResponse
-	55, // 95: rdq.v1.Workers.Work:output_type -> rdq.v1.WorkResponse
-	59, // 96: rdq.v1.Schedules.Put:output_type -> rdq.v1.PutScheduleResponse
-	70, // 97: rdq.v1.Schedules.Get:output_type -> rdq.v1.ScheduleResponse
-	62, // 98: rdq.v1.Schedules.List:output_type -> rdq.v1.ListSchedulesResponse
-	64, // 99: rdq.v1.Schedules.Delete:output_type -> rdq.v1.DeleteScheduleResponse
-	70, // 100: rdq.v1.Schedules.Pause:output_type -> rdq.v1.ScheduleResponse
-	70, // 101: rdq.v1.Schedules.Resume:output_type -> rdq.v1.ScheduleResponse
-	3,  // 102: rdq.v1.Schedules.Run:output_type -> rdq.v1.TaskResponse
-	69, // 103: rdq.v1.Schedules.Next:output_type -> rdq.v1.NextDueResponse
-	72, // [72:104] is the sub-list for method output_type
-	40, // [40:72] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	77, // 0: rdq.v1.TaskResponse.envelope:type_name -> rdq.v1.Envelope
+	72, // 1: rdq.v1.SubmitRequest.headers:type_name -> rdq.v1.SubmitRequest.HeadersEntry
+	5,  // 2: rdq.v1.SubmitRequest.unique:type_name -> rdq.v1.UniqueOptions
+	77, // 3: rdq.v1.SubmitResponse.envelope:type_name -> rdq.v1.Envelope
+	4,  // 4: rdq.v1.SubmitBatchRequest.tasks:type_name -> rdq.v1.SubmitRequest
+	77, // 5: rdq.v1.SubmitItemResult.envelope:type_name -> rdq.v1.Envelope
+	2,  // 6: rdq.v1.SubmitItemResult.problem:type_name -> rdq.v1.Problem
+	8,  // 7: rdq.v1.SubmitBatchResponse.results:type_name -> rdq.v1.SubmitItemResult
+	14, // 8: rdq.v1.ListQueuesResponse.queues:type_name -> rdq.v1.QueueRow
+	73, // 9: rdq.v1.CapabilitiesResponse.capabilities:type_name -> rdq.v1.CapabilitiesResponse.CapabilitiesEntry
+	23, // 10: rdq.v1.FlowResponse.keys:type_name -> rdq.v1.FlowKeyStatus
+	77, // 11: rdq.v1.DlqListResponse.items:type_name -> rdq.v1.Envelope
+	74, // 12: rdq.v1.CancelTasksRequest.headers:type_name -> rdq.v1.CancelTasksRequest.HeadersEntry
+	78, // 13: rdq.v1.ListTasksRequest.status:type_name -> rdq.v1.Status
+	75, // 14: rdq.v1.ListTasksRequest.headers:type_name -> rdq.v1.ListTasksRequest.HeadersEntry
+	77, // 15: rdq.v1.ListTasksResponse.items:type_name -> rdq.v1.Envelope
+	37, // 16: rdq.v1.DlqReasonsResponse.reasons:type_name -> rdq.v1.ReasonCount
+	77, // 17: rdq.v1.ImportRequest.envelope:type_name -> rdq.v1.Envelope
+	77, // 18: rdq.v1.LeasedTask.envelope:type_name -> rdq.v1.Envelope
+	43, // 19: rdq.v1.ClaimResponse.tasks:type_name -> rdq.v1.LeasedTask
+	0,  // 20: rdq.v1.SettleRequest.outcome:type_name -> rdq.v1.ReportedOutcome
+	45, // 21: rdq.v1.SettleRequest.error:type_name -> rdq.v1.ReportedError
+	1,  // 22: rdq.v1.SettleRequest.throttle:type_name -> rdq.v1.DeferThrottle
+	46, // 23: rdq.v1.SettleBatchRequest.settles:type_name -> rdq.v1.SettleRequest
+	77, // 24: rdq.v1.SettleItemResult.envelope:type_name -> rdq.v1.Envelope
+	2,  // 25: rdq.v1.SettleItemResult.problem:type_name -> rdq.v1.Problem
+	48, // 26: rdq.v1.SettleBatchResponse.results:type_name -> rdq.v1.SettleItemResult
+	52, // 27: rdq.v1.WorkRequest.hello:type_name -> rdq.v1.WorkHello
+	53, // 28: rdq.v1.WorkRequest.credit:type_name -> rdq.v1.WorkCredit
+	54, // 29: rdq.v1.WorkRequest.settle:type_name -> rdq.v1.WorkSettle
+	55, // 30: rdq.v1.WorkRequest.extend:type_name -> rdq.v1.WorkExtend
+	46, // 31: rdq.v1.WorkSettle.settles:type_name -> rdq.v1.SettleRequest
+	50, // 32: rdq.v1.WorkExtend.extend:type_name -> rdq.v1.ExtendLeaseRequest
+	43, // 33: rdq.v1.WorkResponse.task:type_name -> rdq.v1.LeasedTask
+	58, // 34: rdq.v1.WorkResponse.ack:type_name -> rdq.v1.WorkAck
+	57, // 35: rdq.v1.WorkResponse.cancel:type_name -> rdq.v1.WorkCancel
+	79, // 36: rdq.v1.WorkCancel.request:type_name -> rdq.v1.CancelRequest
+	48, // 37: rdq.v1.WorkAck.results:type_name -> rdq.v1.SettleItemResult
+	71, // 38: rdq.v1.PutScheduleResponse.schedule:type_name -> rdq.v1.ScheduleResponse
+	71, // 39: rdq.v1.ListSchedulesResponse.schedules:type_name -> rdq.v1.ScheduleResponse
+	76, // 40: rdq.v1.ScheduleResponse.skips:type_name -> rdq.v1.ScheduleResponse.SkipsEntry
+	4,  // 41: rdq.v1.Tasks.Submit:input_type -> rdq.v1.SubmitRequest
+	7,  // 42: rdq.v1.Tasks.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
+	10, // 43: rdq.v1.Tasks.Get:input_type -> rdq.v1.GetTaskRequest
+	11, // 44: rdq.v1.Tasks.Delete:input_type -> rdq.v1.DeleteTaskRequest
+	31, // 45: rdq.v1.Tasks.Cancel:input_type -> rdq.v1.CancelTasksRequest
+	32, // 46: rdq.v1.Tasks.List:input_type -> rdq.v1.ListTasksRequest
+	13, // 47: rdq.v1.Queues.List:input_type -> rdq.v1.ListQueuesRequest
+	16, // 48: rdq.v1.Queues.GetConfig:input_type -> rdq.v1.GetConfigRequest
+	17, // 49: rdq.v1.Queues.PutConfig:input_type -> rdq.v1.PutConfigRequest
+	19, // 50: rdq.v1.Queues.Capabilities:input_type -> rdq.v1.CapabilitiesRequest
+	21, // 51: rdq.v1.Queues.GetFlow:input_type -> rdq.v1.GetFlowRequest
+	22, // 52: rdq.v1.Queues.Throttle:input_type -> rdq.v1.ThrottleRequest
+	25, // 53: rdq.v1.Dlq.List:input_type -> rdq.v1.DlqListRequest
+	27, // 54: rdq.v1.Dlq.Show:input_type -> rdq.v1.DlqShowRequest
+	28, // 55: rdq.v1.Dlq.Redrive:input_type -> rdq.v1.RedriveRequest
+	30, // 56: rdq.v1.Dlq.Export:input_type -> rdq.v1.ExportRequest
+	38, // 57: rdq.v1.Dlq.Import:input_type -> rdq.v1.ImportRequest
+	40, // 58: rdq.v1.Dlq.Purge:input_type -> rdq.v1.PurgeRequest
+	35, // 59: rdq.v1.Dlq.Reasons:input_type -> rdq.v1.DlqReasonsRequest
+	42, // 60: rdq.v1.Workers.Claim:input_type -> rdq.v1.ClaimRequest
+	46, // 61: rdq.v1.Workers.Settle:input_type -> rdq.v1.SettleRequest
+	47, // 62: rdq.v1.Workers.SettleBatch:input_type -> rdq.v1.SettleBatchRequest
+	50, // 63: rdq.v1.Workers.ExtendLease:input_type -> rdq.v1.ExtendLeaseRequest
+	51, // 64: rdq.v1.Workers.Work:input_type -> rdq.v1.WorkRequest
+	59, // 65: rdq.v1.Schedules.Put:input_type -> rdq.v1.PutScheduleRequest
+	61, // 66: rdq.v1.Schedules.Get:input_type -> rdq.v1.GetScheduleRequest
+	62, // 67: rdq.v1.Schedules.List:input_type -> rdq.v1.ListSchedulesRequest
+	64, // 68: rdq.v1.Schedules.Delete:input_type -> rdq.v1.DeleteScheduleRequest
+	66, // 69: rdq.v1.Schedules.Pause:input_type -> rdq.v1.PauseScheduleRequest
+	67, // 70: rdq.v1.Schedules.Resume:input_type -> rdq.v1.ResumeScheduleRequest
+	68, // 71: rdq.v1.Schedules.Run:input_type -> rdq.v1.RunScheduleRequest
+	69, // 72: rdq.v1.Schedules.Next:input_type -> rdq.v1.NextDueRequest
+	6,  // 73: rdq.v1.Tasks.Submit:output_type -> rdq.v1.SubmitResponse
+	9,  // 74: rdq.v1.Tasks.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
+	3,  // 75: rdq.v1.Tasks.Get:output_type -> rdq.v1.TaskResponse
+	12, // 76: rdq.v1.Tasks.Delete:output_type -> rdq.v1.DeleteTaskResponse
+	34, // 77: rdq.v1.Tasks.Cancel:output_type -> rdq.v1.CancelTasksResponse
+	33, // 78: rdq.v1.Tasks.List:output_type -> rdq.v1.ListTasksResponse
+	15, // 79: rdq.v1.Queues.List:output_type -> rdq.v1.ListQueuesResponse
+	18, // 80: rdq.v1.Queues.GetConfig:output_type -> rdq.v1.QueueConfigResponse
+	18, // 81: rdq.v1.Queues.PutConfig:output_type -> rdq.v1.QueueConfigResponse
+	20, // 82: rdq.v1.Queues.Capabilities:output_type -> rdq.v1.CapabilitiesResponse
+	24, // 83: rdq.v1.Queues.GetFlow:output_type -> rdq.v1.FlowResponse
+	24, // 84: rdq.v1.Queues.Throttle:output_type -> rdq.v1.FlowResponse
+	26, // 85: rdq.v1.Dlq.List:output_type -> rdq.v1.DlqListResponse
+	3,  // 86: rdq.v1.Dlq.Show:output_type -> rdq.v1.TaskResponse
+	29, // 87: rdq.v1.Dlq.Redrive:output_type -> rdq.v1.RedriveResponse
+	3,  // 88: rdq.v1.Dlq.Export:output_type -> rdq.v1.TaskResponse
+	39, // 89: rdq.v1.Dlq.Import:output_type -> rdq.v1.ImportResponse
+	41, // 90: rdq.v1.Dlq.Purge:output_type -> rdq.v1.PurgeResponse
+	36, // 91: rdq.v1.Dlq.Reasons:output_type -> rdq.v1.DlqReasonsResponse
+	44, // 92: rdq.v1.Workers.Claim:output_type -> rdq.v1.ClaimResponse
+	3,  // 93: rdq.v1.Workers.Settle:output_type -> rdq.v1.TaskResponse
+	49, // 94: rdq.v1.Workers.SettleBatch:output_type -> rdq.v1.SettleBatchResponse
+	3,  // 95: rdq.v1.Workers.ExtendLease:output_type -> rdq.v1.TaskResponse
+	56, // 96: rdq.v1.Workers.Work:output_type -> rdq.v1.WorkResponse
+	60, // 97: rdq.v1.Schedules.Put:output_type -> rdq.v1.PutScheduleResponse
+	71, // 98: rdq.v1.Schedules.Get:output_type -> rdq.v1.ScheduleResponse
+	63, // 99: rdq.v1.Schedules.List:output_type -> rdq.v1.ListSchedulesResponse
+	65, // 100: rdq.v1.Schedules.Delete:output_type -> rdq.v1.DeleteScheduleResponse
+	71, // 101: rdq.v1.Schedules.Pause:output_type -> rdq.v1.ScheduleResponse
+	71, // 102: rdq.v1.Schedules.Resume:output_type -> rdq.v1.ScheduleResponse
+	3,  // 103: rdq.v1.Schedules.Run:output_type -> rdq.v1.TaskResponse
+	70, // 104: rdq.v1.Schedules.Next:output_type -> rdq.v1.NextDueResponse
+	73, // [73:105] is the sub-list for method output_type
+	41, // [41:73] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_rdq_v1_api_proto_init() }
@@ -5171,44 +5292,45 @@ func file_rdq_v1_api_proto_init() {
 	}
 	file_rdq_v1_envelope_proto_init()
 	file_rdq_v1_api_proto_msgTypes[2].OneofWrappers = []any{}
-	file_rdq_v1_api_proto_msgTypes[11].OneofWrappers = []any{}
-	file_rdq_v1_api_proto_msgTypes[19].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[3].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[12].OneofWrappers = []any{}
 	file_rdq_v1_api_proto_msgTypes[20].OneofWrappers = []any{}
 	file_rdq_v1_api_proto_msgTypes[21].OneofWrappers = []any{}
 	file_rdq_v1_api_proto_msgTypes[22].OneofWrappers = []any{}
 	file_rdq_v1_api_proto_msgTypes[23].OneofWrappers = []any{}
-	file_rdq_v1_api_proto_msgTypes[25].OneofWrappers = []any{}
-	file_rdq_v1_api_proto_msgTypes[27].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[24].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[26].OneofWrappers = []any{}
 	file_rdq_v1_api_proto_msgTypes[28].OneofWrappers = []any{}
 	file_rdq_v1_api_proto_msgTypes[29].OneofWrappers = []any{}
 	file_rdq_v1_api_proto_msgTypes[30].OneofWrappers = []any{}
-	file_rdq_v1_api_proto_msgTypes[35].OneofWrappers = []any{
+	file_rdq_v1_api_proto_msgTypes[31].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[36].OneofWrappers = []any{
 		(*ImportRequest_Envelope)(nil),
 		(*ImportRequest_EnvelopeJson)(nil),
 	}
-	file_rdq_v1_api_proto_msgTypes[39].OneofWrappers = []any{}
-	file_rdq_v1_api_proto_msgTypes[42].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[40].OneofWrappers = []any{}
 	file_rdq_v1_api_proto_msgTypes[43].OneofWrappers = []any{}
-	file_rdq_v1_api_proto_msgTypes[48].OneofWrappers = []any{
+	file_rdq_v1_api_proto_msgTypes[44].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[49].OneofWrappers = []any{
 		(*WorkRequest_Hello)(nil),
 		(*WorkRequest_Credit)(nil),
 		(*WorkRequest_Settle)(nil),
 		(*WorkRequest_Extend)(nil),
 	}
-	file_rdq_v1_api_proto_msgTypes[49].OneofWrappers = []any{}
-	file_rdq_v1_api_proto_msgTypes[53].OneofWrappers = []any{
+	file_rdq_v1_api_proto_msgTypes[50].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[54].OneofWrappers = []any{
 		(*WorkResponse_Task)(nil),
 		(*WorkResponse_Ack)(nil),
 		(*WorkResponse_Cancel)(nil),
 	}
-	file_rdq_v1_api_proto_msgTypes[68].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[69].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rdq_v1_api_proto_rawDesc), len(file_rdq_v1_api_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   74,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   5,
 		},
