@@ -874,7 +874,10 @@ async fn unique_submits_from_the_cli() {
         assert_eq!(replaced["id"], derived["id"], "replace answers the holder");
 
         for (extra, code) in [
-            (&["--unique-key-from", "/nope"][..], "INVALID_ARGUMENT: unique.key_from"),
+            (
+                &["--unique-key-from", "/nope"][..],
+                "INVALID_ARGUMENT: unique.key_from",
+            ),
             (
                 &["--unique-key", "k", "--unique-hold", "for"][..],
                 "INVALID_ARGUMENT: unique.hold_ms",

@@ -23,6 +23,7 @@ macro_rules! sdk_suite {
                 a_handler_deferral_spends_no_attempt_and_returns_at_top_priority,
                 a_producer_deferral_runs_ahead_of_the_backlog,
                 enqueue_many_and_idempotency_keys,
+                a_unique_key_has_one_holder_at_a_time,
                 bad_submits_are_refused_with_their_codes,
                 a_panicking_handler_is_a_retryable_failure,
                 handler_version_mismatch_follows_the_queue_policy,

@@ -738,6 +738,48 @@ pub async fn enqueue_many_and_idempotency_keys(h: Harness) {
     assert_eq!(h.tasks(WORK).await.len(), 52);
 }
 
+pub async fn a_unique_key_has_one_holder_at_a_time(h: Harness) {
+    let producer = h.producer();
+    let unique = EnqueueOptions::now().unique(rdq::UniqueRequest {
+        key_from: vec!["/n".into()],
+        hold: rdq::Hold::UntilFinished,
+        ..rdq::UniqueRequest::default()
+    });
+    let first = producer
+        .enqueue_with(&Step { n: 7 }, unique.clone())
+        .await
+        .unwrap();
+    let held = producer
+        .enqueue_with(&Step { n: 7 }, unique.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(held.code(), "UNIQUE_HELD");
+    assert!(
+        matches!(&held, Error::Engine(rdq_engine::EngineError::UniqueHeld { holder, .. }) if *holder == first.id),
+        "{held:?}"
+    );
+    // Another value of the field is another key.
+    producer
+        .enqueue_with(&Step { n: 8 }, unique.clone())
+        .await
+        .unwrap();
+    // Replace: the waiting holder takes the new payload.
+    let replaced = producer
+        .enqueue_with(
+            &Step { n: 7 },
+            EnqueueOptions::now().unique(rdq::UniqueRequest {
+                key_from: vec!["/n".into()],
+                on_conflict: rdq::OnConflict::Replace,
+                ..rdq::UniqueRequest::default()
+            }),
+        )
+        .await
+        .unwrap();
+    assert!(replaced.existing);
+    assert_eq!(replaced.id, first.id);
+    assert_eq!(h.tasks(WORK).await.len(), 2);
+}
+
 pub async fn bad_submits_are_refused_with_their_codes(h: Harness) {
     let producer = h.producer();
     let reserved = producer
