@@ -129,6 +129,11 @@ pub struct BenchArgs {
     /// Pending tasks behind the measured claims, for `backlog`.
     #[arg(long, default_value_t = 1_000_000)]
     backlog: u64,
+    /// For `drain` and `retry`: every submit carries a unique
+    /// key of its own (hold `until_finished`, docs/uniqueness.md), to
+    /// measure what uniqueness costs a submit against the same run without.
+    #[arg(long)]
+    unique: bool,
     /// Print one JSON object instead of a summary.
     #[arg(long)]
     json: bool,
@@ -249,16 +254,28 @@ async fn submit_all(
     let start = Instant::now();
     let mut producers = Vec::new();
     for _ in 0..SUBMITS_IN_FLIGHT {
-        let (engine, queue, next, bar, jobs) = (
+        let (engine, queue, next, bar, jobs, unique) = (
             engine.clone(),
             queue.to_owned(),
             Arc::clone(&next),
             bar.clone(),
             args.jobs,
+            args.unique,
         );
         producers.push(tokio::spawn(async move {
-            while next.fetch_add(1, Ordering::Relaxed) < jobs {
-                engine.submit(request(&queue, epoch)).await?;
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= jobs {
+                    break;
+                }
+                let mut request = request(&queue, epoch);
+                if unique {
+                    request.unique = Some(rdq_engine::unique::UniqueRequest {
+                        key: Some(format!("bench-{n}")),
+                        ..rdq_engine::unique::UniqueRequest::default()
+                    });
+                }
+                engine.submit(request).await?;
                 bar.inc(1);
             }
             Ok::<(), rdq_engine::EngineError>(())
