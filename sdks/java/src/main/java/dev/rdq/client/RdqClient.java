@@ -1,11 +1,14 @@
 package dev.rdq.client;
 
 import dev.rdq.RdqException;
+import dev.rdq.UniqueHeldException;
 import dev.rdq.envelope.Envelope;
 import dev.rdq.envelope.EnvelopeCodec;
 import dev.rdq.envelope.EnvelopeException;
 import dev.rdq.envelope.Names;
 import dev.rdq.envelope.Timestamps;
+import dev.rdq.internal.GrpcChannels;
+import dev.rdq.internal.ProtoEnvelopes;
 import dev.rdq.json.Json;
 import dev.rdq.json.JsonArray;
 import dev.rdq.json.JsonNull;
@@ -41,12 +44,16 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
 import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
+import rdq.v1.Api;
+import rdq.v1.TasksGrpc;
 
 /**
  * A client of {@code rdq serve}'s HTTP API ({@code docs/http-api.md}):
  * submit, read tasks, the pull-worker calls, queues and their flow
- * control, the DLQ, and periodic schedules.
+ * control, the DLQ, and periodic schedules. Submits can go over gRPC
+ * instead ({@link Builder#submitProtocol}).
  *
  * <p>Thread-safe and meant to be shared: requests go through a {@link
  * Transport}, by default the JDK's {@code HttpClient} ({@link
@@ -68,6 +75,11 @@ public final class RdqClient implements AutoCloseable {
     private final Duration connectTimeout;
     private final Executor asyncExecutor;
     private final Supplier<String> traceParent;
+    private final SubmitProtocol submitProtocol;
+    /** The gRPC channel of {@link SubmitProtocol#GRPC} submits, opened on the first; null until then. */
+    private io.grpc.ManagedChannel grpc;
+    private final io.grpc.ClientInterceptor grpcAuth;
+    private boolean closed;
 
     private RdqClient(Builder b) {
         String s = b.baseUrl.toString();
@@ -82,6 +94,8 @@ public final class RdqClient implements AutoCloseable {
         this.connectTimeout = b.connectTimeout;
         this.asyncExecutor = b.executor != null ? b.executor : DefaultExecutor.INSTANCE;
         this.traceParent = b.traceParent;
+        this.submitProtocol = b.submitProtocol;
+        this.grpcAuth = GrpcChannels.authorization(b.token);
     }
 
     /** Virtual threads when the JDK has them (21+), else a cached pool of daemon threads. */
@@ -132,9 +146,34 @@ public final class RdqClient implements AutoCloseable {
         return connectTimeout;
     }
 
-    /** Closes the transport the client built itself; a transport passed to the builder stays open. */
+    /** How this client submits ({@link Builder#submitProtocol}; default {@link SubmitProtocol#HTTP}). */
+    public SubmitProtocol submitProtocol() {
+        return submitProtocol;
+    }
+
+    /**
+     * Closes the transport the client built itself (a transport passed to
+     * the builder stays open) and the gRPC channel of its submits.
+     */
     @Override
     public void close() {
+        io.grpc.ManagedChannel channel;
+        synchronized (this) {
+            closed = true;
+            channel = grpc;
+            grpc = null;
+        }
+        if (channel != null) {
+            channel.shutdown();
+            try {
+                if (!channel.awaitTermination(5, TimeUnit.SECONDS)) {
+                    channel.shutdownNow();
+                }
+            } catch (InterruptedException e) {
+                channel.shutdownNow();
+                Thread.currentThread().interrupt();
+            }
+        }
         if (ownsTransport) {
             http.close();
         }
@@ -145,13 +184,111 @@ public final class RdqClient implements AutoCloseable {
 
     /**
      * Submits one task; answers the new envelope (or the original one, for a
-     * repeated idempotency key). The current trace context (the builder's
-     * {@link Builder#traceParent(Supplier)}, else {@link
+     * repeated idempotency key; or a unique key's holder that took this
+     * submit's payload, with {@link UniqueConflict#REPLACE} or {@link
+     * UniqueConflict#DEBOUNCE}). A unique key another task holds is refused
+     * with {@link UniqueHeldException}. The current trace context (the
+     * builder's {@link Builder#traceParent(Supplier)}, else {@link
      * TraceContext#current()}) is sent as the {@code traceparent} request
-     * header unless the request sets its own {@code traceparent} header.
+     * header (gRPC: metadata) unless the request sets its own {@code
+     * traceparent} header.
      */
     public Envelope submit(SubmitRequest request) {
+        if (submitProtocol == SubmitProtocol.GRPC) {
+            TasksGrpc.TasksBlockingStub stub = tasks(traceParentFor(request));
+            Api.SubmitResponse resp;
+            try {
+                resp = stub.submit(request.toProto());
+            } catch (RuntimeException e) {
+                throw grpcError(e);
+            }
+            return protoEnvelope(resp.getEnvelope());
+        }
         return envelopeOf(send(post("/v1/tasks", request.toJson(), traceParentFor(request))));
+    }
+
+    /**
+     * Submits many tasks in one request ({@code POST /v1/tasks/batch}, gRPC
+     * {@code Tasks/SubmitBatch}; at most 1000, stored in one store call
+     * where the store can) and answers one {@link SubmitResult} per request,
+     * in order. Items are independent and decided in order: an item refused
+     * (its {@link SubmitResult#error()}: a {@link UniqueHeldException} when
+     * an earlier item or task holds its unique key) leaves the others
+     * stored. A failure of the whole call (unreachable, unauthorised, too
+     * many items) is thrown. The trace context is read once, on the calling
+     * thread, for every item without a {@code traceparent} header of its own.
+     */
+    public List<SubmitResult> submitBatch(List<SubmitRequest> requests) {
+        String traceparent = traceParentFor(null);
+        if (submitProtocol == SubmitProtocol.GRPC) {
+            Api.SubmitBatchRequest.Builder b = Api.SubmitBatchRequest.newBuilder();
+            for (SubmitRequest r : requests) {
+                Api.SubmitRequest item = r.toProto();
+                // SubmitBatch reads no traceparent metadata: each item carries it, as HTTP's batch applies the header.
+                if (traceparent != null && !r.headers().containsKey(TraceContext.HEADER)) {
+                    item = item.toBuilder().putHeaders(TraceContext.HEADER, traceparent).build();
+                }
+                b.addTasks(item);
+            }
+            TasksGrpc.TasksBlockingStub stub = tasks(null);
+            Api.SubmitBatchResponse resp;
+            try {
+                resp = stub.submitBatch(b.build());
+            } catch (RuntimeException e) {
+                throw grpcError(e);
+            }
+            List<SubmitResult> out = new ArrayList<>(resp.getResultsCount());
+            for (Api.SubmitItemResult r : resp.getResultsList()) {
+                if (r.hasProblem()) {
+                    RdqException err = GrpcChannels.problem(r.getProblem(), null);
+                    out.add(new SubmitResult(err.httpStatus(), null, err));
+                } else {
+                    out.add(new SubmitResult(r.getCreated() ? 201 : 200, protoEnvelope(r.getEnvelope()), null));
+                }
+            }
+            return resultsFor(requests, out);
+        }
+        List<byte[]> bodies = new ArrayList<>(requests.size());
+        int size = 16;
+        for (SubmitRequest r : requests) {
+            byte[] json = r.toJson();
+            bodies.add(json);
+            size += json.length + 1;
+        }
+        JsonWriter w = new JsonWriter(size).startObject();
+        w.key("tasks").startArray();
+        for (byte[] json : bodies) {
+            w.rawValue(json);
+        }
+        w.endArray().endObject();
+        JsonObject body = object(send(post("/v1/tasks/batch", w.toByteArray(), traceparent)));
+        List<SubmitResult> out = new ArrayList<>(requests.size());
+        for (JsonValue v : array(body, "results").items()) {
+            if (!(v instanceof JsonObject r)) {
+                throw unexpected("expected an object in \"results\"");
+            }
+            int status = r.integer("status").orElse(0L).intValue();
+            Optional<JsonValue> env = r.get("envelope");
+            if (status >= 200 && status < 300 && env.isPresent()) {
+                out.add(new SubmitResult(status, envelopeOf(env.get()), null));
+                continue;
+            }
+            String code = r.string("code").orElseThrow(() -> unexpected("a refused batch item without a code"));
+            String detail = r.string("detail").orElse("");
+            RdqException err = UniqueHeldException.CODE.equals(code) && r.string("holder").isPresent()
+                    ? new UniqueHeldException(r.string("holder").get(), null, detail, status, null)
+                    : new RdqException(code, r.string("field").orElse(null), detail, status, null);
+            out.add(new SubmitResult(status, null, err));
+        }
+        return resultsFor(requests, out);
+    }
+
+    /** The results, one per request: else the server answered something else. */
+    private static List<SubmitResult> resultsFor(List<SubmitRequest> requests, List<SubmitResult> results) {
+        if (results.size() != requests.size()) {
+            throw unexpected(results.size() + " results for " + requests.size() + " submits");
+        }
+        return List.copyOf(results);
     }
 
     /**
@@ -161,6 +298,9 @@ public final class RdqClient implements AutoCloseable {
      * executor). The trace context is read on the calling thread.
      */
     public CompletableFuture<Envelope> submitAsync(SubmitRequest request) {
+        if (submitProtocol == SubmitProtocol.GRPC) {
+            return submitAsyncGrpc(request);
+        }
         Transport.Request call = post("/v1/tasks", request.toJson(), traceParentFor(request));
         CompletableFuture<Transport.Response> sent;
         try {
@@ -191,6 +331,80 @@ public final class RdqClient implements AutoCloseable {
         });
     }
 
+    private CompletableFuture<Envelope> submitAsyncGrpc(SubmitRequest request) {
+        CompletableFuture<Envelope> out = new CompletableFuture<>();
+        TasksGrpc.TasksStub stub;
+        try {
+            stub = TasksGrpc.newStub(channel()).withInterceptors(interceptors(traceParentFor(request)))
+                    .withDeadlineAfter(requestTimeout.toMillis(), TimeUnit.MILLISECONDS);
+        } catch (RuntimeException e) {
+            // A closed client, a base URL gRPC cannot reach: as thrown.
+            return CompletableFuture.failedFuture(e);
+        }
+        try {
+            stub.submit(request.toProto(), new io.grpc.stub.StreamObserver<Api.SubmitResponse>() {
+                @Override
+                public void onNext(Api.SubmitResponse resp) {
+                    try {
+                        out.complete(protoEnvelope(resp.getEnvelope()));
+                    } catch (RuntimeException e) {
+                        out.completeExceptionally(e);
+                    }
+                }
+
+                @Override
+                public void onError(Throwable t) {
+                    out.completeExceptionally(grpcError(t));
+                }
+
+                @Override
+                public void onCompleted() {
+                    if (!out.isDone()) {
+                        out.completeExceptionally(unexpected("a Submit call answered nothing"));
+                    }
+                }
+            });
+        } catch (RuntimeException e) {
+            out.completeExceptionally(grpcError(e));
+        }
+        return out;
+    }
+
+    /** A blocking {@code Tasks} stub on the submit channel, with the token, the traceparent and the request timeout. */
+    private TasksGrpc.TasksBlockingStub tasks(String traceparent) {
+        return TasksGrpc.newBlockingStub(channel()).withInterceptors(interceptors(traceparent))
+                .withDeadlineAfter(requestTimeout.toMillis(), TimeUnit.MILLISECONDS);
+    }
+
+    private io.grpc.ClientInterceptor[] interceptors(String traceparent) {
+        if (traceparent == null) {
+            return new io.grpc.ClientInterceptor[] {grpcAuth};
+        }
+        io.grpc.Metadata md = new io.grpc.Metadata();
+        md.put(io.grpc.Metadata.Key.of(TraceContext.HEADER, io.grpc.Metadata.ASCII_STRING_MARSHALLER), traceparent);
+        return new io.grpc.ClientInterceptor[] {grpcAuth, io.grpc.stub.MetadataUtils.newAttachHeadersInterceptor(md)};
+    }
+
+    /** The gRPC channel of the submits, opened on first use. */
+    private synchronized io.grpc.ManagedChannel channel() {
+        if (closed) {
+            throw new IllegalStateException("the client is closed");
+        }
+        if (grpc == null) {
+            grpc = GrpcChannels.open(base, sslContext, connectTimeout, "a gRPC submit");
+        }
+        return grpc;
+    }
+
+    private static RdqException grpcError(Throwable t) {
+        return t instanceof RdqException r ? r : GrpcChannels.error(t);
+    }
+
+    /** A gRPC answer's envelope ({@code UNEXPECTED_RESPONSE} when it is not a valid one). */
+    private static Envelope protoEnvelope(rdq.v1.EnvelopeOuterClass.Envelope e) {
+        return ProtoEnvelopes.toEnvelope(e);
+    }
+
     /**
      * The traceparent to send with {@code request}: none when the request
      * has its own {@code traceparent} header (it wins, as on the server);
@@ -200,7 +414,7 @@ public final class RdqClient implements AutoCloseable {
      * propagation never fails a submit and never sends a malformed value.
      */
     private String traceParentFor(SubmitRequest request) {
-        if (request.headers().containsKey(TraceContext.HEADER)) {
+        if (request != null && request.headers().containsKey(TraceContext.HEADER)) {
             return null;
         }
         if (traceParent != null) {
@@ -222,8 +436,8 @@ public final class RdqClient implements AutoCloseable {
     }
 
     /**
-     * Submits many tasks as single submits (not the server's {@code POST
-     * /v1/tasks/batch}), at most {@code maxInFlight} at once, and answers the
+     * Submits many tasks as single submits (see {@link #submitBatch} for one
+     * request), at most {@code maxInFlight} at once, and answers the
      * envelopes in the order of {@code requests}. The first failure is thrown
      * once every submit has finished; tasks submitted before it stay submitted
      * (use idempotency keys to make a retry of the whole batch safe). The
@@ -817,12 +1031,20 @@ public final class RdqClient implements AutoCloseable {
         throw problem(status, resp.body());
     }
 
-    /** The server's problem document as an exception with its stable code. */
+    /**
+     * The server's problem document as an exception with its stable code
+     * ({@link UniqueHeldException} for {@code UNIQUE_HELD} with its holder).
+     */
     private static RdqException problem(int status, byte[] body) {
         try {
             if (Json.parse(body) instanceof JsonObject p && p.string("code").isPresent()) {
-                return new RdqException(p.string("code").get(), p.string("field").orElse(null),
-                        p.string("detail").orElse(p.string("title").orElse("")), status, null);
+                String code = p.string("code").get();
+                String detail = p.string("detail").orElse(p.string("title").orElse(""));
+                if (UniqueHeldException.CODE.equals(code) && p.string("holder").isPresent()) {
+                    return new UniqueHeldException(p.string("holder").get(), p.string("hold").orElse(null), detail,
+                            status, null);
+                }
+                return new RdqException(code, p.string("field").orElse(null), detail, status, null);
             }
         } catch (JsonSyntaxException e) {
             // Not a problem document: reported below.
@@ -869,6 +1091,15 @@ public final class RdqClient implements AutoCloseable {
     private static Envelope envelopeOf(byte[] body) {
         try {
             return EnvelopeCodec.decode(body);
+        } catch (EnvelopeException e) {
+            throw new RdqException(RdqException.UNEXPECTED_RESPONSE, e.field().orElse(null),
+                    "the server answered an envelope this SDK refuses: " + e.getMessage(), 0, e);
+        }
+    }
+
+    private static Envelope envelopeOf(JsonValue json) {
+        try {
+            return EnvelopeCodec.fromJson(json);
         } catch (EnvelopeException e) {
             throw new RdqException(RdqException.UNEXPECTED_RESPONSE, e.field().orElse(null),
                     "the server answered an envelope this SDK refuses: " + e.getMessage(), 0, e);
@@ -962,6 +1193,7 @@ public final class RdqClient implements AutoCloseable {
         private javax.net.ssl.SSLContext sslContext;
         private Executor executor;
         private Supplier<String> traceParent;
+        private SubmitProtocol submitProtocol = SubmitProtocol.HTTP;
 
         private Builder(URI baseUrl) {
             this.baseUrl = Objects.requireNonNull(baseUrl, "baseUrl");
@@ -1027,6 +1259,18 @@ public final class RdqClient implements AutoCloseable {
          */
         public Builder traceParent(Supplier<String> supplier) {
             this.traceParent = Objects.requireNonNull(supplier, "supplier");
+            return this;
+        }
+
+        /**
+         * How the client submits (default {@link SubmitProtocol#HTTP}):
+         * {@link SubmitProtocol#GRPC} sends {@code submit}, {@code
+         * submitAsync}, {@code submitAll} and {@code submitBatch} as gRPC
+         * {@code Tasks/Submit} and {@code Tasks/SubmitBatch} calls on the
+         * same address; every other call stays HTTP.
+         */
+        public Builder submitProtocol(SubmitProtocol protocol) {
+            this.submitProtocol = Objects.requireNonNull(protocol, "protocol");
             return this;
         }
 

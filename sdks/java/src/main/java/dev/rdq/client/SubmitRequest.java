@@ -1,5 +1,6 @@
 package dev.rdq.client;
 
+import dev.rdq.RdqException;
 import dev.rdq.envelope.ErrorCode;
 import dev.rdq.envelope.EnvelopeException;
 import dev.rdq.envelope.Names;
@@ -8,8 +9,11 @@ import dev.rdq.json.JsonSyntaxException;
 import dev.rdq.json.JsonWriter;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Base64;
 import java.util.Collections;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
@@ -39,6 +43,7 @@ public final class SubmitRequest {
     private final int priority;
     private final String idempotencyKey;
     private final String flowKey;
+    private final Unique unique;
 
     private SubmitRequest(Builder b) {
         this.queue = b.queue;
@@ -52,6 +57,9 @@ public final class SubmitRequest {
         this.priority = b.priority;
         this.idempotencyKey = b.idempotencyKey;
         this.flowKey = b.flowKey;
+        this.unique = b.uniqueRequested
+                ? new Unique(b.uniqueKey, b.uniqueKeyFrom, b.uniqueScope, b.uniqueHold, b.uniqueHoldMs, b.uniqueOnConflict)
+                : null;
     }
 
     /** A builder for a task of {@code handlerRef} on {@code queue}. */
@@ -111,6 +119,37 @@ public final class SubmitRequest {
         return Optional.ofNullable(flowKey);
     }
 
+    /** The submit's uniqueness ({@code docs/uniqueness.md}); empty for a submit without a unique key. */
+    public Optional<Unique> unique() {
+        return Optional.ofNullable(unique);
+    }
+
+    /** gRPC's {@code rdq.v1.SubmitRequest} of this submit (the payload's bytes and content type as stored over HTTP). */
+    rdq.v1.Api.SubmitRequest toProto() {
+        rdq.v1.Api.SubmitRequest.Builder b = rdq.v1.Api.SubmitRequest.newBuilder()
+                .setQueue(queue)
+                .setHandlerRef(handlerRef)
+                .setPayload(com.google.protobuf.ByteString.copyFrom(payloadJson != null ? payloadJson
+                        : payload == null ? new byte[0] : payload))
+                .setPayloadContentType(payloadContentType())
+                .putAllHeaders(headers)
+                .setDelayMs(delayMs)
+                .setPriority(priority);
+        if (handlerVersion != null) {
+            b.setHandlerVersion(handlerVersion);
+        }
+        if (idempotencyKey != null) {
+            b.setIdempotencyKey(idempotencyKey);
+        }
+        if (flowKey != null) {
+            b.setFlowKey(flowKey);
+        }
+        if (unique != null) {
+            b.setUnique(unique.toProto());
+        }
+        return b.build();
+    }
+
     /** The request body. */
     byte[] toJson() {
         int size = 128 + (payload == null ? 0 : payload.length * 4 / 3 + 4) + (payloadJson == null ? 0 : payloadJson.length);
@@ -149,6 +188,10 @@ public final class SubmitRequest {
         if (flowKey != null) {
             w.key("flow_key").string(flowKey);
         }
+        if (unique != null) {
+            w.key("unique");
+            unique.write(w);
+        }
         w.endObject();
         return w.toByteArray();
     }
@@ -166,6 +209,13 @@ public final class SubmitRequest {
         private int priority;
         private String idempotencyKey;
         private String flowKey;
+        private boolean uniqueRequested;
+        private String uniqueKey;
+        private List<String> uniqueKeyFrom = List.of();
+        private UniqueScope uniqueScope;
+        private UniqueHold uniqueHold;
+        private Long uniqueHoldMs;
+        private UniqueConflict uniqueOnConflict;
 
         private Builder(String queue, String handlerRef) {
             this.queue = Objects.requireNonNull(queue, "queue");
@@ -264,13 +314,109 @@ public final class SubmitRequest {
             return this;
         }
 
-        /** The request, checked: queue and handler names, reserved headers, the flow key. */
+        /**
+         * The task's unique key ({@code docs/uniqueness.md}): while the task
+         * holds it (its {@link #uniqueHold hold}), another submit of the key
+         * conflicts and, by default, fails with {@link dev.rdq.UniqueHeldException}
+         * naming this task. 1 to 512 bytes without control characters
+         * (checked by the server). Not with {@link #uniqueKeyFrom}.
+         */
+        public Builder uniqueKey(String key) {
+            this.uniqueKey = Objects.requireNonNull(key, "key");
+            this.uniqueRequested = true;
+            return this;
+        }
+
+        /**
+         * The task's unique key, derived by the server from the values at
+         * these JSON pointers ({@code /customer_id}, {@code /order/lines/0/sku};
+         * at most 16) of the JSON payload, so that every client and language
+         * derives the same key: member order and whitespace do not matter.
+         * Not with {@link #uniqueKey}.
+         */
+        public Builder uniqueKeyFrom(String... pointers) {
+            return uniqueKeyFrom(Arrays.asList(pointers));
+        }
+
+        /** {@link #uniqueKeyFrom(String...)} from a list. */
+        public Builder uniqueKeyFrom(List<String> pointers) {
+            List<String> copy = new ArrayList<>(pointers.size());
+            for (String p : pointers) {
+                copy.add(Objects.requireNonNull(p, "pointer"));
+            }
+            this.uniqueKeyFrom = List.copyOf(copy);
+            this.uniqueRequested = true;
+            return this;
+        }
+
+        /** Where the unique key is unique: the queue (the default) or the queue and handler. */
+        public Builder uniqueScope(UniqueScope scope) {
+            this.uniqueScope = Objects.requireNonNull(scope, "scope");
+            this.uniqueRequested = true;
+            return this;
+        }
+
+        /**
+         * How long the task holds its unique key (default {@link
+         * UniqueHold#UNTIL_FINISHED}); {@link UniqueHold#FOR} takes its
+         * duration from {@link #uniqueHoldFor}.
+         */
+        public Builder uniqueHold(UniqueHold hold) {
+            this.uniqueHold = Objects.requireNonNull(hold, "hold");
+            if (hold != UniqueHold.FOR) {
+                this.uniqueHoldMs = null;
+            }
+            this.uniqueRequested = true;
+            return this;
+        }
+
+        /**
+         * The task holds its unique key for {@code duration} after its
+         * submit, whatever its state ({@link UniqueHold#FOR}; 1 ms to ten
+         * years, in milliseconds).
+         */
+        public Builder uniqueHoldFor(Duration duration) {
+            if (duration.isNegative()) {
+                throw new EnvelopeException(ErrorCode.INVALID_FIELD, "unique.hold_ms", "must not be negative");
+            }
+            this.uniqueHold = UniqueHold.FOR;
+            this.uniqueHoldMs = duration.toMillis();
+            this.uniqueRequested = true;
+            return this;
+        }
+
+        /** What a submit of the key does while another task holds it (default {@link UniqueConflict#RETURN}). */
+        public Builder uniqueOnConflict(UniqueConflict onConflict) {
+            this.uniqueOnConflict = Objects.requireNonNull(onConflict, "onConflict");
+            this.uniqueRequested = true;
+            return this;
+        }
+
+        /**
+         * The request, checked: queue and handler names, reserved headers,
+         * the flow key, and that a unique submit has exactly one of a key
+         * and key pointers ({@code INVALID_ARGUMENT} naming {@code
+         * unique.key}, as the server does) and a duration with {@link
+         * UniqueHold#FOR}. The rest of the unique options is the server's to
+         * check.
+         */
         public SubmitRequest build() {
             Names.validateQueueName(queue);
             Names.validateHandlerRef(handlerRef);
             Names.validateUserHeaders(headers);
             if (flowKey != null) {
                 Names.validateFlowKey(flowKey);
+            }
+            if (uniqueRequested) {
+                if (uniqueKey != null && !uniqueKeyFrom.isEmpty()) {
+                    throw new RdqException("INVALID_ARGUMENT", "unique.key", "give a key or key_from, not both");
+                }
+                if (uniqueKey == null && uniqueKeyFrom.isEmpty()) {
+                    throw new RdqException("INVALID_ARGUMENT", "unique.key", "a unique submit needs a key or key_from");
+                }
+                if (uniqueHold == UniqueHold.FOR && uniqueHoldMs == null) {
+                    throw new EnvelopeException(ErrorCode.INVALID_FIELD, "unique.hold_ms", "a hold `for` needs hold_ms");
+                }
             }
             return new SubmitRequest(this);
         }

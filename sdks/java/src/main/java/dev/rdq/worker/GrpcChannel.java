@@ -2,23 +2,13 @@ package dev.rdq.worker;
 
 import dev.rdq.RdqException;
 import dev.rdq.client.RdqClient;
+import dev.rdq.internal.GrpcChannels;
 import io.grpc.ClientInterceptor;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
-import io.grpc.netty.shaded.io.grpc.netty.NegotiationType;
-import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
-import io.grpc.netty.shaded.io.netty.handler.ssl.ApplicationProtocolConfig;
-import io.grpc.netty.shaded.io.netty.handler.ssl.ApplicationProtocolNames;
-import io.grpc.netty.shaded.io.netty.handler.ssl.ClientAuth;
-import io.grpc.netty.shaded.io.netty.handler.ssl.IdentityCipherSuiteFilter;
-import io.grpc.netty.shaded.io.netty.handler.ssl.JdkSslContext;
-import io.grpc.stub.MetadataUtils;
-import java.net.URI;
-import java.security.NoSuchAlgorithmException;
 import java.util.concurrent.TimeUnit;
-import javax.net.ssl.SSLContext;
 import rdq.v1.Api;
 import rdq.v1.QueuesGrpc;
 import rdq.v1.TasksGrpc;
@@ -32,10 +22,8 @@ import rdq.v1.WorkersGrpc;
  * token as {@code authorization} metadata on every call.
  */
 final class GrpcChannel implements AutoCloseable {
-    private static final Metadata.Key<String> AUTHORIZATION =
-            Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
     /** rdq's stable code in a refusal's trailers ({@code docs/grpc.md}, "Errors"). */
-    static final Metadata.Key<String> RDQ_CODE = Metadata.Key.of("rdq-code", Metadata.ASCII_STRING_MARSHALLER);
+    static final Metadata.Key<String> RDQ_CODE = GrpcChannels.RDQ_CODE;
 
     private final ManagedChannel channel;
     private final ClientInterceptor auth;
@@ -48,45 +36,9 @@ final class GrpcChannel implements AutoCloseable {
     }
 
     static GrpcChannel open(RdqClient client) {
-        URI base = client.baseUrl();
-        boolean tls = "https".equalsIgnoreCase(base.getScheme());
-        if (base.getHost() == null || !tls && !"http".equalsIgnoreCase(base.getScheme())) {
-            throw new RdqException("INVALID_ARGUMENT", "base_url",
-                    "the Work stream needs an http:// or https:// URL with a host, not " + base, 0, null);
-        }
-        int port = base.getPort() != -1 ? base.getPort() : tls ? 443 : 80;
-        NettyChannelBuilder b = NettyChannelBuilder.forAddress(base.getHost(), port)
-                .maxInboundMessageSize(Integer.MAX_VALUE)
-                .withOption(io.grpc.netty.shaded.io.netty.channel.ChannelOption.CONNECT_TIMEOUT_MILLIS,
-                        (int) Math.min(Integer.MAX_VALUE, client.connectTimeout().toMillis()))
-                // Callbacks only hand work to other threads.
-                .directExecutor();
-        if (tls) {
-            b.negotiationType(NegotiationType.TLS).sslContext(sslContext(client.sslContext()));
-        } else {
-            b.usePlaintext();
-        }
-        Metadata md = new Metadata();
-        if (client.token() != null) {
-            md.put(AUTHORIZATION, "Bearer " + client.token());
-        }
-        return new GrpcChannel(b.build(), MetadataUtils.newAttachHeadersInterceptor(md), client.connectTimeout().toMillis());
-    }
-
-    /** The client's JDK {@code SSLContext} (or the JDK's default) as Netty's, offering {@code h2} by ALPN. */
-    private static JdkSslContext sslContext(SSLContext context) {
-        SSLContext ctx = context;
-        if (ctx == null) {
-            try {
-                ctx = SSLContext.getDefault();
-            } catch (NoSuchAlgorithmException e) {
-                throw new RdqException(RdqException.CONNECTION_FAILED, null, "no TLS: " + e.getMessage(), 0, e);
-            }
-        }
-        ApplicationProtocolConfig alpn = new ApplicationProtocolConfig(ApplicationProtocolConfig.Protocol.ALPN,
-                ApplicationProtocolConfig.SelectorFailureBehavior.NO_ADVERTISE,
-                ApplicationProtocolConfig.SelectedListenerFailureBehavior.ACCEPT, ApplicationProtocolNames.HTTP_2);
-        return new JdkSslContext(ctx, true, null, IdentityCipherSuiteFilter.INSTANCE, alpn, ClientAuth.NONE, null, false);
+        ManagedChannel channel = GrpcChannels.open(client.baseUrl(), client.sslContext(), client.connectTimeout(),
+                "the Work stream");
+        return new GrpcChannel(channel, GrpcChannels.authorization(client.token()), client.connectTimeout().toMillis());
     }
 
     WorkersGrpc.WorkersStub workers() {
@@ -119,27 +71,9 @@ final class GrpcChannel implements AutoCloseable {
         }
     }
 
-    /** An {@link RdqException} for a failed call: rdq's code from the trailers, else the gRPC status's meaning. */
+    /** An {@link RdqException} for a failed call ({@link GrpcChannels#error}). */
     static RdqException error(Throwable t) {
-        Status s = Status.fromThrowable(t);
-        Metadata trailers = Status.trailersFromThrowable(t);
-        String code = trailers == null ? null : trailers.get(RDQ_CODE);
-        String message = s.getDescription() == null ? s.getCode().name() : s.getDescription();
-        if (code != null) {
-            String prefix = code + ": ";
-            return new RdqException(code, null, message.startsWith(prefix) ? message.substring(prefix.length()) : message,
-                    0, t);
-        }
-        switch (s.getCode()) {
-            case DEADLINE_EXCEEDED:
-                return new RdqException(RdqException.TIMEOUT, null, "no answer in time: " + message, 0, t);
-            case CANCELLED:
-                return new RdqException(RdqException.INTERRUPTED, null, "the call was cancelled: " + message, 0, t);
-            case UNAVAILABLE:
-                return new RdqException(RdqException.CONNECTION_FAILED, null, message, 0, t);
-            default:
-                return new RdqException(RdqException.UNEXPECTED_RESPONSE, null, s.getCode() + ": " + message, 0, t);
-        }
+        return GrpcChannels.error(t);
     }
 
     @Override

@@ -6,6 +6,7 @@ import dev.rdq.client.SettleResult;
 import io.grpc.stub.ClientCallStreamObserver;
 import io.grpc.stub.ClientResponseObserver;
 import dev.rdq.envelope.CancelRequest;
+import dev.rdq.internal.ProtoEnvelopes;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;

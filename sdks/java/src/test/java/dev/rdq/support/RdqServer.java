@@ -18,8 +18,8 @@ import java.util.stream.Stream;
 
 /**
  * A real {@code rdq serve} for a test: a free loopback port, a fresh store
- * (an embedded store in a temporary directory, or a PostgreSQL schema of its
- * own that is dropped on close).
+ * (an embedded store in a temporary directory, an in-memory store, or a
+ * PostgreSQL schema of its own that is dropped on close).
  */
 public final class RdqServer implements AutoCloseable {
     /** The PostgreSQL the end-to-end tests also run on. */
@@ -37,6 +37,11 @@ public final class RdqServer implements AutoCloseable {
         this.schema = schema;
         this.url = url;
         this.trust = trust;
+    }
+
+    /** A server on a fresh in-memory store. */
+    public static RdqServer memory() {
+        return start(Store.MEMORY, null);
     }
 
     /** A server on a fresh embedded store. */
@@ -62,6 +67,8 @@ public final class RdqServer implements AutoCloseable {
             if (store == Store.POSTGRES) {
                 schema = "rdq_java_" + Long.toHexString(System.nanoTime()).toLowerCase(Locale.ROOT);
                 storeArg = POSTGRES + "?schema=" + schema;
+            } else if (store == Store.MEMORY) {
+                storeArg = "memory:";
             } else {
                 storeArg = dir.resolve("data").toString();
             }
@@ -190,6 +197,8 @@ public final class RdqServer implements AutoCloseable {
     /** Where the server keeps its tasks. */
     public enum Store {
         EMBEDDED,
-        POSTGRES
+        POSTGRES,
+        /** The in-memory store (the only one with capability {@code unique} so far). */
+        MEMORY
     }
 }

@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.rdq.RdqException;
 import dev.rdq.envelope.CancelRequest;
 import dev.rdq.envelope.Envelope;
+import dev.rdq.internal.ProtoEnvelopes;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import org.junit.jupiter.api.Test;

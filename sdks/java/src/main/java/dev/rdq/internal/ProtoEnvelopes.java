@@ -1,4 +1,4 @@
-package dev.rdq.worker;
+package dev.rdq.internal;
 
 import dev.rdq.RdqException;
 import dev.rdq.envelope.CancelRequest;
@@ -24,11 +24,11 @@ import rdq.v1.EnvelopeOuterClass;
  * members. The JSON then goes through {@link EnvelopeCodec}, so a message
  * that does not map onto a valid envelope is refused with the codec's code.
  */
-final class ProtoEnvelopes {
+public final class ProtoEnvelopes {
     private ProtoEnvelopes() {}
 
     /** The envelope of {@code m}; an {@link RdqException} ({@code UNEXPECTED_RESPONSE}) when it is not a valid one. */
-    static Envelope toEnvelope(EnvelopeOuterClass.Envelope m) {
+    public static Envelope toEnvelope(EnvelopeOuterClass.Envelope m) {
         try {
             return EnvelopeCodec.decode(toJson(m));
         } catch (EnvelopeException e) {
@@ -38,7 +38,7 @@ final class ProtoEnvelopes {
     }
 
     /** The envelope's JSON text (members in the proto's order, unknown ones last). */
-    static byte[] toJson(EnvelopeOuterClass.Envelope m) {
+    public static byte[] toJson(EnvelopeOuterClass.Envelope m) {
         JsonWriter w = new JsonWriter(256 + m.getPayload().size() * 4 / 3);
         List<String> omitted = m.getOmittedList();
         w.startObject();
@@ -99,7 +99,7 @@ final class ProtoEnvelopes {
      * envelope's), through its JSON as {@code cancel_requested}; an {@link
      * RdqException} ({@code UNEXPECTED_RESPONSE}) when it is not a valid one.
      */
-    static CancelRequest toCancelRequest(EnvelopeOuterClass.CancelRequest r) {
+    public static CancelRequest toCancelRequest(EnvelopeOuterClass.CancelRequest r) {
         JsonWriter w = new JsonWriter(128);
         cancelRequest(w, r);
         try {
