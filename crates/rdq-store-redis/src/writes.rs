@@ -230,30 +230,8 @@ async fn submit_attempt(
         if fresh[i] {
             continue;
         }
-        // The id is known: to another queue, whose task would be a duplicate.
-        let env = &task.envelope;
-        let index = keys.index(env.id);
-        let owner: Option<String> = redis::cmd("HGET")
-            .arg(&index)
-            .arg(env.id.to_string())
-            .query_async(&mut conn)
-            .await?;
-        if let Some(owner) = owner.filter(|q| *q != env.queue) {
-            let there: bool = redis::cmd("HEXISTS")
-                .arg(keys.queue(&owner).tasks())
-                .arg(env.id.to_string())
-                .query_async(&mut conn)
-                .await?;
-            if there {
-                results[i] = Some(Err(taken(env)));
-                continue;
-            }
-            let _: Value = redis::cmd("HSET")
-                .arg(&index)
-                .arg(env.id.to_string())
-                .arg(&env.queue)
-                .query_async(&mut conn)
-                .await?;
+        if !index_is_ours(&mut conn, keys, &task.envelope).await? {
+            results[i] = Some(Err(taken(&task.envelope)));
         }
     }
 
@@ -464,28 +442,8 @@ async fn submit_unique_attempt(
         .arg(&env.queue)
         .query_async(&mut conn)
         .await?;
-    if !fresh {
-        let owner: Option<String> = redis::cmd("HGET")
-            .arg(keys.index(env.id))
-            .arg(env.id.to_string())
-            .query_async(&mut conn)
-            .await?;
-        if let Some(owner) = owner.filter(|q| *q != env.queue) {
-            let there: bool = redis::cmd("HEXISTS")
-                .arg(keys.queue(&owner).tasks())
-                .arg(env.id.to_string())
-                .query_async(&mut conn)
-                .await?;
-            if there {
-                return Ok(Err(taken(env)));
-            }
-            let _: Value = redis::cmd("HSET")
-                .arg(keys.index(env.id))
-                .arg(env.id.to_string())
-                .arg(&env.queue)
-                .query_async(&mut conn)
-                .await?;
-        }
+    if !fresh && !index_is_ours(&mut conn, keys, env).await? {
+        return Ok(Err(taken(env)));
     }
     for _ in 0..UNIQUE_ROUNDS {
         let named: Option<String> = redis::cmd("HGET")
@@ -553,6 +511,39 @@ async fn submit_unique_attempt(
         "the unique key of task {} kept changing hands; submit it again",
         env.id
     ))))
+}
+
+/// For an id the index knows already: whether `env` may have it. False
+/// when a task of another queue has it (a duplicate); otherwise the index
+/// names `env`'s queue now.
+async fn index_is_ours(
+    conn: &mut crate::conn::Conn,
+    keys: &crate::keys::Keys,
+    env: &Envelope,
+) -> Result<bool, Failure> {
+    let index = keys.index(env.id);
+    let owner: Option<String> = redis::cmd("HGET")
+        .arg(&index)
+        .arg(env.id.to_string())
+        .query_async(conn)
+        .await?;
+    if let Some(owner) = owner.filter(|q| *q != env.queue) {
+        let there: bool = redis::cmd("HEXISTS")
+            .arg(keys.queue(&owner).tasks())
+            .arg(env.id.to_string())
+            .query_async(conn)
+            .await?;
+        if there {
+            return Ok(false);
+        }
+        let _: Value = redis::cmd("HSET")
+            .arg(&index)
+            .arg(env.id.to_string())
+            .arg(&env.queue)
+            .query_async(conn)
+            .await?;
+    }
+    Ok(true)
 }
 
 fn taken(env: &Envelope) -> EngineError {

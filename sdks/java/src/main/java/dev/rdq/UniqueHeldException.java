@@ -38,8 +38,7 @@ public final class UniqueHeldException extends RdqException {
     /**
      * The holder's hold in the server's text form: {@code until_started},
      * {@code until_finished}, {@code until_succeeded}, {@code forever}, or
-     * {@code for:MILLIS}. Empty when the answer did not carry it (an item of
-     * {@code POST /v1/tasks/batch} names only the holder).
+     * {@code for:MILLIS}. Empty when the answer did not carry it.
      */
     public Optional<String> hold() {
         return Optional.ofNullable(hold);

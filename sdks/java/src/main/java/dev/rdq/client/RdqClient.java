@@ -276,7 +276,7 @@ public final class RdqClient implements AutoCloseable {
             String code = r.string("code").orElseThrow(() -> unexpected("a refused batch item without a code"));
             String detail = r.string("detail").orElse("");
             RdqException err = UniqueHeldException.CODE.equals(code) && r.string("holder").isPresent()
-                    ? new UniqueHeldException(r.string("holder").get(), null, detail, status, null)
+                    ? new UniqueHeldException(r.string("holder").get(), r.string("hold").orElse(null), detail, status, null)
                     : new RdqException(code, r.string("field").orElse(null), detail, status, null);
             out.add(new SubmitResult(status, null, err));
         }

@@ -377,7 +377,7 @@ public final class SubmitRequest {
          */
         public Builder uniqueHoldFor(Duration duration) {
             if (duration.isNegative()) {
-                throw new EnvelopeException(ErrorCode.INVALID_FIELD, "unique.hold_ms", "must not be negative");
+                throw new RdqException("INVALID_ARGUMENT", "unique.hold_ms", "must not be negative");
             }
             this.uniqueHold = UniqueHold.FOR;
             this.uniqueHoldMs = duration.toMillis();
@@ -415,7 +415,7 @@ public final class SubmitRequest {
                     throw new RdqException("INVALID_ARGUMENT", "unique.key", "a unique submit needs a key or key_from");
                 }
                 if (uniqueHold == UniqueHold.FOR && uniqueHoldMs == null) {
-                    throw new EnvelopeException(ErrorCode.INVALID_FIELD, "unique.hold_ms", "a hold `for` needs hold_ms");
+                    throw new RdqException("INVALID_ARGUMENT", "unique.hold_ms", "a hold `for` needs hold_ms");
                 }
             }
             return new SubmitRequest(this);

@@ -115,10 +115,11 @@ class UniqueWireTest {
         }
         RdqException forever = assertThrows(RdqException.class,
                 () -> request().uniqueKey("k").uniqueHold(UniqueHold.FOR).build());
-        assertEquals("INVALID_FIELD", forever.code());
+        assertEquals("INVALID_ARGUMENT", forever.code());
         assertEquals("unique.hold_ms", forever.field().orElseThrow());
         RdqException negative = assertThrows(RdqException.class,
                 () -> request().uniqueHoldFor(Duration.ofMillis(-1)));
+        assertEquals("INVALID_ARGUMENT", negative.code());
         assertEquals("unique.hold_ms", negative.field().orElseThrow());
         // What is not certain without the server is left to it: a long key, a pointer without '/'.
         request().uniqueKey("k".repeat(600)).build();

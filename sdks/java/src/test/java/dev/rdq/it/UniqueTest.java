@@ -214,10 +214,7 @@ class UniqueTest {
         UniqueHeldException e = assertInstanceOf(UniqueHeldException.class, second.error().orElseThrow());
         assertEquals("UNIQUE_HELD", e.code());
         assertEquals(holder, e.holder());
-        if (protocol == SubmitProtocol.GRPC) {
-            // Over HTTP a batch item names only the holder.
-            assertEquals("until_succeeded", e.hold().orElseThrow());
-        }
+        assertEquals("until_succeeded", e.hold().orElseThrow());
         assertThrows(UniqueHeldException.class, second::orThrow);
 
         assertTrue(results.get(2).created());
