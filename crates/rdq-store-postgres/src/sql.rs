@@ -95,10 +95,14 @@ pub(crate) enum Q {
     SlotLock,
     /// Names the task that took a unique slot last.
     SlotSet,
+    /// [`Q::SlotLock`] for many slots at once (each once).
+    SlotLockMany,
+    /// [`Q::SlotSet`] for many slots at once (each once).
+    SlotSetMany,
+    /// Tasks by id, each row led by its id, locked.
+    GetManyForUpdate,
     /// The task a unique slot names, read only (a dry run).
     SlotGet,
-    /// One task by id, its row locked (a unique slot's holder).
-    GetForUpdate,
     /// A waiting holder of a unique slot takes a submit's payload
     /// (replace, debounce).
     ReplaceHolder,
@@ -413,10 +417,23 @@ impl Sql {
                 "INSERT INTO {s}.unique_slots (queue, slot, task) VALUES ($1, $2, $3)
                  ON CONFLICT (queue, slot) DO UPDATE SET task = excluded.task"
             ),
+            Q::SlotLockMany => format!(
+                "INSERT INTO {s}.unique_slots AS u (queue, slot, task)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[])
+                 ON CONFLICT (queue, slot) DO UPDATE SET task = u.task
+                 RETURNING queue, slot, task"
+            ),
+            Q::SlotSetMany => format!(
+                "INSERT INTO {s}.unique_slots (queue, slot, task)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[])
+                 ON CONFLICT (queue, slot) DO UPDATE SET task = excluded.task"
+            ),
+            Q::GetManyForUpdate => format!(
+                "SELECT id, {STORED} FROM {s}.tasks WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE"
+            ),
             Q::SlotGet => {
                 format!("SELECT task FROM {s}.unique_slots WHERE queue = $1 AND slot = $2")
             }
-            Q::GetForUpdate => format!("SELECT {STORED} FROM {s}.tasks WHERE id = $1 FOR UPDATE"),
             Q::ReplaceHolder => format!(
                 "UPDATE {s}.tasks SET envelope = $2, next_attempt_at = $3,
                     flow_key = CASE WHEN flow_key IS NULL THEN NULL ELSE $4 END

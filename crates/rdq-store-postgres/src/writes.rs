@@ -93,13 +93,16 @@ async fn submit_group(shared: &Shared, tasks: &[&NewTask]) -> Vec<Result<Submitt
             results[i] = Some(answer);
         }
     }
-    for i in unique {
-        let task = tasks[i];
-        let encoded = task.envelope.encode();
+    if !unique.is_empty() {
+        let group: Vec<&NewTask> = unique.iter().map(|&i| tasks[i]).collect();
+        let encoded: Vec<Vec<u8>> = group.iter().map(|t| t.envelope.encode()).collect();
         let outcome = retrying!(shared, Retry::Always, |conn, maybe_applied| {
-            submit_unique(shared, conn, task, &encoded, maybe_applied).await
+            submit_unique(shared, conn, &group, &encoded, maybe_applied).await
         });
-        results[i] = Some(outcome.and_then(|answer| answer));
+        let answers = outcome.unwrap_or_else(|e| vec![Err(e); group.len()]);
+        for (&i, answer) in unique.iter().zip(answers) {
+            results[i] = Some(answer);
+        }
     }
     results
         .into_iter()
@@ -107,92 +110,191 @@ async fn submit_group(shared: &Shared, tasks: &[&NewTask]) -> Vec<Result<Submitt
         .collect()
 }
 
-/// Submits one task with a unique key in one transaction
-/// (`docs/uniqueness.md`): the slot's row is taken or locked, the task it
-/// names (if any) is read with its row locked, and `unique::decide` says
-/// whether the new task is inserted and takes the slot, the holder takes
-/// the new payload, or the submit conflicts (nothing written).
+/// Who holds a unique slot while a group is decided: a stored task (read
+/// with its row locked), or a task of this group about to be inserted.
+enum Holder {
+    Stored(Box<Envelope>),
+    Group(usize),
+}
+
+/// Submits a group of tasks with unique keys in one transaction
+/// (`docs/uniqueness.md`), in a handful of statements whatever its size:
+/// every slot's row is taken or locked at once, the stored tasks they name
+/// are read with their rows locked, `unique::decide` settles each task in
+/// group order (a later task of the group sees an earlier one as its
+/// holder), then the slots, the replaced holders and the new tasks are
+/// written. One result per task.
 async fn submit_unique(
     shared: &Shared,
     conn: &mut Conn,
-    task: &NewTask,
-    encoded: &[u8],
+    tasks: &[&NewTask],
+    encoded: &[Vec<u8>],
     maybe_applied: bool,
-) -> Result<Result<Submitted, EngineError>, Failure> {
-    let Some(unique) = &task.unique else {
-        return Ok(Err(EngineError::InvalidArgument(
-            "a unique submit without its slot".into(),
-        )));
-    };
-    let env = &task.envelope;
-    let id = uuid_of(env.id);
+) -> Result<Vec<Result<Submitted, EngineError>>, Failure> {
+    let mut results: Vec<Option<Result<Submitted, EngineError>>> = vec![None; tasks.len()];
     if maybe_applied {
-        // An earlier attempt may have committed: this very envelope stored
-        // means it did.
-        let stmt = conn.stmt(&shared.sql, Q::Get).await?;
-        if let Some(row) = conn.client.query_opt(&stmt, &[&id]).await?
-            && row.try_get::<_, &[u8]>(0)? == encoded
-        {
-            return Ok(Ok(Submitted::Created(env.clone())));
-        }
-    }
-    conn.client.batch_execute("BEGIN").await?;
-    let lock = conn.stmt(&shared.sql, Q::SlotLock).await?;
-    let named: Uuid = conn
-        .client
-        .query_one(&lock, &[&env.queue, &unique.slot, &id])
-        .await?
-        .try_get(0)?;
-    if named != id {
-        let get = conn.stmt(&shared.sql, Q::GetForUpdate).await?;
-        if let Some(row) = conn.client.query_opt(&get, &[&named]).await? {
-            let holder = stored_envelope(&row, 0)?;
-            match unique::decide(&holder, env, unique) {
-                Decision::Take => {}
-                Decision::Replace(next) => {
-                    let replace = conn.stmt(&shared.sql, Q::ReplaceHolder).await?;
-                    // PENDING: a task without a due time sorts first.
-                    let due = next.next_attempt_at.map_or(i64::MIN, |t| t.unix_ms());
-                    conn.client
-                        .execute(
-                            &replace,
-                            &[
-                                &named,
-                                &next.encode(),
-                                &due,
-                                &rdq_engine::flow::key_of(&next),
-                            ],
-                        )
-                        .await?;
-                    conn.client.batch_execute("COMMIT").await?;
-                    return Ok(Ok(Submitted::Existing(*next)));
-                }
-                Decision::Conflict(e) => {
-                    conn.client.batch_execute("ROLLBACK").await?;
-                    return Ok(Err(e));
-                }
+        // The earlier attempt's transaction committed or did not: a task
+        // stored byte for byte says it did.
+        let ids: Vec<Uuid> = tasks.iter().map(|t| uuid_of(t.envelope.id)).collect();
+        let stmt = conn.stmt(&shared.sql, Q::GetMany).await?;
+        let rows = conn.client.query(&stmt, &[&ids]).await?;
+        for row in &rows {
+            let id: Uuid = row.try_get(0)?;
+            let bytes: &[u8] = row.try_get(1)?;
+            if let Some(i) = ids.iter().position(|x| *x == id)
+                && encoded[i] == bytes
+            {
+                results[i] = Some(Ok(Submitted::Created(tasks[i].envelope.clone())));
             }
         }
-        let set = conn.stmt(&shared.sql, Q::SlotSet).await?;
-        conn.client
-            .execute(&set, &[&env.queue, &unique.slot, &id])
-            .await?;
     }
-    let mut answer = insert_tasks(shared, conn, &[task], &[encoded.to_vec()], false).await?;
-    match answer.pop() {
-        Some(Ok(submitted)) => {
-            conn.client.batch_execute("COMMIT").await?;
-            Ok(Ok(submitted))
-        }
-        Some(Err(e)) => {
-            conn.client.batch_execute("ROLLBACK").await?;
-            Ok(Err(e))
-        }
-        None => {
-            conn.client.batch_execute("ROLLBACK").await?;
-            Ok(Err(EngineError::Unavailable("no answer".into())))
+    let todo: Vec<usize> = (0..tasks.len()).filter(|&i| results[i].is_none()).collect();
+    if todo.is_empty() {
+        return Ok(results.into_iter().flatten().collect());
+    }
+    let slot_of = |i: usize| {
+        let t = tasks[i];
+        (
+            t.envelope.queue.as_str(),
+            t.unique.as_ref().map_or("", |u| u.slot.as_str()),
+        )
+    };
+    conn.client.batch_execute("BEGIN").await?;
+    // Each slot once, named by its first task in the group.
+    let mut firsts: HashMap<(&str, &str), usize> = HashMap::new();
+    for &i in &todo {
+        firsts.entry(slot_of(i)).or_insert(i);
+    }
+    let mut locked: Vec<(&str, &str, Uuid)> = firsts
+        .iter()
+        .map(|(&(q, s), &i)| (q, s, uuid_of(tasks[i].envelope.id)))
+        .collect();
+    // One order for every group, so two groups lock shared slots alike.
+    locked.sort_unstable();
+    let stmt = conn.stmt(&shared.sql, Q::SlotLockMany).await?;
+    let (queues, slots, ids): (Vec<&str>, Vec<&str>, Vec<Uuid>) = (
+        locked.iter().map(|l| l.0).collect(),
+        locked.iter().map(|l| l.1).collect(),
+        locked.iter().map(|l| l.2).collect(),
+    );
+    let rows = conn.client.query(&stmt, &[&queues, &slots, &ids]).await?;
+    let mut named: HashMap<(String, String), Uuid> = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        named.insert((row.try_get(0)?, row.try_get(1)?), row.try_get(2)?);
+    }
+    let own: HashSet<Uuid> = ids.iter().copied().collect();
+    let others: Vec<Uuid> = named
+        .values()
+        .copied()
+        .filter(|id| !own.contains(id))
+        .collect();
+    let mut stored: HashMap<Uuid, Envelope> = HashMap::with_capacity(others.len());
+    if !others.is_empty() {
+        let stmt = conn.stmt(&shared.sql, Q::GetManyForUpdate).await?;
+        for row in conn.client.query(&stmt, &[&others]).await? {
+            stored.insert(row.try_get(0)?, stored_envelope(&row, 1)?);
         }
     }
+    let mut holders: HashMap<(&str, &str), Holder> = HashMap::new();
+    for &(q, s) in firsts.keys() {
+        if let Some(id) = named.get(&(q.to_owned(), s.to_owned()))
+            && let Some(env) = stored.remove(id)
+        {
+            holders.insert((q, s), Holder::Stored(Box::new(env)));
+        }
+    }
+    // Decide in group order; what a decision writes is gathered.
+    let mut inserts: Vec<NewTask> = Vec::new();
+    let mut inserted_at: Vec<usize> = Vec::new();
+    let mut replaced: Vec<Envelope> = Vec::new();
+    let mut slot_set: HashMap<(&str, &str), Uuid> = HashMap::new();
+    for &i in &todo {
+        let task = tasks[i];
+        let Some(unique) = &task.unique else {
+            results[i] = Some(Err(EngineError::InvalidArgument(
+                "a unique submit without its slot".into(),
+            )));
+            continue;
+        };
+        let key = slot_of(i);
+        let decision = match holders.get(&key) {
+            None => Decision::Take,
+            Some(Holder::Stored(env)) => unique::decide(env, &task.envelope, unique),
+            Some(Holder::Group(at)) => {
+                unique::decide(&inserts[*at].envelope, &task.envelope, unique)
+            }
+        };
+        match decision {
+            Decision::Take => {
+                if named.get(&(key.0.to_owned(), key.1.to_owned()))
+                    != Some(&uuid_of(task.envelope.id))
+                {
+                    slot_set.insert(key, uuid_of(task.envelope.id));
+                }
+                holders.insert(key, Holder::Group(inserts.len()));
+                inserts.push((*task).clone());
+                inserted_at.push(i);
+            }
+            Decision::Replace(next) => {
+                match holders.get_mut(&key) {
+                    Some(Holder::Group(at)) => inserts[*at].envelope = (*next).clone(),
+                    Some(Holder::Stored(env)) => {
+                        **env = (*next).clone();
+                        replaced.retain(|r| r.id != next.id);
+                        replaced.push((*next).clone());
+                    }
+                    None => {}
+                }
+                results[i] = Some(Ok(Submitted::Existing(*next)));
+            }
+            Decision::Conflict(e) => results[i] = Some(Err(e)),
+        }
+    }
+    if !slot_set.is_empty() {
+        let stmt = conn.stmt(&shared.sql, Q::SlotSetMany).await?;
+        let (queues, slots, ids): (Vec<&str>, Vec<&str>, Vec<Uuid>) = (
+            slot_set.keys().map(|k| k.0).collect(),
+            slot_set.keys().map(|k| k.1).collect(),
+            slot_set.values().copied().collect(),
+        );
+        conn.client.execute(&stmt, &[&queues, &slots, &ids]).await?;
+    }
+    if !replaced.is_empty() {
+        let stmt = conn.stmt(&shared.sql, Q::ReplaceHolder).await?;
+        for next in &replaced {
+            // PENDING: a task without a due time sorts first.
+            let due = next.next_attempt_at.map_or(i64::MIN, |t| t.unix_ms());
+            conn.client
+                .execute(
+                    &stmt,
+                    &[
+                        &uuid_of(next.id),
+                        &next.encode(),
+                        &due,
+                        &rdq_engine::flow::key_of(next),
+                    ],
+                )
+                .await?;
+        }
+    }
+    if !inserts.is_empty() {
+        let refs: Vec<&NewTask> = inserts.iter().collect();
+        let bytes: Vec<Vec<u8>> = inserts.iter().map(|t| t.envelope.encode()).collect();
+        let answers = insert_tasks(shared, conn, &refs, &bytes, false).await?;
+        for (&i, answer) in inserted_at.iter().zip(answers) {
+            // A task the group replaced before it was stored answers as
+            // created: its submit made it.
+            results[i] = Some(answer.map(|s| match s {
+                Submitted::Created(_) => Submitted::Created(tasks[i].envelope.clone()),
+                other => other,
+            }));
+        }
+    }
+    conn.client.batch_execute("COMMIT").await?;
+    Ok(results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(EngineError::Unavailable("no answer".into()))))
+        .collect())
 }
 
 /// Inserts `tasks` (their canonical bytes `encoded`) in one statement on
