@@ -87,6 +87,11 @@ checks! {
     a_pause_racing_a_put_undoes_nothing
     a_changed_schedule_keeps_its_cursor
     a_deleted_or_invalid_schedule_fires_nothing
+    two_submitters_of_one_unique_key_get_one_holder
+    each_hold_releases_when_its_holder_leaves_it
+    a_hold_for_a_duration_releases_at_its_expiry
+    replace_never_touches_a_running_holder
+    redrive_and_import_into_a_held_key_are_refused
 }
 
 // These checks advance a virtual clock and expect tasks to become claimable
