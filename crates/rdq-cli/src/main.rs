@@ -53,7 +53,7 @@ enum Command {
     /// Run rdq-server: the HTTP API, pull workers, callbacks (default 127.0.0.1:7480, ./rdq-data).
     Serve(serve::ServeArgs),
     /// Submit a task.
-    Submit(submit_cmd::SubmitArgs),
+    Submit(Box<submit_cmd::SubmitArgs>),
     /// Read tasks.
     #[command(subcommand)]
     Task(task_cmd::TaskCommand),
@@ -134,7 +134,7 @@ fn main() -> ExitCode {
         Command::Envelope(cmd) => envelope_cmd::run(cmd),
         Command::Bench(args) => bench::run(args),
         Command::Serve(args) => serve::run(args),
-        Command::Submit(args) => block_on(submit_cmd::run(args)),
+        Command::Submit(args) => block_on(submit_cmd::run(*args)),
         Command::Task(cmd) => block_on(task_cmd::run(cmd)),
         Command::Queue(cmd) => block_on(queue_cmd::run(cmd)),
         Command::Dlq(cmd) => block_on(dlq_cmd::run(cmd)),
