@@ -75,32 +75,28 @@ pub(crate) async fn run_submits(shared: Arc<Shared>, batch: Vec<SubmitRequest>) 
     }
 }
 
-/// Inserts a group of tasks in one statement; one result per task. Tasks
-/// with a unique key are written one by one after the others, each in its
-/// own transaction ([`submit_unique`]), in their order in the group.
+/// Writes a group of submits; one result per task. Tasks without a unique
+/// key are inserted in one statement ([`insert_tasks`]); those with one
+/// follow, together in one transaction ([`submit_unique`]).
 async fn submit_group(shared: &Shared, tasks: &[&NewTask]) -> Vec<Result<Submitted, EngineError>> {
     let (unique, plain): (Vec<usize>, Vec<usize>) =
         (0..tasks.len()).partition(|&i| tasks[i].unique.is_some());
     let mut results: Vec<Option<Result<Submitted, EngineError>>> = vec![None; tasks.len()];
-    if !plain.is_empty() {
-        let group: Vec<&NewTask> = plain.iter().map(|&i| tasks[i]).collect();
-        let encoded: Vec<Vec<u8>> = group.iter().map(|t| t.envelope.encode()).collect();
-        let outcome = retrying!(shared, Retry::Always, |conn, maybe_applied| {
-            insert_tasks(shared, conn, &group, &encoded, maybe_applied).await
-        });
-        let answers = outcome.unwrap_or_else(|e| vec![Err(e); group.len()]);
-        for (&i, answer) in plain.iter().zip(answers) {
-            results[i] = Some(answer);
+    for (indices, keyed) in [(plain, false), (unique, true)] {
+        if indices.is_empty() {
+            continue;
         }
-    }
-    if !unique.is_empty() {
-        let group: Vec<&NewTask> = unique.iter().map(|&i| tasks[i]).collect();
+        let group: Vec<&NewTask> = indices.iter().map(|&i| tasks[i]).collect();
         let encoded: Vec<Vec<u8>> = group.iter().map(|t| t.envelope.encode()).collect();
         let outcome = retrying!(shared, Retry::Always, |conn, maybe_applied| {
-            submit_unique(shared, conn, &group, &encoded, maybe_applied).await
+            if keyed {
+                submit_unique(shared, conn, &group, &encoded, maybe_applied).await
+            } else {
+                insert_tasks(shared, conn, &group, &encoded, maybe_applied).await
+            }
         });
         let answers = outcome.unwrap_or_else(|e| vec![Err(e); group.len()]);
-        for (&i, answer) in unique.iter().zip(answers) {
+        for (&i, answer) in indices.iter().zip(answers) {
             results[i] = Some(answer);
         }
     }

@@ -164,15 +164,7 @@ public final class RdqClient implements AutoCloseable {
             grpc = null;
         }
         if (channel != null) {
-            channel.shutdown();
-            try {
-                if (!channel.awaitTermination(5, TimeUnit.SECONDS)) {
-                    channel.shutdownNow();
-                }
-            } catch (InterruptedException e) {
-                channel.shutdownNow();
-                Thread.currentThread().interrupt();
-            }
+            GrpcChannels.shutdown(channel);
         }
         if (ownsTransport) {
             http.close();

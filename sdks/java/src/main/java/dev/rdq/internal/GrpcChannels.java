@@ -152,6 +152,19 @@ public final class GrpcChannels {
         return new RdqException(p.getCode(), ext.string("field").orElse(null), p.getDetail(), status, cause);
     }
 
+    /** Shuts {@code channel} down, waiting up to 5 s for its calls before cutting them. */
+    public static void shutdown(io.grpc.ManagedChannel channel) {
+        channel.shutdown();
+        try {
+            if (!channel.awaitTermination(5, java.util.concurrent.TimeUnit.SECONDS)) {
+                channel.shutdownNow();
+            }
+        } catch (InterruptedException e) {
+            channel.shutdownNow();
+            Thread.currentThread().interrupt();
+        }
+    }
+
     /** The {@code rdq.v1.Problem} in a failed call's {@code grpc-status-details-bin}, or null. */
     private static Api.Problem problemOf(Throwable t) {
         com.google.rpc.Status details = StatusProto.fromThrowable(t);

@@ -78,14 +78,6 @@ final class GrpcChannel implements AutoCloseable {
 
     @Override
     public void close() {
-        channel.shutdown();
-        try {
-            if (!channel.awaitTermination(5, TimeUnit.SECONDS)) {
-                channel.shutdownNow();
-            }
-        } catch (InterruptedException e) {
-            channel.shutdownNow();
-            Thread.currentThread().interrupt();
-        }
+        GrpcChannels.shutdown(channel);
     }
 }
