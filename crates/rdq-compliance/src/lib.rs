@@ -159,6 +159,7 @@ macro_rules! __with_every_check {
             a_hold_for_a_duration_releases_at_its_expiry
             replace_never_touches_a_running_holder
             redrive_and_import_into_a_held_key_are_refused
+            batches_decide_unique_submits_in_order
         }
     };
 }
@@ -206,6 +207,6 @@ mod tests {
         let unique: HashSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
         assert!(names.contains(&"fixtures_round_trip"));
-        assert_eq!(names.len(), 51);
+        assert_eq!(names.len(), 52);
     }
 }

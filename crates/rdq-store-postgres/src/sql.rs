@@ -97,6 +97,13 @@ pub(crate) enum Q {
     SlotSet,
     /// [`Q::SlotLock`] for many slots at once (each once).
     SlotLockMany,
+    /// [`Q::Submit`] for tasks with unique keys that no row names yet, in
+    /// one statement: each slot is taken by its task, and a task is
+    /// inserted only with its slot (`$15`, each once; no idempotency key).
+    /// A task whose slot a row names already is left out, for the locking
+    /// path; a stored id fails the whole statement (`unique_violation`),
+    /// so a slot never names a task this statement did not insert.
+    SubmitUnique,
     /// [`Q::SlotSet`] for many slots at once (each once).
     SlotSetMany,
     /// Tasks by id, each row led by its id, locked.
@@ -234,6 +241,32 @@ impl Sql {
                             THEN v.flow_key END
                     FROM v
                     ON CONFLICT DO NOTHING
+                    RETURNING id, queue, status, NULL::int2 AS old
+                 ), counted AS (
+                    INSERT INTO {s}.queue_counts (queue, pending, in_flight, succeeded, dead)
+                    SELECT queue, {DELTAS} FROM ins GROUP BY queue
+                 ), woken AS (
+                    SELECT pg_notify($12::text, 'w ' || $13::text || ' ' || queue)
+                    FROM (SELECT DISTINCT queue FROM ins WHERE status = 0) q
+                 )
+                 SELECT id, (SELECT count(*) FROM woken) FROM ins"
+            ),
+            Q::SubmitUnique => format!(
+                "WITH v AS (
+                    SELECT * FROM unnest($1::uuid[], $2::text[], {ROW_ARRAYS}, $11::bytea[],
+                                         $14::text[], $15::text[])
+                        AS v(id, queue, {ROW_COLUMNS}, idempotency_key, flow_key, slot)
+                 ), taken AS (
+                    INSERT INTO {s}.unique_slots (queue, slot, task)
+                    SELECT queue, slot, id FROM v
+                    ON CONFLICT DO NOTHING
+                    RETURNING task
+                 ), ins AS (
+                    INSERT INTO {s}.tasks (id, queue, {ROW_COLUMNS}, idempotency_key, flow_key)
+                    SELECT id, queue, {ROW_COLUMNS}, idempotency_key,
+                        CASE WHEN EXISTS (SELECT 1 FROM {s}.flow_queues f WHERE f.queue = v.queue)
+                            THEN v.flow_key END
+                    FROM v WHERE v.id IN (SELECT task FROM taken)
                     RETURNING id, queue, status, NULL::int2 AS old
                  ), counted AS (
                     INSERT INTO {s}.queue_counts (queue, pending, in_flight, succeeded, dead)

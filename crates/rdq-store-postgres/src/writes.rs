@@ -19,6 +19,7 @@ use rdq_engine::{
 };
 use rdq_envelope::{Envelope, Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
@@ -113,9 +114,10 @@ enum Holder {
     Group(usize),
 }
 
-/// Submits a group of tasks with unique keys in one transaction
-/// (`docs/uniqueness.md`), in a handful of statements whatever its size:
-/// every slot's row is taken or locked at once, the stored tasks they name
+/// Submits a group of tasks with unique keys (`docs/uniqueness.md`). The
+/// tasks whose slots no row names take them in one statement, as plain
+/// submits are inserted; the rest are decided in one transaction, in a
+/// handful of statements whatever its size: every slot's row is taken or locked at once, the stored tasks they name
 /// are read with their rows locked, `unique::decide` settles each task in
 /// group order (a later task of the group sees an earlier one as its
 /// holder), then the slots, the replaced holders and the new tasks are
@@ -144,10 +146,6 @@ async fn submit_unique(
             }
         }
     }
-    let todo: Vec<usize> = (0..tasks.len()).filter(|&i| results[i].is_none()).collect();
-    if todo.is_empty() {
-        return Ok(results.into_iter().flatten().collect());
-    }
     let slot_of = |i: usize| {
         let t = tasks[i];
         (
@@ -155,6 +153,39 @@ async fn submit_unique(
             t.unique.as_ref().map_or("", |u| u.slot.as_str()),
         )
     };
+    if !maybe_applied {
+        // The common case in one statement: the first task of each slot
+        // takes it if no row names it yet (`Q::SubmitUnique`). A task with
+        // an idempotency key, a later task of a slot, and a task whose slot
+        // is named already are decided below, after it.
+        let mut seen = HashSet::new();
+        let fast: Vec<usize> = (0..tasks.len())
+            .filter(|&i| seen.insert(slot_of(i)) && tasks[i].idempotency_key.is_none())
+            .collect();
+        let group: Vec<&NewTask> = fast.iter().map(|&i| tasks[i]).collect();
+        let bytes: Vec<Vec<u8>> = fast.iter().map(|&i| encoded[i].clone()).collect();
+        let slots: Vec<&str> = fast.iter().map(|&i| slot_of(i).1).collect();
+        match run_insert(shared, conn, Q::SubmitUnique, &group, &bytes, Some(&slots)).await? {
+            Ok(rows) => {
+                let inserted: HashSet<Uuid> = rows
+                    .iter()
+                    .map(|r| r.try_get(0))
+                    .collect::<Result<_, _>>()?;
+                for &i in &fast {
+                    if inserted.contains(&uuid_of(tasks[i].envelope.id)) {
+                        results[i] = Some(Ok(Submitted::Created(tasks[i].envelope.clone())));
+                    }
+                }
+            }
+            // A stored id: nothing was written; all go below.
+            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let todo: Vec<usize> = (0..tasks.len()).filter(|&i| results[i].is_none()).collect();
+    if todo.is_empty() {
+        return Ok(results.into_iter().flatten().collect());
+    }
     conn.client.batch_execute("BEGIN").await?;
     // Each slot once, named by its first task in the group.
     let mut firsts: HashMap<(&str, &str), usize> = HashMap::new();
@@ -303,7 +334,36 @@ pub(crate) async fn insert_tasks(
     encoded: &[Vec<u8>],
     maybe_applied: bool,
 ) -> Result<Vec<Result<Submitted, EngineError>>, Failure> {
-    let stmt = conn.stmt(&shared.sql, Q::Submit).await?;
+    let inserted = run_insert(shared, conn, Q::Submit, tasks, encoded, None).await??;
+    let mut fresh: HashSet<Uuid> = HashSet::with_capacity(inserted.len());
+    for row in &inserted {
+        fresh.insert(row.try_get(0)?);
+    }
+    let mut results = Vec::with_capacity(tasks.len());
+    for (i, task) in tasks.iter().enumerate() {
+        // `remove`: of two tasks with one id in a group, only the
+        // first was inserted.
+        if fresh.remove(&uuid_of(task.envelope.id)) {
+            results.push(Ok(Submitted::Created(task.envelope.clone())));
+        } else {
+            results.push(explain_conflict(shared, conn, task, &encoded[i], maybe_applied).await?);
+        }
+    }
+    Ok(results)
+}
+
+/// Runs [`Q::Submit`], or [`Q::SubmitUnique`] with each task's unique slot
+/// (`slots`), for `tasks` (their canonical bytes `encoded`): the rows of
+/// the tasks inserted, or the statement's error as PostgreSQL gave it.
+async fn run_insert(
+    shared: &Shared,
+    conn: &mut Conn,
+    q: Q,
+    tasks: &[&NewTask],
+    encoded: &[Vec<u8>],
+    slots: Option<&[&str]>,
+) -> Result<Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>, Failure> {
+    let stmt = conn.stmt(&shared.sql, q).await?;
     let mut rows = Rows::with_capacity(tasks.len());
     let mut queues = Vec::with_capacity(tasks.len());
     let mut keys = Vec::with_capacity(tasks.len());
@@ -314,43 +374,26 @@ pub(crate) async fn insert_tasks(
         keys.push(task.idempotency_key.as_deref().map(str::as_bytes));
         flow_keys.push(rdq_engine::flow::key_of(&task.envelope));
     }
-    let inserted = conn
-        .client
-        .query(
-            &stmt,
-            &[
-                &rows.ids,
-                &queues,
-                &rows.status,
-                &rows.priority,
-                &rows.next_attempt_at,
-                &rows.lease_expires_at,
-                &rows.claim_count,
-                &rows.error_type,
-                &rows.finished_at,
-                &rows.envelope,
-                &keys,
-                &shared.channel,
-                &shared.origin,
-                &flow_keys,
-            ],
-        )
-        .await?;
-    let mut fresh: HashSet<Uuid> = HashSet::with_capacity(inserted.len());
-    for row in &inserted {
-        fresh.insert(row.try_get(0)?);
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &rows.ids,
+        &queues,
+        &rows.status,
+        &rows.priority,
+        &rows.next_attempt_at,
+        &rows.lease_expires_at,
+        &rows.claim_count,
+        &rows.error_type,
+        &rows.finished_at,
+        &rows.envelope,
+        &keys,
+        &shared.channel,
+        &shared.origin,
+        &flow_keys,
+    ];
+    if let Some(slots) = &slots {
+        params.push(slots);
     }
-    let mut results = Vec::with_capacity(tasks.len());
-    for (i, task) in tasks.iter().enumerate() {
-        // `remove`: of two tasks with one id in a group, only the
-        // first was inserted.
-        if fresh.remove(&rows.ids[i]) {
-            results.push(Ok(Submitted::Created(task.envelope.clone())));
-        } else {
-            results.push(explain_conflict(shared, conn, task, &encoded[i], maybe_applied).await?);
-        }
-    }
-    Ok(results)
+    Ok(conn.client.query(&stmt, &params).await)
 }
 
 /// Why a task was not inserted: its idempotency key is taken (the original

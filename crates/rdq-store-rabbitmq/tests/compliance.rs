@@ -92,6 +92,7 @@ checks! {
     a_hold_for_a_duration_releases_at_its_expiry
     replace_never_touches_a_running_holder
     redrive_and_import_into_a_held_key_are_refused
+    batches_decide_unique_submits_in_order
 }
 
 // These checks advance a virtual clock and expect tasks to become claimable

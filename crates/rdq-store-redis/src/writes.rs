@@ -159,7 +159,7 @@ fn pairs(answer: Vec<Vec<u8>>, expected: usize) -> Result<Vec<(u8, Vec<u8>)>, Fa
 }
 
 /// Stores new tasks; one result per task. Tasks with a unique key are
-/// written one by one after the others ([`submit_unique`]), in their order.
+/// written after the others ([`submit_unique`]), in their order.
 async fn submit(shared: &Shared, tasks: &[NewTask]) -> Vec<Result<Submitted, EngineError>> {
     if tasks.iter().any(|t| t.unique.is_some()) {
         let (unique, plain): (Vec<usize>, Vec<usize>) =
@@ -169,8 +169,9 @@ async fn submit(shared: &Shared, tasks: &[NewTask]) -> Vec<Result<Submitted, Eng
         for (&i, answer) in plain.iter().zip(Box::pin(submit(shared, &group)).await) {
             results[i] = Some(answer);
         }
-        for i in unique {
-            results[i] = Some(submit_unique(shared, &tasks[i]).await);
+        let keyed: Vec<&NewTask> = unique.iter().map(|&i| &tasks[i]).collect();
+        for (&i, answer) in unique.iter().zip(submit_unique(shared, &keyed).await) {
+            results[i] = Some(answer);
         }
         return results
             .into_iter()
@@ -200,40 +201,9 @@ async fn submit_attempt(
 ) -> Result<Vec<Result<Submitted, EngineError>>, Failure> {
     let mut conn = shared.conn().await?;
     let keys = &shared.keys;
-    // The registry and the id index first: a task is never stored where the
-    // reaper, `counts` or `get` cannot find it.
     let queues = by_queue(tasks, |t| t.envelope.queue.as_str());
-    let mut cmds = Vec::with_capacity(tasks.len() + 1);
-    let mut register = redis::cmd("SADD");
-    register.arg(keys.registry());
-    for (queue, _) in &queues {
-        register.arg(queue);
-    }
-    cmds.push(register);
-    for task in tasks {
-        let mut index = redis::cmd("HSETNX");
-        index
-            .arg(keys.index(task.envelope.id))
-            .arg(task.envelope.id.to_string())
-            .arg(&task.envelope.queue);
-        cmds.push(index);
-    }
-    let answers: Vec<Value> = conn.each(cmds).await?;
-    let fresh: Vec<bool> = answers
-        .iter()
-        .skip(1)
-        .map(|v| matches!(v, Value::Int(1)))
-        .collect();
-
-    let mut results: Vec<Option<Result<Submitted, EngineError>>> = vec![None; tasks.len()];
-    for (i, task) in tasks.iter().enumerate() {
-        if fresh[i] {
-            continue;
-        }
-        if !index_is_ours(&mut conn, keys, &task.envelope).await? {
-            results[i] = Some(Err(taken(&task.envelope)));
-        }
-    }
+    let envelopes: Vec<&Envelope> = tasks.iter().map(|t| &t.envelope).collect();
+    let (mut results, fresh) = index_new(&mut conn, keys, &envelopes).await?;
 
     // A fresh id without an idempotency key is stored nowhere yet (a task's
     // index entry is written before it and cleared after it): nothing needs
@@ -320,6 +290,46 @@ async fn submit_attempt(
         .collect())
 }
 
+/// Registers the queues of `envelopes` and takes their ids in the id index,
+/// first, as every submit does: a task is never stored where the reaper,
+/// `counts` or `get` cannot find it. Answers a refusal for each id a task
+/// of another queue has, and which ids were new to the index.
+async fn index_new(
+    conn: &mut crate::conn::Conn,
+    keys: &crate::keys::Keys,
+    envelopes: &[&Envelope],
+) -> Result<(Vec<Option<Result<Submitted, EngineError>>>, Vec<bool>), Failure> {
+    let queues = by_queue(envelopes, |e| e.queue.as_str());
+    let mut cmds = Vec::with_capacity(envelopes.len() + 1);
+    let mut register = redis::cmd("SADD");
+    register.arg(keys.registry());
+    for (queue, _) in &queues {
+        register.arg(queue);
+    }
+    cmds.push(register);
+    for env in envelopes {
+        let mut index = redis::cmd("HSETNX");
+        index
+            .arg(keys.index(env.id))
+            .arg(env.id.to_string())
+            .arg(&env.queue);
+        cmds.push(index);
+    }
+    let answers: Vec<Value> = conn.each(cmds).await?;
+    let fresh: Vec<bool> = answers
+        .iter()
+        .skip(1)
+        .map(|v| matches!(v, Value::Int(1)))
+        .collect();
+    let mut results: Vec<Option<Result<Submitted, EngineError>>> = vec![None; envelopes.len()];
+    for (i, env) in envelopes.iter().enumerate() {
+        if !fresh[i] && !index_is_ours(conn, keys, env).await? {
+            results[i] = Some(Err(taken(env)));
+        }
+    }
+    Ok((results, fresh))
+}
+
 /// Writes new tasks of one queue that no script needs to check, atomically:
 /// the stored values and each index their placement names.
 async fn insert_plain<'a>(
@@ -402,115 +412,198 @@ fn add_member<'k>(
 /// changed under it before it gives up (`STORE_UNAVAILABLE`).
 const UNIQUE_ROUNDS: usize = 32;
 
-/// Submits one task with a unique key (`docs/uniqueness.md`): reads the
-/// slot's holder, lets the engine decide (`unique::decide`), and applies
-/// the decision with `lua/unique.lua`, which refuses it if the slot or the
-/// holder changed meanwhile (then it decides again).
-async fn submit_unique(shared: &Shared, task: &NewTask) -> Result<Submitted, EngineError> {
-    let value = stored::value_of(&task.envelope);
-    let value = &value;
-    retrying(shared.options.wait, Retry::Always, |maybe_applied| {
-        submit_unique_attempt(shared, task, value, maybe_applied).boxed()
-    })
-    .await?
+/// Submits tasks with unique keys (`docs/uniqueness.md`), in their order;
+/// one result per task. The first task of each slot are decided together
+/// ([`decide_unique`]): a few reads and one script per queue, whatever
+/// their number. A task whose slot or holder changed meanwhile is decided
+/// again; a later task of a slot waits for the earlier ones.
+async fn submit_unique(shared: &Shared, tasks: &[&NewTask]) -> Vec<Result<Submitted, EngineError>> {
+    let mut results: Vec<Option<Result<Submitted, EngineError>>> = vec![None; tasks.len()];
+    let slot_of = |i: usize| {
+        let t = tasks[i];
+        (
+            t.envelope.queue.as_str(),
+            t.unique.as_ref().map_or("", |u| u.slot.as_str()),
+        )
+    };
+    let mut remaining: Vec<usize> = (0..tasks.len()).collect();
+    while !remaining.is_empty() {
+        let mut seen = std::collections::HashSet::new();
+        let (mut pending, later): (Vec<usize>, Vec<usize>) =
+            remaining.iter().partition(|&&i| seen.insert(slot_of(i)));
+        for round in 0..UNIQUE_ROUNDS {
+            if pending.is_empty() {
+                break;
+            }
+            // First assume each slot free: a fresh key costs no read.
+            let read = round > 0;
+            let group: Vec<&NewTask> = pending.iter().map(|&i| tasks[i]).collect();
+            let values: Vec<Vec<u8>> = group
+                .iter()
+                .map(|t| stored::value_of(&t.envelope))
+                .collect();
+            let (group, values) = (&group, &values);
+            let answers = retrying(shared.options.wait, Retry::Always, |maybe_applied| {
+                decide_unique(shared, group, values, read, maybe_applied).boxed()
+            })
+            .await
+            .unwrap_or_else(|e| vec![Some(Err(e)); group.len()]);
+            let mut again = Vec::new();
+            for (&i, answer) in pending.iter().zip(answers) {
+                match answer {
+                    Some(answer) => results[i] = Some(answer),
+                    None => again.push(i),
+                }
+            }
+            pending = again;
+        }
+        for i in pending {
+            results[i] = Some(Err(EngineError::Unavailable(format!(
+                "the unique key of task {} kept changing hands; submit it again",
+                tasks[i].envelope.id
+            ))));
+        }
+        remaining = later;
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(EngineError::Unavailable("no answer".into()))))
+        .collect()
 }
 
-async fn submit_unique_attempt(
+/// Decides unique submits of distinct slots: reads each slot's holder and
+/// its stored value (one `HMGET` each per queue; without `read`, each slot
+/// is taken to be free), lets the engine decide (`unique::decide`), and
+/// applies the decisions with `lua/unique.lua`, which refuses each whose
+/// slot or holder changed meanwhile (or was not free): `None` for those,
+/// to decide again.
+async fn decide_unique(
     shared: &Shared,
-    task: &NewTask,
-    value: &[u8],
+    tasks: &[&NewTask],
+    values: &[Vec<u8>],
+    read: bool,
     maybe_applied: bool,
-) -> Result<Result<Submitted, EngineError>, Failure> {
-    let env = &task.envelope;
-    let Some(unique) = &task.unique else {
-        return Ok(Err(EngineError::InvalidArgument(
-            "a unique submit without its slot".into(),
-        )));
-    };
+) -> Result<Vec<Option<Result<Submitted, EngineError>>>, Failure> {
     let mut conn = shared.conn().await?;
     let keys = &shared.keys;
-    let queue_keys = keys.queue(&env.queue);
-    // The registry and the id index first, as every submit.
-    let _: Value = redis::cmd("SADD")
-        .arg(keys.registry())
-        .arg(&env.queue)
-        .query_async(&mut conn)
-        .await?;
-    let fresh: bool = redis::cmd("HSETNX")
-        .arg(keys.index(env.id))
-        .arg(env.id.to_string())
-        .arg(&env.queue)
-        .query_async(&mut conn)
-        .await?;
-    if !fresh && !index_is_ours(&mut conn, keys, env).await? {
-        return Ok(Err(taken(env)));
-    }
-    for _ in 0..UNIQUE_ROUNDS {
-        let named: Option<String> = redis::cmd("HGET")
-            .arg(queue_keys.unique_slots())
-            .arg(&unique.slot)
-            .query_async(&mut conn)
-            .await?;
-        let read: Option<Vec<u8>> = match &named {
-            Some(holder) => {
-                redis::cmd("HGET")
-                    .arg(queue_keys.tasks())
-                    .arg(holder)
-                    .query_async(&mut conn)
-                    .await?
+    let envelopes: Vec<&Envelope> = tasks.iter().map(|t| &t.envelope).collect();
+    let (mut results, fresh) = index_new(&mut conn, keys, &envelopes).await?;
+    for (queue, members) in by_queue(tasks, |t| t.envelope.queue.as_str()) {
+        let queue_keys = keys.queue(&queue);
+        let mut todo: Vec<(usize, &rdq_engine::unique::UniqueSlot)> = Vec::new();
+        for i in members {
+            if results[i].is_some() {
+                continue;
             }
-            None => None,
-        };
-        let decision = match &read {
-            Some(read) => unique::decide(&stored::decode(read)?, env, unique),
-            None => Decision::Take,
-        };
-        let (mode, id, next) = match decision {
-            Decision::Conflict(e) => return Ok(Err(e)),
-            Decision::Take => ("T", env.id, None),
-            Decision::Replace(next) => ("P", next.id, Some(next)),
-        };
-        let (written, place) = match &next {
-            Some(next) => (stored::value_of(next), Placement::of(next)),
-            None => (value.to_vec(), Placement::of(env)),
-        };
-        let answer: Vec<Vec<u8>> = crate::scripts::run(
-            &mut conn,
-            &shared.scripts.unique,
-            &queue_keys,
-            [
-                mode.as_bytes().to_vec(),
-                unique.slot.as_bytes().to_vec(),
-                named.unwrap_or_default().into_bytes(),
-                read.unwrap_or_default(),
-                id.to_string().into_bytes(),
-                written,
-                place.status.to_string().into_bytes(),
-                place.kind.to_string().into_bytes(),
-                place.score.into_bytes(),
-            ],
-        )
-        .await?;
-        let (code, stored_value) = pairs(answer, 1)?
-            .pop()
-            .ok_or_else(|| unexpected("a unique submit"))?;
-        match (code, next) {
-            (b'C', _) => return Ok(Ok(Submitted::Created(env.clone()))),
-            (b'P', Some(next)) => return Ok(Ok(Submitted::Existing(*next))),
-            (b'D', _)
-                if maybe_applied && envelope_bytes(&stored_value) == envelope_bytes(value) =>
-            {
-                return Ok(Ok(Submitted::Created(env.clone())));
+            match &tasks[i].unique {
+                Some(unique) => todo.push((i, unique)),
+                None => {
+                    results[i] = Some(Err(EngineError::InvalidArgument(
+                        "a unique submit without its slot".into(),
+                    )));
+                }
             }
-            (b'D', _) => return Ok(Err(taken(env))),
-            (b'R', _) => {}
-            _ => return Err(unexpected("a unique submit")),
+        }
+        for chunk in todo.chunks(shared.options.max_group) {
+            let named: Vec<Option<String>> = if read {
+                let mut slots = redis::cmd("HMGET");
+                slots.arg(queue_keys.unique_slots());
+                for (_, unique) in chunk {
+                    slots.arg(&unique.slot);
+                }
+                slots.query_async(&mut conn).await?
+            } else {
+                vec![None; chunk.len()]
+            };
+            let holders: Vec<&str> = named.iter().flatten().map(String::as_str).collect();
+            let values_of: HashMap<&str, Vec<u8>> = if holders.is_empty() {
+                HashMap::new()
+            } else {
+                let mut get = redis::cmd("HMGET");
+                get.arg(queue_keys.tasks()).arg(&holders);
+                let got: Vec<Option<Vec<u8>>> = get.query_async(&mut conn).await?;
+                holders
+                    .iter()
+                    .zip(got)
+                    .filter_map(|(h, v)| v.map(|v| (*h, v)))
+                    .collect()
+            };
+            let mut args: Vec<Vec<u8>> = Vec::with_capacity(chunk.len() * 9);
+            let mut applied: Vec<(usize, Option<Box<Envelope>>)> = Vec::new();
+            for ((i, unique), named) in chunk.iter().zip(&named) {
+                let (i, env) = (*i, &tasks[*i].envelope);
+                let holder = named.as_deref().unwrap_or("");
+                let stored = values_of.get(holder);
+                if holder == env.id.to_string() {
+                    // The task holds its slot already: stored by an
+                    // attempt whose answer was lost, or its id is taken.
+                    let ours = maybe_applied
+                        && stored.is_some_and(|v| envelope_bytes(v) == envelope_bytes(&values[i]));
+                    results[i] = Some(if ours {
+                        Ok(Submitted::Created(env.clone()))
+                    } else {
+                        Err(taken(env))
+                    });
+                    continue;
+                }
+                let decision = match stored {
+                    Some(stored) => unique::decide(&stored::decode(stored)?, env, unique),
+                    None => Decision::Take,
+                };
+                let (mode, id, next) = match decision {
+                    Decision::Conflict(e) => {
+                        results[i] = Some(Err(e));
+                        continue;
+                    }
+                    Decision::Take if fresh[i] => ("N", env.id, None),
+                    Decision::Take => ("T", env.id, None),
+                    Decision::Replace(next) => ("P", next.id, Some(next)),
+                };
+                let (written, place) = match &next {
+                    Some(next) => (stored::value_of(next), Placement::of(next)),
+                    None => (values[i].clone(), Placement::of(env)),
+                };
+                args.extend([
+                    mode.as_bytes().to_vec(),
+                    unique.slot.as_bytes().to_vec(),
+                    holder.as_bytes().to_vec(),
+                    stored.cloned().unwrap_or_default(),
+                    id.to_string().into_bytes(),
+                    written,
+                    place.status.to_string().into_bytes(),
+                    place.kind.to_string().into_bytes(),
+                    place.score.into_bytes(),
+                ]);
+                applied.push((i, next));
+            }
+            if applied.is_empty() {
+                continue;
+            }
+            let answer: Vec<Vec<u8>> =
+                crate::scripts::run(&mut conn, &shared.scripts.unique, &queue_keys, args).await?;
+            let answers = pairs(answer, applied.len())?;
+            for ((i, next), (code, stored_value)) in applied.into_iter().zip(answers) {
+                let env = &tasks[i].envelope;
+                let answer = match (code, next) {
+                    (b'C', _) => Ok(Submitted::Created(env.clone())),
+                    (b'P', Some(next)) => Ok(Submitted::Existing(*next)),
+                    (b'D', _)
+                        if maybe_applied
+                            && envelope_bytes(&stored_value) == envelope_bytes(&values[i]) =>
+                    {
+                        Ok(Submitted::Created(env.clone()))
+                    }
+                    (b'D', _) => Err(taken(env)),
+                    (b'R', _) => continue,
+                    _ => return Err(unexpected("a unique submit")),
+                };
+                results[i] = Some(answer);
+            }
         }
     }
-    Ok(Err(EngineError::Unavailable(format!(
-        "the unique key of task {} kept changing hands; submit it again",
-        env.id
-    ))))
+    // A task still undecided changed hands meanwhile: `None`, to decide
+    // again.
+    Ok(results)
 }
 
 /// For an id the index knows already: whether `env` may have it. False

@@ -62,7 +62,7 @@ pub use schedules::{
     schedules_overlap_policies_read_the_previous_task,
 };
 pub use unique::{
-    a_hold_for_a_duration_releases_at_its_expiry, each_hold_releases_when_its_holder_leaves_it,
-    redrive_and_import_into_a_held_key_are_refused, replace_never_touches_a_running_holder,
-    two_submitters_of_one_unique_key_get_one_holder,
+    a_hold_for_a_duration_releases_at_its_expiry, batches_decide_unique_submits_in_order,
+    each_hold_releases_when_its_holder_leaves_it, redrive_and_import_into_a_held_key_are_refused,
+    replace_never_touches_a_running_holder, two_submitters_of_one_unique_key_get_one_holder,
 };

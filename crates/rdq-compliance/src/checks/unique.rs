@@ -371,3 +371,108 @@ pub async fn redrive_and_import_into_a_held_key_are_refused(factory: StoreFactor
         conflicts(&h, submit(), &dead, "the redriven task").await;
     }
 }
+
+/// A batch decides its unique submits in order, against the store and
+/// against its own earlier submits; concurrent batches over the same keys
+/// still leave one holder per key.
+pub async fn batches_decide_unique_submits_in_order(factory: StoreFactory) {
+    let h = Harness::new(&factory).await;
+    if skips(&h, "batches_decide_unique_submits_in_order").await {
+        return;
+    }
+    let queue = "compliance.unique.batch";
+    let with = |key: &str, payload: &str, mode| SubmitRequest {
+        payload: payload.as_bytes().to_vec(),
+        ..keyed(queue, key, Hold::UntilFinished, mode)
+    };
+    let stored = created(&h, with("s", r#"{"v":0}"#, OnConflict::Return), "stored").await;
+    let batch = h
+        .engine
+        .submit_many(vec![
+            with("a", r#"{"v":1}"#, OnConflict::Return),
+            with("a", r#"{"v":2}"#, OnConflict::Replace),
+            with("b", r#"{"v":3}"#, OnConflict::Return),
+            with("a", r#"{"v":4}"#, OnConflict::Return),
+            with("s", r#"{"v":5}"#, OnConflict::Return),
+            with("s", r#"{"v":6}"#, OnConflict::Replace),
+        ])
+        .await;
+    let a = match &batch[0] {
+        Ok(Submitted::Created(env)) => env.id,
+        other => panic!("the first of key a creates: {other:?}"),
+    };
+    match &batch[1] {
+        Ok(Submitted::Existing(env)) => {
+            assert_eq!(env.id, a, "replace answers the batch's own holder");
+            assert_eq!(env.payload_bytes(), br#"{"v":2}"#);
+        }
+        other => panic!("replace of the batch's own waiting holder: {other:?}"),
+    }
+    assert!(
+        matches!(&batch[2], Ok(Submitted::Created(_))),
+        "key b is free: {:?}",
+        batch[2]
+    );
+    assert_eq!(holder_of(&batch[3]), Some(a), "{:?}", batch[3]);
+    assert_eq!(holder_of(&batch[4]), Some(stored.id), "{:?}", batch[4]);
+    match &batch[5] {
+        Ok(Submitted::Existing(env)) => {
+            assert_eq!(env.id, stored.id);
+            assert_eq!(env.payload_bytes(), br#"{"v":6}"#);
+        }
+        other => panic!("replace of a stored waiting holder: {other:?}"),
+    }
+    let mut payloads: Vec<Vec<u8>> = h
+        .claim(queue, 100)
+        .await
+        .iter()
+        .map(|c| c.envelope.payload_bytes().to_vec())
+        .collect();
+    payloads.sort();
+    assert_eq!(
+        payloads,
+        vec![
+            br#"{"v":2}"#.to_vec(),
+            br#"{"v":3}"#.to_vec(),
+            br#"{"v":6}"#.to_vec()
+        ],
+        "three tasks: a (replaced), b and s (replaced)"
+    );
+
+    // Eight batches at once over keys c0..c9, each in its own order.
+    let racing = "compliance.unique.batch.race";
+    let batches = (0..8usize).map(|b| {
+        let requests = (0..10usize)
+            .map(|k| {
+                keyed(
+                    racing,
+                    &format!("c{}", (k * 3 + b) % 10),
+                    Hold::UntilFinished,
+                    OnConflict::Return,
+                )
+            })
+            .collect();
+        h.engine.submit_many(requests)
+    });
+    let results: Vec<_> = futures::future::join_all(batches)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    let created: Vec<&Envelope> = results
+        .iter()
+        .filter_map(|r| match r {
+            Ok(Submitted::Created(env)) => Some(env),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(created.len(), 10, "one holder per key: {results:?}");
+    let holders: std::collections::HashSet<_> = created.iter().map(|e| e.id).collect();
+    for r in &results {
+        if !matches!(r, Ok(Submitted::Created(_))) {
+            let named = holder_of(r).unwrap_or_else(|| panic!("a loser conflicts: {r:?}"));
+            assert!(holders.contains(&named), "a loser names a holder: {r:?}");
+        }
+    }
+    assert_eq!(h.claim(racing, 100).await.len(), 10, "ten tasks exist");
+}

@@ -1,37 +1,69 @@
--- A unique submit's compare-and-swap (docs/uniqueness.md). rdq read the
--- slot's holder and its stored value, and the engine decided; this applies
--- the decision only if neither the slot nor the holder changed since.
+-- Unique submits' compare-and-swaps (docs/uniqueness.md). For each, rdq
+-- read the slot's holder and its stored value (or assumed the slot free),
+-- and the engine decided; this applies each decision only if neither the
+-- slot nor the holder changed since (an earlier submit of this call
+-- included).
 -- The queue's slots are a hash, TAG .. 'uniq': slot -> the id of the task
 -- that took it last.
--- ARGV: mode ('T' the new task takes the slot, 'P' the holder takes a new
--- state), slot, the holder's id read ('' for none), its value read ('' for
--- none), then id, stored value, status, place kind, score: the new task's
--- (T) or the holder's new state (P).
--- Answers {code, value}: 'C' created, 'P' replaced, 'R' changed meanwhile
--- (decide again), 'D' and the stored value (the id is taken).
+-- ARGV, nine per submit: mode ('T' the new task takes the slot; 'N' the
+-- same for an id new to the id index, which no task can have; 'P' the
+-- holder takes a new state), slot, the holder's id read ('' for none), its
+-- value read ('' for none), then id, stored value, status, place kind,
+-- score: the new task's (T) or the holder's new state (P).
+-- Answers two per submit, {code, value}: 'C' created, 'P' replaced, 'R'
+-- changed meanwhile (decide again), 'D' and the stored value (the id is
+-- taken).
 local UNIQ = TAG .. 'uniq'
-local mode, slot, holder, read = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local id, v, s, kind, score = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-if (redis.call('HGET', UNIQ, slot) or '') ~= holder then
-  return { 'R', '' }
+-- Every slot's holder, read at once; then as this call changes them.
+local slots, holders = every(ARGV, 2, 9), every(ARGV, 3, 9)
+local named = {}
+for i = 1, #slots, CHUNK do
+  local last = math.min(i + CHUNK - 1, #slots)
+  local got = redis.call('HMGET', UNIQ, unpack(slots, i, last))
+  for j = i, last do named[slots[j]] = got[j - i + 1] or '' end
 end
-if holder ~= '' and (value(holder) or '') ~= read then
-  return { 'R', '' }
+local check = {}
+for i = 1, #ARGV, 9 do
+  if ARGV[i] == 'T' then check[#check + 1] = ARGV[i + 4] end
 end
-if mode == 'T' then
-  local current = value(id)
-  if current then
-    return { 'D', current }
+prefetch(check)
+local read_holders = {}
+for _, h in ipairs(holders) do
+  if h ~= '' then read_holders[#read_holders + 1] = h end
+end
+prefetch(read_holders)
+local out, taken = {}, {}
+local function answer(code, v)
+  out[#out + 1] = code
+  out[#out + 1] = v
+end
+for i = 1, #ARGV, 9 do
+  local mode, slot, holder, read = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local id, v, s, kind, score = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
+  if named[slot] ~= holder then
+    answer('R', '')
+  elseif holder ~= '' and (value(holder) or '') ~= read then
+    answer('R', '')
+  elseif mode ~= 'P' then
+    local current = mode == 'T' and value(id)
+    if current then
+      answer('D', current)
+    else
+      write(id, v)
+      place(id, s, kind, score, key_of(v))
+      named[slot] = id
+      taken[#taken + 1] = slot
+      taken[#taken + 1] = id
+      answer('C', '')
+    end
+  else
+    local old = meta(read)
+    unplace(holder, old, key_of(read))
+    write(holder, v)
+    place(holder, s, kind, score, key_of(v))
+    answer('P', '')
   end
-  write(id, v)
-  place(id, s, kind, score, key_of(v))
-  redis.call('HSET', UNIQ, slot, id)
-  flush()
-  return { 'C', '' }
 end
-local old = meta(read)
-unplace(holder, old, key_of(read))
-write(holder, v)
-place(holder, s, kind, score, key_of(v))
+call_chunked('HSET', UNIQ, taken)
 flush()
-return { 'P', '' }
+return out
