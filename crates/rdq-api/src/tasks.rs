@@ -127,8 +127,10 @@ pub struct UniqueBody {
     /// What a submit of a held key does: `return` (default: `409
     /// UNIQUE_HELD` naming the holder, nothing written), `replace` (a
     /// holder still PENDING takes the new payload and headers: `200` with
-    /// the holder) or `debounce` (as `replace`, and the holder's due time
-    /// moves to this submit's).
+    /// the holder), `debounce` (as `replace`, and the holder's due time
+    /// moves to this submit's) or `existing` (`200` with the holder, nothing
+    /// written: with hold `forever` in the queue's scope, an idempotency
+    /// key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<UniqueConflict>)]
     pub on_conflict: Option<String>,
@@ -171,6 +173,8 @@ pub enum UniqueConflict {
     Replace,
     /// As `replace`, and the holder's due time moves.
     Debounce,
+    /// `200` with the holder, nothing written.
+    Existing,
 }
 
 /// A field that is present holds a value, even `null`: serde's `Option`

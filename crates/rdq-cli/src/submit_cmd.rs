@@ -71,7 +71,8 @@ pub struct SubmitArgs {
     unique_hold_ms: Option<u64>,
     /// What a submit of a held key does: `return` (default: refused with
     /// `UNIQUE_HELD`), `replace` or `debounce` (a waiting holder takes the
-    /// new payload; debounce also moves its due time).
+    /// new payload; debounce also moves its due time), or `existing` (the
+    /// holder is printed, as for an idempotency key).
     #[arg(long, value_name = "MODE")]
     unique_on_conflict: Option<String>,
     #[command(flatten)]

@@ -160,6 +160,7 @@ macro_rules! __with_every_check {
             replace_never_touches_a_running_holder
             redrive_and_import_into_a_held_key_are_refused
             batches_decide_unique_submits_in_order
+            existing_answers_the_holder_and_is_the_idempotency_key
         }
     };
 }
@@ -207,6 +208,6 @@ mod tests {
         let unique: HashSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
         assert!(names.contains(&"fixtures_round_trip"));
-        assert_eq!(names.len(), 52);
+        assert_eq!(names.len(), 53);
     }
 }

@@ -303,6 +303,7 @@ impl Engine {
             env.headers.insert(FLOW_KEY_HEADER.to_owned(), key.clone());
         }
         env.priority = req.priority;
+        let mut idempotency_key = req.idempotency_key.clone();
         let unique = match &req.unique {
             Some(unique) => {
                 if !self.store.capabilities().unique {
@@ -312,14 +313,29 @@ impl Engine {
                             .into(),
                     ));
                 }
+                if idempotency_key.is_some() {
+                    return Err(EngineError::InvalidArgument(
+                        "unique: an idempotency key is a unique key (hold forever, on_conflict \
+                         existing): give idempotency_key or unique, not both"
+                            .into(),
+                    ));
+                }
                 let key = unique.key(&req.payload)?;
-                Some(unique.apply(key, &req.handler_ref, &mut env.headers, now))
+                if unique.is_idempotency()
+                    && key.chars().count() <= crate::unique::MAX_IDEMPOTENCY_CHARS
+                {
+                    // One key whichever way it was spelt (docs/uniqueness.md).
+                    idempotency_key = Some(key);
+                    None
+                } else {
+                    Some(unique.apply(key, &req.handler_ref, &mut env.headers, now))
+                }
             }
             None => None,
         };
         Ok(NewTask {
             envelope: machine::submit(&env, policy, now, req.delay_ms)?,
-            idempotency_key: req.idempotency_key.clone(),
+            idempotency_key,
             unique,
         })
     }

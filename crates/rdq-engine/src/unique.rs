@@ -33,6 +33,11 @@ pub const HOLD_HEADER: &str = "rdq.unique_hold";
 pub const MAX_KEY_BYTES: usize = 512;
 /// The most JSON pointers a derived key may name.
 pub const MAX_KEY_FIELDS: usize = 16;
+
+/// The longest idempotency key, in characters: a key of the idempotency
+/// case ([`UniqueRequest::is_idempotency`]) up to this long is submitted
+/// as one.
+pub const MAX_IDEMPOTENCY_CHARS: usize = 255;
 /// The longest `for` hold: ten years.
 pub const MAX_HOLD_MS: u64 = 10 * 366 * 24 * 3_600_000;
 
@@ -173,15 +178,20 @@ pub enum OnConflict {
     /// As `Replace`, and the holder's due time moves to the new submit's
     /// (now plus its delay): a burst of submits runs once, after the last.
     Debounce,
+    /// Nothing is written; the submit succeeds with the holder, as an
+    /// idempotent repeat does (an idempotency key is this mode with hold
+    /// `Forever` in the queue's scope).
+    Existing,
 }
 
 impl OnConflict {
-    /// The text form: `return`, `replace` or `debounce`.
+    /// The text form: `return`, `replace`, `debounce` or `existing`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Return => "return",
             Self::Replace => "replace",
             Self::Debounce => "debounce",
+            Self::Existing => "existing",
         }
     }
 }
@@ -194,9 +204,10 @@ impl FromStr for OnConflict {
             "return" => Ok(Self::Return),
             "replace" => Ok(Self::Replace),
             "debounce" => Ok(Self::Debounce),
+            "existing" => Ok(Self::Existing),
             _ => Err(invalid(
                 "unique.on_conflict",
-                format!("{s:?} is no conflict mode: return, replace or debounce"),
+                format!("{s:?} is no conflict mode: return, replace, debounce or existing"),
             )),
         }
     }
@@ -243,6 +254,8 @@ pub enum Decision {
     Replace(Box<Envelope>),
     /// Nothing is written; answer this error (`UNIQUE_HELD`).
     Conflict(EngineError),
+    /// Nothing is written; answer the holder (`OnConflict::Existing`).
+    Existing(Box<Envelope>),
 }
 
 impl UniqueRequest {
@@ -264,6 +277,17 @@ impl UniqueRequest {
             }
             (None, false) => derive_key(&self.key_from, payload),
         }
+    }
+
+    /// Whether this is the case an idempotency key is: hold `Forever` in
+    /// the queue's scope, a repeat answered with the holder
+    /// (`OnConflict::Existing`). The engine submits it as that idempotency
+    /// key when the key is short enough to be one, so the two spellings
+    /// share one key.
+    pub fn is_idempotency(&self) -> bool {
+        self.scope == Scope::Queue
+            && self.hold == Hold::Forever
+            && self.on_conflict == OnConflict::Existing
     }
 
     /// The slot and the headers the task carries.
@@ -340,6 +364,7 @@ pub fn decide(holder: &Envelope, task: &Envelope, unique: &UniqueSlot) -> Decisi
             }
             Decision::Replace(Box::new(next))
         }
+        OnConflict::Existing => Decision::Existing(Box::new(holder.clone())),
         _ => Decision::Conflict(held_by(holder)),
     }
 }
@@ -499,6 +524,41 @@ mod tests {
         assert!("sometimes".parse::<Hold>().is_err());
         assert!("table".parse::<Scope>().is_err());
         assert!("merge".parse::<OnConflict>().is_err());
+    }
+
+    #[test]
+    fn conflict_modes_round_trip_and_only_one_case_is_an_idempotency_key() {
+        for mode in [
+            OnConflict::Return,
+            OnConflict::Replace,
+            OnConflict::Debounce,
+            OnConflict::Existing,
+        ] {
+            assert_eq!(mode.as_str().parse::<OnConflict>().ok(), Some(mode));
+        }
+        let idempotency = UniqueRequest {
+            key: Some("k".into()),
+            hold: Hold::Forever,
+            on_conflict: OnConflict::Existing,
+            ..UniqueRequest::default()
+        };
+        assert!(idempotency.is_idempotency());
+        for other in [
+            UniqueRequest {
+                scope: Scope::Handler,
+                ..idempotency.clone()
+            },
+            UniqueRequest {
+                hold: Hold::UntilSucceeded,
+                ..idempotency.clone()
+            },
+            UniqueRequest {
+                on_conflict: OnConflict::Return,
+                ..idempotency.clone()
+            },
+        ] {
+            assert!(!other.is_idempotency(), "{other:?}");
+        }
     }
 
     #[test]

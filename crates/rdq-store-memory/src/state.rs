@@ -201,6 +201,7 @@ impl State {
                     return Ok(Submitted::Existing(*next));
                 }
                 Decision::Conflict(e) => return Err(e),
+                Decision::Existing(holder) => return Ok(Submitted::Existing(*holder)),
             }
         }
         let key = task

@@ -275,6 +275,7 @@ async fn submit_unique(
                 results[i] = Some(Ok(Submitted::Existing(*next)));
             }
             Decision::Conflict(e) => results[i] = Some(Err(e)),
+            Decision::Existing(holder) => results[i] = Some(Ok(Submitted::Existing(*holder))),
         }
     }
     if !slot_set.is_empty() {

@@ -93,6 +93,7 @@ checks! {
     replace_never_touches_a_running_holder
     redrive_and_import_into_a_held_key_are_refused
     batches_decide_unique_submits_in_order
+    existing_answers_the_holder_and_is_the_idempotency_key
 }
 
 // These checks advance a virtual clock and expect tasks to become claimable

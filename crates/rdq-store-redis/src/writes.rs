@@ -555,6 +555,10 @@ async fn decide_unique(
                         results[i] = Some(Err(e));
                         continue;
                     }
+                    Decision::Existing(holder) => {
+                        results[i] = Some(Ok(Submitted::Existing(*holder)));
+                        continue;
+                    }
                     Decision::Take if fresh[i] => ("N", env.id, None),
                     Decision::Take => ("T", env.id, None),
                     Decision::Replace(next) => ("P", next.id, Some(next)),

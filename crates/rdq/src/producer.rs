@@ -88,7 +88,8 @@ impl EnqueueOptions {
     /// second enqueue of the key fails with `UNIQUE_HELD` naming the holder
     /// (or, with [`crate::OnConflict::Replace`] / [`crate::OnConflict::Debounce`],
     /// updates a holder still waiting and answers it as
-    /// [`Enqueued::existing`]).
+    /// [`Enqueued::existing`]; with [`crate::OnConflict::Existing`], answers
+    /// the holder so, unchanged).
     ///
     /// ```
     /// use rdq::{EnqueueOptions, Hold, UniqueRequest};

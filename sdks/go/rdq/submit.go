@@ -44,7 +44,8 @@ type Task struct {
 	// Unique, when not nil, makes the submit unique (docs/uniqueness.md): a
 	// submit of a key another task holds fails with CodeUniqueHeld and the
 	// holder's id in Error.Holder, or replaces a waiting holder's payload
-	// (OnConflictReplace, OnConflictDebounce).
+	// (OnConflictReplace, OnConflictDebounce), or answers the holder
+	// (OnConflictExisting).
 	Unique *Unique
 }
 
@@ -53,7 +54,8 @@ type Submitted struct {
 	Envelope envelope.Envelope
 	// Existing is true when the idempotency key matched an earlier task, or
 	// a unique submit replaced a waiting holder (OnConflictReplace,
-	// OnConflictDebounce): Envelope is then that task.
+	// OnConflictDebounce) or met one (OnConflictExisting): Envelope is then
+	// that task.
 	Existing bool
 }
 

@@ -84,6 +84,11 @@ const (
 	// when this submit would have (now plus its Delay), so a burst of
 	// submits runs once, after the last.
 	OnConflictDebounce OnConflict = "debounce"
+	// OnConflictExisting: nothing is written; the submit answers the holder
+	// as an idempotent repeat does (Submitted.Existing), whatever its state.
+	// With HoldForever in UniqueScopeQueue this is an idempotency key: the
+	// same key as TaskRequest.IdempotencyKey.
+	OnConflictExisting OnConflict = "existing"
 )
 
 // uniqueRequest is Unique in a submit's JSON body.

@@ -338,3 +338,35 @@ func TestANegativeHoldIsRefusedBeforeAnyRequest(t *testing.T) {
 		t.Fatalf("an unknown submit transport: %v", err)
 	}
 }
+
+func TestExistingAnswersTheHolderAndForeverIsTheIdempotencyKey(t *testing.T) {
+	forEachUniqueStore(t, func(t *testing.T, c *rdq.Client) {
+		ctx := context.Background()
+		q := queueName(t)
+		holder := submit(t, c, rdq.Task{Queue: q, HandlerRef: "sync", Payload: []byte("v1"),
+			Unique: &rdq.Unique{Key: "doc-1", OnConflict: rdq.OnConflictExisting}})
+		met, err := c.Submit(ctx, rdq.Task{Queue: q, HandlerRef: "sync", Payload: []byte("v2"),
+			Unique: &rdq.Unique{Key: "doc-1", OnConflict: rdq.OnConflictExisting}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !met.Existing || met.Envelope.ID != holder.ID || string(met.Envelope.Payload) != "v1" {
+			t.Fatalf("existing answered existing=%v id=%s payload %q, want the holder %s unchanged",
+				met.Existing, met.Envelope.ID, met.Envelope.Payload, holder.ID)
+		}
+		// Hold forever in the queue's scope with existing is the idempotency key.
+		keyed, err := c.Submit(ctx, rdq.Task{Queue: q, HandlerRef: "sync", Payload: []byte("k1"), IdempotencyKey: "order-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		same, err := c.Submit(ctx, rdq.Task{Queue: q, HandlerRef: "sync", Payload: []byte("k2"),
+			Unique: &rdq.Unique{Key: "order-1", Hold: rdq.HoldForever, OnConflict: rdq.OnConflictExisting}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !same.Existing || same.Envelope.ID != keyed.Envelope.ID {
+			t.Fatalf("unique forever/existing after an idempotency key: existing=%v id=%s, want %s",
+				same.Existing, same.Envelope.ID, keyed.Envelope.ID)
+		}
+	})
+}

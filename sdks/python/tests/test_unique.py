@@ -131,6 +131,23 @@ def test_replace_gives_a_waiting_holder_the_new_payload(memory_server: Server, q
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_existing_answers_the_holder_and_is_the_idempotency_key(
+    memory_server: Server, queue: str, transport: str
+) -> None:
+    with memory_server.client(transport) as client:
+        existing = rdq.Unique(key="doc-2", on_conflict="existing")
+        first = client.submit(queue, "sync", {"version": 1}, unique=existing)
+        again = client.submit(queue, "sync", {"version": 2}, unique=existing)
+        assert again.id == first.id
+        assert again.payload_json() == {"version": 1}
+        keyed = client.submit(queue, "sync", {"version": 3}, idempotency_key="order-1")
+        same = rdq.Unique(key="order-1", hold="forever", on_conflict="existing")
+        (result,) = client.submit_batch([rdq.Submit(queue, "sync", {"version": 4}, unique=same)])
+        assert result.ok and result.status == 200
+        assert result.envelope is not None and result.envelope.id == keyed.id
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_debounce_moves_the_holders_due_time(memory_server: Server, queue: str, transport: str) -> None:
     with memory_server.client(transport) as client:
         first = client.submit(queue, "index", {"n": 1}, delay=60, unique=rdq.Unique(key="reindex"))

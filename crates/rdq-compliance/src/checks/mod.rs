@@ -63,6 +63,8 @@ pub use schedules::{
 };
 pub use unique::{
     a_hold_for_a_duration_releases_at_its_expiry, batches_decide_unique_submits_in_order,
-    each_hold_releases_when_its_holder_leaves_it, redrive_and_import_into_a_held_key_are_refused,
-    replace_never_touches_a_running_holder, two_submitters_of_one_unique_key_get_one_holder,
+    each_hold_releases_when_its_holder_leaves_it,
+    existing_answers_the_holder_and_is_the_idempotency_key,
+    redrive_and_import_into_a_held_key_are_refused, replace_never_touches_a_running_holder,
+    two_submitters_of_one_unique_key_get_one_holder,
 };

@@ -476,3 +476,86 @@ pub async fn batches_decide_unique_submits_in_order(factory: StoreFactory) {
     }
     assert_eq!(h.claim(racing, 100).await.len(), 10, "ten tasks exist");
 }
+
+/// `existing` answers the holder, unchanged, whatever its state; hold
+/// `forever` in the queue's scope with `existing` is the idempotency key:
+/// either spelling finds a task submitted with the other.
+pub async fn existing_answers_the_holder_and_is_the_idempotency_key(factory: StoreFactory) {
+    let h = Harness::new(&factory).await;
+    if skips(&h, "existing_answers_the_holder_and_is_the_idempotency_key").await {
+        return;
+    }
+    let queue = "compliance.unique.existing";
+    let with = |key: &str, hold, payload: &str| SubmitRequest {
+        payload: payload.as_bytes().to_vec(),
+        ..keyed(queue, key, hold, OnConflict::Existing)
+    };
+    let existing = |result: Result<Submitted, EngineError>, what: &str| match result {
+        Ok(Submitted::Existing(env)) => env,
+        other => panic!("{what}: the holder should be answered, got {other:?}"),
+    };
+    let a = created(&h, with("e", Hold::UntilFinished, r#"{"v":1}"#), "first").await;
+    let met = existing(
+        h.engine
+            .submit(with("e", Hold::UntilFinished, r#"{"v":2}"#))
+            .await,
+        "a waiting holder",
+    );
+    assert_eq!(met.id, a.id);
+    assert_eq!(met.payload_bytes(), br#"{"v":1}"#, "nothing is replaced");
+    let claimed = h.claim_one(queue).await;
+    assert_eq!(claimed.envelope.id, a.id);
+    let met = existing(
+        h.engine
+            .submit(with("e", Hold::UntilFinished, r#"{"v":3}"#))
+            .await,
+        "a running holder",
+    );
+    assert_eq!((met.id, met.status), (a.id, Status::InFlight));
+    h.settle(&claimed, rdq_engine::machine::Settlement::Success)
+        .await;
+    created(
+        &h,
+        with("e", Hold::UntilFinished, r#"{"v":4}"#),
+        "after the holder finished",
+    )
+    .await;
+
+    // The idempotency key's case, both ways round.
+    let idem = |key: &str| SubmitRequest {
+        idempotency_key: Some(key.to_owned()),
+        ..task(queue)
+    };
+    let b = created(&h, idem("order-1"), "by idempotency key").await;
+    let both = h
+        .engine
+        .submit(SubmitRequest {
+            idempotency_key: Some("order-9".into()),
+            ..with("order-9", Hold::UntilFinished, r#"{"v":0}"#)
+        })
+        .await;
+    assert_eq!(code_of(&both), "INVALID_ARGUMENT", "{both:?}");
+    let met = existing(
+        h.engine
+            .submit(with("order-1", Hold::Forever, r#"{"v":5}"#))
+            .await,
+        "unique forever/existing after an idempotency key",
+    );
+    assert_eq!(met.id, b.id);
+    let c = created(&h, with("order-2", Hold::Forever, r#"{"v":6}"#), "unique").await;
+    let met = existing(
+        h.engine.submit(idem("order-2")).await,
+        "an idempotency key after unique forever/existing",
+    );
+    assert_eq!(met.id, c.id);
+    // A key too long for an idempotency key holds its slot the same way.
+    let long = "k".repeat(300);
+    let d = created(&h, with(&long, Hold::Forever, r#"{"v":7}"#), "a long key").await;
+    let met = existing(
+        h.engine
+            .submit(with(&long, Hold::Forever, r#"{"v":8}"#))
+            .await,
+        "a long key's repeat",
+    );
+    assert_eq!(met.id, d.id);
+}

@@ -357,8 +357,8 @@ pub struct UniqueOptions {
     /// With hold `for`: how long after the submit, in milliseconds.
     #[prost(uint64, optional, tag = "5")]
     pub hold_ms: ::core::option::Option<u64>,
-    /// `return` (default: UNIQUE_HELD naming the holder), `replace` or
-    /// `debounce`.
+    /// `return` (default: UNIQUE_HELD naming the holder), `replace`,
+    /// `debounce` or `existing` (the holder, as an idempotent repeat).
     #[prost(string, optional, tag = "6")]
     pub on_conflict: ::core::option::Option<::prost::alloc::string::String>,
 }

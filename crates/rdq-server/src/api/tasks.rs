@@ -136,7 +136,7 @@ fn decode_base64(text: &str) -> Result<Vec<u8>, AppError> {
                 ("DeleteTask" = (operation_id = "deleteTask", parameters(("id" = "$response.body#/id")))),
                 ("ClaimTasks" = (operation_id = "claimTasks", parameters(("queue" = "$response.body#/queue")))),
             )),
-        (status = 200, description = "The original task (repeated idempotency key), or the unique key's holder updated by on_conflict replace or debounce", body = Envelope),
+        (status = 200, description = "The original task (repeated idempotency key), or the unique key's holder (updated by on_conflict replace or debounce; unchanged with existing)", body = Envelope),
         (status = 409, response = Problem409),
     ),
 )]

@@ -126,7 +126,9 @@ pub(super) fn submit_one(
     if let Some(unique) = &task.unique {
         match super::unique::decide(ctx, env, unique)? {
             Ok(Decision::Take) => {}
-            Ok(Decision::Replace(next)) => return Ok(Ok(Submitted::Existing(*next))),
+            Ok(Decision::Replace(next) | Decision::Existing(next)) => {
+                return Ok(Ok(Submitted::Existing(*next)));
+            }
             Ok(Decision::Conflict(e)) | Err(e) => return Ok(Err(e)),
         }
     }

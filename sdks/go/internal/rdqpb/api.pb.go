@@ -428,8 +428,8 @@ type UniqueOptions struct {
 	Hold *string `protobuf:"bytes,4,opt,name=hold,proto3,oneof" json:"hold,omitempty"`
 	// With hold `for`: how long after the submit, in milliseconds.
 	HoldMs *uint64 `protobuf:"varint,5,opt,name=hold_ms,json=holdMs,proto3,oneof" json:"hold_ms,omitempty"`
-	// `return` (default: UNIQUE_HELD naming the holder), `replace` or
-	// `debounce`.
+	// `return` (default: UNIQUE_HELD naming the holder), `replace`,
+	// `debounce` or `existing` (the holder, as an idempotent repeat).
 	OnConflict    *string `protobuf:"bytes,6,opt,name=on_conflict,json=onConflict,proto3,oneof" json:"on_conflict,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

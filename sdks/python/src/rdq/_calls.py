@@ -77,7 +77,7 @@ class Call(Generic[T]):
 
 UniqueScope = Literal["queue", "handler"]
 UniqueHold = Literal["until_started", "until_finished", "until_succeeded", "for", "forever"]
-OnConflict = Literal["return", "replace", "debounce"]
+OnConflict = Literal["return", "replace", "debounce", "existing"]
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,9 @@ class Unique:
     given. `scope` is `queue` (the server's default) or `handler`; `hold`
     is `until_started`, `until_finished` (default), `until_succeeded`,
     `for` (with `hold_ms`: milliseconds or a timedelta) or `forever`;
-    `on_conflict` is `return` (default), `replace` or `debounce`. None
+    `on_conflict` is `return` (default), `replace`, `debounce` or
+    `existing` (the holder is answered as an idempotent repeat; with
+    `hold="forever"` in the queue's scope, an idempotency key). None
     leaves a field to the server's default. The server judges every rule
     (`InvalidRequest` naming the field, such as `unique.key_from`), so the
     answer is the same on both transports."""

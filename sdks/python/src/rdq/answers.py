@@ -15,7 +15,8 @@ from .errors import RdqError, error_for
 class SubmitResult:
     """One item of a batch submit: `status` 201 (created), 200 (an
     idempotent repeat, or a unique key's holder that took the submit with
-    `on_conflict` `replace` or `debounce`: `envelope` is that task) or an
+    `on_conflict` `replace` or `debounce`, or met with `existing`:
+    `envelope` is that task) or an
     error status with its `code`. With `UNIQUE_HELD`, `holder` is the task
     that holds the item's key and `hold` its hold. `problem` is the refusal's whole problem document, and
     `error` the exception a single submit would have raised."""

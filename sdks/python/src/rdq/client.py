@@ -175,7 +175,8 @@ class AsyncClient:
         the queue has seen `idempotency_key`). With `unique`, a submit of a
         key another task holds raises `UniqueHeld` naming the holder, or,
         with `on_conflict` `replace` or `debounce` and a holder still
-        PENDING, returns the holder, which took this submit's payload."""
+        PENDING, returns the holder, which took this submit's payload (with
+        `existing`, returns the holder as it is)."""
         s = Submit(
             queue, handler, payload, delay, priority, idempotency_key, flow_key,
             headers or {}, handler_version, content_type, unique,
@@ -453,7 +454,8 @@ class Client:
         the queue has seen `idempotency_key`). With `unique`, a submit of a
         key another task holds raises `UniqueHeld` naming the holder, or,
         with `on_conflict` `replace` or `debounce` and a holder still
-        PENDING, returns the holder, which took this submit's payload."""
+        PENDING, returns the holder, which took this submit's payload (with
+        `existing`, returns the holder as it is)."""
         s = Submit(
             queue, handler, payload, delay, priority, idempotency_key, flow_key,
             headers or {}, handler_version, content_type, unique,

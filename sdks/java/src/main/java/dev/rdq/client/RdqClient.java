@@ -178,7 +178,8 @@ public final class RdqClient implements AutoCloseable {
      * Submits one task; answers the new envelope (or the original one, for a
      * repeated idempotency key; or a unique key's holder that took this
      * submit's payload, with {@link UniqueConflict#REPLACE} or {@link
-     * UniqueConflict#DEBOUNCE}). A unique key another task holds is refused
+     * UniqueConflict#DEBOUNCE}; or the holder itself, with {@link
+     * UniqueConflict#EXISTING}). A unique key another task holds is refused
      * with {@link UniqueHeldException}. The current trace context (the
      * builder's {@link Builder#traceParent(Supplier)}, else {@link
      * TraceContext#current()}) is sent as the {@code traceparent} request

@@ -9,7 +9,8 @@ import java.util.Optional;
  * One item's answer in {@link RdqClient#submitBatch}: HTTP-like {@code
  * status} 201 (created now) or 200 (an earlier task answered: an idempotent
  * repeat, or a unique key's holder updated by {@link UniqueConflict#REPLACE}
- * or {@link UniqueConflict#DEBOUNCE}) with the stored envelope; else the
+ * or {@link UniqueConflict#DEBOUNCE}, or met with {@link
+ * UniqueConflict#EXISTING}) with the stored envelope; else the
  * refusal's status and its {@link #error()} ({@link UniqueHeldException}
  * for {@code UNIQUE_HELD}). Items are independent: one refused leaves the
  * others stored.

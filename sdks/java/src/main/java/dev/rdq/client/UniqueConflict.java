@@ -21,7 +21,14 @@ public enum UniqueConflict {
      * As {@link #REPLACE}, and the holder's due time becomes the submit's
      * (now plus its delay): a burst of submits runs once, after the last.
      */
-    DEBOUNCE("debounce");
+    DEBOUNCE("debounce"),
+    /**
+     * Nothing is written; the submit answers the holder as an idempotent
+     * repeat does, whatever its state. With a hold {@code forever} in the
+     * queue's scope this is an idempotency key: the same key as {@code
+     * idempotencyKey}.
+     */
+    EXISTING("existing");
 
     private final String wireName;
 
@@ -29,7 +36,10 @@ public enum UniqueConflict {
         this.wireName = wireName;
     }
 
-    /** The name on the wire: {@code return}, {@code replace} or {@code debounce}. */
+    /**
+     * The name on the wire: {@code return}, {@code replace}, {@code debounce}
+     * or {@code existing}.
+     */
     public String wireName() {
         return wireName;
     }

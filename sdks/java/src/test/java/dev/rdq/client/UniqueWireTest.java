@@ -56,7 +56,7 @@ class UniqueWireTest {
                 java.util.Arrays.stream(UniqueHold.values()).map(UniqueHold::wireName).toList());
         assertEquals(List.of("queue", "handler"),
                 java.util.Arrays.stream(UniqueScope.values()).map(UniqueScope::wireName).toList());
-        assertEquals(List.of("return", "replace", "debounce"),
+        assertEquals(List.of("return", "replace", "debounce", "existing"),
                 java.util.Arrays.stream(UniqueConflict.values()).map(UniqueConflict::wireName).toList());
     }
 

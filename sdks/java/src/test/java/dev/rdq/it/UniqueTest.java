@@ -146,6 +146,21 @@ class UniqueTest {
     }
 
     @Test
+    @DisplayName("existing: the holder is answered unchanged; forever/existing is the idempotency key")
+    void existing_answers_the_holder() {
+        Envelope first = client.submit(task("{\"v\":1}").uniqueKey("doc")
+                .uniqueOnConflict(UniqueConflict.EXISTING).build());
+        Envelope met = client.submit(task("{\"v\":2}").uniqueKey("doc")
+                .uniqueOnConflict(UniqueConflict.EXISTING).build());
+        assertEquals(first.id(), met.id());
+        assertEquals("{\"v\":1}", new String(met.payload(), StandardCharsets.UTF_8), "nothing is replaced");
+        Envelope keyed = client.submit(task("{\"v\":3}").idempotencyKey("order-1").build());
+        Envelope same = client.submit(task("{\"v\":4}").uniqueKey("order-1").uniqueHold(UniqueHold.FOREVER)
+                .uniqueOnConflict(UniqueConflict.EXISTING).build());
+        assertEquals(keyed.id(), same.id());
+    }
+
+    @Test
     @DisplayName("replace: a waiting holder takes the new payload and is answered; a running one is UNIQUE_HELD")
     void replace_updates_a_waiting_holder() {
         Envelope first = client.submit(task("{\"v\":1}").uniqueKey("report").header("h", "1").build());
