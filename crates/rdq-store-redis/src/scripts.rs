@@ -18,6 +18,12 @@ macro_rules! lua {
     };
 }
 
+/// The first step of unique submits of new ids, sent whole (`EVAL`, a
+/// short script without `lua/common.lua`) inside a MULTI after the HSET of
+/// their values: by SHA1, a script Redis forgot would fail alone there,
+/// and the HSET would stand.
+pub(crate) const TAKE: &str = include_str!("lua/take.lua");
+
 /// Every script, loaded once per store.
 pub(crate) struct Scripts {
     /// New tasks, with idempotency keys.

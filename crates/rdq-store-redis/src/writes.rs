@@ -444,7 +444,11 @@ async fn submit_unique(shared: &Shared, tasks: &[&NewTask]) -> Vec<Result<Submit
                 .collect();
             let (group, values) = (&group, &values);
             let answers = retrying(shared.options.wait, Retry::Always, |maybe_applied| {
-                decide_unique(shared, group, values, read, maybe_applied).boxed()
+                if read {
+                    decide_unique(shared, group, values, maybe_applied).boxed()
+                } else {
+                    take_free_slots(shared, group, values).boxed()
+                }
             })
             .await
             .unwrap_or_else(|e| vec![Some(Err(e)); group.len()]);
@@ -471,17 +475,71 @@ async fn submit_unique(shared: &Shared, tasks: &[&NewTask]) -> Vec<Result<Submit
         .collect()
 }
 
+/// The first round of unique submits of distinct slots, each taken to find
+/// its slot free: per queue, one MULTI writes the stored values of the
+/// tasks whose ids are new and runs `lua/take.lua`, which places each whose
+/// slot is free and removes the others' values. `None` for every task not
+/// created so, to be decided on a read ([`decide_unique`]).
+async fn take_free_slots(
+    shared: &Shared,
+    tasks: &[&NewTask],
+    values: &[Vec<u8>],
+) -> Result<Vec<Option<Result<Submitted, EngineError>>>, Failure> {
+    let mut conn = shared.conn().await?;
+    let keys = &shared.keys;
+    let envelopes: Vec<&Envelope> = tasks.iter().map(|t| &t.envelope).collect();
+    let (mut results, fresh) = index_new(&mut conn, keys, &envelopes).await?;
+    for (queue, members) in by_queue(tasks, |t| t.envelope.queue.as_str()) {
+        let queue_keys = keys.queue(&queue);
+        let todo: Vec<(usize, &str)> = members
+            .into_iter()
+            .filter(|&i| results[i].is_none() && fresh[i])
+            .filter_map(|i| tasks[i].unique.as_ref().map(|u| (i, u.slot.as_str())))
+            .collect();
+        for chunk in todo.chunks(shared.options.max_group) {
+            let mut write = redis::cmd("HSET");
+            write.arg(queue_keys.tasks());
+            let mut take = redis::cmd("EVAL");
+            take.arg(crate::scripts::TAKE).arg(queue_keys.all.len());
+            for key in &queue_keys.all {
+                take.arg(key);
+            }
+            for &(i, slot) in chunk {
+                let env = &tasks[i].envelope;
+                let id = env.id.to_string();
+                let place = Placement::of(env);
+                write.arg(&id).arg(values[i].as_slice());
+                take.arg(slot)
+                    .arg(&id)
+                    .arg(place.kind.to_string())
+                    .arg(&place.score)
+                    .arg(stored::flow_key(env));
+            }
+            let mut pipe = redis::pipe();
+            pipe.atomic().add_command(write).ignore().add_command(take);
+            let (codes,): (Vec<String>,) = pipe.query_async(&mut conn).await?;
+            if codes.len() != chunk.len() {
+                return Err(unexpected("a unique submit"));
+            }
+            for (&(i, _), code) in chunk.iter().zip(codes) {
+                if code == "C" {
+                    results[i] = Some(Ok(Submitted::Created(tasks[i].envelope.clone())));
+                }
+            }
+        }
+    }
+    Ok(results)
+}
+
 /// Decides unique submits of distinct slots: reads each slot's holder and
-/// its stored value (one `HMGET` each per queue; without `read`, each slot
-/// is taken to be free), lets the engine decide (`unique::decide`), and
-/// applies the decisions with `lua/unique.lua`, which refuses each whose
-/// slot or holder changed meanwhile (or was not free): `None` for those,
-/// to decide again.
+/// its stored value (one `HMGET` each per queue), lets the engine decide
+/// (`unique::decide`), and applies the decisions with `lua/unique.lua`,
+/// which refuses each whose slot or holder changed meanwhile: `None` for
+/// those, to decide again.
 async fn decide_unique(
     shared: &Shared,
     tasks: &[&NewTask],
     values: &[Vec<u8>],
-    read: bool,
     maybe_applied: bool,
 ) -> Result<Vec<Option<Result<Submitted, EngineError>>>, Failure> {
     let mut conn = shared.conn().await?;
@@ -505,16 +563,12 @@ async fn decide_unique(
             }
         }
         for chunk in todo.chunks(shared.options.max_group) {
-            let named: Vec<Option<String>> = if read {
-                let mut slots = redis::cmd("HMGET");
-                slots.arg(queue_keys.unique_slots());
-                for (_, unique) in chunk {
-                    slots.arg(&unique.slot);
-                }
-                slots.query_async(&mut conn).await?
-            } else {
-                vec![None; chunk.len()]
-            };
+            let mut slots = redis::cmd("HMGET");
+            slots.arg(queue_keys.unique_slots());
+            for (_, unique) in chunk {
+                slots.arg(&unique.slot);
+            }
+            let named: Vec<Option<String>> = slots.query_async(&mut conn).await?;
             let holders: Vec<&str> = named.iter().flatten().map(String::as_str).collect();
             let values_of: HashMap<&str, Vec<u8>> = if holders.is_empty() {
                 HashMap::new()
@@ -536,9 +590,10 @@ async fn decide_unique(
                 let stored = values_of.get(holder);
                 if holder == env.id.to_string() {
                     // The task holds its slot already: stored by an
-                    // attempt whose answer was lost, or its id is taken.
-                    let ours = maybe_applied
-                        && stored.is_some_and(|v| envelope_bytes(v) == envelope_bytes(&values[i]));
+                    // earlier attempt (this very envelope), or its id is
+                    // taken.
+                    let ours =
+                        stored.is_some_and(|v| envelope_bytes(v) == envelope_bytes(&values[i]));
                     results[i] = Some(if ours {
                         Ok(Submitted::Created(env.clone()))
                     } else {

@@ -459,15 +459,15 @@ pub async fn batches_decide_unique_submits_in_order(factory: StoreFactory) {
         .into_iter()
         .flatten()
         .collect();
-    let created: Vec<&Envelope> = results
+    let winners: Vec<&Envelope> = results
         .iter()
         .filter_map(|r| match r {
             Ok(Submitted::Created(env)) => Some(env),
             _ => None,
         })
         .collect();
-    assert_eq!(created.len(), 10, "one holder per key: {results:?}");
-    let holders: std::collections::HashSet<_> = created.iter().map(|e| e.id).collect();
+    assert_eq!(winners.len(), 10, "one holder per key: {results:?}");
+    let holders: std::collections::HashSet<_> = winners.iter().map(|e| e.id).collect();
     for r in &results {
         if !matches!(r, Ok(Submitted::Created(_))) {
             let named = holder_of(r).unwrap_or_else(|| panic!("a loser conflicts: {r:?}"));
@@ -475,6 +475,32 @@ pub async fn batches_decide_unique_submits_in_order(factory: StoreFactory) {
         }
     }
     assert_eq!(h.claim(racing, 100).await.len(), 10, "ten tasks exist");
+
+    // A unique task waits for its due time, and one with a flow key is
+    // claimed as any other.
+    let placed = "compliance.unique.batch.placed";
+    let later = created(
+        &h,
+        SubmitRequest {
+            delay_ms: 5_000,
+            ..keyed(placed, "later", Hold::UntilFinished, OnConflict::Return)
+        },
+        "delayed",
+    )
+    .await;
+    let keyed_now = created(
+        &h,
+        SubmitRequest {
+            flow_key: Some("tenant-a".into()),
+            ..keyed(placed, "now", Hold::UntilFinished, OnConflict::Return)
+        },
+        "with a flow key",
+    )
+    .await;
+    let now: Vec<_> = h.claim(placed, 10).await;
+    assert_eq!(crate::harness::claimed_ids(&now), vec![keyed_now.id]);
+    h.advance(5_000);
+    assert_eq!(h.claim_one(placed).await.envelope.id, later.id);
 }
 
 /// `existing` answers the holder, unchanged, whatever its state; hold
