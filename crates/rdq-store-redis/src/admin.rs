@@ -185,8 +185,8 @@ async fn apply(
     now: Timestamp,
 ) -> Result<Vec<TaskId>, EngineError> {
     // A task whose unique key another task holds stays DEAD, and the
-    // redrive is refused (docs/uniqueness.md). On Redis the check reads
-    // before the page is written, not in the same script.
+    // redrive is refused (docs/uniqueness.md); each such task is then
+    // redriven by a compare-and-swap that checks its slot again.
     for env in &picked {
         may_return(shared, env, now).await?;
     }
@@ -196,6 +196,15 @@ async fn apply(
             .filter(|env| machine::redrive(env, now).is_ok())
             .map(|env| env.id)
             .collect());
+    }
+    let (keyed, picked): (Vec<Envelope>, Vec<Envelope>) = picked
+        .into_iter()
+        .partition(|env| unique::slot_of_task(env).is_some());
+    let mut redriven_keyed = Vec::new();
+    for env in &keyed {
+        if redrive_keyed(shared, env, now).await? {
+            redriven_keyed.push(env.id);
+        }
     }
     let mut updates = Vec::with_capacity(picked.len());
     for env in &picked {
@@ -210,7 +219,7 @@ async fn apply(
         }
     }
     if updates.is_empty() {
-        return Ok(Vec::new());
+        return Ok(redriven_keyed);
     }
     let values: Vec<Vec<u8>> = updates
         .iter()
@@ -221,45 +230,104 @@ async fn apply(
         swap_attempt(shared, '3', updates, values, false).boxed()
     })
     .await?;
-    let redriven: Vec<&Envelope> = updates
-        .iter()
-        .zip(results)
-        .filter(|(_, r)| r.is_ok())
-        .map(|(u, _)| &u.envelope)
-        .collect();
-    // A redriven task holds its unique key again.
-    let taken: Vec<(String, String, String)> = redriven
-        .iter()
-        .filter_map(|env| {
-            unique::slot_of_task(env).map(|slot| {
-                (
-                    shared.keys.queue(&env.queue).unique_slots(),
-                    slot,
-                    env.id.to_string(),
-                )
-            })
-        })
-        .collect();
-    if !taken.is_empty() {
-        let taken = &taken;
-        retrying(shared.options.wait, Retry::Always, |_| {
+    redriven_keyed.extend(
+        updates
+            .iter()
+            .zip(results)
+            .filter(|(_, r)| r.is_ok())
+            .map(|(u, _)| u.envelope.id),
+    );
+    Ok(redriven_keyed)
+}
+
+/// Redrives DEAD task `env`, which has a unique slot, if no other task
+/// holds the slot: reads the slot's holder, judges it (`unique::may_return`)
+/// and applies the redrive with `lua/unique.lua` (mode `V`), which also
+/// makes the task the slot's holder, only if neither the slot nor the
+/// holder changed since and the task is still that DEAD task; else reads
+/// again. False when the task is not redriven (the machine will not, it
+/// changed meanwhile, or a submit took its key meanwhile).
+async fn redrive_keyed(
+    shared: &Shared,
+    env: &Envelope,
+    now: Timestamp,
+) -> Result<bool, EngineError> {
+    let (Some(slot), Ok(next)) = (unique::slot_of_task(env), machine::redrive(env, now)) else {
+        return Ok(false);
+    };
+    let queue_keys = shared.keys.queue(&env.queue);
+    let value = stored::value_of(&next);
+    let place = stored::Placement::of(&next);
+    let (slot, queue_keys, value, place) = (&slot, &queue_keys, &value, &place);
+    for _ in 0..crate::writes::UNIQUE_ROUNDS {
+        let (named, read) = read_slot(shared, queue_keys, slot).await?;
+        if let Some(read) = &read
+            && named != env.id.to_string()
+            && unique::may_return(env.id, &stored::decode(read)?, now).is_err()
+        {
+            return Ok(false);
+        }
+        let args = &[
+            b"V".to_vec(),
+            slot.as_bytes().to_vec(),
+            named.into_bytes(),
+            read.unwrap_or_default(),
+            env.id.to_string().into_bytes(),
+            value.clone(),
+            place.status.to_string().into_bytes(),
+            place.kind.to_string().into_bytes(),
+            place.score.clone().into_bytes(),
+            env.claim_count.to_string().into_bytes(),
+        ];
+        let code = retrying(shared.options.wait, Retry::Always, |_| {
             async move {
                 let mut conn = shared.conn().await?;
-                for (key, slot, id) in taken {
-                    let _: redis::Value = redis::cmd("HSET")
-                        .arg(key)
-                        .arg(slot)
-                        .arg(id)
-                        .query_async(&mut conn)
+                let answer: Vec<Vec<u8>> =
+                    crate::scripts::run(&mut conn, &shared.scripts.unique, queue_keys, args.iter())
                         .await?;
-                }
-                Ok(())
+                Ok(crate::writes::pairs(answer, 1)?
+                    .first()
+                    .map_or(b'?', |(code, _)| *code))
             }
             .boxed()
         })
         .await?;
+        match code {
+            b'C' => return Ok(true),
+            b'R' => {}
+            _ => return Ok(false),
+        }
     }
-    Ok(redriven.iter().map(|env| env.id).collect())
+    Ok(false)
+}
+
+/// The task a unique slot names (`""` for none) and its stored value.
+async fn read_slot(
+    shared: &Shared,
+    queue_keys: &crate::keys::QueueKeys,
+    slot: &str,
+) -> Result<(String, Option<Vec<u8>>), EngineError> {
+    retrying(shared.options.wait, Retry::Always, |_| {
+        async move {
+            let mut conn = shared.conn().await?;
+            let named: Option<String> = redis::cmd("HGET")
+                .arg(queue_keys.unique_slots())
+                .arg(slot)
+                .query_async(&mut conn)
+                .await?;
+            let Some(named) = named else {
+                return Ok((String::new(), None));
+            };
+            let read: Option<Vec<u8>> = redis::cmd("HGET")
+                .arg(queue_keys.tasks())
+                .arg(&named)
+                .query_async(&mut conn)
+                .await?;
+            Ok((named, read))
+        }
+        .boxed()
+    })
+    .await
 }
 
 /// Refuses (`UNIQUE_HELD`) to redrive `env` while another task holds its

@@ -146,7 +146,7 @@ fn by_queue<T>(items: &[T], queue: impl Fn(&T) -> &str) -> Vec<(String, Vec<usiz
 }
 
 /// Pairs of (code, value) from a script's flat answer.
-fn pairs(answer: Vec<Vec<u8>>, expected: usize) -> Result<Vec<(u8, Vec<u8>)>, Failure> {
+pub(crate) fn pairs(answer: Vec<Vec<u8>>, expected: usize) -> Result<Vec<(u8, Vec<u8>)>, Failure> {
     if answer.len() != expected * 2 {
         return Err(unexpected("a batch"));
     }
@@ -410,7 +410,7 @@ fn add_member<'k>(
 
 /// How often a unique submit decides again after its slot or holder
 /// changed under it before it gives up (`STORE_UNAVAILABLE`).
-const UNIQUE_ROUNDS: usize = 32;
+pub(crate) const UNIQUE_ROUNDS: usize = 32;
 
 /// Submits tasks with unique keys (`docs/uniqueness.md`), in their order;
 /// one result per task. The first task of each slot are decided together
@@ -582,7 +582,7 @@ async fn decide_unique(
                     .filter_map(|(h, v)| v.map(|v| (*h, v)))
                     .collect()
             };
-            let mut args: Vec<Vec<u8>> = Vec::with_capacity(chunk.len() * 9);
+            let mut args: Vec<Vec<u8>> = Vec::with_capacity(chunk.len() * 10);
             let mut applied: Vec<(usize, Option<Box<Envelope>>)> = Vec::new();
             for ((i, unique), named) in chunk.iter().zip(&named) {
                 let (i, env) = (*i, &tasks[*i].envelope);
@@ -632,6 +632,7 @@ async fn decide_unique(
                     place.status.to_string().into_bytes(),
                     place.kind.to_string().into_bytes(),
                     place.score.into_bytes(),
+                    Vec::new(),
                 ]);
                 applied.push((i, next));
             }

@@ -369,6 +369,33 @@ pub async fn redrive_and_import_into_a_held_key_are_refused(factory: StoreFactor
         assert_eq!(redriven, vec![dead.id]);
         // The redriven task holds its key again.
         conflicts(&h, submit(), &dead, "the redriven task").await;
+
+        // A redrive racing a submit of the same key: one of them holds it.
+        let racing = "compliance.unique.redrive.race";
+        for round in 0..10 {
+            let key = format!("race-{round}");
+            let submit = || keyed(racing, &key, Hold::UntilFinished, OnConflict::Return);
+            let first = created(&h, submit(), "a task to kill").await;
+            let claimed = h.claim_one(racing).await;
+            h.settle(&claimed, permanent("Boom")).await;
+            let redrive = RedriveRequest {
+                queue: racing.into(),
+                ids: Some(vec![first.id]),
+                ..RedriveRequest::default()
+            };
+            let (redriven, submitted) =
+                futures::join!(h.engine.redrive(&redrive), h.engine.submit(submit()));
+            let redriven = matches!(&redriven, Ok(ids) if ids == &vec![first.id]);
+            let submitted = matches!(&submitted, Ok(Submitted::Created(_)));
+            assert!(
+                redriven != submitted,
+                "round {round}: redriven {redriven}, submitted {submitted}: one holder expected"
+            );
+            // Clear the queue for the next round.
+            for c in h.claim(racing, 10).await {
+                h.settle(&c, rdq_engine::machine::Settlement::Success).await;
+            }
+        }
     }
 }
 
