@@ -229,54 +229,8 @@ impl Sql {
     pub(crate) fn text(&self, q: Q) -> String {
         let s = &self.schema;
         match q {
-            Q::Submit => format!(
-                "WITH v AS (
-                    SELECT * FROM unnest($1::uuid[], $2::text[], {ROW_ARRAYS}, $11::bytea[],
-                                         $14::text[])
-                        AS v(id, queue, {ROW_COLUMNS}, idempotency_key, flow_key)
-                 ), ins AS (
-                    INSERT INTO {s}.tasks (id, queue, {ROW_COLUMNS}, idempotency_key, flow_key)
-                    SELECT id, queue, {ROW_COLUMNS}, idempotency_key,
-                        CASE WHEN EXISTS (SELECT 1 FROM {s}.flow_queues f WHERE f.queue = v.queue)
-                            THEN v.flow_key END
-                    FROM v
-                    ON CONFLICT DO NOTHING
-                    RETURNING id, queue, status, NULL::int2 AS old
-                 ), counted AS (
-                    INSERT INTO {s}.queue_counts (queue, pending, in_flight, succeeded, dead)
-                    SELECT queue, {DELTAS} FROM ins GROUP BY queue
-                 ), woken AS (
-                    SELECT pg_notify($12::text, 'w ' || $13::text || ' ' || queue)
-                    FROM (SELECT DISTINCT queue FROM ins WHERE status = 0) q
-                 )
-                 SELECT id, (SELECT count(*) FROM woken) FROM ins"
-            ),
-            Q::SubmitUnique => format!(
-                "WITH v AS (
-                    SELECT * FROM unnest($1::uuid[], $2::text[], {ROW_ARRAYS}, $11::bytea[],
-                                         $14::text[], $15::text[])
-                        AS v(id, queue, {ROW_COLUMNS}, idempotency_key, flow_key, slot)
-                 ), taken AS (
-                    INSERT INTO {s}.unique_slots (queue, slot, task)
-                    SELECT queue, slot, id FROM v
-                    ON CONFLICT DO NOTHING
-                    RETURNING task
-                 ), ins AS (
-                    INSERT INTO {s}.tasks (id, queue, {ROW_COLUMNS}, idempotency_key, flow_key)
-                    SELECT id, queue, {ROW_COLUMNS}, idempotency_key,
-                        CASE WHEN EXISTS (SELECT 1 FROM {s}.flow_queues f WHERE f.queue = v.queue)
-                            THEN v.flow_key END
-                    FROM v WHERE v.id IN (SELECT task FROM taken)
-                    RETURNING id, queue, status, NULL::int2 AS old
-                 ), counted AS (
-                    INSERT INTO {s}.queue_counts (queue, pending, in_flight, succeeded, dead)
-                    SELECT queue, {DELTAS} FROM ins GROUP BY queue
-                 ), woken AS (
-                    SELECT pg_notify($12::text, 'w ' || $13::text || ' ' || queue)
-                    FROM (SELECT DISTINCT queue FROM ins WHERE status = 0) q
-                 )
-                 SELECT id, (SELECT count(*) FROM woken) FROM ins"
-            ),
+            Q::Submit => submit_sql(s, false),
+            Q::SubmitUnique => submit_sql(s, true),
             // `v.cancel`: the new state knows the task was asked to stop;
             // one that does not cannot overwrite a request (schema v5).
             Q::Settle => format!(
@@ -599,4 +553,55 @@ impl Sql {
             ),
         }
     }
+}
+
+/// The text of [`Q::Submit`], or with `unique` of [`Q::SubmitUnique`]: the
+/// slots (`$15`) are taken first, and only the tasks that took theirs are
+/// inserted, without `ON CONFLICT` (a stored id fails the statement).
+fn submit_sql(s: &str, unique: bool) -> String {
+    let (slot_array, slot_column, taken, only_taken, on_conflict) = if unique {
+        (
+            ", $15::text[]",
+            ", slot",
+            format!(
+                "), taken AS (
+                    INSERT INTO {s}.unique_slots (queue, slot, task)
+                    SELECT queue, slot, id FROM v
+                    ON CONFLICT DO NOTHING
+                    RETURNING task
+                 "
+            ),
+            " WHERE v.id IN (SELECT task FROM taken)",
+            "",
+        )
+    } else {
+        (
+            "",
+            "",
+            String::new(),
+            "",
+            "\n                    ON CONFLICT DO NOTHING",
+        )
+    };
+    format!(
+        "WITH v AS (
+                    SELECT * FROM unnest($1::uuid[], $2::text[], {ROW_ARRAYS}, $11::bytea[],
+                                         $14::text[]{slot_array})
+                        AS v(id, queue, {ROW_COLUMNS}, idempotency_key, flow_key{slot_column})
+                 {taken}), ins AS (
+                    INSERT INTO {s}.tasks (id, queue, {ROW_COLUMNS}, idempotency_key, flow_key)
+                    SELECT id, queue, {ROW_COLUMNS}, idempotency_key,
+                        CASE WHEN EXISTS (SELECT 1 FROM {s}.flow_queues f WHERE f.queue = v.queue)
+                            THEN v.flow_key END
+                    FROM v{only_taken}{on_conflict}
+                    RETURNING id, queue, status, NULL::int2 AS old
+                 ), counted AS (
+                    INSERT INTO {s}.queue_counts (queue, pending, in_flight, succeeded, dead)
+                    SELECT queue, {DELTAS} FROM ins GROUP BY queue
+                 ), woken AS (
+                    SELECT pg_notify($12::text, 'w ' || $13::text || ' ' || queue)
+                    FROM (SELECT DISTINCT queue FROM ins WHERE status = 0) q
+                 )
+                 SELECT id, (SELECT count(*) FROM woken) FROM ins"
+    )
 }

@@ -142,15 +142,19 @@ pub(crate) async fn cancel_pending(
             swap_attempt(shared, '0', updates, values, false).boxed()
         })
         .await?;
-        cancelled.extend(
-            updates
-                .iter()
-                .zip(results)
-                .filter(|(_, r)| r.is_ok())
-                .map(|(u, _)| u.envelope.id),
-        );
+        cancelled.extend(applied(updates, results));
     }
     Ok(cancelled)
+}
+
+/// The ids of the updates whose compare-and-swap applied.
+fn applied<T>(updates: &[LeasedUpdate], results: Vec<Result<(), T>>) -> Vec<TaskId> {
+    updates
+        .iter()
+        .zip(results)
+        .filter(|(_, r)| r.is_ok())
+        .map(|(u, _)| u.envelope.id)
+        .collect()
 }
 
 /// The stored tasks of `queue` with these ids (missing ones left out).
@@ -230,13 +234,7 @@ async fn apply(
         swap_attempt(shared, '3', updates, values, false).boxed()
     })
     .await?;
-    redriven_keyed.extend(
-        updates
-            .iter()
-            .zip(results)
-            .filter(|(_, r)| r.is_ok())
-            .map(|(u, _)| u.envelope.id),
-    );
+    redriven_keyed.extend(applied(updates, results));
     Ok(redriven_keyed)
 }
 

@@ -48,6 +48,17 @@ async fn conflicts(h: &Harness, request: SubmitRequest, holder: &Envelope, what:
     );
 }
 
+/// The tasks `results` created.
+fn created_among(results: &[Result<Submitted, EngineError>]) -> Vec<&Envelope> {
+    results
+        .iter()
+        .filter_map(|r| match r {
+            Ok(Submitted::Created(env)) => Some(env),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Skips (after checking the refusal) on a store without `unique`.
 async fn skips(h: &Harness, check: &str) -> bool {
     if h.caps().unique {
@@ -87,13 +98,7 @@ pub async fn two_submitters_of_one_unique_key_get_one_holder(factory: StoreFacto
         ))
     });
     let results = futures::future::join_all(submits).await;
-    let winners: Vec<&Envelope> = results
-        .iter()
-        .filter_map(|r| match r {
-            Ok(Submitted::Created(env)) => Some(env),
-            _ => None,
-        })
-        .collect();
+    let winners = created_among(&results);
     assert_eq!(winners.len(), 1, "one holder expected: {results:?}");
     let holder = winners[0].id;
     for r in &results {
@@ -486,13 +491,7 @@ pub async fn batches_decide_unique_submits_in_order(factory: StoreFactory) {
         .into_iter()
         .flatten()
         .collect();
-    let winners: Vec<&Envelope> = results
-        .iter()
-        .filter_map(|r| match r {
-            Ok(Submitted::Created(env)) => Some(env),
-            _ => None,
-        })
-        .collect();
+    let winners = created_among(&results);
     assert_eq!(winners.len(), 10, "one holder per key: {results:?}");
     let holders: std::collections::HashSet<_> = winners.iter().map(|e| e.id).collect();
     for r in &results {

@@ -38,6 +38,16 @@ local function answer(code, v)
   out[#out + 1] = code
   out[#out + 1] = v
 end
+-- Task `id` takes `slot` with stored value `v`, placed by status, kind
+-- and score.
+local function take(slot, id, v, s, kind, score)
+  write(id, v)
+  place(id, s, kind, score, key_of(v))
+  named[slot] = id
+  taken[#taken + 1] = slot
+  taken[#taken + 1] = id
+  answer('C', '')
+end
 for i = 1, #ARGV, 10 do
   local mode, slot, holder, read = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local id, v, s, kind, score = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
@@ -58,12 +68,7 @@ for i = 1, #ARGV, 10 do
         answer('L', '')
       else
         unplace(id, old, key_of(current))
-        write(id, v)
-        place(id, s, kind, score, key_of(v))
-        named[slot] = id
-        taken[#taken + 1] = slot
-        taken[#taken + 1] = id
-        answer('C', '')
+        take(slot, id, v, s, kind, score)
       end
     end
   elseif mode ~= 'P' then
@@ -71,12 +76,7 @@ for i = 1, #ARGV, 10 do
     if current then
       answer('D', current)
     else
-      write(id, v)
-      place(id, s, kind, score, key_of(v))
-      named[slot] = id
-      taken[#taken + 1] = slot
-      taken[#taken + 1] = id
-      answer('C', '')
+      take(slot, id, v, s, kind, score)
     end
   else
     local old = meta(read)
