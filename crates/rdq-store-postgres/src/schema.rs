@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 use crate::error::Failure;
 
 /// The newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 
 /// One schema version: its number, what it does and its DDL for a schema.
 struct Migration {
@@ -64,6 +64,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 8,
         description: "unique keys (unique_slots)",
         ddl: v8,
+    },
+    Migration {
+        version: 9,
+        description: "unique keys on the task rows (tasks.unique_slot)",
+        ddl: v9,
     },
 ];
 
@@ -257,6 +262,21 @@ pub(crate) async fn lease_secret(
         ))
         .into()
     })
+}
+
+/// Schema version 9: a unique slot is a column of the task that took it
+/// last, under a partial unique index, instead of a row of its own: a
+/// submit of a free key is one insert, as a plain one is. A deleted task
+/// frees its slot with its row.
+fn v9(s: &str) -> String {
+    format!(
+        "ALTER TABLE {s}.tasks ADD COLUMN IF NOT EXISTS unique_slot text;
+         UPDATE {s}.tasks t SET unique_slot = u.slot
+             FROM {s}.unique_slots u WHERE u.queue = t.queue AND u.task = t.id;
+         CREATE UNIQUE INDEX IF NOT EXISTS tasks_unique ON {s}.tasks (queue, unique_slot)
+             WHERE unique_slot IS NOT NULL;
+         DROP TABLE IF EXISTS {s}.unique_slots;"
+    )
 }
 
 /// Schema version 8: unique keys (`docs/uniqueness.md`): per queue and

@@ -89,27 +89,21 @@ pub(crate) enum Q {
     GetMany,
     /// The task holding an idempotency key.
     ByKey,
-    /// Takes a unique slot for a new task unless a row names one already;
-    /// either way locks the slot's row and answers the task it names
-    /// (`docs/uniqueness.md`).
-    SlotLock,
-    /// Names the task that took a unique slot last.
-    SlotSet,
-    /// [`Q::SlotLock`] for many slots at once (each once).
-    SlotLockMany,
-    /// [`Q::Submit`] for tasks with unique keys that no row names yet, in
-    /// one statement: each slot is taken by its task, and a task is
-    /// inserted only with its slot (`$15`, each once; no idempotency key).
-    /// A task whose slot a row names already is left out, for the locking
-    /// path; a stored id fails the whole statement (`unique_violation`),
-    /// so a slot never names a task this statement did not insert.
+    /// [`Q::Submit`] for tasks with unique keys (`$15`, their slots):
+    /// a task whose slot another row names is not inserted, as one whose
+    /// id is taken (`docs/uniqueness.md`).
     SubmitUnique,
-    /// [`Q::SlotSet`] for many slots at once (each once).
-    SlotSetMany,
-    /// Tasks by id, each row led by its id, locked.
-    GetManyForUpdate,
-    /// The task a unique slot names, read only (a dry run).
-    SlotGet,
+    /// The rows naming the slots (`$1` queues, `$2` slots), each led by its
+    /// queue, slot and id, locked in id order.
+    SlotHolders,
+    /// The row naming a slot (`$1` queue, `$2` slot), led by its id.
+    SlotHolder,
+    /// [`Q::SlotHolder`], the row locked.
+    SlotHolderForUpdate,
+    /// Clears the slot of rows by id (their slots move to new tasks).
+    SlotFree,
+    /// Row `$1` names slot `$2` (a redriven task takes its slot back).
+    SlotTake,
     /// A waiting holder of a unique slot takes a submit's payload
     /// (replace, debounce).
     ReplaceHolder,
@@ -395,32 +389,22 @@ impl Sql {
                  ORDER BY lease_expires_at LIMIT $2"
             ),
             Q::Get => format!("SELECT {STORED} FROM {s}.tasks WHERE id = $1"),
-            Q::SlotLock => format!(
-                "INSERT INTO {s}.unique_slots AS u (queue, slot, task) VALUES ($1, $2, $3)
-                 ON CONFLICT (queue, slot) DO UPDATE SET task = u.task
-                 RETURNING task"
+            Q::SlotHolders => format!(
+                "SELECT queue, unique_slot, id, {STORED} FROM {s}.tasks
+                 WHERE (queue, unique_slot) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+                 ORDER BY id FOR UPDATE"
             ),
-            Q::SlotSet => format!(
-                "INSERT INTO {s}.unique_slots (queue, slot, task) VALUES ($1, $2, $3)
-                 ON CONFLICT (queue, slot) DO UPDATE SET task = excluded.task"
+            Q::SlotHolder => format!(
+                "SELECT id, {STORED} FROM {s}.tasks WHERE queue = $1 AND unique_slot = $2"
             ),
-            Q::SlotLockMany => format!(
-                "INSERT INTO {s}.unique_slots AS u (queue, slot, task)
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[])
-                 ON CONFLICT (queue, slot) DO UPDATE SET task = u.task
-                 RETURNING queue, slot, task"
+            Q::SlotHolderForUpdate => format!(
+                "SELECT id, {STORED} FROM {s}.tasks WHERE queue = $1 AND unique_slot = $2
+                 FOR UPDATE"
             ),
-            Q::SlotSetMany => format!(
-                "INSERT INTO {s}.unique_slots (queue, slot, task)
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[])
-                 ON CONFLICT (queue, slot) DO UPDATE SET task = excluded.task"
-            ),
-            Q::GetManyForUpdate => format!(
-                "SELECT id, {STORED} FROM {s}.tasks WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE"
-            ),
-            Q::SlotGet => {
-                format!("SELECT task FROM {s}.unique_slots WHERE queue = $1 AND slot = $2")
+            Q::SlotFree => {
+                format!("UPDATE {s}.tasks SET unique_slot = NULL WHERE id = ANY($1::uuid[])")
             }
+            Q::SlotTake => format!("UPDATE {s}.tasks SET unique_slot = $2 WHERE id = $1"),
             Q::ReplaceHolder => format!(
                 "UPDATE {s}.tasks SET envelope = $2, next_attempt_at = $3,
                     flow_key = CASE WHEN flow_key IS NULL THEN NULL ELSE $4 END
@@ -555,45 +539,26 @@ impl Sql {
     }
 }
 
-/// The text of [`Q::Submit`], or with `unique` of [`Q::SubmitUnique`]: the
-/// slots (`$15`) are taken first, and only the tasks that took theirs are
-/// inserted, without `ON CONFLICT` (a stored id fails the statement).
+/// The text of [`Q::Submit`], or with `unique` of [`Q::SubmitUnique`]
+/// (each task's slot, `$15`, in the column `unique_slot`).
 fn submit_sql(s: &str, unique: bool) -> String {
-    let (slot_array, slot_column, taken, only_taken, on_conflict) = if unique {
-        (
-            ", $15::text[]",
-            ", slot",
-            format!(
-                "), taken AS (
-                    INSERT INTO {s}.unique_slots (queue, slot, task)
-                    SELECT queue, slot, id FROM v
-                    ON CONFLICT DO NOTHING
-                    RETURNING task
-                 "
-            ),
-            " WHERE v.id IN (SELECT task FROM taken)",
-            "",
-        )
+    let (slot_array, slot_column) = if unique {
+        (", $15::text[]", ", unique_slot")
     } else {
-        (
-            "",
-            "",
-            String::new(),
-            "",
-            "\n                    ON CONFLICT DO NOTHING",
-        )
+        ("", "")
     };
     format!(
         "WITH v AS (
                     SELECT * FROM unnest($1::uuid[], $2::text[], {ROW_ARRAYS}, $11::bytea[],
                                          $14::text[]{slot_array})
                         AS v(id, queue, {ROW_COLUMNS}, idempotency_key, flow_key{slot_column})
-                 {taken}), ins AS (
-                    INSERT INTO {s}.tasks (id, queue, {ROW_COLUMNS}, idempotency_key, flow_key)
+                 ), ins AS (
+                    INSERT INTO {s}.tasks (id, queue, {ROW_COLUMNS}, idempotency_key, flow_key{slot_column})
                     SELECT id, queue, {ROW_COLUMNS}, idempotency_key,
                         CASE WHEN EXISTS (SELECT 1 FROM {s}.flow_queues f WHERE f.queue = v.queue)
-                            THEN v.flow_key END
-                    FROM v{only_taken}{on_conflict}
+                            THEN v.flow_key END{slot_column}
+                    FROM v
+                    ON CONFLICT DO NOTHING
                     RETURNING id, queue, status, NULL::int2 AS old
                  ), counted AS (
                     INSERT INTO {s}.queue_counts (queue, pending, in_flight, succeeded, dead)

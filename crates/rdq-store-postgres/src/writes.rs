@@ -114,14 +114,22 @@ enum Holder {
     Group(usize),
 }
 
-/// Submits a group of tasks with unique keys (`docs/uniqueness.md`). The
-/// tasks whose slots no row names take them in one statement, as plain
-/// submits are inserted; the rest are decided in one transaction, in a
-/// handful of statements whatever its size: every slot's row is taken or locked at once, the stored tasks they name
-/// are read with their rows locked, `unique::decide` settles each task in
-/// group order (a later task of the group sees an earlier one as its
-/// holder), then the slots, the replaced holders and the new tasks are
-/// written. One result per task.
+/// How often a group's unique submits are decided again after a submit of
+/// the same key elsewhere took a slot they found free.
+const UNIQUE_ROUNDS: usize = 32;
+
+/// Submits a group of tasks with unique keys (`docs/uniqueness.md`); one
+/// result per task. A task's slot is its row's `unique_slot`, under a
+/// partial unique index. First, the first task of each slot is inserted
+/// with its slot, as plain submits are ([`Q::SubmitUnique`]): the index
+/// leaves out each whose slot a row names. The rest are decided in one
+/// transaction, in a handful of statements whatever their number: the rows
+/// naming their slots are read and locked, `unique::decide` settles each
+/// task in group order (a later task of the group sees an earlier one as
+/// its holder), then the slots moved off old holders, the replaced holders
+/// and the new tasks are written. A new task that still meets a named slot
+/// (a submit elsewhere took it meanwhile) rolls the transaction back, to
+/// decide again.
 async fn submit_unique(
     shared: &Shared,
     conn: &mut Conn,
@@ -130,9 +138,16 @@ async fn submit_unique(
     maybe_applied: bool,
 ) -> Result<Vec<Result<Submitted, EngineError>>, Failure> {
     let mut results: Vec<Option<Result<Submitted, EngineError>>> = vec![None; tasks.len()];
+    let slot_of = |i: usize| {
+        let t = tasks[i];
+        (
+            t.envelope.queue.as_str(),
+            t.unique.as_ref().map_or("", |u| u.slot.as_str()),
+        )
+    };
     if maybe_applied {
-        // The earlier attempt's transaction committed or did not: a task
-        // stored byte for byte says it did.
+        // The earlier attempt committed or did not: a task stored byte for
+        // byte says it did.
         let ids: Vec<Uuid> = tasks.iter().map(|t| uuid_of(t.envelope.id)).collect();
         let stmt = conn.stmt(&shared.sql, Q::GetMany).await?;
         let rows = conn.client.query(&stmt, &[&ids]).await?;
@@ -145,19 +160,9 @@ async fn submit_unique(
                 results[i] = Some(Ok(Submitted::Created(tasks[i].envelope.clone())));
             }
         }
-    }
-    let slot_of = |i: usize| {
-        let t = tasks[i];
-        (
-            t.envelope.queue.as_str(),
-            t.unique.as_ref().map_or("", |u| u.slot.as_str()),
-        )
-    };
-    if !maybe_applied {
-        // The common case in one statement: the first task of each slot
-        // takes it if no row names it yet (`Q::SubmitUnique`). A task with
-        // an idempotency key, a later task of a slot, and a task whose slot
-        // is named already are decided below, after it.
+    } else {
+        // The common case in one statement: the first task of each slot,
+        // without an idempotency key, inserted unless a row names its slot.
         let mut seen = HashSet::new();
         let fast: Vec<usize> = (0..tasks.len())
             .filter(|&i| seen.insert(slot_of(i)) && tasks[i].idempotency_key.is_none())
@@ -165,80 +170,67 @@ async fn submit_unique(
         let group: Vec<&NewTask> = fast.iter().map(|&i| tasks[i]).collect();
         let bytes: Vec<Vec<u8>> = fast.iter().map(|&i| encoded[i].clone()).collect();
         let slots: Vec<&str> = fast.iter().map(|&i| slot_of(i).1).collect();
-        match run_insert(shared, conn, Q::SubmitUnique, &group, &bytes, Some(&slots)).await? {
-            Ok(rows) => {
-                let inserted: HashSet<Uuid> = rows
-                    .iter()
-                    .map(|r| r.try_get(0))
-                    .collect::<Result<_, _>>()?;
-                for &i in &fast {
-                    if inserted.contains(&uuid_of(tasks[i].envelope.id)) {
-                        results[i] = Some(Ok(Submitted::Created(tasks[i].envelope.clone())));
-                    }
-                }
+        let rows = run_insert(shared, conn, Q::SubmitUnique, &group, &bytes, Some(&slots)).await??;
+        let inserted: HashSet<Uuid> = rows.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
+        for &i in &fast {
+            if inserted.contains(&uuid_of(tasks[i].envelope.id)) {
+                results[i] = Some(Ok(Submitted::Created(tasks[i].envelope.clone())));
             }
-            // A stored id: nothing was written; all go below.
-            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {}
-            Err(e) => return Err(e.into()),
         }
     }
     let todo: Vec<usize> = (0..tasks.len()).filter(|&i| results[i].is_none()).collect();
     if todo.is_empty() {
         return Ok(results.into_iter().flatten().collect());
     }
-    conn.client.batch_execute("BEGIN").await?;
-    // Each slot once, named by its first task in the group.
-    let mut firsts: HashMap<(&str, &str), usize> = HashMap::new();
-    for &i in &todo {
-        firsts.entry(slot_of(i)).or_insert(i);
-    }
-    let mut locked: Vec<(&str, &str, Uuid)> = firsts
-        .iter()
-        .map(|(&(q, s), &i)| (q, s, uuid_of(tasks[i].envelope.id)))
-        .collect();
-    // One order for every group, so two groups lock shared slots alike.
-    locked.sort_unstable();
-    let stmt = conn.stmt(&shared.sql, Q::SlotLockMany).await?;
-    let (queues, slots, ids): (Vec<&str>, Vec<&str>, Vec<Uuid>) = (
-        locked.iter().map(|l| l.0).collect(),
-        locked.iter().map(|l| l.1).collect(),
-        locked.iter().map(|l| l.2).collect(),
-    );
-    let rows = conn.client.query(&stmt, &[&queues, &slots, &ids]).await?;
-    let mut named: HashMap<(String, String), Uuid> = HashMap::with_capacity(rows.len());
-    for row in &rows {
-        named.insert((row.try_get(0)?, row.try_get(1)?), row.try_get(2)?);
-    }
-    let own: HashSet<Uuid> = ids.iter().copied().collect();
-    let others: Vec<Uuid> = named
-        .values()
-        .copied()
-        .filter(|id| !own.contains(id))
-        .collect();
-    let mut stored: HashMap<Uuid, Envelope> = HashMap::with_capacity(others.len());
-    if !others.is_empty() {
-        let stmt = conn.stmt(&shared.sql, Q::GetManyForUpdate).await?;
-        for row in conn.client.query(&stmt, &[&others]).await? {
-            stored.insert(row.try_get(0)?, stored_envelope(&row, 1)?);
+    for _ in 0..UNIQUE_ROUNDS {
+        if let Some(decided) = decide_unique(shared, conn, tasks, &todo, &slot_of).await? {
+            for (i, answer) in todo.iter().zip(decided) {
+                results[*i] = Some(answer);
+            }
+            return Ok(results
+                .into_iter()
+                .map(|r| r.unwrap_or_else(|| Err(EngineError::Unavailable("no answer".into()))))
+                .collect());
         }
     }
+    Err(Failure::RolledBack(
+        "the unique keys of a group kept changing hands".into(),
+    ))
+}
+
+/// One transaction deciding the unique submits `todo` of `tasks` (see
+/// [`submit_unique`]): their answers, or `None` when a new task met a slot
+/// named meanwhile and the transaction was rolled back.
+async fn decide_unique<'a>(
+    shared: &Shared,
+    conn: &mut Conn,
+    tasks: &[&'a NewTask],
+    todo: &[usize],
+    slot_of: &(dyn Fn(usize) -> (&'a str, &'a str) + Sync),
+) -> Result<Option<Vec<Result<Submitted, EngineError>>>, Failure> {
+    conn.client.batch_execute("BEGIN").await?;
+    let mut wanted: Vec<(&str, &str)> = todo.iter().map(|&i| slot_of(i)).collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let (queues, slots): (Vec<&str>, Vec<&str>) = wanted.iter().copied().unzip();
+    let stmt = conn.stmt(&shared.sql, Q::SlotHolders).await?;
     let mut holders: HashMap<(&str, &str), Holder> = HashMap::new();
-    for &(q, s) in firsts.keys() {
-        if let Some(id) = named.get(&(q.to_owned(), s.to_owned()))
-            && let Some(env) = stored.remove(id)
-        {
-            holders.insert((q, s), Holder::Stored(Box::new(env)));
+    for row in conn.client.query(&stmt, &[&queues, &slots]).await? {
+        let (queue, slot): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+        if let Some(&key) = wanted.iter().find(|k| k.0 == queue && k.1 == slot) {
+            holders.insert(key, Holder::Stored(Box::new(stored_envelope(&row, 3)?)));
         }
     }
     // Decide in group order; what a decision writes is gathered.
+    let mut answers: Vec<Option<Result<Submitted, EngineError>>> = vec![None; todo.len()];
     let mut inserts: Vec<NewTask> = Vec::new();
     let mut inserted_at: Vec<usize> = Vec::new();
     let mut replaced: Vec<Envelope> = Vec::new();
-    let mut slot_set: HashMap<(&str, &str), Uuid> = HashMap::new();
-    for &i in &todo {
+    let mut freed: Vec<Uuid> = Vec::new();
+    for (n, &i) in todo.iter().enumerate() {
         let task = tasks[i];
         let Some(unique) = &task.unique else {
-            results[i] = Some(Err(EngineError::InvalidArgument(
+            answers[n] = Some(Err(EngineError::InvalidArgument(
                 "a unique submit without its slot".into(),
             )));
             continue;
@@ -247,20 +239,18 @@ async fn submit_unique(
         let decision = match holders.get(&key) {
             None => Decision::Take,
             Some(Holder::Stored(env)) => unique::decide(env, &task.envelope, unique),
-            Some(Holder::Group(at)) => {
-                unique::decide(&inserts[*at].envelope, &task.envelope, unique)
-            }
+            Some(Holder::Group(at)) => unique::decide(&inserts[*at].envelope, &task.envelope, unique),
         };
         match decision {
             Decision::Take => {
-                if named.get(&(key.0.to_owned(), key.1.to_owned()))
-                    != Some(&uuid_of(task.envelope.id))
+                if let Some(Holder::Stored(env)) = holders.get(&key)
+                    && env.id != task.envelope.id
                 {
-                    slot_set.insert(key, uuid_of(task.envelope.id));
+                    freed.push(uuid_of(env.id));
                 }
                 holders.insert(key, Holder::Group(inserts.len()));
                 inserts.push((*task).clone());
-                inserted_at.push(i);
+                inserted_at.push(n);
             }
             Decision::Replace(next) => {
                 match holders.get_mut(&key) {
@@ -272,20 +262,15 @@ async fn submit_unique(
                     }
                     None => {}
                 }
-                results[i] = Some(Ok(Submitted::Existing(*next)));
+                answers[n] = Some(Ok(Submitted::Existing(*next)));
             }
-            Decision::Conflict(e) => results[i] = Some(Err(e)),
-            Decision::Existing(holder) => results[i] = Some(Ok(Submitted::Existing(*holder))),
+            Decision::Conflict(e) => answers[n] = Some(Err(e)),
+            Decision::Existing(holder) => answers[n] = Some(Ok(Submitted::Existing(*holder))),
         }
     }
-    if !slot_set.is_empty() {
-        let stmt = conn.stmt(&shared.sql, Q::SlotSetMany).await?;
-        let (queues, slots, ids): (Vec<&str>, Vec<&str>, Vec<Uuid>) = (
-            slot_set.keys().map(|k| k.0).collect(),
-            slot_set.keys().map(|k| k.1).collect(),
-            slot_set.values().copied().collect(),
-        );
-        conn.client.execute(&stmt, &[&queues, &slots, &ids]).await?;
+    if !freed.is_empty() {
+        let stmt = conn.stmt(&shared.sql, Q::SlotFree).await?;
+        conn.client.execute(&stmt, &[&freed]).await?;
     }
     if !replaced.is_empty() {
         let stmt = conn.stmt(&shared.sql, Q::ReplaceHolder).await?;
@@ -308,21 +293,40 @@ async fn submit_unique(
     if !inserts.is_empty() {
         let refs: Vec<&NewTask> = inserts.iter().collect();
         let bytes: Vec<Vec<u8>> = inserts.iter().map(|t| t.envelope.encode()).collect();
-        let answers = insert_tasks(shared, conn, &refs, &bytes, false).await?;
-        for (&i, answer) in inserted_at.iter().zip(answers) {
-            // A task the group replaced before it was stored answers as
-            // created: its submit made it.
-            results[i] = Some(answer.map(|s| match s {
-                Submitted::Created(_) => Submitted::Created(tasks[i].envelope.clone()),
-                other => other,
-            }));
+        let slots: Vec<&str> = inserts
+            .iter()
+            .map(|t| t.unique.as_ref().map_or("", |u| u.slot.as_str()))
+            .collect();
+        let rows = run_insert(shared, conn, Q::SubmitUnique, &refs, &bytes, Some(&slots)).await??;
+        let stored: HashSet<Uuid> = rows.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
+        for (t, &n) in inserts.iter().zip(&inserted_at) {
+            let i = todo[n];
+            if stored.contains(&uuid_of(t.envelope.id)) {
+                // A task the group replaced before it was stored answers as
+                // created: its submit made it.
+                answers[n] = Some(Ok(Submitted::Created(tasks[i].envelope.clone())));
+                continue;
+            }
+            // Not inserted: its id is taken, or a submit elsewhere took its
+            // slot since it was read (decide again).
+            let get = conn.stmt(&shared.sql, Q::Get).await?;
+            if conn.client.query_opt(&get, &[&uuid_of(t.envelope.id)]).await?.is_none() {
+                conn.client.batch_execute("ROLLBACK").await?;
+                return Ok(None);
+            }
+            answers[n] = Some(Err(EngineError::InvalidArgument(format!(
+                "a task with id {} already exists",
+                t.envelope.id
+            ))));
         }
     }
     conn.client.batch_execute("COMMIT").await?;
-    Ok(results
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(EngineError::Unavailable("no answer".into()))))
-        .collect())
+    Ok(Some(
+        answers
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(EngineError::Unavailable("no answer".into()))))
+            .collect(),
+    ))
 }
 
 /// Inserts `tasks` (their canonical bytes `encoded`) in one statement on
@@ -664,12 +668,18 @@ pub(crate) async fn redrive(
             conn.client.batch_execute("BEGIN").await?;
         }
         let chosen = choose_dead(shared, conn, request, glob.as_ref(), limit, lock).await?;
+        // The slots to move to redriven tasks, off tasks that no longer
+        // hold them.
+        let mut freed = Vec::new();
         for env in &chosen {
-            if let Err(e) = may_return(shared, conn, env, now, lock).await? {
-                if lock {
-                    conn.client.batch_execute("ROLLBACK").await?;
+            match may_return(shared, conn, env, now, lock).await? {
+                Ok(holder) => freed.extend(holder),
+                Err(e) => {
+                    if lock {
+                        conn.client.batch_execute("ROLLBACK").await?;
+                    }
+                    return Ok(Err(e));
                 }
-                return Ok(Err(e));
             }
         }
         if !lock {
@@ -686,12 +696,25 @@ pub(crate) async fn redrive(
         }
         rewrite(shared, conn, Status::Dead, &next).await?;
         // A redriven task holds its unique key again.
-        let set = conn.stmt(&shared.sql, Q::SlotSet).await?;
+        if !freed.is_empty() {
+            let stmt = conn.stmt(&shared.sql, Q::SlotFree).await?;
+            conn.client.execute(&stmt, &[&freed]).await?;
+        }
+        let take = conn.stmt(&shared.sql, Q::SlotTake).await?;
         for env in &next {
             if let Some(slot) = unique::slot_of_task(env) {
-                conn.client
-                    .execute(&set, &[&env.queue, &slot, &uuid_of(env.id)])
-                    .await?;
+                match conn.client.execute(&take, &[&uuid_of(env.id), &slot]).await {
+                    Ok(_) => {}
+                    // A submit took the free slot since it was read: the
+                    // redrive starts again, and finds it held.
+                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                        return Err(Failure::RolledBack(format!(
+                            "the unique key of task {} was taken meanwhile",
+                            env.id
+                        )));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
         }
         conn.client.batch_execute("COMMIT").await?;
@@ -704,42 +727,33 @@ pub(crate) async fn redrive(
 }
 
 /// Refuses (`UNIQUE_HELD`) to redrive `env` while another task holds its
-/// unique slot; in a real redrive (`lock`) the slot's row stays locked
-/// until the transaction ends.
+/// unique slot; else answers the other task that names the slot, if any,
+/// whose slot the redrive moves to `env`. In a real redrive (`lock`) that
+/// task's row stays locked until the transaction ends.
 async fn may_return(
     shared: &Shared,
     conn: &mut Conn,
     env: &Envelope,
     now: Timestamp,
     lock: bool,
-) -> Result<Result<(), EngineError>, Failure> {
+) -> Result<Result<Option<Uuid>, EngineError>, Failure> {
     let Some(slot) = unique::slot_of_task(env) else {
-        return Ok(Ok(()));
+        return Ok(Ok(None));
     };
-    let id = uuid_of(env.id);
-    let named: Option<Uuid> = if lock {
-        let stmt = conn.stmt(&shared.sql, Q::SlotLock).await?;
-        Some(
-            conn.client
-                .query_one(&stmt, &[&env.queue, &slot, &id])
-                .await?
-                .try_get(0)?,
-        )
+    let q = if lock {
+        Q::SlotHolderForUpdate
     } else {
-        let stmt = conn.stmt(&shared.sql, Q::SlotGet).await?;
-        match conn.client.query_opt(&stmt, &[&env.queue, &slot]).await? {
-            Some(row) => Some(row.try_get(0)?),
-            None => None,
-        }
+        Q::SlotHolder
     };
-    let Some(named) = named.filter(|named| *named != id) else {
-        return Ok(Ok(()));
+    let stmt = conn.stmt(&shared.sql, q).await?;
+    let Some(row) = conn.client.query_opt(&stmt, &[&env.queue, &slot]).await? else {
+        return Ok(Ok(None));
     };
-    let get = conn.stmt(&shared.sql, Q::Get).await?;
-    let Some(row) = conn.client.query_opt(&get, &[&named]).await? else {
-        return Ok(Ok(()));
-    };
-    Ok(unique::may_return(env.id, &stored_envelope(&row, 0)?, now))
+    let named: Uuid = row.try_get(0)?;
+    if named == uuid_of(env.id) {
+        return Ok(Ok(None));
+    }
+    Ok(unique::may_return(env.id, &stored_envelope(&row, 1)?, now).map(|()| Some(named)))
 }
 
 /// The dead tasks a redrive takes, in order, locked when `lock`.
