@@ -170,8 +170,12 @@ async fn submit_unique(
         let group: Vec<&NewTask> = fast.iter().map(|&i| tasks[i]).collect();
         let bytes: Vec<Vec<u8>> = fast.iter().map(|&i| encoded[i].clone()).collect();
         let slots: Vec<&str> = fast.iter().map(|&i| slot_of(i).1).collect();
-        let rows = run_insert(shared, conn, Q::SubmitUnique, &group, &bytes, Some(&slots)).await??;
-        let inserted: HashSet<Uuid> = rows.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
+        let rows =
+            run_insert(shared, conn, Q::SubmitUnique, &group, &bytes, Some(&slots)).await??;
+        let inserted: HashSet<Uuid> = rows
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<Result<_, _>>()?;
         for &i in &fast {
             if inserted.contains(&uuid_of(tasks[i].envelope.id)) {
                 results[i] = Some(Ok(Submitted::Created(tasks[i].envelope.clone())));
@@ -239,7 +243,9 @@ async fn decide_unique<'a>(
         let decision = match holders.get(&key) {
             None => Decision::Take,
             Some(Holder::Stored(env)) => unique::decide(env, &task.envelope, unique),
-            Some(Holder::Group(at)) => unique::decide(&inserts[*at].envelope, &task.envelope, unique),
+            Some(Holder::Group(at)) => {
+                unique::decide(&inserts[*at].envelope, &task.envelope, unique)
+            }
         };
         match decision {
             Decision::Take => {
@@ -298,7 +304,10 @@ async fn decide_unique<'a>(
             .map(|t| t.unique.as_ref().map_or("", |u| u.slot.as_str()))
             .collect();
         let rows = run_insert(shared, conn, Q::SubmitUnique, &refs, &bytes, Some(&slots)).await??;
-        let stored: HashSet<Uuid> = rows.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>()?;
+        let stored: HashSet<Uuid> = rows
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<Result<_, _>>()?;
         for (t, &n) in inserts.iter().zip(&inserted_at) {
             let i = todo[n];
             if stored.contains(&uuid_of(t.envelope.id)) {
@@ -310,7 +319,12 @@ async fn decide_unique<'a>(
             // Not inserted: its id is taken, or a submit elsewhere took its
             // slot since it was read (decide again).
             let get = conn.stmt(&shared.sql, Q::Get).await?;
-            if conn.client.query_opt(&get, &[&uuid_of(t.envelope.id)]).await?.is_none() {
+            if conn
+                .client
+                .query_opt(&get, &[&uuid_of(t.envelope.id)])
+                .await?
+                .is_none()
+            {
                 conn.client.batch_execute("ROLLBACK").await?;
                 return Ok(None);
             }
