@@ -168,7 +168,7 @@ async fn submit_unique(
             .filter(|&i| seen.insert(slot_of(i)) && tasks[i].idempotency_key.is_none())
             .collect();
         let group: Vec<&NewTask> = fast.iter().map(|&i| tasks[i]).collect();
-        let bytes: Vec<Vec<u8>> = fast.iter().map(|&i| encoded[i].clone()).collect();
+        let bytes: Vec<&[u8]> = fast.iter().map(|&i| encoded[i].as_slice()).collect();
         let slots: Vec<&str> = fast.iter().map(|&i| slot_of(i).1).collect();
         let rows =
             run_insert(shared, conn, Q::SubmitUnique, &group, &bytes, Some(&slots)).await??;
@@ -221,8 +221,11 @@ async fn decide_unique<'a>(
     let mut holders: HashMap<(&str, &str), Holder> = HashMap::new();
     for row in conn.client.query(&stmt, &[&queues, &slots]).await? {
         let (queue, slot): (String, String) = (row.try_get(0)?, row.try_get(1)?);
-        if let Some(&key) = wanted.iter().find(|k| k.0 == queue && k.1 == slot) {
-            holders.insert(key, Holder::Stored(Box::new(stored_envelope(&row, 3)?)));
+        if let Ok(at) = wanted.binary_search(&(queue.as_str(), slot.as_str())) {
+            holders.insert(
+                wanted[at],
+                Holder::Stored(Box::new(stored_envelope(&row, 3)?)),
+            );
         }
     }
     // Decide in group order; what a decision writes is gathered.
@@ -379,7 +382,7 @@ async fn run_insert(
     conn: &mut Conn,
     q: Q,
     tasks: &[&NewTask],
-    encoded: &[Vec<u8>],
+    encoded: &[impl AsRef<[u8]>],
     slots: Option<&[&str]>,
 ) -> Result<Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>, Failure> {
     let stmt = conn.stmt(&shared.sql, q).await?;
@@ -388,7 +391,7 @@ async fn run_insert(
     let mut keys = Vec::with_capacity(tasks.len());
     let mut flow_keys = Vec::with_capacity(tasks.len());
     for (task, bytes) in tasks.iter().zip(encoded) {
-        rows.push(&task.envelope, bytes);
+        rows.push(&task.envelope, bytes.as_ref());
         queues.push(task.envelope.queue.as_str());
         keys.push(task.idempotency_key.as_deref().map(str::as_bytes));
         flow_keys.push(rdq_engine::flow::key_of(&task.envelope));

@@ -259,11 +259,10 @@ async fn redrive_keyed(
     let (slot, queue_keys, value, place) = (&slot, &queue_keys, &value, &place);
     for _ in 0..crate::writes::UNIQUE_ROUNDS {
         let (named, read) = read_slot(shared, queue_keys, slot).await?;
-        if let Some(read) = &read
-            && named != env.id.to_string()
-            && unique::may_return(env.id, &stored::decode(read)?, now).is_err()
-        {
-            return Ok(false);
+        match held_against(env, &named, read.as_deref(), now) {
+            Ok(()) => {}
+            Err(EngineError::UniqueHeld { .. }) => return Ok(false),
+            Err(e) => return Err(e),
         }
         let args = &[
             b"V".to_vec(),
@@ -334,35 +333,23 @@ async fn may_return(shared: &Shared, env: &Envelope, now: Timestamp) -> Result<(
     let Some(slot) = unique::slot_of_task(env) else {
         return Ok(());
     };
-    let queue_keys = shared.keys.queue(&env.queue);
-    let (slot, queue_keys) = (&slot, &queue_keys);
-    let holder: Option<Envelope> = retrying(shared.options.wait, Retry::Always, |_| {
-        async move {
-            let mut conn = shared.conn().await?;
-            let named: Option<String> = redis::cmd("HGET")
-                .arg(queue_keys.unique_slots())
-                .arg(slot)
-                .query_async(&mut conn)
-                .await?;
-            let Some(named) = named.filter(|named| *named != env.id.to_string()) else {
-                return Ok(None);
-            };
-            let read: Option<Vec<u8>> = redis::cmd("HGET")
-                .arg(queue_keys.tasks())
-                .arg(&named)
-                .query_async(&mut conn)
-                .await?;
-            Ok(match read {
-                Some(read) => Some(stored::decode(&read)?),
-                None => None,
-            })
+    let (named, read) = read_slot(shared, &shared.keys.queue(&env.queue), &slot).await?;
+    held_against(env, &named, read.as_deref(), now)
+}
+
+/// `UNIQUE_HELD` when the slot of `env` names another task (`named`, stored
+/// as `read`) that holds it at `now`.
+fn held_against(
+    env: &Envelope,
+    named: &str,
+    read: Option<&[u8]>,
+    now: Timestamp,
+) -> Result<(), EngineError> {
+    match read {
+        Some(read) if named != env.id.to_string() => {
+            unique::may_return(env.id, &stored::decode(read)?, now)
         }
-        .boxed()
-    })
-    .await?;
-    match holder {
-        Some(holder) => unique::may_return(env.id, &holder, now),
-        None => Ok(()),
+        _ => Ok(()),
     }
 }
 

@@ -545,7 +545,7 @@ async fn decide_unique(
     let mut conn = shared.conn().await?;
     let keys = &shared.keys;
     let envelopes: Vec<&Envelope> = tasks.iter().map(|t| &t.envelope).collect();
-    let (mut results, fresh) = index_new(&mut conn, keys, &envelopes).await?;
+    let (mut results, _) = index_new(&mut conn, keys, &envelopes).await?;
     for (queue, members) in by_queue(tasks, |t| t.envelope.queue.as_str()) {
         let queue_keys = keys.queue(&queue);
         let mut todo: Vec<(usize, &rdq_engine::unique::UniqueSlot)> = Vec::new();
@@ -614,7 +614,6 @@ async fn decide_unique(
                         results[i] = Some(Ok(Submitted::Existing(*holder)));
                         continue;
                     }
-                    Decision::Take if fresh[i] => ("N", env.id, None),
                     Decision::Take => ("T", env.id, None),
                     Decision::Replace(next) => ("P", next.id, Some(next)),
                 };

@@ -4,12 +4,11 @@
 -- the holder changed since (an earlier one of this call included).
 -- The queue's slots are a hash, TAG .. 'uniq': slot -> the id of the task
 -- that took it last.
--- ARGV, ten per entry: mode ('T' the new task takes the slot; 'N' the
--- same for an id new to the id index, which no task can have; 'P' the
+-- ARGV, ten per entry: mode ('T' the new task takes the slot; 'P' the
 -- holder takes a new state; 'V' a DEAD task is redriven and takes the
 -- slot), slot, the holder's id read ('' for none), its value read ('' for
 -- none), then id, stored value, status, place kind, score: the new task's
--- (T, N), the holder's new state (P) or the redriven task's (V); last, for
+-- (T), the holder's new state (P) or the redriven task's (V); last, for
 -- V, the claim count the DEAD task must still have ('' otherwise).
 -- Answers two per entry, {code, value}: 'C' created (V: redriven), 'P'
 -- replaced, 'R' changed meanwhile (decide again), 'D' and the stored
@@ -71,8 +70,8 @@ for i = 1, #ARGV, 10 do
         take(slot, id, v, s, kind, score)
       end
     end
-  elseif mode ~= 'P' then
-    local current = mode == 'T' and value(id)
+  elseif mode == 'T' then
+    local current = value(id)
     if current then
       answer('D', current)
     else

@@ -64,20 +64,15 @@ class UniqueHeld(Conflict):
     task that holds it and `hold` its hold (`until_finished`, …), when the
     server named them."""
 
-    def __init__(
-        self,
-        code: str,
-        detail: str = "",
-        *,
-        status: int = 0,
-        field: str | None = None,
-        problem: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(code, detail, status=status, field=field, problem=problem)
+    @property
+    def holder(self) -> str | None:
         holder = self.problem.get("holder")
+        return holder if isinstance(holder, str) else None
+
+    @property
+    def hold(self) -> str | None:
         hold = self.problem.get("hold")
-        self.holder: str | None = holder if isinstance(holder, str) else None
-        self.hold: str | None = hold if isinstance(hold, str) else None
+        return hold if isinstance(hold, str) else None
 
 
 class PayloadTooLarge(RdqError):
