@@ -135,14 +135,16 @@ fn key_of(env: &rdq_envelope::Envelope) -> String {
 }
 
 /// Six pull workers, two per node, under a per-key limit of 2 and a global
-/// limit of 5: neither is ever exceeded, and every task runs once.
-async fn limits_hold_across_three_nodes(kind: Shared) {
+/// limit of 5 with `fairness` (`weighted` is decided from the ledger; `fifo`
+/// makes a policy of counts only, which PostgreSQL decides in one
+/// statement): neither limit is ever exceeded, and every task runs once.
+async fn limits_hold_across_three_nodes(kind: Shared, fairness: &str) {
     let nodes = Nodes::start(kind);
     let queue = format!("flow.{}", nodes.tag);
     nodes.clients[0]
         .set_queue_config(
             &queue,
-            &json!({"flow": {"key_concurrency": 2, "concurrency": 5, "fairness": "weighted"}}),
+            &json!({"flow": {"key_concurrency": 2, "concurrency": 5, "fairness": fairness}}),
         )
         .await
         .unwrap();
@@ -285,12 +287,22 @@ async fn the_rate_holds_across_three_nodes(kind: Shared) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_hold_across_three_postgres_nodes() {
-    limits_hold_across_three_nodes(Shared::Postgres).await;
+    limits_hold_across_three_nodes(Shared::Postgres, "weighted").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_hold_across_three_postgres_nodes_in_claim_order() {
+    limits_hold_across_three_nodes(Shared::Postgres, "fifo").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_hold_across_three_redis_nodes() {
-    limits_hold_across_three_nodes(Shared::Redis).await;
+    limits_hold_across_three_nodes(Shared::Redis, "weighted").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_hold_across_three_redis_nodes_in_claim_order() {
+    limits_hold_across_three_nodes(Shared::Redis, "fifo").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -145,6 +145,7 @@ macro_rules! __with_every_check {
             a_lowered_limit_is_obeyed_by_the_next_claim
             a_deferral_and_a_lease_expiry_give_their_slot_back
             a_throttle_passes_over_its_key_until_its_time
+            a_claim_cut_short_is_counted
             local_concurrency_bounds_each_process
             schedules_fire_each_due_time_once_across_racing_nodes
             many_fires_apply_each_from_its_own_cursor

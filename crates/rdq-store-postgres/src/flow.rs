@@ -13,6 +13,17 @@
 //! ledger, and the transaction commits. The statements are pipelined: two
 //! round trips in all.
 //!
+//! A policy whose limits are counts only ([`FlowPolicy::is_count_only`]:
+//! global and per-key concurrency, claim order) needs nothing of that
+//! decision but the counts and the candidates, so its claim is decided in
+//! SQL ([`Q::FlowClaimCounted`]) and the whole transaction is one round
+//! trip: the queue's lock is held for one statement and the commit, not
+//! across a round trip to this process and back, which is what limited
+//! claims of one queue on several nodes wait for. While a throttle holds
+//! (back-pressure), that statement claims nothing and says so, and the
+//! claim takes the two-trip way above, where [`FlowLedger::select`] judges
+//! the throttles.
+//!
 //! In-flight counts come from the rows, never from the ledger: a task's flow
 //! key is the one it was submitted with (`tasks.flow_key`, or the envelope's
 //! for a row claimed before its queue came under flow control), so its
@@ -144,57 +155,160 @@ pub(crate) async fn claim(
     request: &ClaimRequest,
     flow: &FlowPolicy,
 ) -> Result<Vec<Envelope>, EngineError> {
+    if flow.is_count_only()
+        && let Some(claimed) = claim_counted(shared, request, flow).await?
+    {
+        return Ok(claimed);
+    }
+    claim_selected(shared, request, flow).await
+}
+
+/// What every flow-controlled claim's statement is given
+/// (`sql::flow_candidates`), with the lease's end.
+struct Limits {
+    max: usize,
+    max_sql: i64,
+    now_ms: i64,
+    until: i64,
+    key_limit: Option<i64>,
+    global_limit: Option<i64>,
+}
+
+impl Limits {
+    fn of(request: &ClaimRequest, flow: &FlowPolicy) -> Self {
+        let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let max = request.max.min(MAX_CLAIM);
+        Self {
+            max,
+            max_sql: i64::try_from(max).unwrap_or(1),
+            now_ms: request.now.unix_ms(),
+            until: request.now.plus_ms(request.lease_ms).unix_ms(),
+            key_limit: flow.key_concurrency.map(int),
+            global_limit: request.max_in_flight.map(int),
+        }
+    }
+
+    /// [`Q::FlowClaimCounted`]'s parameters.
+    fn counted_params<'a>(&'a self, queue: &'a &str) -> [&'a (dyn ToSql + Sync); 6] {
+        [
+            queue,
+            &self.now_ms,
+            &self.max_sql,
+            &self.key_limit,
+            &self.global_limit,
+            &self.until,
+        ]
+    }
+
+    /// The tasks [`Q::FlowClaimCounted`] claimed (its `rows`), in claim
+    /// order; `None` when a throttle holds and it claimed none.
+    fn counted(
+        &self,
+        queue: &str,
+        rows: &[tokio_postgres::Row],
+    ) -> Result<Option<Vec<Envelope>>, Failure> {
+        let mut claimed = Vec::with_capacity(rows.len());
+        for row in rows {
+            if row.try_get::<_, i16>(0)? != 0 {
+                return Ok(None);
+            }
+            let env = Envelope::decode(row.try_get::<_, &[u8]>(1)?)
+                .map_err(|e| undecodable(&format!("a task of queue {queue}"), &e))?;
+            claimed.push(machine::replay_claim(env, self.now_ms, self.until)?);
+        }
+        // RETURNING keeps no order: restore the claim order.
+        claimed.sort_by_key(crate::writes::claim_order);
+        Ok(Some(claimed))
+    }
+}
+
+/// Opens a flow-controlled claim's transaction, takes `queue`'s lock (and,
+/// once a second per queue and process, adopts its rows without a flow
+/// key) and runs `q`, then `COMMIT` when `commit`: one round trip.
+///
+/// Pipelined: each statement's snapshot is taken after the one before it
+/// ended, so `q` sees every claim committed before the lock was granted.
+/// No index-only scans and no bitmap scans: neither marks the index
+/// entries of dead row versions (claimed tasks in `tasks_flow`, settled
+/// ones in `tasks_lease`) as dead, so each read would step over every task
+/// claimed or settled since the last vacuum, visiting the heap for each
+/// (the IN_FLIGHT count's bitmap scan grew to 60,000 entries and 10 ms
+/// within a run of `rdq bench --workload flow-limit`); an index scan marks
+/// them once no transaction can see them, and later reads skip them.
+async fn locked_query(
+    shared: &Shared,
+    conn: &mut Conn,
+    queue: &str,
+    q: Q,
+    params: &[&(dyn ToSql + Sync)],
+    commit: bool,
+) -> Result<Vec<tokio_postgres::Row>, Failure> {
+    let lock = conn.stmt(&shared.sql, Q::LockQueue).await?;
+    let adopt = if shared.adopted.due(queue) {
+        Some(conn.stmt(&shared.sql, Q::FlowAdopt).await?)
+    } else {
+        None
+    };
+    let stmt = conn.stmt(&shared.sql, q).await?;
+    let client = &conn.client;
+    let queue_param: [&(dyn ToSql + Sync); 1] = [&queue];
+    let ((), _, (), rows, ()) = tokio::try_join!(
+        client.batch_execute(
+            "BEGIN; SET LOCAL enable_indexonlyscan = off; SET LOCAL enable_bitmapscan = off",
+        ),
+        client.execute(&lock, &queue_param),
+        async {
+            match &adopt {
+                Some(adopt) => client.execute(adopt, &queue_param).await.map(drop),
+                None => Ok(()),
+            }
+        },
+        client.query(&stmt, params),
+        async {
+            if commit {
+                client.batch_execute("COMMIT").await
+            } else {
+                Ok(())
+            }
+        },
+    )?;
+    Ok(rows)
+}
+
+/// A claim under a count-only policy in one round trip (module
+/// documentation); `None` while a throttle holds.
+async fn claim_counted(
+    shared: &Shared,
+    request: &ClaimRequest,
+    flow: &FlowPolicy,
+) -> Result<Option<Vec<Envelope>>, EngineError> {
     let queue = request.queue.as_str();
-    let max = request.max.min(MAX_CLAIM);
-    let max_sql = i64::try_from(max).unwrap_or(1);
-    let now_ms = request.now.unix_ms();
-    let until = request.now.plus_ms(request.lease_ms).unix_ms();
-    let key_limit = flow
-        .key_concurrency
-        .map(|n| i64::try_from(n).unwrap_or(i64::MAX));
-    let global_limit = request
-        .max_in_flight
-        .map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    let l = Limits::of(request, flow);
     retrying!(shared, Retry::Always, |conn, _applied| {
-        let lock = conn.stmt(&shared.sql, Q::LockQueue).await?;
-        let adopt = if shared.adopted.due(queue) {
-            Some(conn.stmt(&shared.sql, Q::FlowAdopt).await?)
-        } else {
-            None
-        };
-        let read = conn.stmt(&shared.sql, Q::FlowRead).await?;
-        let client = &conn.client;
-        // Pipelined: each statement's snapshot is taken after the one
-        // before it ended, so the reads see every claim committed before
-        // the lock was granted. No index-only scans and no bitmap scans:
-        // neither marks the index entries of dead row versions (claimed
-        // tasks in `tasks_flow`, settled ones in `tasks_lease`) as dead, so
-        // each read would step over every task claimed or settled since the
-        // last vacuum, visiting the heap for each (the IN_FLIGHT count's
-        // bitmap scan grew to 60,000 entries and 10 ms within a run of
-        // `rdq bench --workload flow-limit`); an index scan marks them once
-        // no transaction can see them, and later reads skip them.
-        let lock_params: [&(dyn ToSql + Sync); 1] = [&queue];
-        let read_params: [&(dyn ToSql + Sync); 5] =
-            [&queue, &now_ms, &max_sql, &key_limit, &global_limit];
-        let ((), _, (), rows) = tokio::try_join!(
-            client.batch_execute(
-                "BEGIN; SET LOCAL enable_indexonlyscan = off; SET LOCAL enable_bitmapscan = off",
-            ),
-            client.execute(&lock, &lock_params),
-            async {
-                match &adopt {
-                    Some(adopt) => client.execute(adopt, &lock_params).await.map(drop),
-                    None => Ok(()),
-                }
-            },
-            client.query(&read, &read_params),
-        )?;
+        let params = l.counted_params(&queue);
+        let rows = locked_query(shared, conn, queue, Q::FlowClaimCounted, &params, true).await?;
+        l.counted(queue, &rows)
+    })
+}
+
+/// Claims under `flow` with [`FlowLedger::select`] deciding (module
+/// documentation).
+async fn claim_selected(
+    shared: &Shared,
+    request: &ClaimRequest,
+    flow: &FlowPolicy,
+) -> Result<Vec<Envelope>, EngineError> {
+    let queue = request.queue.as_str();
+    let l = Limits::of(request, flow);
+    retrying!(shared, Retry::Always, |conn, _applied| {
+        let params: [&(dyn ToSql + Sync); 5] =
+            [&queue, &l.now_ms, &l.max_sql, &l.key_limit, &l.global_limit];
+        let rows = locked_query(shared, conn, queue, Q::FlowRead, &params, false).await?;
         let read = Read::of(&rows)?;
         let before = parse_ledger(queue, read.ledger.as_deref())?;
         let mut ledger = before.clone();
         let in_flight: u64 = read.in_flight.values().sum();
-        let room = request.room(in_flight).min(max);
+        let room = request.room(in_flight).min(l.max);
         let chosen = ledger.select(flow, request.now, &read.in_flight, read.candidates, room);
         let changed = ledger != before;
         if chosen.is_empty() && !changed {
@@ -209,10 +323,10 @@ pub(crate) async fn claim(
         let ids: Vec<Uuid> = chosen.iter().copied().map(uuid_of).collect();
         let stmt = conn.stmt(&shared.sql, Q::FlowClaim).await?;
         let client = &conn.client;
-        let params: [&(dyn ToSql + Sync); 5] = [&queue, &now_ms, &ids, &until, &text];
+        let params: [&(dyn ToSql + Sync); 5] = [&queue, &l.now_ms, &ids, &l.until, &text];
         let (rows, ()) =
             tokio::try_join!(client.query(&stmt, &params), client.batch_execute("COMMIT"),)?;
-        claimed(queue, &rows, &chosen, now_ms, until)
+        claimed(queue, &rows, &chosen, l.now_ms, l.until)
     })
 }
 

@@ -39,6 +39,54 @@ const ENVELOPE_FLOW_KEY: &str =
 /// against a policy that has since changed: `Q::Claim`, `Q::FlowAdopt`).
 const MOVE_BATCH: i64 = 1000;
 
+/// The start of a flow-controlled claim's statement, after the queue's
+/// lock (`$1` queue, `$2` now, `$3` most to claim, `$4` the per-key limit,
+/// `$5` the global one): `busy`, the IN_FLIGHT tasks per flow key; `room`,
+/// what the global limit and `$3` leave; `cands`, the due PENDING tasks of
+/// each key in claim order, up to the room and to one more than the key's
+/// limit leaves (so a claim its limit cuts short can be told), each with
+/// its `rank` in its key and the key's `key_room` (NULL: no per-key limit).
+/// The keys are found by a loose index scan over `tasks_flow`.
+fn flow_candidates(s: &str) -> String {
+    format!(
+        "WITH RECURSIVE busy AS (
+            SELECT coalesce(flow_key, {ENVELOPE_FLOW_KEY}) AS flow_key, count(*) AS n
+            FROM {s}.tasks
+            WHERE status = 1 AND queue = $1 GROUP BY 1
+         ), room AS (
+            SELECT greatest(least($3::int8,
+                $5::int8 - (SELECT coalesce(sum(n), 0) FROM busy)::int8), 0) AS r
+         ), keys (k) AS (
+            (SELECT flow_key FROM {s}.tasks
+             WHERE queue = $1 AND status = 0 AND flow_key IS NOT NULL
+             ORDER BY flow_key LIMIT 1)
+            UNION ALL
+            SELECT (SELECT t.flow_key FROM {s}.tasks t
+                    WHERE t.queue = $1 AND t.status = 0 AND t.flow_key IS NOT NULL
+                        AND t.flow_key > keys.k
+                    ORDER BY t.flow_key LIMIT 1)
+            FROM keys WHERE keys.k IS NOT NULL
+         ), limits AS (
+            SELECT keys.k, room.r, CASE WHEN $4::int8 IS NOT NULL THEN greatest($4::int8
+                - coalesce((SELECT n FROM busy WHERE busy.flow_key = keys.k), 0), 0)
+                END AS key_room
+            FROM keys CROSS JOIN room WHERE keys.k IS NOT NULL
+         ), cands AS (
+            SELECT c.*, limits.key_room FROM limits CROSS JOIN LATERAL (
+                SELECT t.flow_key, t.priority, t.next_attempt_at, t.id,
+                    row_number() OVER (
+                        ORDER BY t.priority DESC, t.next_attempt_at, t.id) AS rank
+                FROM {s}.tasks t
+                WHERE t.queue = $1 AND t.status = 0 AND t.flow_key IS NOT NULL
+                    AND t.flow_key = limits.k
+                    AND t.next_attempt_at <= $2 AND t.claim_count < {MAX_COUNT}
+                ORDER BY t.priority DESC, t.next_attempt_at, t.id
+                LIMIT least(limits.r, coalesce(limits.key_room + 1, limits.r))
+            ) c
+         )"
+    )
+}
+
 /// Which statuses a listing walks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Listing {
@@ -75,6 +123,10 @@ pub(crate) enum Q {
     FlowAdopt,
     /// Claims chosen PENDING tasks by id and stores the queue's ledger.
     FlowClaim,
+    /// A whole flow-controlled claim in one statement, after the queue's
+    /// lock, for a policy whose limits are counts only
+    /// (`FlowPolicy::is_count_only`).
+    FlowClaimCounted,
     /// One queue's flow ledger.
     GetLedger,
     /// Stores one queue's flow ledger.
@@ -302,42 +354,59 @@ impl Sql {
                 "SELECT count(*) FROM {s}.tasks WHERE status = 1 AND queue = $1"
             ),
             Q::FlowRead => format!(
-                "WITH RECURSIVE busy AS (
-                    SELECT coalesce(flow_key, {ENVELOPE_FLOW_KEY}) AS flow_key, count(*) AS n
-                    FROM {s}.tasks
-                    WHERE status = 1 AND queue = $1 GROUP BY 1
-                 ), room AS (
-                    SELECT greatest(least($3::int8,
-                        $5::int8 - (SELECT coalesce(sum(n), 0) FROM busy)::int8), 0) AS r
-                 ), keys (k) AS (
-                    (SELECT flow_key FROM {s}.tasks
-                     WHERE queue = $1 AND status = 0 AND flow_key IS NOT NULL
-                     ORDER BY flow_key LIMIT 1)
-                    UNION ALL
-                    SELECT (SELECT t.flow_key FROM {s}.tasks t
-                            WHERE t.queue = $1 AND t.status = 0 AND t.flow_key IS NOT NULL
-                                AND t.flow_key > keys.k
-                            ORDER BY t.flow_key LIMIT 1)
-                    FROM keys WHERE keys.k IS NOT NULL
-                 )
+                "{candidates}
                  SELECT 0::int2, flow_key, n, NULL::int2, NULL::int8, NULL::uuid FROM busy
                  UNION ALL
-                 SELECT 1::int2, c.flow_key, NULL, c.priority, c.next_attempt_at, c.id
-                 FROM keys CROSS JOIN room CROSS JOIN LATERAL (
-                    SELECT t.flow_key, t.priority, t.next_attempt_at, t.id FROM {s}.tasks t
-                    WHERE t.queue = $1 AND t.status = 0 AND t.flow_key IS NOT NULL
-                        AND t.flow_key = keys.k
-                        AND t.next_attempt_at <= $2 AND t.claim_count < {MAX_COUNT}
-                    ORDER BY t.priority DESC, t.next_attempt_at, t.id
-                    LIMIT CASE WHEN $4::int8 IS NULL THEN room.r
-                        ELSE least(room.r, greatest($4::int8 - coalesce(
-                            (SELECT n FROM busy WHERE busy.flow_key = keys.k), 0), 0) + 1)
-                        END
-                 ) c
-                 WHERE keys.k IS NOT NULL
+                 SELECT 1::int2, flow_key, NULL, priority, next_attempt_at, id FROM cands
                  UNION ALL
                  SELECT 2::int2, ledger, NULL, NULL, NULL, NULL FROM {s}.flow_ledgers
-                 WHERE queue = $1"
+                 WHERE queue = $1",
+                candidates = flow_candidates(s)
+            ),
+            // The whole claim of a policy that limits counts only, decided
+            // in SQL (`flow.rs`): the candidates a key's limit leaves in
+            // claim order, none while a throttle holds (then a row of kind
+            // 1 sends the claim to the ledger's way), and a claim cut short
+            // by a key's limit counted in the ledger, as
+            // `FlowLedger::select` counts it.
+            Q::FlowClaimCounted => format!(
+                "{candidates}, blocked AS (
+                    SELECT coalesce((l ->> 'blocked_until')::int8, 0) > $2
+                        OR EXISTS (
+                            SELECT 1 FROM jsonb_each(coalesce(l -> 'keys', '{{}}'::jsonb)) k
+                            WHERE coalesce((k.value ->> 'blocked_until')::int8, 0) > $2) AS b
+                    FROM (SELECT ledger::jsonb AS l FROM {s}.flow_ledgers WHERE queue = $1) x
+                 ), picked AS (
+                    SELECT id FROM cands
+                    WHERE (key_room IS NULL OR rank <= key_room)
+                        AND NOT EXISTS (SELECT 1 FROM blocked WHERE b)
+                    ORDER BY priority DESC, next_attempt_at, id
+                    LIMIT (SELECT r FROM room)
+                 ), claimed AS (
+                    UPDATE {s}.tasks t
+                    SET status = 1, claim_count = t.claim_count + 1, claimed_at = $2,
+                        lease_expires_at = $6
+                    FROM picked
+                    WHERE t.id = picked.id AND t.status = 0 AND t.next_attempt_at <= $2
+                        AND t.claim_count < {MAX_COUNT}
+                    RETURNING t.queue, t.envelope
+                 ), counted AS (
+                    INSERT INTO {s}.queue_counts (queue, pending, in_flight)
+                    SELECT queue, -count(*), count(*) FROM claimed GROUP BY queue
+                 ), cut AS (
+                    INSERT INTO {s}.flow_ledgers AS f (queue, ledger)
+                    SELECT $1, '{{\"throttled_claims\":1}}'
+                    WHERE NOT EXISTS (SELECT 1 FROM blocked WHERE b)
+                        AND (SELECT count(*) FROM picked)
+                            < least((SELECT r FROM room), (SELECT count(*) FROM cands))
+                    ON CONFLICT (queue) DO UPDATE SET ledger = (f.ledger::jsonb
+                        || jsonb_build_object('throttled_claims',
+                            coalesce((f.ledger::jsonb ->> 'throttled_claims')::int8, 0) + 1))::text
+                 )
+                 SELECT 0::int2, envelope FROM claimed
+                 UNION ALL
+                 SELECT 1::int2, NULL FROM blocked WHERE b AND (SELECT r FROM room) > 0",
+                candidates = flow_candidates(s)
             ),
             Q::FlowAdopt => format!(
                 "UPDATE {s}.tasks SET flow_key = {ENVELOPE_FLOW_KEY}

@@ -655,15 +655,19 @@ pub(crate) async fn claim(
             claimed.push(machine::replay_claim(env, now_ms, until)?);
         }
         // RETURNING keeps no order: restore the claim order.
-        claimed.sort_by_key(|env: &Envelope| {
-            (
-                std::cmp::Reverse(env.priority),
-                env.next_attempt_at.map_or(i64::MIN, Timestamp::unix_ms),
-                env.id,
-            )
-        });
+        claimed.sort_by_key(claim_order);
         Ok(claimed)
     })
+}
+
+/// Where a claimed task stands in claim order: priority first, then due
+/// time, then id.
+pub(crate) fn claim_order(env: &Envelope) -> (std::cmp::Reverse<u8>, i64, TaskId) {
+    (
+        std::cmp::Reverse(env.priority),
+        env.next_attempt_at.map_or(i64::MIN, Timestamp::unix_ms),
+        env.id,
+    )
 }
 
 /// Redrives matching DEAD tasks in one transaction (or lists them, on a dry run).

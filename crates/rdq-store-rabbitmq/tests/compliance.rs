@@ -77,6 +77,7 @@ checks! {
     a_lowered_limit_is_obeyed_by_the_next_claim
     a_deferral_and_a_lease_expiry_give_their_slot_back
     a_throttle_passes_over_its_key_until_its_time
+    a_claim_cut_short_is_counted
     local_concurrency_bounds_each_process
     // RabbitMQ declares no schedules: each of these checks that it says so.
     schedules_fire_each_due_time_once_across_racing_nodes

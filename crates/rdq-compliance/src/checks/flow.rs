@@ -113,23 +113,39 @@ pub async fn flow_limits_hold_or_are_refused(factory: StoreFactory) {
     }
 }
 
-/// Many claimers at once under a per-key limit: no key ever has more tasks
-/// in flight than the limit, and every task runs once.
+/// Many claimers at once under a per-key limit (with weighted fairness,
+/// decided from the ledger; then in claim order under a global limit too,
+/// a policy of counts only that PostgreSQL decides in one statement): no
+/// key ever has more tasks in flight than its limit, nor the queue more
+/// than its own, and every task runs once.
 pub async fn key_concurrency_holds_under_concurrent_claimers(factory: StoreFactory) {
     const CHECK: &str = "key_concurrency_holds_under_concurrent_claimers";
     const LIMIT: u64 = 2;
-    let Some(h) = flow_harness(
-        &factory,
-        CHECK,
-        json!({"key_concurrency": LIMIT, "fairness": "weighted"}),
-    )
-    .await
-    else {
-        return;
-    };
+    const GLOBAL: u64 = 4;
+    let policies = [
+        (
+            json!({"key_concurrency": LIMIT, "fairness": "weighted"}),
+            None,
+        ),
+        (
+            json!({"key_concurrency": LIMIT, "concurrency": GLOBAL}),
+            Some(GLOBAL),
+        ),
+    ];
+    for (doc, global) in policies {
+        let Some(h) = flow_harness(&factory, CHECK, doc.clone()).await else {
+            return;
+        };
+        claim_concurrently(&h, LIMIT, global, &doc).await;
+    }
+}
+
+/// Six claimers working three keys of 20 tasks each under `doc`: checks
+/// the peaks per key (`limit`) and in all (`global`).
+async fn claim_concurrently(h: &Harness, limit: u64, global: Option<u64>, doc: &Value) {
     let keys = ["a", "b", "c"];
     for key in keys {
-        submit_keyed(&h, key, 20).await;
+        submit_keyed(h, key, 20).await;
     }
     let total = keys.len() * 20;
     let in_flight: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
@@ -153,19 +169,25 @@ pub async fn key_concurrency_holds_under_concurrent_claimers(factory: StoreFacto
                 {
                     // Counted up after the store handed them out and down
                     // before a settle frees the slot: never more than the
-                    // store's own count.
+                    // store's own count. `""` counts the whole queue.
                     let mut now = in_flight.lock().unwrap();
                     let mut peak = peak.lock().unwrap();
                     for c in &claimed {
-                        let n = now.entry(key_of(c)).or_default();
-                        *n += 1;
-                        let p = peak.entry(key_of(c)).or_default();
-                        *p = (*p).max(*n);
+                        for key in [key_of(c), String::new()] {
+                            let n = now.entry(key.clone()).or_default();
+                            *n += 1;
+                            let p = peak.entry(key).or_default();
+                            *p = (*p).max(*n);
+                        }
                     }
                 }
                 tokio::task::yield_now().await;
                 for c in claimed {
-                    *in_flight.lock().unwrap().get_mut(&key_of(&c)).unwrap() -= 1;
+                    {
+                        let mut now = in_flight.lock().unwrap();
+                        *now.get_mut(&key_of(&c)).unwrap() -= 1;
+                        *now.get_mut("").unwrap() -= 1;
+                    }
                     engine
                         .settle(&c.envelope, c.token, Settlement::Success)
                         .await
@@ -181,14 +203,21 @@ pub async fn key_concurrency_holds_under_concurrent_claimers(factory: StoreFacto
     assert_eq!(
         done.load(std::sync::atomic::Ordering::SeqCst),
         total,
-        "every task ran once"
+        "every task ran once under {doc}"
     );
     let peak = peak.lock().unwrap();
     for key in keys {
         let p = peak.get(key).copied().unwrap_or(0);
         assert!(
-            (1..=LIMIT).contains(&p),
-            "key {key} peaked at {p} in flight under a limit of {LIMIT}"
+            (1..=limit).contains(&p),
+            "key {key} peaked at {p} in flight under a limit of {limit} ({doc})"
+        );
+    }
+    if let Some(global) = global {
+        let p = peak.get("").copied().unwrap_or(0);
+        assert!(
+            (1..=global).contains(&p),
+            "the queue peaked at {p} in flight under a limit of {global} ({doc})"
         );
     }
 }
@@ -378,14 +407,26 @@ pub async fn a_deferral_and_a_lease_expiry_give_their_slot_back(factory: StoreFa
 }
 
 /// A throttle passes over its key (or the whole queue) for every claimer
-/// until its time, and the flow status shows it.
+/// until its time, and the flow status shows it: under weighted fairness
+/// (decided from the ledger) and under a policy of counts only (decided in
+/// one statement on PostgreSQL, which must then see the throttle).
 pub async fn a_throttle_passes_over_its_key_until_its_time(factory: StoreFactory) {
     const CHECK: &str = "a_throttle_passes_over_its_key_until_its_time";
-    let Some(h) = flow_harness(&factory, CHECK, json!({"fairness": "weighted"})).await else {
-        return;
-    };
-    let a = submit_keyed(&h, "a", 2).await;
-    let b = submit_keyed(&h, "b", 2).await;
+    for doc in [
+        json!({"fairness": "weighted"}),
+        json!({"key_concurrency": 10, "concurrency": 20}),
+    ] {
+        let Some(h) = flow_harness(&factory, CHECK, doc).await else {
+            return;
+        };
+        throttles_pass_over(&h).await;
+    }
+}
+
+/// The body of [`a_throttle_passes_over_its_key_until_its_time`].
+async fn throttles_pass_over(h: &Harness) {
+    let a = submit_keyed(h, "a", 2).await;
+    let b = submit_keyed(h, "b", 2).await;
     h.engine
         .throttle(QUEUE, Some("a"), h.now().plus_ms(1_000))
         .await
@@ -433,6 +474,34 @@ pub async fn a_throttle_passes_over_its_key_until_its_time(factory: StoreFactory
         .collect();
     assert_eq!(late.len(), 2);
     assert!(late.iter().all(|id| a.contains(id)));
+}
+
+/// A claim that flow limits cut short (due tasks passed over for a key's
+/// limit) is counted in the flow status, once per claim, whichever way the
+/// store decides it.
+pub async fn a_claim_cut_short_is_counted(factory: StoreFactory) {
+    const CHECK: &str = "a_claim_cut_short_is_counted";
+    for doc in [
+        json!({"key_concurrency": 1, "fairness": "weighted"}),
+        json!({"key_concurrency": 1}),
+    ] {
+        let Some(h) = flow_harness(&factory, CHECK, doc.clone()).await else {
+            return;
+        };
+        submit_keyed(&h, "a", 3).await;
+        let status = h.engine.flow_status(QUEUE).await.expect("flow status");
+        assert_eq!(status.throttled_claims, 0, "{doc}");
+        assert_eq!(h.claim(QUEUE, 3).await.len(), 1, "one of key a ({doc})");
+        let status = h.engine.flow_status(QUEUE).await.expect("flow status");
+        assert_eq!(
+            status.throttled_claims, 1,
+            "the first claim was cut short ({doc})"
+        );
+        assert!(h.claim(QUEUE, 3).await.is_empty(), "key a is full ({doc})");
+        let status = h.engine.flow_status(QUEUE).await.expect("flow status");
+        assert_eq!(status.throttled_claims, 2, "so was the second ({doc})");
+        assert_eq!(status.in_flight, 1, "{doc}");
+    }
 }
 
 /// Local concurrency bounds what one engine (one process) holds, on every

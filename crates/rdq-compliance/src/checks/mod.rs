@@ -40,7 +40,7 @@ pub use dlq::{
 };
 pub use fixtures::fixtures_round_trip;
 pub use flow::{
-    a_backlog_spread_over_many_keys_cannot_starve_a_quiet_key,
+    a_backlog_spread_over_many_keys_cannot_starve_a_quiet_key, a_claim_cut_short_is_counted,
     a_deferral_and_a_lease_expiry_give_their_slot_back, a_flooding_key_cannot_starve_a_quiet_key,
     a_lowered_limit_is_obeyed_by_the_next_claim, a_throttle_passes_over_its_key_until_its_time,
     flow_limits_hold_or_are_refused, key_concurrency_holds_under_concurrent_claimers,

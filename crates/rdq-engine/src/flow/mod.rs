@@ -218,6 +218,17 @@ impl FlowPolicy {
         *self == Self::default()
     }
 
+    /// True when every limit the store keeps is a count of IN_FLIGHT tasks
+    /// (global and per-key concurrency) and due tasks go in claim order:
+    /// no rate, FIFO. Then [`FlowLedger::select`] depends on the ledger
+    /// only through its throttles and changes it only to count a claim cut
+    /// short, so a store may decide such a claim where its tasks are
+    /// (PostgreSQL does, in one statement) and fall back to `select` while
+    /// a throttle holds.
+    pub fn is_count_only(&self) -> bool {
+        self.rate.is_none() && self.key_rate.is_none() && self.fairness == Fairness::Fifo
+    }
+
     /// True when a claim must run [`FlowLedger::select`]: any limit the
     /// store keeps (a rate, a global or per-key limit, weighted fairness),
     /// which is also what makes throttles (back-pressure) hold. Local
