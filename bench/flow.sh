@@ -6,7 +6,8 @@
 #      unlimited, three nodes on one PostgreSQL schema, with no-op handlers
 #      and with handlers that work 10 ms;
 #   3. fairness: 10,000 tasks of one key and 100 of another, 16 handlers;
-#   4. flow-exact: 100,000 claims under per-key and global limits on every
+#   4. flow-exact: 100,000 claims under per-key and global limits, with
+#      weighted fairness and in claim order, on every
 #      store that keeps flow limits (three nodes where the store is shared).
 #
 #   bash bench/flow.sh BASE_RDQ NEW_RDQ [PAIRS]   (PAIRS defaults to 5)
