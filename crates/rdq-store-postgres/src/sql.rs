@@ -368,7 +368,10 @@ impl Sql {
             // claim order, none while a throttle holds (then a row of kind
             // 1 sends the claim to the ledger's way), and a claim cut short
             // by a key's limit counted in the ledger, as
-            // `FlowLedger::select` counts it.
+            // `FlowLedger::select` counts it. The chosen rows are looked up
+            // by id (`status + 0`, as in `Q::FlowClaim`) and checked again
+            // on their latest version, so a cancel that got there first
+            // wins.
             Q::FlowClaimCounted => format!(
                 "{candidates}, blocked AS (
                     SELECT coalesce((l ->> 'blocked_until')::int8, 0) > $2
@@ -387,7 +390,7 @@ impl Sql {
                     SET status = 1, claim_count = t.claim_count + 1, claimed_at = $2,
                         lease_expires_at = $6
                     FROM picked
-                    WHERE t.id = picked.id AND t.status = 0 AND t.next_attempt_at <= $2
+                    WHERE t.id = picked.id AND t.status + 0 = 0 AND t.next_attempt_at <= $2
                         AND t.claim_count < {MAX_COUNT}
                     RETURNING t.queue, t.envelope
                  ), counted AS (
