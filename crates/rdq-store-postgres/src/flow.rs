@@ -189,7 +189,7 @@ impl Limits {
     }
 
     /// [`Q::FlowClaimCounted`]'s parameters.
-    fn counted_params<'a>(&'a self, queue: &'a &str) -> [&'a (dyn ToSql + Sync); 6] {
+    fn counted_params<'a>(&'a self, queue: &'a (dyn ToSql + Sync)) -> [&'a (dyn ToSql + Sync); 6] {
         [
             queue,
             &self.now_ms,

@@ -148,8 +148,10 @@ async fn claim_concurrently(h: &Harness, limit: u64, global: Option<u64>, doc: &
         submit_keyed(h, key, 20).await;
     }
     let total = keys.len() * 20;
-    let in_flight: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
-    let peak: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    // Per flow key, and `None` for the whole queue (`""` is the key of
+    // tasks without one).
+    let in_flight: Arc<Mutex<HashMap<Option<String>, u64>>> = Arc::default();
+    let peak: Arc<Mutex<HashMap<Option<String>, u64>>> = Arc::default();
     let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut claimers = Vec::new();
     for _ in 0..6 {
@@ -169,11 +171,11 @@ async fn claim_concurrently(h: &Harness, limit: u64, global: Option<u64>, doc: &
                 {
                     // Counted up after the store handed them out and down
                     // before a settle frees the slot: never more than the
-                    // store's own count. `""` counts the whole queue.
+                    // store's own count.
                     let mut now = in_flight.lock().unwrap();
                     let mut peak = peak.lock().unwrap();
                     for c in &claimed {
-                        for key in [key_of(c), String::new()] {
+                        for key in [Some(key_of(c)), None] {
                             let n = now.entry(key.clone()).or_default();
                             *n += 1;
                             let p = peak.entry(key).or_default();
@@ -185,8 +187,8 @@ async fn claim_concurrently(h: &Harness, limit: u64, global: Option<u64>, doc: &
                 for c in claimed {
                     {
                         let mut now = in_flight.lock().unwrap();
-                        *now.get_mut(&key_of(&c)).unwrap() -= 1;
-                        *now.get_mut("").unwrap() -= 1;
+                        *now.get_mut(&Some(key_of(&c))).unwrap() -= 1;
+                        *now.get_mut(&None).unwrap() -= 1;
                     }
                     engine
                         .settle(&c.envelope, c.token, Settlement::Success)
@@ -207,14 +209,14 @@ async fn claim_concurrently(h: &Harness, limit: u64, global: Option<u64>, doc: &
     );
     let peak = peak.lock().unwrap();
     for key in keys {
-        let p = peak.get(key).copied().unwrap_or(0);
+        let p = peak.get(&Some(key.to_owned())).copied().unwrap_or(0);
         assert!(
             (1..=limit).contains(&p),
             "key {key} peaked at {p} in flight under a limit of {limit} ({doc})"
         );
     }
     if let Some(global) = global {
-        let p = peak.get("").copied().unwrap_or(0);
+        let p = peak.get(&None).copied().unwrap_or(0);
         assert!(
             (1..=global).contains(&p),
             "the queue peaked at {p} in flight under a limit of {global} ({doc})"
