@@ -29,6 +29,7 @@ mod local;
 pub mod machine;
 pub mod policy;
 mod schedules;
+mod sources;
 pub mod store;
 pub mod unique;
 
@@ -45,10 +46,11 @@ pub use policy::{Backoff, QueuePolicy, VersionMismatch};
 pub use schedules::{
     FIRE_BATCH, FireReport, ScheduleFailure, ScheduleFired, ScheduleInfo, ScheduleSkipped,
 };
+pub use sources::{BY_SOURCE, RefusedRecord, SOURCE_HEADER};
 pub use store::{
     Cancel, CancelRequest, Capabilities, ClaimRequest, ConfigStore, DeadGroup, DeadReasonFilter,
-    FireOutcome, FireRequest, LeasedUpdate, ListOrder, ListQuery, NewTask, Page, Pruning,
-    QueueCounts, QueueDepths, QueueDepthsSource, ReasonCount, Redrive, RedriveRequest, Removal,
-    ScheduleOwner, SchedulePut, Schedules, Store, StoredSchedule, Submitted, TaskCounts,
-    TaskListing, TaskLookup, WorkCapabilities,
+    FireOutcome, FireRequest, IngestOutcome, IngestRequest, LeasedUpdate, ListOrder, ListQuery,
+    NewTask, Page, Pruning, QueueCounts, QueueDepths, QueueDepthsSource, ReasonCount, Redrive,
+    RedriveRequest, Removal, ScheduleOwner, SchedulePut, Schedules, SourceCursor, SourceCursors,
+    Store, StoredSchedule, Submitted, TaskCounts, TaskListing, TaskLookup, WorkCapabilities,
 };

@@ -591,6 +591,23 @@ pub fn cancel(
     Ok(next)
 }
 
+/// A task that arrives DEAD: what a source makes of a record it cannot turn
+/// into a task it may run (docs/sources.md), kept in the DLQ with reason
+/// `code` decided by `by`, never claimed.
+pub fn dead_on_arrival(
+    env: &Envelope,
+    code: &str,
+    by: &str,
+    now: Timestamp,
+    message: &str,
+) -> Envelope {
+    let mut next = env.clone();
+    next.mark_written();
+    next.attempt_count = 0;
+    die(&mut next, code, by, now, message);
+    next
+}
+
 /// Someone asks a running task to stop: the IN_FLIGHT task keeps its lease
 /// and gains `cancel_requested`, which its worker learns of (on its next
 /// lease extension, at once on a `Work` stream). What it then reports

@@ -356,15 +356,19 @@ pub mod dead_reasons {
     pub const HANDLER_VERSION_MISMATCH: &str = "HANDLER_VERSION_MISMATCH";
     /// A counter reached its maximum, so the task could never run again.
     pub const COUNTERS_EXHAUSTED: &str = "COUNTERS_EXHAUSTED";
+    /// A source's record could not become a task it may run (too large for
+    /// the queue, a header the envelope refuses): kept with its raw bytes.
+    pub const UNDECODABLE_SOURCE: &str = "UNDECODABLE_SOURCE";
 
     /// Every code rdq writes, for filters that refuse unknown ones.
-    pub const ALL: [&str; 6] = [
+    pub const ALL: [&str; 7] = [
         ATTEMPTS_EXHAUSTED,
         PERMANENT_FAILURE,
         LEASE_EXPIRIES_EXHAUSTED,
         CANCELLED,
         HANDLER_VERSION_MISMATCH,
         COUNTERS_EXHAUSTED,
+        UNDECODABLE_SOURCE,
     ];
 }
 

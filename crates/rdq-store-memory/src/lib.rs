@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod schedules;
+mod sources;
 mod state;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -36,6 +37,8 @@ pub struct MemoryStore {
     state: Mutex<State>,
     /// Apart from the tasks: a fire takes this lock, then the tasks' one.
     schedules: Mutex<schedules::ScheduleMap>,
+    /// Apart from the tasks: an ingest takes this lock, then the tasks' one.
+    cursors: Mutex<sources::CursorMap>,
 }
 
 impl MemoryStore {
@@ -48,6 +51,11 @@ impl MemoryStore {
         // No operation can panic half-way through a change, so a poisoned lock
         // still guards consistent data.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn cursors(&self) -> MutexGuard<'_, sources::CursorMap> {
+        // As for `state`: no change can panic half-way.
+        self.cursors.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn schedules(&self) -> MutexGuard<'_, schedules::ScheduleMap> {
@@ -124,7 +132,8 @@ impl Store for MemoryStore {
         Removal,
         Pruning,
         ConfigStore,
-        Schedules
+        Schedules,
+        SourceCursors
     );
 }
 

@@ -95,6 +95,12 @@ checks! {
     redrive_and_import_into_a_held_key_are_refused
     batches_decide_unique_submits_in_order
     existing_answers_the_holder_and_is_the_idempotency_key
+    // RabbitMQ keeps no source cursors: these check that it says so, and
+    // that an ingest is a submit under the records' locators.
+    an_ingest_moves_the_cursor_with_its_tasks
+    racing_ingests_from_one_cursor_have_one_winner
+    a_replayed_record_is_one_task
+    a_refused_record_is_kept_dead
 }
 
 // These checks advance a virtual clock and expect tasks to become claimable

@@ -58,6 +58,8 @@ pub async fn capabilities_tell_the_truth(factory: StoreFactory) {
     answers.push(("prune", caps.prune, !unsupported(&r)));
     let r = h.engine.list_schedules().await;
     answers.push(("schedules", caps.schedules, !unsupported(&r)));
+    let r = h.engine.source_cursors("compliance.caps").await;
+    answers.push(("source_cursors", caps.source_cursors, !unsupported(&r)));
     if caps.queue_config {
         let r = h.store.put_config(queue, &test_policy().into()).await;
         assert!(

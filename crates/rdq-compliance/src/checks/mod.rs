@@ -13,6 +13,7 @@ mod flow;
 mod leases;
 mod limits;
 mod schedules;
+mod sources;
 mod unique;
 
 pub use admin::{
@@ -60,6 +61,10 @@ pub use schedules::{
     many_fires_apply_each_from_its_own_cursor, schedules_catch_up_after_a_gap_by_policy,
     schedules_fire_each_due_time_once_across_racing_nodes,
     schedules_overlap_policies_read_the_previous_task,
+};
+pub use sources::{
+    a_refused_record_is_kept_dead, a_replayed_record_is_one_task,
+    an_ingest_moves_the_cursor_with_its_tasks, racing_ingests_from_one_cursor_have_one_winner,
 };
 pub use unique::{
     a_hold_for_a_duration_releases_at_its_expiry, batches_decide_unique_submits_in_order,

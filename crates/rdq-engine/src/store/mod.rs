@@ -30,6 +30,7 @@
 pub mod admin;
 mod claim;
 pub mod schedules;
+pub mod sources;
 
 use std::sync::Arc;
 
@@ -50,6 +51,7 @@ pub use claim::ClaimRequest;
 pub use schedules::{
     FireOutcome, FireRequest, ScheduleOwner, SchedulePut, Schedules, StoredSchedule,
 };
+pub use sources::{IngestOutcome, IngestRequest, SourceCursor, SourceCursors};
 
 /// What a store's work path honours, as the store declares it. The
 /// compliance kit checks each declaration: what is declared works, what is
@@ -129,6 +131,9 @@ pub struct Capabilities {
     pub ends_once: bool,
     /// [`WorkCapabilities::unique`]: unique keys with holds.
     pub unique: bool,
+    /// [`SourceCursors`]: sources' positions kept with the tasks, moved in
+    /// the same atomic step that submits their records' tasks.
+    pub source_cursors: bool,
 }
 
 impl Capabilities {
@@ -154,12 +159,13 @@ impl Capabilities {
             schedules: store.as_schedules().is_some(),
             ends_once: work.ends_once,
             unique: work.unique,
+            source_cursors: store.as_source_cursors().is_some(),
         }
     }
 
     /// The capability names, each with whether this store has it: what
     /// `GET /v1/capabilities` and the docs' tables show.
-    pub fn named(&self) -> [(&'static str, bool); 16] {
+    pub fn named(&self) -> [(&'static str, bool); 17] {
         [
             ("get_by_id", self.get_by_id),
             ("list", self.list),
@@ -177,6 +183,7 @@ impl Capabilities {
             ("schedules", self.schedules),
             ("ends_once", self.ends_once),
             ("unique", self.unique),
+            ("source_cursors", self.source_cursors),
         ]
     }
 }
@@ -416,6 +423,11 @@ pub trait Store: Send + Sync + 'static {
     fn as_schedules(&self) -> Option<&dyn Schedules> {
         None
     }
+
+    /// Keeping sources' cursors with the tasks, if this store can.
+    fn as_source_cursors(&self) -> Option<&dyn SourceCursors> {
+        None
+    }
 }
 
 /// When a finished task finished: its last attempt's end, else its creation.
@@ -524,6 +536,11 @@ macro_rules! __offer_extension {
     };
     (Schedules) => {
         fn as_schedules(&self) -> Option<&dyn $crate::Schedules> {
+            Some(self)
+        }
+    };
+    (SourceCursors) => {
+        fn as_source_cursors(&self) -> Option<&dyn $crate::SourceCursors> {
             Some(self)
         }
     };
