@@ -14,7 +14,9 @@ use crate::engine::{Engine, SubmitRequest};
 use crate::error::EngineError;
 use crate::machine;
 use crate::store::sources::validate_cursor_names;
-use crate::store::{IngestOutcome, IngestRequest, NewTask, SourceCursor, unsupported};
+use crate::store::{
+    IngestOutcome, IngestRequest, NewTask, SourceCursor, Submitted, unsupported,
+};
 
 /// The system header that carries a task's origin: its record's locator
 /// (`kafka://…`, `nats://…`, `sqs://…`), also its idempotency key.
@@ -94,6 +96,37 @@ impl Engine {
         };
         self.work_available.notify_waiters();
         Ok(outcome)
+    }
+
+    /// Submits tasks already built ([`Engine::record_task`],
+    /// [`Engine::refused_record_task`]) in one store call, one result each:
+    /// an ingest of a source without positions (SQS), where each task's
+    /// locator key is what makes a redelivered record its original task.
+    pub async fn submit_tasks(&self, tasks: Vec<NewTask>) -> Vec<Result<Submitted, EngineError>> {
+        if tasks.is_empty() {
+            return Vec::new();
+        }
+        let stored = self.store.submit(tasks).await;
+        self.work_available.notify_waiters();
+        stored
+    }
+
+    /// How many PENDING tasks `queue` holds: what a source's high- and
+    /// low-water marks compare with. A store that counts answers its
+    /// count; a broker, the messages ready in its work queue.
+    pub async fn pending_depth(&self, queue: &str) -> Result<u64, EngineError> {
+        if let Some(counts) = self.store.as_counts() {
+            return Ok(counts
+                .counts()
+                .await?
+                .into_iter()
+                .find(|c| c.queue == queue)
+                .map_or(0, |c| c.pending));
+        }
+        match self.store.as_depths() {
+            Some(depths) => Ok(depths.depths(queue).await?.map_or(0, |d| d.ready)),
+            None => unsupported("count a queue's pending tasks"),
+        }
     }
 
     /// The PENDING task for a record (as [`Engine::build`] makes it), or the

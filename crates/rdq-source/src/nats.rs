@@ -1,0 +1,231 @@
+//! A NATS JetStream stream through a durable pull consumer (async-nats):
+//! records are fetched in batches, ingested, and only then acknowledged.
+//!
+//! The stream's sequence is the position: on a store that keeps cursors,
+//! records behind the stored cursor are acknowledged without a task (their
+//! tasks exist), so a redelivery after a crash, or a consumer deleted and
+//! made again from the start, makes no second task even once the tasks'
+//! idempotency keys are pruned. One bridge reads a consumer at a time
+//! (docs/sources/nats.md): the cursor then stands past every record a
+//! bridge fetched and stored.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer::AckPolicy, consumer::DeliverPolicy, consumer::pull};
+use futures::StreamExt;
+use rdq_engine::Engine;
+use rdq_runtime::Shutdown;
+use tracing::info;
+
+use crate::config::{NatsConfig, SourceConfig};
+use crate::ingest::{Ingestor, Record, Step};
+use crate::status::{Registry, SourceState};
+use crate::{SourceError, WATCH_EVERY, remote_error, store_error};
+
+type Consumer = jetstream::consumer::Consumer<pull::Config>;
+
+/// Reads the stream until `stop` or an error.
+pub(crate) async fn run(
+    engine: &Engine,
+    config: &Arc<SourceConfig>,
+    registry: &Registry,
+    stop: &Shutdown,
+) -> Result<(), SourceError> {
+    let Some(nats) = config.nats.clone() else {
+        return Err(remote_error(config, "no [nats] table"));
+    };
+    let client = async_nats::ConnectOptions::new()
+        .name(format!("rdq-source-{}", config.name))
+        .connect(&nats.url)
+        .await
+        .map_err(|e| remote_error(config, format!("cannot connect to {}: {e}", nats.url)))?;
+    let js = jetstream::new(client);
+    let stream = js
+        .get_stream(&nats.stream)
+        .await
+        .map_err(|e| remote_error(config, format!("the stream {}: {e}", nats.stream)))?;
+    let durable = nats
+        .consumer
+        .clone()
+        .unwrap_or_else(|| format!("rdq-{}", config.name.replace('.', "-")));
+    let consumer: Consumer = stream
+        .get_or_create_consumer(
+            &durable,
+            pull::Config {
+                durable_name: Some(durable.clone()),
+                ack_policy: AckPolicy::Explicit,
+                deliver_policy: DeliverPolicy::All,
+                ack_wait: Duration::from_millis(nats.ack_wait_ms),
+                filter_subject: nats.filter_subject.clone().unwrap_or_default(),
+                ..pull::Config::default()
+            },
+        )
+        .await
+        .map_err(|e| remote_error(config, format!("the consumer {durable}: {e}")))?;
+    info!(source = %config.name, stream = %nats.stream, consumer = %durable, "reading the JetStream stream");
+    registry.update(&config.name, |s| s.state = SourceState::Running);
+    let mut reader = Reader {
+        ingestor: Ingestor::new(engine.clone(), config.clone(), registry.clone(), true),
+        config: config.clone(),
+        nats,
+        consumer,
+        registry: registry.clone(),
+        paused: false,
+        watched: Instant::now(),
+    };
+    reader.read(stop.clone()).await
+}
+
+struct Reader {
+    ingestor: Ingestor,
+    config: Arc<SourceConfig>,
+    nats: NatsConfig,
+    consumer: Consumer,
+    registry: Registry,
+    paused: bool,
+    watched: Instant,
+}
+
+impl Reader {
+    async fn read(&mut self, mut stop: Shutdown) -> Result<(), SourceError> {
+        loop {
+            if stop.is_triggered() {
+                return Ok(());
+            }
+            if self.watched.elapsed() >= WATCH_EVERY {
+                self.watch().await?;
+            }
+            if self.paused {
+                tokio::select! {
+                    () = stop.wait() => return Ok(()),
+                    () = tokio::time::sleep(WATCH_EVERY) => continue,
+                }
+            }
+            let messages = tokio::select! {
+                () = stop.wait() => return Ok(()),
+                m = self.next_batch() => m?,
+            };
+            if messages.is_empty() {
+                continue;
+            }
+            self.ingest(messages).await?;
+        }
+    }
+
+    /// Up to a batch of records: what is there at once, else the first to
+    /// come within a watch interval and what follows it at once.
+    async fn next_batch(&self) -> Result<Vec<jetstream::Message>, SourceError> {
+        let mut out = self.fetch(false).await?;
+        if out.is_empty() {
+            out = self.fetch(true).await?;
+            if !out.is_empty() {
+                out.extend(self.fetch(false).await?);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn fetch(&self, wait: bool) -> Result<Vec<jetstream::Message>, SourceError> {
+        let batch = if wait {
+            self.consumer
+                .batch()
+                .max_messages(1)
+                .expires(WATCH_EVERY)
+                .messages()
+                .await
+        } else {
+            self.consumer
+                .fetch()
+                .max_messages(self.config.batch)
+                .messages()
+                .await
+        }
+        .map_err(|e| remote_error(&self.config, format!("fetch: {e}")))?;
+        let mut batch = std::pin::pin!(batch);
+        let mut out = Vec::new();
+        while let Some(message) = batch.next().await {
+            out.push(message.map_err(|e| remote_error(&self.config, format!("fetch: {e}")))?);
+        }
+        Ok(out)
+    }
+
+    async fn ingest(&mut self, messages: Vec<jetstream::Message>) -> Result<(), SourceError> {
+        let mut records = Vec::with_capacity(messages.len());
+        for message in &messages {
+            let info = message
+                .info()
+                .map_err(|e| remote_error(&self.config, format!("a message's metadata: {e}")))?;
+            let headers = message
+                .headers
+                .iter()
+                .flat_map(|h| h.iter())
+                .flat_map(|(name, values)| {
+                    values
+                        .iter()
+                        .map(move |v| (name.to_string(), v.as_str().as_bytes().to_vec()))
+                })
+                .collect();
+            records.push(Record {
+                partition: self.nats.stream.clone(),
+                position: info.stream_sequence,
+                locator: format!("nats://{}/{}", self.nats.stream, info.stream_sequence),
+                key: Some(message.subject.as_bytes().to_vec()),
+                headers,
+                payload: message.payload.to_vec(),
+            });
+        }
+        // Redeliveries can come after newer records: a run is in order.
+        records.sort_by_key(|r| r.position);
+        let step = self
+            .ingestor
+            .ingest(&self.nats.stream, &records)
+            .await
+            .map_err(|e| store_error(&self.config, e))?;
+        match step {
+            Step::Stored { .. } => {
+                for message in &messages {
+                    message
+                        .ack()
+                        .await
+                        .map_err(|e| remote_error(&self.config, format!("ack: {e}")))?;
+                }
+                Ok(())
+            }
+            // Another bridge stored past these: they come again (not
+            // acknowledged) and are skipped as behind the cursor then.
+            Step::Moved { .. } => Ok(()),
+        }
+    }
+
+    /// Pauses or resumes by the queue's depth, and measures the lag.
+    async fn watch(&mut self) -> Result<(), SourceError> {
+        self.watched = Instant::now();
+        let pause = self
+            .ingestor
+            .should_pause(self.paused)
+            .await
+            .map_err(|e| store_error(&self.config, e))?;
+        if pause != self.paused {
+            info!(source = %self.config.name, paused = pause, "back-pressure");
+            self.paused = pause;
+        }
+        self.registry.update(&self.config.name, |s| {
+            s.paused = pause;
+            s.state = if pause {
+                SourceState::Paused
+            } else {
+                SourceState::Running
+            };
+        });
+        let info = self
+            .consumer
+            .get_info()
+            .await
+            .map_err(|e| remote_error(&self.config, format!("consumer info: {e}")))?;
+        let lag = info.num_pending + info.num_ack_pending as u64;
+        self.registry
+            .partition(&self.config.name, &self.nats.stream, None, Some(lag));
+        Ok(())
+    }
+}
