@@ -74,6 +74,11 @@ pub(crate) struct Ingestor {
     uses_cursors: bool,
     /// The cursors as last read or moved, by partition (`None`: none stored).
     cursors: HashMap<String, Option<u64>>,
+    /// The queue's PENDING tasks as last counted, plus those ingested
+    /// since: pending can grow by no more than that (but for other
+    /// submitters), so back-pressure need count again only once this
+    /// passes the high-water mark.
+    estimate: Option<u64>,
 }
 
 impl Ingestor {
@@ -93,6 +98,7 @@ impl Ingestor {
             registry,
             uses_cursors,
             cursors: HashMap::new(),
+            estimate: None,
         }
     }
 
@@ -255,6 +261,7 @@ impl Ingestor {
         }
         self.registry
             .count(&self.config.name, created, dead, existing);
+        self.estimate = self.estimate.map(|e| e.saturating_add(created));
         Ok(Step::Stored { next })
     }
 
@@ -304,14 +311,24 @@ impl Ingestor {
         }
     }
 
+    /// True when the queue may have passed the high-water mark since it
+    /// was last counted: back-pressure should count it now, before the
+    /// next run.
+    pub(crate) fn may_be_over(&self) -> bool {
+        self.config
+            .high_water
+            .is_some_and(|high| self.estimate.is_none_or(|e| e > high))
+    }
+
     /// Whether reading should stop (or stay stopped, when `paused`): the
     /// queue's PENDING tasks against the high- and low-water marks.
-    pub(crate) async fn should_pause(&self, paused: bool) -> Result<bool, EngineError> {
+    pub(crate) async fn should_pause(&mut self, paused: bool) -> Result<bool, EngineError> {
         let Some(high) = self.config.high_water else {
             return Ok(false);
         };
         let low = self.config.low_water().unwrap_or(high / 2);
         let pending = self.engine.pending_depth(&self.config.queue).await?;
+        self.estimate = Some(pending);
         Ok(if paused {
             pending >= low
         } else {

@@ -197,7 +197,11 @@ impl Reader {
                 self.ingest(partition, records).await?;
             }
             if self.watched.elapsed() >= WATCH_EVERY {
-                self.watch().await?;
+                self.watched = Instant::now();
+                self.back_pressure().await?;
+                self.measure_lag().await?;
+            } else if !self.paused && self.ingestor.may_be_over() {
+                self.back_pressure().await?;
             }
         }
     }
@@ -297,9 +301,8 @@ impl Reader {
             .map_err(|e| remote_error(&self.config, format!("commit: {e}")))
     }
 
-    /// Pauses or resumes by the queue's depth, and measures the lag.
-    async fn watch(&mut self) -> Result<(), SourceError> {
-        self.watched = Instant::now();
+    /// Pauses or resumes by the queue's depth.
+    async fn back_pressure(&mut self) -> Result<(), SourceError> {
         let pause = self
             .ingestor
             .should_pause(self.paused)
@@ -330,7 +333,7 @@ impl Reader {
             self.registry
                 .update(&self.config.name, |s| s.state = SourceState::Running);
         }
-        self.measure_lag().await
+        Ok(())
     }
 
     /// Each assigned partition's newest offset minus where it stands.

@@ -46,7 +46,7 @@ use rdq_runtime::Shutdown;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-pub use config::{HeaderSelection, Kind, SourceConfig};
+pub use config::{HeaderSelection, KafkaConfig, Kind, NatsConfig, SourceConfig, SqsConfig};
 pub use ingest::Record;
 pub use status::{PartitionStatus, Registry, SourceState, SourceStatus};
 

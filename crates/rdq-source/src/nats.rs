@@ -93,7 +93,9 @@ impl Reader {
             if stop.is_triggered() {
                 return Ok(());
             }
-            if self.watched.elapsed() >= WATCH_EVERY {
+            if self.watched.elapsed() >= WATCH_EVERY
+                || (!self.paused && self.ingestor.may_be_over())
+            {
                 self.watch().await?;
             }
             if self.paused {

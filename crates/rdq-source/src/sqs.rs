@@ -137,20 +137,13 @@ async fn watch(
     paused: &AtomicBool,
     mut stop: Shutdown,
 ) -> Result<(), SourceError> {
+    let mut ingestor = ingestor;
     loop {
         tokio::select! {
             () = stop.wait() => return Ok(()),
             () = tokio::time::sleep(WATCH_EVERY) => {}
         }
-        let was = paused.load(Ordering::Relaxed);
-        let pause = ingestor
-            .should_pause(was)
-            .await
-            .map_err(|e| store_error(config, e))?;
-        if pause != was {
-            info!(source = %config.name, paused = pause, "back-pressure");
-            paused.store(pause, Ordering::Relaxed);
-        }
+        let pause = back_pressure(&mut ingestor, config, paused).await?;
         registry.update(&config.name, |s| {
             s.paused = pause;
             s.state = if pause {
@@ -162,6 +155,25 @@ async fn watch(
         let lag = approximate_messages(config, client, sqs).await?;
         registry.partition(&config.name, "", None, Some(lag));
     }
+}
+
+/// Pauses or resumes every receiver by the queue's depth; answers whether
+/// they are paused.
+async fn back_pressure(
+    ingestor: &mut Ingestor,
+    config: &SourceConfig,
+    paused: &AtomicBool,
+) -> Result<bool, SourceError> {
+    let was = paused.load(Ordering::Relaxed);
+    let pause = ingestor
+        .should_pause(was)
+        .await
+        .map_err(|e| store_error(config, e))?;
+    if pause != was {
+        info!(source = %config.name, paused = pause, "back-pressure");
+        paused.store(pause, Ordering::Relaxed);
+    }
+    Ok(pause)
 }
 
 struct Receiver {
@@ -212,6 +224,9 @@ impl Receiver {
             {
                 Step::Stored { .. } => self.delete(messages).await?,
                 Step::Moved { .. } => {}
+            }
+            if self.ingestor.may_be_over() {
+                back_pressure(&mut self.ingestor, &self.config, &self.paused).await?;
             }
         }
     }

@@ -27,6 +27,7 @@ mod integrity;
 mod reader;
 mod schedules;
 mod schema;
+mod sources;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -537,7 +538,8 @@ impl Store for EmbeddedStore {
         Removal,
         Pruning,
         ConfigStore,
-        Schedules
+        Schedules,
+        SourceCursors
     );
 }
 

@@ -23,7 +23,7 @@ use rdq_engine::EngineError;
 pub const APPLICATION_ID: i32 = 0x7264_7131;
 
 /// `PRAGMA user_version` of the schema this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// Status codes stored in `tasks.status`.
 pub(crate) mod status {
@@ -157,6 +157,22 @@ CREATE TABLE IF NOT EXISTS unique_slots (
     slot  TEXT NOT NULL,
     task  BLOB NOT NULL,
     PRIMARY KEY (queue, slot)
+) WITHOUT ROWID;
+";
+
+/// Version 8 adds sources' cursors (`docs/sources.md`): per source and
+/// partition, the position of the next record to submit and when it last
+/// moved. An ingest compares and moves it in the transaction that submits
+/// its run's tasks (`writer::sources`). A version-7 build would not know
+/// the table, so it must not open a version-8 store. `next` holds the
+/// position's 64 bits as SQLite's signed integer (`sources::to_column`).
+const V8_SOURCES: &str = "
+CREATE TABLE IF NOT EXISTS source_cursors (
+    source        TEXT    NOT NULL,
+    partition     TEXT    NOT NULL,
+    next          INTEGER NOT NULL,
+    updated_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (source, partition)
 ) WITHOUT ROWID;
 ";
 
@@ -353,6 +369,7 @@ pub(crate) fn lease_secret(conn: &Connection, path: &Path) -> Result<[u8; 32], E
 /// without their flow key. Version 5 adds [`V5_CANCEL`]; a version-4 build
 /// would settle over a cancel request. Version 6 adds [`V6_SCHEDULES`]; a
 /// version-5 build would not know the table. Version 7 adds [`V7_UNIQUE`].
+/// Version 8 adds [`V8_SOURCES`].
 fn upgrade(conn: &Connection, from: i32) -> rusqlite::Result<()> {
     tracing::info!(
         from,
@@ -375,6 +392,9 @@ fn upgrade(conn: &Connection, from: i32) -> rusqlite::Result<()> {
     if from < 7 {
         conn.execute_batch(V7_UNIQUE)?;
     }
+    if from < 8 {
+        conn.execute_batch(V8_SOURCES)?;
+    }
     conn.pragma_update(None, "user_version", SCHEMA_VERSION)
 }
 
@@ -385,7 +405,8 @@ fn create(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(SCHEMA)?;
     conn.execute_batch(FLOW)?;
     conn.execute_batch(V6_SCHEDULES)?;
-    conn.execute_batch(V7_UNIQUE)
+    conn.execute_batch(V7_UNIQUE)?;
+    conn.execute_batch(V8_SOURCES)
 }
 
 /// Adds `tasks.flow_key` unless the table has it already.

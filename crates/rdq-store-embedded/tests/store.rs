@@ -780,6 +780,15 @@ async fn hot_queries_use_their_indexes() {
             "SELECT flow_key, count(*) FROM tasks WHERE queue = ?1 AND status = 1 AND flow_key IS NOT NULL GROUP BY flow_key",
             "COVERING INDEX tasks_busy",
         ),
+        // Sources: an ingest's cursor compare, and a source's cursors.
+        (
+            "SELECT next FROM source_cursors WHERE source = ?1 AND partition = ?2",
+            "PRIMARY KEY (source=? AND partition=?)",
+        ),
+        (
+            "SELECT partition, next, updated_at_ms FROM source_cursors WHERE source = ?1 ORDER BY partition",
+            "PRIMARY KEY (source=?)",
+        ),
     ];
     for (sql, index) in cases {
         let plan = plan(sql);

@@ -341,6 +341,7 @@ fn execute(ctx: &mut Ctx, job: Job) -> (Done, Option<Fatal>) {
         } => split(prune(ctx, &queue, before, limit), |r| Done::Count(reply, r)),
         Job::Probe { reply } => split(probe(ctx).map(Ok), |r| Done::Unit(reply, r)),
         Job::Schedule(job) => super::schedules::execute(ctx, job),
+        Job::Source(job) => super::sources::execute(ctx, job),
     }
 }
 

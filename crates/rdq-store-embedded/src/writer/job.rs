@@ -14,6 +14,7 @@ use rdq_envelope::{Status, TaskId, Timestamp};
 use tokio::sync::oneshot;
 
 use super::schedules::{ScheduleDone, ScheduleJob};
+use super::sources::{SourceDone, SourceJob};
 
 /// Most tasks one claim takes, whatever `max` asks for.
 pub(super) const MAX_CLAIM: usize = 10_000;
@@ -87,6 +88,8 @@ pub(crate) enum Job {
     Probe { reply: Tx<Result<(), EngineError>> },
     /// A schedule's put, delete or fire.
     Schedule(ScheduleJob),
+    /// A source's ingest or the reset of its cursors.
+    Source(SourceJob),
 }
 
 /// A write with its envelope already encoded by the caller, so the one
@@ -144,6 +147,7 @@ impl Job {
             Self::Settle { updates, .. } => updates.len().max(1),
             Self::Claim { max, .. } => (*max).clamp(1, MAX_CLAIM),
             Self::Schedule(job) => job.weight(),
+            Self::Source(job) => job.weight(),
             _ => 1,
         }
     }
@@ -171,6 +175,7 @@ impl Job {
             | Self::Throttle { reply, .. }
             | Self::Probe { reply } => Done::Unit(reply, Ok(())),
             Self::Schedule(job) => Done::Schedule(job.unanswered()),
+            Self::Source(job) => Done::Source(job.unanswered()),
         }
     }
 }
@@ -198,6 +203,7 @@ pub(super) enum Done {
     Count(Tx<Result<u64, EngineError>>, Result<u64, EngineError>),
     Unit(Tx<Result<(), EngineError>>, Result<(), EngineError>),
     Schedule(ScheduleDone),
+    Source(SourceDone),
 }
 
 impl Done {
@@ -212,6 +218,7 @@ impl Done {
             Self::Count(reply, r) => drop(reply.send(r)),
             Self::Unit(reply, r) => drop(reply.send(r)),
             Self::Schedule(done) => done.send(),
+            Self::Source(done) => done.send(),
         }
     }
 
@@ -225,6 +232,7 @@ impl Done {
             Self::Count(reply, _) => drop(reply.send(Err(e.clone()))),
             Self::Unit(reply, _) => drop(reply.send(Err(e.clone()))),
             Self::Schedule(done) => done.fail(e),
+            Self::Source(done) => done.fail(e),
         }
     }
 }

@@ -2,13 +2,13 @@
 //! commits every write in groups.
 //!
 //! Every write request (submit, claim, settle, redrive, purge, delete,
-//! put_config, prune, throttle) travels over a channel as a [`Job`]. The thread runs
-//! whatever is queued (up to a bound) in one transaction and commits it; a
-//! second thread, the syncer, fsyncs the WAL and only then answers the
-//! group's requests, while the writer already runs the next group (see
-//! [`group::run`]). Many concurrent submits and settles therefore share one
-//! fsync, and because one thread does every claim, no task can be handed to
-//! two claimers.
+//! put_config, prune, throttle, a schedule's or a source's writes) travels
+//! over a channel as a [`Job`]. The thread runs whatever is queued (up to
+//! a bound) in one transaction and commits it; a second thread, the
+//! syncer, fsyncs the WAL and only then answers the group's requests,
+//! while the writer already runs the next group (see [`group::run`]). Many
+//! concurrent submits and settles therefore share one fsync, and because
+//! one thread does every claim, no task can be handed to two claimers.
 //!
 //! Within a group each request is independent: refusals (`LEASE_LOST`,
 //! `TASK_NOT_FOUND`, a duplicate id) are decided by check-then-write inside the
@@ -22,7 +22,8 @@
 //! group committed), `counts` (per-queue count changes), `transaction` (the
 //! connection and the open group's state), `work` (submit, claim, settle),
 //! `flow` (a claim under flow limits, throttles) and `admin` (redrive,
-//! purge, delete, configuration, prune), `syncer` (the
+//! purge, delete, configuration, prune), `schedules` (a schedule's put,
+//! delete and fire) and `sources` (an ingest, a cursor reset), `syncer` (the
 //! fsync thread), `group` (the loop that runs and commits groups), and this
 //! file, the [`Writer`] handle the store holds.
 
@@ -33,6 +34,7 @@ mod group;
 mod health;
 mod job;
 mod schedules;
+mod sources;
 mod syncer;
 mod transaction;
 mod unique;
@@ -49,6 +51,7 @@ pub(crate) use health::Health;
 use job::Msg;
 pub(crate) use job::{Encoded, Job};
 pub(crate) use schedules::ScheduleJob;
+pub(crate) use sources::SourceJob;
 pub(crate) use syncer::{SyncFn, wal_sync};
 
 /// The handle the store holds: a channel to the writer thread.

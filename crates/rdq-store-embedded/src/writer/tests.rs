@@ -1,6 +1,7 @@
 //! The writer's promises about time: no write is answered before its fsync,
 //! a claim never waits for one, a failed fsync fails every later write, and
-//! closing still answers the write waiting for its fsync.
+//! closing still answers the write waiting for its fsync. Also: ingests in
+//! one group see each other's cursor moves.
 
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
@@ -170,4 +171,60 @@ fn closing_answers_the_write_still_waiting_for_its_fsync() {
         .expect("fsync began");
     drop(w);
     answer(pending).expect("answered before the writer stopped");
+}
+
+/// An ingest of no tasks from cursor `expected` to `next` of source
+/// `s`, partition `0`.
+fn ingest(
+    w: &Writer,
+    expected: Option<u64>,
+    next: u64,
+) -> oneshot::Receiver<Result<rdq_engine::IngestOutcome, EngineError>> {
+    let (reply, answer) = oneshot::channel();
+    w.send(Job::Source(super::SourceJob::Ingest {
+        request: rdq_engine::IngestRequest {
+            source: "s".into(),
+            partition: "0".into(),
+            queue: "q".into(),
+            expected,
+            next,
+            tasks: Vec::new(),
+            now_ms: 1,
+        },
+        tasks: Vec::new(),
+        reply,
+    }))
+    .expect("send");
+    answer
+}
+
+#[test]
+fn ingests_in_one_group_see_each_other_and_wait_for_its_fsync() {
+    use rdq_engine::IngestOutcome::{Ingested, Moved};
+    let dir = tempfile::tempdir().expect("dir");
+    let (w, entered, gate) = gated_writer(&dir);
+    let first = put_config(&w);
+    entered
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the first write's fsync began");
+    // While that fsync runs, these three run in one group: the second
+    // finds the cursor the first moved, the third goes on from it.
+    let mut won = ingest(&w, None, 5);
+    let mut lost = ingest(&w, None, 9);
+    let mut next = ingest(&w, Some(5), 7);
+    assert!(still_waiting(&mut won), "answered before its fsync");
+    gate.send(()).expect("open");
+    answer(first).expect("first write");
+    entered
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the group's fsync began");
+    assert!(still_waiting(&mut won), "answered before its own fsync");
+    assert!(still_waiting_now(&mut lost) && still_waiting_now(&mut next));
+    gate.send(()).expect("open");
+    assert_eq!(answer(won).expect("first ingest"), Ingested(Vec::new()));
+    assert_eq!(
+        answer(lost).expect("second ingest"),
+        Moved { current: Some(5) }
+    );
+    assert_eq!(answer(next).expect("third ingest"), Ingested(Vec::new()));
 }

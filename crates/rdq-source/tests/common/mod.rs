@@ -1,0 +1,148 @@
+//! What the sources' tests share: stores, engines, waiting, and reading
+//! back the tasks a source stored.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdq_engine::{Engine, ListQuery, QueuePolicy, SOURCE_HEADER, SystemClock};
+use rdq_envelope::{Envelope, Status};
+use rdq_runtime::{Shutdown, ShutdownTrigger, shutdown_channel};
+use rdq_source::{Registry, SourceConfig, SourceStatus, Sources};
+
+/// A name no other test uses.
+pub fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        nanos % 1_000_000_000_000
+    )
+}
+
+/// An engine over a fresh embedded store in `dir`.
+pub fn embedded(dir: &std::path::Path) -> Engine {
+    let store = rdq_store_embedded::EmbeddedStore::open(dir).expect("open the embedded store");
+    Engine::new(Arc::new(store), Arc::new(SystemClock)).with_fallback_policy(QueuePolicy::default())
+}
+
+/// An engine over a fresh memory store.
+pub fn memory() -> Engine {
+    Engine::new(
+        Arc::new(rdq_store_memory::MemoryStore::new()),
+        Arc::new(SystemClock),
+    )
+}
+
+/// Running sources and how to stop them.
+pub struct Running {
+    pub registry: Registry,
+    trigger: ShutdownTrigger,
+    sources: Option<Sources>,
+}
+
+impl Running {
+    pub fn start(engine: &Engine, configs: &[SourceConfig]) -> Self {
+        let registry = Registry::default();
+        let (trigger, stop): (ShutdownTrigger, Shutdown) = shutdown_channel();
+        let sources = rdq_source::start(engine, configs, &registry, &stop).expect("start");
+        Self {
+            registry,
+            trigger,
+            sources: Some(sources),
+        }
+    }
+
+    pub fn status(&self, name: &str) -> SourceStatus {
+        self.registry.get(name).expect("a registered source")
+    }
+
+    pub async fn stop(mut self) {
+        self.trigger.trigger();
+        if let Some(sources) = self.sources.take() {
+            tokio::time::timeout(Duration::from_secs(30), sources.join())
+                .await
+                .expect("sources stop within 30 s");
+        }
+    }
+}
+
+/// Waits up to `secs` for `check`, polling; panics with `what` otherwise.
+pub async fn wait_until<F, Fut>(secs: u64, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out after {secs} s waiting until {what}");
+}
+
+/// Every task of `queue`, by its locator; panics if a locator has two.
+pub async fn tasks_by_locator(engine: &Engine, queue: &str) -> BTreeMap<String, Envelope> {
+    let mut out = BTreeMap::new();
+    let mut cursor = None;
+    loop {
+        let page = engine
+            .list(&ListQuery {
+                queue: queue.to_owned(),
+                cursor,
+                ..ListQuery::default()
+            })
+            .await
+            .expect("list");
+        for env in page.items {
+            let locator = env
+                .headers
+                .get(SOURCE_HEADER)
+                .cloned()
+                .expect("a source's task carries its locator");
+            if let Some(twin) = out.insert(locator.clone(), env) {
+                panic!("record {locator} became two tasks (one is {})", twin.id);
+            }
+        }
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    out
+}
+
+/// How many tasks of `queue` there are in `status`.
+pub async fn count(engine: &Engine, queue: &str, status: Status) -> u64 {
+    engine
+        .counts()
+        .await
+        .expect("counts")
+        .into_iter()
+        .find(|c| c.queue == queue)
+        .map_or(0, |c| match status {
+            Status::Pending => c.pending,
+            Status::Dead => c.dead,
+            Status::Succeeded => c.succeeded,
+            _ => c.in_flight,
+        })
+}
+
+/// A source's configuration with the fields every test sets (the kind's
+/// table is added by the test).
+pub fn source(name: &str, queue: &str) -> SourceConfig {
+    serde_json::from_value(serde_json::json!({
+        "name": name,
+        "queue": queue,
+        "handler": "test.record",
+        "batch": 200,
+        "retry_ms": 200,
+    }))
+    .expect("a source configuration")
+}
