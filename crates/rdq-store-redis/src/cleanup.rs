@@ -2,7 +2,7 @@
 //! drops, and what [`crate::RedisStore::delete_everything`] does on request.
 //!
 //! The keys are known by name (each registered queue's keys, the index
-//! shards, the registry), so no `SCAN` is needed and the same code works on
+//! shards, the registry; schedules and sources through their registries), so no `SCAN` is needed and the same code works on
 //! a cluster, where one `DEL` may name only keys of one slot.
 
 use std::time::Duration;
@@ -51,6 +51,7 @@ fn drop_prefix(mut options: RedisOptions) -> Result<(), String> {
 /// Deletes every key rdq wrote under `keys`' prefix.
 pub(crate) async fn delete_prefix(conn: &mut Conn, keys: &Keys) -> Result<(), Failure> {
     crate::schedules::delete_schedules(conn, keys).await?;
+    crate::sources::delete_sources(conn, keys).await?;
     let queues: Vec<String> = redis::cmd("SMEMBERS")
         .arg(keys.registry())
         .query_async(conn)

@@ -1,7 +1,8 @@
 //! The key layout: every key of one queue shares the hash tag
 //! `{PREFIX:QUEUE}`, so a queue's scripts run atomically on one shard of a
 //! cluster while queues spread over all of them. What spans queues (the
-//! registry of queues, the id → queue index) has keys of its own.
+//! registry of queues, the id → queue index, the registry of sources) has
+//! keys of its own.
 
 use rdq_envelope::TaskId;
 
@@ -64,6 +65,18 @@ impl Keys {
 
     fn shard(&self, n: u32) -> String {
         format!("{}:idx:{n:02x}", self.prefix)
+    }
+
+    /// The set of every source that ever ingested (`sources.rs`).
+    pub(crate) fn sources(&self) -> String {
+        format!("{}:sources", self.prefix)
+    }
+
+    /// The registry of source `source`: which queues' slots hold its
+    /// cursors (`q:QUEUE`) and each partition's first queue (`h:PARTITION`),
+    /// a hash (`sources.rs`).
+    pub(crate) fn source(&self, source: &str) -> String {
+        format!("{}:src:{source}", self.prefix)
     }
 
     /// The secret lease tokens are keyed with, shared by every process.
@@ -136,6 +149,13 @@ impl QueueKeys {
         format!("{}:sch:{name}", self.tag)
     }
 
+    /// The cursors of source `source` kept in this queue's slot, by
+    /// partition (a hash): in the queue's slot, so an ingest is one script
+    /// (`sources.rs`).
+    pub(crate) fn source_cursors(&self, source: &str) -> String {
+        format!("{}:src:{source}", self.tag)
+    }
+
     /// The id set of status digit `status` ('0' PENDING … '3' DEAD).
     pub(crate) fn ids(&self, status: char) -> Option<&str> {
         let n = status.to_digit(10).filter(|n| *n <= 3)?;
@@ -170,6 +190,11 @@ mod tests {
         assert_eq!(q.tasks(), "{rdq:payments.charge}:tasks");
         assert_eq!(q.config(), "{rdq:payments.charge}:config");
         assert_eq!(q.flow_ready("t-1"), "{rdq:payments.charge}:fr:t-1");
+        assert_eq!(
+            q.source_cursors("orders"),
+            "{rdq:payments.charge}:src:orders"
+        );
+        assert_eq!(keys.source("orders"), "rdq:src:orders");
     }
 
     #[test]

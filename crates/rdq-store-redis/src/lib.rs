@@ -26,6 +26,7 @@ mod options;
 mod reads;
 mod schedules;
 mod scripts;
+mod sources;
 mod stored;
 mod tls;
 mod writes;
@@ -388,7 +389,8 @@ impl Store for RedisStore {
         Removal,
         Pruning,
         ConfigStore,
-        Schedules
+        Schedules,
+        SourceCursors
     );
 }
 

@@ -20,11 +20,11 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 use futures::FutureExt;
 use rdq_engine::{
-    EngineError, FireOutcome, FireRequest, ScheduleOwner, SchedulePut, Schedules, StoredSchedule,
-    Submitted,
+    EngineError, FireOutcome, FireRequest, NewTask, ScheduleOwner, SchedulePut, Schedules,
+    StoredSchedule, Submitted,
 };
 use rdq_envelope::TaskId;
-use redis::{Script, Value};
+use redis::{Script, ScriptInvocation, Value};
 
 use crate::conn::{Conn, Retry, retrying};
 use crate::error::{Failure, unexpected};
@@ -383,20 +383,7 @@ async fn fire_attempt(
     for (reason, n) in &fire.skipped {
         invocation.arg(reason.as_str()).arg(*n);
     }
-    for (task, value) in fire.tasks.iter().zip(values) {
-        let env = &task.envelope;
-        let place = Placement::of(env);
-        invocation
-            .arg(env.id.to_string())
-            .arg(match &task.idempotency_key {
-                Some(key) => [b"+", key.as_bytes()].concat(),
-                None => b"-".to_vec(),
-            })
-            .arg(value.as_slice())
-            .arg(place.status.to_string())
-            .arg(place.kind.to_string())
-            .arg(place.score.as_str());
-    }
+    push_tasks(&mut invocation, &fire.tasks, values);
     let answer: Vec<Vec<u8>> = invocation.invoke_async(&mut conn).await?;
     let fresh_ids = |keep: &dyn Fn(usize) -> bool| -> Vec<TaskId> {
         fire.tasks
@@ -413,12 +400,60 @@ async fn fire_attempt(
         }
         return Ok(FireOutcome::Raced);
     }
-    if answer.len() != fire.tasks.len() * 2 {
-        return Err(unexpected("a fire"));
+    let (results, stored_here) =
+        submit_answers(&fire.tasks, values, &answer, maybe_applied, "a fire")?;
+    // Ids that lost to an idempotency key were never stored.
+    let unused = fresh_ids(&|i| stored_here[i]);
+    if !unused.is_empty() {
+        shared.forget_ids(&mut conn, &unused).await?;
     }
-    let mut results: Vec<Result<Submitted, EngineError>> = Vec::with_capacity(fire.tasks.len());
-    let mut stored_here = vec![false; fire.tasks.len()];
-    for (i, (task, pair)) in fire.tasks.iter().zip(answer.chunks(2)).enumerate() {
+    Ok(FireOutcome::Fired(results))
+}
+
+/// Adds `lua/submit.lua`'s six arguments per task (id, idempotency key,
+/// stored value, status, place kind, score) to a script that ends with it.
+pub(crate) fn push_tasks(
+    invocation: &mut ScriptInvocation<'_>,
+    tasks: &[NewTask],
+    values: &[Vec<u8>],
+) {
+    for (task, value) in tasks.iter().zip(values) {
+        let env = &task.envelope;
+        let place = Placement::of(env);
+        invocation
+            .arg(env.id.to_string())
+            .arg(match &task.idempotency_key {
+                Some(key) => [b"+", key.as_bytes()].concat(),
+                None => b"-".to_vec(),
+            })
+            .arg(value.as_slice())
+            .arg(place.status.to_string())
+            .arg(place.kind.to_string())
+            .arg(place.score.as_str());
+    }
+}
+
+/// One result per task, as a submit answers.
+pub(crate) type SubmitResults = Vec<Result<Submitted, EngineError>>;
+
+/// Reads `lua/submit.lua`'s answer for `tasks` (stored as `values`) when
+/// it ran inside a cursor's compare-and-swap (a fire, an ingest): one result
+/// per task, and whether each task's id is stored (as that task, or taken by
+/// another). An id stored with these very bytes is this step's own write
+/// (an earlier attempt whose answer was lost): `Created`.
+pub(crate) fn submit_answers(
+    tasks: &[NewTask],
+    values: &[Vec<u8>],
+    answer: &[Vec<u8>],
+    maybe_applied: bool,
+    what: &str,
+) -> Result<(SubmitResults, Vec<bool>), Failure> {
+    if answer.len() != tasks.len() * 2 {
+        return Err(unexpected(what));
+    }
+    let mut results: Vec<Result<Submitted, EngineError>> = Vec::with_capacity(tasks.len());
+    let mut stored_here = vec![false; tasks.len()];
+    for (i, (task, pair)) in tasks.iter().zip(answer.chunks(2)).enumerate() {
         let env = &task.envelope;
         let (code, value) = (pair[0].first().copied(), &pair[1]);
         results.push(match code {
@@ -446,13 +481,8 @@ async fn fire_attempt(
                     env.id
                 )))
             }
-            _ => return Err(unexpected("a fire")),
+            _ => return Err(unexpected(what)),
         });
     }
-    // Ids that lost to an idempotency key were never stored.
-    let unused = fresh_ids(&|i| stored_here[i]);
-    if !unused.is_empty() {
-        shared.forget_ids(&mut conn, &unused).await?;
-    }
-    Ok(FireOutcome::Fired(results))
+    Ok((results, stored_here))
 }

@@ -90,7 +90,7 @@ pub(crate) async fn run_settles(shared: &Shared, group: Vec<SettleRequest>) {
 /// Tells other processes that work was stored (best effort: their workers
 /// poll anyway). Sent on its own task, so the group it announces does not
 /// wait a round trip for it.
-async fn announce_work(shared: &Shared) {
+pub(crate) async fn announce_work(shared: &Shared) {
     let Ok(mut conn) = shared.conn().await else {
         return;
     };
