@@ -283,10 +283,10 @@ impl SourceConfig {
         if self.batch == 0 || self.batch > 10_000 {
             return Err(self.invalid("batch: from 1 to 10000"));
         }
-        if let (Some(high), Some(low)) = (self.high_water, self.low_water()) {
-            if high == 0 || low >= high {
-                return Err(self.invalid("high_water must be above zero and above low_water"));
-            }
+        if let (Some(high), Some(low)) = (self.high_water, self.low_water())
+            && (high == 0 || low >= high)
+        {
+            return Err(self.invalid("high_water must be above zero and above low_water"));
         }
         if self.low_water.is_some() && self.high_water.is_none() {
             return Err(self.invalid("low_water needs high_water"));

@@ -27,6 +27,7 @@ mod pool;
 mod reads;
 mod schedules;
 mod schema;
+mod sources;
 mod sql;
 mod temporary;
 mod tls;
@@ -542,7 +543,8 @@ impl Store for PostgresStore {
         Removal,
         Pruning,
         ConfigStore,
-        Schedules
+        Schedules,
+        SourceCursors
     );
 }
 

@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 use crate::error::Failure;
 
 /// The newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 9;
+pub const SCHEMA_VERSION: i32 = 10;
 
 /// One schema version: its number, what it does and its DDL for a schema.
 struct Migration {
@@ -69,6 +69,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 9,
         description: "unique keys on the task rows (tasks.unique_slot)",
         ddl: v9,
+    },
+    Migration {
+        version: 10,
+        description: "sources' cursors (source_cursors)",
+        ddl: v10,
     },
 ];
 
@@ -276,6 +281,22 @@ fn v9(s: &str) -> String {
          CREATE UNIQUE INDEX IF NOT EXISTS tasks_unique ON {s}.tasks (queue, unique_slot)
              WHERE unique_slot IS NOT NULL;
          DROP TABLE IF EXISTS {s}.unique_slots;"
+    )
+}
+
+/// Schema version 10: sources' cursors (`docs/sources.md`): per source
+/// and partition, the position of the next record to submit and when it
+/// last moved (ms). An ingest compares and moves its row in the transaction
+/// that submits the run's tasks (`sources.rs`).
+fn v10(s: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {s}.source_cursors (
+            source     text   NOT NULL,
+            partition  text   NOT NULL,
+            next       bigint NOT NULL CHECK (next >= 0),
+            updated_at bigint NOT NULL,
+            PRIMARY KEY (source, partition)
+        );"
     )
 }
 

@@ -203,6 +203,20 @@ pub(crate) enum Q {
     GetConfig,
     /// Stores a queue's policy and tells every node.
     PutConfig,
+    /// Every cursor of source `$1`, by partition.
+    SourceCursors,
+    /// The cursor of source `$1`, partition `$2`, and when it moved.
+    SourceCursor,
+    /// A partition's first cursor (`$1` source, `$2` partition, `$3` next,
+    /// `$4` now), unless it has one: a row when it was inserted. A racing
+    /// insert of the same partition waits for this one's transaction.
+    CursorCreate,
+    /// Moves the cursor of `$1`, `$2` from `$3` to `$4` (at `$5`): a row
+    /// when it still held `$3`. Racing moves wait on the row's lock and
+    /// compare again with what the winner committed.
+    CursorMove,
+    /// Removes every cursor of source `$1`.
+    DeleteCursors,
 }
 
 /// The statement texts of one schema.
@@ -607,6 +621,26 @@ impl Sql {
                  )
                  SELECT pg_notify($3::text, 'c ' || $4::text || ' ' || name) FROM p"
             ),
+            Q::SourceCursors => format!(
+                "SELECT partition, next, updated_at FROM {s}.source_cursors
+                 WHERE source = $1 ORDER BY partition"
+            ),
+            Q::SourceCursor => format!(
+                "SELECT next, updated_at FROM {s}.source_cursors
+                 WHERE source = $1 AND partition = $2"
+            ),
+            Q::CursorCreate => format!(
+                "INSERT INTO {s}.source_cursors (source, partition, next, updated_at)
+                 VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (source, partition) DO NOTHING
+                 RETURNING 1"
+            ),
+            Q::CursorMove => format!(
+                "UPDATE {s}.source_cursors SET next = $4, updated_at = $5
+                 WHERE source = $1 AND partition = $2 AND next = $3
+                 RETURNING 1"
+            ),
+            Q::DeleteCursors => format!("DELETE FROM {s}.source_cursors WHERE source = $1"),
         }
     }
 }

@@ -421,7 +421,7 @@ async fn run_insert(
 /// Why a task was not inserted: its idempotency key is taken (the original
 /// comes back), or its id is (refused). After an attempt whose outcome was
 /// lost, finding this very envelope means that attempt stored it.
-async fn explain_conflict(
+pub(crate) async fn explain_conflict(
     shared: &Shared,
     conn: &mut Conn,
     task: &NewTask,
