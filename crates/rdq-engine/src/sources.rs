@@ -14,9 +14,7 @@ use crate::engine::{Engine, SubmitRequest};
 use crate::error::EngineError;
 use crate::machine;
 use crate::store::sources::validate_cursor_names;
-use crate::store::{
-    IngestOutcome, IngestRequest, NewTask, SourceCursor, Submitted, unsupported,
-};
+use crate::store::{IngestOutcome, IngestRequest, NewTask, SourceCursor, Submitted, unsupported};
 
 /// The system header that carries a task's origin: its record's locator
 /// (`kafka://…`, `nats://…`, `sqs://…`), also its idempotency key.
@@ -92,7 +90,11 @@ impl Engine {
         let outcome = match self.store.as_source_cursors() {
             Some(cursors) => cursors.ingest(request).await?,
             None if request.tasks.is_empty() => IngestOutcome::Ingested(Vec::new()),
-            None => IngestOutcome::Ingested(self.store.submit(request.tasks.clone()).await),
+            None => IngestOutcome::Ingested(
+                self.store
+                    .submit(self.keyed_if_kept(request.tasks.clone()))
+                    .await,
+            ),
         };
         self.work_available.notify_waiters();
         Ok(outcome)
@@ -106,9 +108,21 @@ impl Engine {
         if tasks.is_empty() {
             return Vec::new();
         }
-        let stored = self.store.submit(tasks).await;
+        let stored = self.store.submit(self.keyed_if_kept(tasks)).await;
         self.work_available.notify_waiters();
         stored
+    }
+
+    /// `tasks` with their locator keys, or without on a store that keeps
+    /// no idempotency keys (a broker): there a record read again after a
+    /// crash before its acknowledgement is a second task (docs/sources.md).
+    fn keyed_if_kept(&self, mut tasks: Vec<NewTask>) -> Vec<NewTask> {
+        if !self.store.capabilities().idempotent_submit {
+            for task in &mut tasks {
+                task.idempotency_key = None;
+            }
+        }
+        tasks
     }
 
     /// How many PENDING tasks `queue` holds: what a source's high- and

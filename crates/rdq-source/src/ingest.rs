@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use rdq_engine::{
-    Engine, EngineError, IngestOutcome, IngestRequest, NewTask, RefusedRecord, SOURCE_HEADER,
-    SubmitRequest, Submitted,
+    Engine, EngineError, IngestOutcome, IngestRequest, NewTask, QueuePolicy, RefusedRecord,
+    SOURCE_HEADER, SubmitRequest, Submitted,
 };
 
 use crate::config::SourceConfig;
@@ -102,6 +102,11 @@ impl Ingestor {
         }
     }
 
+    /// True when the store keeps this source's cursors.
+    pub(crate) fn uses_cursors(&self) -> bool {
+        self.uses_cursors
+    }
+
     /// The cursor of `partition`: where the store says the next record to
     /// ingest is (`None`: no cursor, start where the source says).
     pub(crate) async fn cursor(&mut self, partition: &str) -> Result<Option<u64>, EngineError> {
@@ -129,7 +134,7 @@ impl Ingestor {
     }
 
     /// The task `record` becomes, or why it cannot be one.
-    async fn task(&self, record: &Record) -> Result<NewTask, EngineError> {
+    fn task(&self, record: &Record, policy: &QueuePolicy) -> Result<NewTask, EngineError> {
         let c = &self.config;
         let mut headers = BTreeMap::new();
         for (name, value) in &record.headers {
@@ -154,8 +159,8 @@ impl Ingestor {
         }
         let mut system_headers = BTreeMap::new();
         system_headers.insert(SOURCE_HEADER.to_owned(), record.locator.clone());
-        self.engine
-            .record_task(&SubmitRequest {
+        self.engine.build(
+            &SubmitRequest {
                 queue: c.queue.clone(),
                 handler_ref: c.handler.clone(),
                 payload: record.payload.clone(),
@@ -165,8 +170,9 @@ impl Ingestor {
                 idempotency_key: Some(record.locator.clone()),
                 flow_key: key.filter(|_| c.key_as_flow_key),
                 ..SubmitRequest::default()
-            })
-            .await
+            },
+            policy,
+        )
     }
 
     /// The DEAD task that keeps `record`, refused with `error`.
@@ -208,10 +214,12 @@ impl Ingestor {
         } else {
             0
         };
+        // One policy for the run: what every record's task is checked against.
+        let policy = self.engine.policy(&self.config.queue).await?;
         let mut tasks = Vec::with_capacity(fresh.len());
         let mut dead = 0;
         for record in &fresh {
-            match self.task(record).await {
+            match self.task(record, &policy) {
                 Ok(task) => tasks.push(task),
                 Err(e) if is_refusal(&e) => {
                     dead += 1;

@@ -26,6 +26,12 @@
 //! [`Ingestor`]: ingest
 
 #![forbid(unsafe_code)]
+// Built without any reader (a front end that only shows sources' status,
+// as rdq-app does), the readers' shared machinery is unused.
+#![cfg_attr(
+    not(any(feature = "kafka", feature = "nats", feature = "sqs")),
+    allow(dead_code)
+)]
 
 pub mod config;
 mod ingest;

@@ -1,13 +1,19 @@
 //! A NATS JetStream stream through a durable pull consumer (async-nats):
 //! records are fetched in batches, ingested, and only then acknowledged.
 //!
-//! The stream's sequence is the position: on a store that keeps cursors,
-//! records behind the stored cursor are acknowledged without a task (their
-//! tasks exist), so a redelivery after a crash, or a consumer deleted and
-//! made again from the start, makes no second task even once the tasks'
-//! idempotency keys are pruned. One bridge reads a consumer at a time
-//! (docs/sources/nats.md): the cursor then stands past every record a
-//! bridge fetched and stored.
+//! The stream's sequence is the position. On a store that keeps cursors,
+//! the store says where the source resumes: each time the reader starts it
+//! makes the durable consumer afresh at the stored cursor (deliver by start
+//! sequence), so what an earlier reader fetched but did not store comes
+//! again, in order, and nothing behind the cursor does. Within one start,
+//! the consumer's delivery sequence must run on without a gap or a
+//! redelivery: a gap means another reader took messages from the same
+//! consumer, a redelivery that a run outlived its acknowledgement wait, and
+//! either ends the start (the reader starts again from the stored cursor)
+//! rather than let the cursor move past a message that was not stored. The
+//! cursor's compare-and-swap does the same for two readers racing on one
+//! stream. On a store without cursors the consumer is kept as it is, and
+//! redeliveries find their tasks by their locator keys.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,13 +55,35 @@ pub(crate) async fn run(
         .consumer
         .clone()
         .unwrap_or_else(|| format!("rdq-{}", config.name.replace('.', "-")));
+    let mut ingestor = Ingestor::new(engine.clone(), config.clone(), registry.clone(), true);
+    let cursor = ingestor
+        .cursor(&nats.stream)
+        .await
+        .map_err(|e| store_error(config, e))?;
+    let fresh = ingestor.uses_cursors();
+    if fresh {
+        // Made afresh at the cursor: see the module documentation.
+        match stream.delete_consumer(&durable).await {
+            Ok(_) => {}
+            Err(e) if e.to_string().contains("not found") => {}
+            Err(e) => {
+                return Err(remote_error(
+                    config,
+                    format!("delete the consumer {durable}: {e}"),
+                ));
+            }
+        }
+    }
     let consumer: Consumer = stream
         .get_or_create_consumer(
             &durable,
             pull::Config {
                 durable_name: Some(durable.clone()),
                 ack_policy: AckPolicy::Explicit,
-                deliver_policy: DeliverPolicy::All,
+                deliver_policy: match cursor {
+                    Some(start_sequence) => DeliverPolicy::ByStartSequence { start_sequence },
+                    None => DeliverPolicy::All,
+                },
                 ack_wait: Duration::from_millis(nats.ack_wait_ms),
                 filter_subject: nats.filter_subject.clone().unwrap_or_default(),
                 ..pull::Config::default()
@@ -66,7 +94,8 @@ pub(crate) async fn run(
     info!(source = %config.name, stream = %nats.stream, consumer = %durable, "reading the JetStream stream");
     registry.update(&config.name, |s| s.state = SourceState::Running);
     let mut reader = Reader {
-        ingestor: Ingestor::new(engine.clone(), config.clone(), registry.clone(), true),
+        ingestor,
+        next_delivery: fresh.then_some(1),
         config: config.clone(),
         nats,
         consumer,
@@ -79,6 +108,9 @@ pub(crate) async fn run(
 
 struct Reader {
     ingestor: Ingestor,
+    /// The consumer's delivery sequence the next message must have, on a
+    /// consumer made afresh at the cursor.
+    next_delivery: Option<u64>,
     config: Arc<SourceConfig>,
     nats: NatsConfig,
     consumer: Consumer,
@@ -158,6 +190,20 @@ impl Reader {
             let info = message
                 .info()
                 .map_err(|e| remote_error(&self.config, format!("a message's metadata: {e}")))?;
+            if let Some(expected) = self.next_delivery {
+                if info.consumer_sequence != expected || info.delivered != 1 {
+                    return Err(remote_error(
+                        &self.config,
+                        format!(
+                            "the consumer delivered #{} (delivery {}) where #{expected} was next: \
+                             another reader uses it, or a run outlived the acknowledgement wait; \
+                             starting again from the stored cursor",
+                            info.consumer_sequence, info.delivered
+                        ),
+                    ));
+                }
+                self.next_delivery = Some(expected + 1);
+            }
             let headers = message
                 .headers
                 .iter()
@@ -194,9 +240,11 @@ impl Reader {
                 }
                 Ok(())
             }
-            // Another bridge stored past these: they come again (not
-            // acknowledged) and are skipped as behind the cursor then.
-            Step::Moved { .. } => Ok(()),
+            // Another reader stored past these: start again from the cursor.
+            Step::Moved { to } => Err(remote_error(
+                &self.config,
+                format!("another reader moved the cursor to {to:?}; starting again from it"),
+            )),
         }
     }
 

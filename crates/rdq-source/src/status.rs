@@ -25,6 +25,19 @@ pub enum SourceState {
     Stopped,
 }
 
+impl SourceState {
+    /// The state's name, as status and logs say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Running => "running",
+            Self::Paused => "paused",
+            Self::Retrying => "retrying",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
 /// One partition's standing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PartitionStatus {

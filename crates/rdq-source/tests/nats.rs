@@ -1,8 +1,9 @@
 //! A NATS JetStream source against the real server `scripts/services.sh`
 //! starts (`RDQ_TEST_NATS`, default nats://127.0.0.1:4222): every record
-//! becomes exactly one task, a consumer deleted and made again from the
-//! start makes no second task even after the keys are gone, a poison
-//! record is kept DEAD, and a missing stream is reported in the status.
+//! becomes exactly one task, another consumer makes no second task even
+//! after the keys are gone, messages a dead reader fetched come again, a
+//! poison record is kept DEAD, and a missing stream is reported in the
+//! status.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
@@ -128,9 +129,65 @@ async fn every_message_becomes_one_task_and_a_new_consumer_makes_none_again() {
     running.stop().await;
     assert_eq!(tasks_by_locator(&engine, "src.jsonce").await.len(), 10);
     assert_eq!(
-        duplicates, 1_000,
-        "the old messages were skipped as behind the cursor"
+        duplicates, 0,
+        "the new consumer starts at the stored cursor: nothing old comes"
     );
+    js.delete_stream(&name).await.unwrap();
+}
+
+/// A reader died after fetching messages it never stored (they wait out
+/// the acknowledgement wait on the durable consumer) while newer messages
+/// keep coming: the next reader starts at the stored cursor, so the
+/// fetched messages come again first and none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_a_dead_reader_fetched_are_not_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = embedded(dir.path());
+    let js = context().await;
+    let name = unique("rdqdead").replace('-', "_");
+    make_stream(&js, &name).await;
+    for i in 0..10 {
+        publish(&js, &format!("{name}.a"), format!("m{i}").into_bytes()).await;
+    }
+    let config = nats_source("jsdead", "src.jsdead", &name, "c");
+    let running = Running::start(&engine, std::slice::from_ref(&config));
+    wait_until(30, "the first 10 are stored", || async {
+        count(&engine, "src.jsdead", Status::Pending).await >= 10
+    })
+    .await;
+    running.stop().await;
+    for i in 10..20 {
+        publish(&js, &format!("{name}.a"), format!("m{i}").into_bytes()).await;
+    }
+    // The dead reader: fetches 10 from the durable consumer, stores and
+    // acknowledges nothing.
+    let stream = js.get_stream(&name).await.unwrap();
+    let consumer: jetstream::consumer::PullConsumer = stream.get_consumer("c").await.unwrap();
+    let mut fetched = consumer.fetch().max_messages(10).messages().await.unwrap();
+    let mut taken = 0;
+    while let Some(m) = futures::StreamExt::next(&mut fetched).await {
+        m.unwrap();
+        taken += 1;
+    }
+    assert_eq!(taken, 10);
+    for i in 20..30 {
+        publish(&js, &format!("{name}.a"), format!("m{i}").into_bytes()).await;
+    }
+    let running = Running::start(&engine, std::slice::from_ref(&config));
+    wait_until(30, "all 30 are stored", || async {
+        count(&engine, "src.jsdead", Status::Pending).await >= 30
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.stop().await;
+    let tasks = tasks_by_locator(&engine, "src.jsdead").await;
+    assert_eq!(tasks.len(), 30, "every message once");
+    for seq in 1..=30u64 {
+        assert!(
+            tasks.contains_key(&format!("nats://{name}/{seq}")),
+            "sequence {seq}"
+        );
+    }
     js.delete_stream(&name).await.unwrap();
 }
 
