@@ -483,6 +483,55 @@ describe('the schedules page', () => {
   });
 });
 
+// A Kafka source whose broker does not answer: the server serves, and the
+// source shows its error while it tries again (the rdq binary's default
+// features include Kafka).
+describe('the sources page', () => {
+  let server;
+  before(async () => {
+    server = await startServer('memory', {
+      config: [
+        '', '[[sources]]', 'name = "orders"', 'queue = "orders"', 'handler = "order.created"', 'retry_ms = 200',
+        '[sources.kafka]', 'brokers = "127.0.0.1:1"', 'topic = "orders"',
+      ],
+    });
+  });
+  after(async () => { await server?.stop(); });
+
+  it('lists each source with its state, lag, rate, counters and last error', async () => {
+    // librdkafka gives up on the broker after its metadata timeout.
+    let status;
+    for (let i = 0; i < 160; i++) {
+      status = (await server.api(TOKENS.reader, 'GET', '/v1/sources/orders')).body;
+      if (status.last_error) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    assert.match(status.last_error || '', /127\.0\.0\.1:1/, JSON.stringify(status));
+
+    const page = await newPage(browser);
+    await signIn(page, server.base, TOKENS.reader);
+    await page.locator('#nav-sources').click();
+    const row = page.locator('#sources tbody tr[data-source="orders"]');
+    await row.waitFor();
+    const cells = await row.locator('th, td').allTextContents();
+    assert.equal(cells[0], 'orders');
+    assert.equal(cells[1], 'kafka');
+    assert.equal(cells[2], 'orders');
+    assert.match(cells[3], /^(starting|retrying)$/);
+    assert.equal(cells[4], 'no');
+    assert.equal(cells[5], '—');
+    assert.equal(cells[6], '0/s');
+    assert.equal(cells[7], '0');
+    assert.equal(cells[8], '0');
+    assert.match(cells[9], /cannot reach the Kafka cluster at 127\.0\.0\.1:1/);
+    assert.equal(await row.locator('td a').first().getAttribute('href'), '#/queues/orders/tasks');
+    assert.deepEqual(await unlabelled(page), []);
+    await page.screenshot({ path: join(screenshotDir, 'dashboard-sources.png'), fullPage: true });
+    assert.deepEqual(page.problems, []);
+    await page.context().close();
+  });
+});
+
 const FLOW_STORES = (process.env.RDQ_DASHBOARD_FLOW_STORES || 'memory').split(',').filter(Boolean);
 
 for (const kind of FLOW_STORES) {
@@ -564,6 +613,16 @@ describe('the dashboard on an open loopback server', () => {
     assert.ok(sent.every(([url, auth]) => auth === null && !/token/i.test(url)), JSON.stringify(sent));
     const cookies = await page.context().cookies();
     assert.deepEqual(cookies, []);
+    await page.context().close();
+  });
+
+  it('says so when the server runs no sources', async () => {
+    const page = await newPage(browser);
+    await page.goto(`${server.base}/ui#/sources`);
+    await page.locator('#sources-empty').waitFor();
+    assert.match(await page.locator('#sources-empty').textContent(), /no sources/);
+    assert.equal(await page.locator('#sources').count(), 0);
+    assert.deepEqual(page.problems, []);
     await page.context().close();
   });
 });

@@ -38,9 +38,10 @@ function unique() {
 /**
  * Starts `rdq serve` on `kind` ('embedded', 'postgres' or 'memory'); with `tokens`
  * the admin, reader (submit, work) and worker tokens are configured, else
- * the server runs open (loopback, no configuration).
+ * the server runs open (loopback, no configuration). `config` lines
+ * (TOML: `[[sources]]` tables, …) are appended to the configuration file.
  */
-export async function startServer(kind, { tokens = true } = {}) {
+export async function startServer(kind, { tokens = true, config: extra = [] } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'rdq-dashboard-'));
   const tag = unique();
   const stores = { postgres: `${PG_BASE}?schema=${tag}`, memory: 'memory:' };
@@ -54,6 +55,7 @@ export async function startServer(kind, { tokens = true } = {}) {
       '[[tokens]]', 'name = "worker"', `token = "${TOKENS.worker}"`, 'scopes = ["submit", "work"]', '',
     );
   }
+  lines.push(...extra);
   writeFileSync(config, lines.join('\n'));
   const child = spawn(rdqBin(), ['serve', '--listen', '127.0.0.1:0', '--store', store, '--config', config, '--log', 'info'], {
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -272,6 +272,7 @@
       if (parts.length === 0) await overviewPage(view);
       else if (parts[0] === 'audit') await auditPage(view, params);
       else if (parts[0] === 'schedules') await schedulesPage(view);
+      else if (parts[0] === 'sources') await sourcesPage(view);
       else if (parts[0] === 'tasks' && parts[1]) await taskPage(view, null, parts[1]);
       else if (parts[0] === 'queues' && parts[1] && parts[2] === 'tasks' && parts[3]) await taskPage(view, parts[1], parts[3]);
       else if (parts[0] === 'queues' && parts[1] && parts[2] === 'tasks') await tasksPage(view, parts[1], params);
@@ -1037,6 +1038,45 @@
         h('td', { class: 'n' }, num(st.fires)),
         h('td', { class: 'skips' }, skipsText(st.skips)),
         h('td', {}, toggle, ' ', run, ' ', del)));
+    }
+    table.append(body);
+    view.append(h('div', { class: 'scroll' }, table));
+  }
+
+  // ---- Sources -----------------------------------------------------------
+
+  const rate = (r) => `${Number(r).toLocaleString('en', { maximumFractionDigits: 1 })}/s`;
+
+  async function sourcesPage(view) {
+    view.append(h('h1', { tabindex: '-1' }, 'Sources'));
+    const data = await get('/v1/sources');
+    view.append(h('div', { class: 'toolbar' },
+      h('button', { type: 'button', id: 'refresh', onclick: () => route() }, 'Refresh')));
+    if (data.sources.length === 0) {
+      view.append(h('p', { id: 'sources-empty' }, 'This server runs no sources on a queue you may see: configure [[sources]] in its configuration file (see docs/sources.md).'));
+      return;
+    }
+    const table = h('table', { class: 'grid', id: 'sources' },
+      h('caption', {}, 'The Kafka topics, JetStream streams and SQS queues this server reads, each record one task. Counts are since the server started; the rate is over the last 10 seconds; lag is as last measured.'),
+      h('thead', {}, h('tr', {},
+        ['Source', 'Kind', 'Queue', 'State', 'Paused', 'Lag', 'Rate', 'Ingested', 'Dead', 'Last error'].map((c) => h('th', { scope: 'col' }, c)))));
+    const body = h('tbody');
+    for (const s of data.sources) {
+      const lastError = s.last_error
+        ? h('span', { class: 'last-error' }, s.last_error,
+          s.last_error_at_ms ? h('span', { class: 'small' }, ` (${instant(s.last_error_at_ms)})`) : '')
+        : '—';
+      body.append(h('tr', { 'data-source': s.name },
+        h('th', { scope: 'row' }, s.name),
+        h('td', {}, s.kind),
+        h('td', {}, h('a', { href: hashFor(['queues', s.queue, 'tasks']) }, s.queue)),
+        h('td', { class: 'state' }, h('span', { class: `badge ${s.state}` }, s.state)),
+        h('td', { class: 'paused' }, s.paused ? 'yes' : 'no'),
+        h('td', { class: 'n lag' }, s.lag === null ? '—' : num(s.lag)),
+        h('td', { class: 'n rate' }, rate(s.rate)),
+        h('td', { class: 'n ingested' }, num(s.ingested)),
+        h('td', { class: 'n dead' }, s.dead > 0 ? h('a', { href: hashFor(['queues', s.queue]), class: 'dead' }, num(s.dead)) : '0'),
+        h('td', {}, lastError)));
     }
     table.append(body);
     view.append(h('div', { class: 'scroll' }, table));

@@ -22,6 +22,7 @@ pub mod problem;
 pub mod queues;
 pub mod schedules;
 pub mod schema;
+pub mod sources;
 pub mod tasks;
 pub mod work;
 

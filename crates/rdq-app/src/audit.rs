@@ -24,7 +24,8 @@ pub const AUDIT_TARGET: &str = "rdq::audit";
 pub struct AuditRecord {
     /// Who: the token's name, or `anonymous` on an open server.
     pub who: String,
-    /// What: `dlq.redrive`, `dlq.import`, `dlq.purge`, `task.delete`, `queue.config`.
+    /// What: `dlq.redrive`, `dlq.import`, `dlq.purge`, `task.delete`,
+    /// `queue.config`, `schedule.*`, `source.reset`.
     pub action: &'static str,
     /// The queue acted on.
     pub queue: Option<String>,

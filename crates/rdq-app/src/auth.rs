@@ -136,6 +136,11 @@ impl Caller {
         self.queues.is_empty() || self.queues.iter().any(|g| g.matches(queue))
     }
 
+    /// True if the token is not limited to some queues.
+    pub fn allows_every_queue(&self) -> bool {
+        self.queues.is_empty()
+    }
+
     /// Refuses with 403 `FORBIDDEN` unless the token has `scope`.
     pub fn require_scope(&self, scope: Scope) -> Result<(), AppError> {
         self.decided(self.scope_allowed(scope), scope, None)

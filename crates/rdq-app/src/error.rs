@@ -20,6 +20,9 @@ pub const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
 pub const FORBIDDEN: &str = "FORBIDDEN";
 /// No queue of that name has tasks or a stored policy.
 pub const QUEUE_NOT_FOUND: &str = "QUEUE_NOT_FOUND";
+/// No source of that name runs in this process (or its queue is not the
+/// caller's to read).
+pub const SOURCE_NOT_FOUND: &str = "SOURCE_NOT_FOUND";
 /// Some lines of a DLQ import are bad; nothing was imported.
 pub const INVALID_IMPORT: &str = "INVALID_IMPORT";
 /// A task with the imported id already exists.
@@ -267,6 +270,7 @@ pub fn title(code: &str) -> Option<&'static str> {
         UNAUTHENTICATED => "Authentication required",
         FORBIDDEN => "Not allowed",
         QUEUE_NOT_FOUND => "Queue not found",
+        SOURCE_NOT_FOUND => "Source not found",
         INVALID_IMPORT => "Invalid import",
         TASK_EXISTS => "Task already exists",
         SHUTTING_DOWN => "Shutting down",

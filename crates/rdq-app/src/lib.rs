@@ -40,6 +40,7 @@ pub mod metrics;
 pub mod queues;
 pub mod schedule_metrics;
 pub mod schedules;
+pub mod sources;
 pub mod submit;
 pub mod tasks;
 pub mod work;
@@ -86,6 +87,10 @@ pub struct AppParts {
     /// Records submit and attempt spans when tracing is on
     /// (`docs/observability.md`); `None` records nothing.
     pub tracer: Option<rdq_telemetry::Tracer>,
+    /// The status of the sources this process runs (`rdq_source`): what
+    /// `/v1/sources` and the `rdq_source_*` metrics show. Empty when it
+    /// runs none.
+    pub sources: rdq_source::Registry,
 }
 
 impl AppParts {
@@ -100,6 +105,7 @@ impl AppParts {
             policy_check: None,
             config_changed: None,
             tracer: None,
+            sources: rdq_source::Registry::default(),
         }
     }
 }
@@ -119,6 +125,7 @@ struct Shared {
     policy_check: Option<PolicyCheck>,
     config_changed: Option<ConfigChanged>,
     tracer: Option<rdq_telemetry::Tracer>,
+    sources: rdq_source::Registry,
     /// Cleared when shutdown starts, so readiness tells load balancers to
     /// stop sending work before the listener closes.
     serving: AtomicBool,
@@ -139,6 +146,7 @@ impl App {
                 policy_check: parts.policy_check,
                 config_changed: parts.config_changed,
                 tracer: parts.tracer,
+                sources: parts.sources,
                 serving: AtomicBool::new(true),
             }),
         })
@@ -202,8 +210,9 @@ impl App {
     }
 
     /// The Prometheus text of the counters, with queue sizes where the
-    /// store counts tasks, and the `rdq_flow_*` gauges of every queue with
-    /// a flow section where the store keeps flow limits.
+    /// store counts tasks, the `rdq_flow_*` gauges of every queue with
+    /// a flow section where the store keeps flow limits, and the
+    /// `rdq_source_*` series of every source this process runs.
     pub async fn metrics_text(&self) -> String {
         let counts = if self.engine.capabilities().counts {
             self.engine.counts().await.unwrap_or_default()
@@ -213,6 +222,7 @@ impl App {
         let mut text = self.metrics.render(&counts);
         text.push_str(&self.metrics.schedules.render());
         text.push_str(&metrics::render_flow(&self.flow_statuses().await));
+        text.push_str(&metrics::render_sources(&self.shared.sources.all()));
         text
     }
 

@@ -403,6 +403,81 @@ pub fn render_flow(flows: &[(String, FlowStatus)]) -> String {
     out
 }
 
+/// The `rdq_source_*` series of the sources this process runs, labelled
+/// `source` and `kind`: lag (left out while unknown), paused (0/1), up (1
+/// while running or paused), records by outcome, and the rate. Empty when
+/// it runs none.
+pub fn render_sources(sources: &[rdq_source::SourceStatus]) -> String {
+    let mut out = String::new();
+    if sources.is_empty() {
+        return out;
+    }
+    let labels = |s: &rdq_source::SourceStatus| {
+        format!(
+            "source=\"{}\",kind=\"{}\"",
+            escape(&s.name),
+            s.kind.as_str()
+        )
+    };
+    let _ = writeln!(
+        out,
+        "# HELP rdq_source_lag Records in the source not yet ingested, as last measured.\n# TYPE rdq_source_lag gauge"
+    );
+    for s in sources {
+        if let Some(lag) = s.lag {
+            let _ = writeln!(out, "rdq_source_lag{{{}}} {lag}", labels(s));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rdq_source_paused 1 while the source does not read because its queue is above the high-water mark.\n# TYPE rdq_source_paused gauge"
+    );
+    for s in sources {
+        let _ = writeln!(
+            out,
+            "rdq_source_paused{{{}}} {}",
+            labels(s),
+            u8::from(s.paused)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rdq_source_up 1 while the source runs (reading or paused), 0 while it starts, retries or has stopped.\n# TYPE rdq_source_up gauge"
+    );
+    for s in sources {
+        let up = matches!(
+            s.state,
+            rdq_source::SourceState::Running | rdq_source::SourceState::Paused
+        );
+        let _ = writeln!(out, "rdq_source_up{{{}}} {}", labels(s), u8::from(up));
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rdq_source_records_total Records the source handled, by outcome: ingested (a PENDING task), dead (a DEAD task, UNDECODABLE_SOURCE), duplicate (its task was already stored).\n# TYPE rdq_source_records_total counter"
+    );
+    for s in sources {
+        for (outcome, n) in [
+            ("ingested", s.ingested),
+            ("dead", s.dead),
+            ("duplicate", s.duplicates),
+        ] {
+            let _ = writeln!(
+                out,
+                "rdq_source_records_total{{{},outcome=\"{outcome}\"}} {n}",
+                labels(s)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP rdq_source_rate Records per second over the last 10 seconds.\n# TYPE rdq_source_rate gauge"
+    );
+    for s in sources {
+        let _ = writeln!(out, "rdq_source_rate{{{}}} {}", labels(s), s.rate);
+    }
+    out
+}
+
 fn counter_family<'a>(
     out: &mut String,
     name: &str,
@@ -425,7 +500,8 @@ pub fn now_minute() -> u64 {
     u64::try_from(rdq_envelope::Timestamp::now().unix_ms()).unwrap_or(0) / 60_000
 }
 
-/// Label values are queue names (`[a-z0-9._-]`), but escape anyway.
+/// Label values are queue, schedule and source names (`[a-z0-9._-]`), but
+/// escape anyway.
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\")
         .replace('"', "\\\"")
@@ -488,5 +564,41 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
         }
         assert!(text.contains("# TYPE rdq_dispatch_duration_seconds histogram"));
+    }
+    #[test]
+    fn sources_render_with_their_labels_and_an_unknown_lag_is_left_out() {
+        let registry = rdq_source::Registry::default();
+        registry.add("orders", rdq_source::Kind::Kafka, "orders");
+        registry.add("events", rdq_source::Kind::Nats, "events");
+        registry.update("orders", |s| {
+            s.state = rdq_source::SourceState::Paused;
+            s.paused = true;
+            s.lag = Some(42);
+            s.ingested = 7;
+            s.dead = 1;
+            s.duplicates = 2;
+        });
+        registry.error("events", "unreachable", 1);
+        let text = render_sources(&registry.all());
+        for line in [
+            "# TYPE rdq_source_lag gauge",
+            "rdq_source_lag{source=\"orders\",kind=\"kafka\"} 42",
+            "rdq_source_paused{source=\"orders\",kind=\"kafka\"} 1",
+            "rdq_source_paused{source=\"events\",kind=\"nats\"} 0",
+            "rdq_source_up{source=\"orders\",kind=\"kafka\"} 1",
+            "rdq_source_up{source=\"events\",kind=\"nats\"} 0",
+            "# TYPE rdq_source_records_total counter",
+            "rdq_source_records_total{source=\"orders\",kind=\"kafka\",outcome=\"ingested\"} 7",
+            "rdq_source_records_total{source=\"orders\",kind=\"kafka\",outcome=\"dead\"} 1",
+            "rdq_source_records_total{source=\"orders\",kind=\"kafka\",outcome=\"duplicate\"} 2",
+            "rdq_source_rate{source=\"events\",kind=\"nats\"} 0",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from:\n{text}"
+            );
+        }
+        assert!(!text.contains("rdq_source_lag{source=\"events\""), "{text}");
+        assert_eq!(render_sources(&[]), "");
     }
 }

@@ -1,4 +1,5 @@
-//! Where the operator commands (`submit`, `task`, `queue`, `dlq`) go: a
+//! Where the operator commands (`submit`, `task`, `queue`, `dlq`,
+//! `schedule`, `source status`, `source reset`) go: a
 //! running server over HTTP (`--server URL`, token from `RDQ_TOKEN`), or a
 //! store opened directly (`--store`). One trait, [`Operations`], with two
 //! implementations: [`Local`] over the application layer (`rdq_app`, the
@@ -32,7 +33,9 @@ use crate::CliError;
 use crate::stores::open_store;
 
 mod schedules;
+mod sources;
 pub use schedules::ScheduleOperations;
+pub use sources::SourceOperations;
 
 /// Where the default server listens.
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:7480";
@@ -70,7 +73,7 @@ impl From<CliError> for ImportRefusal {
 /// An operator command's way to rdq: what every command can ask of a
 /// server or of a store.
 #[async_trait(?Send)]
-pub trait Operations: ScheduleOperations {
+pub trait Operations: ScheduleOperations + SourceOperations {
     /// Submits a task; `true` when it was created (not an idempotent repeat).
     async fn submit(&self, body: Value) -> Result<(bool, Envelope), CliError>;
     /// The task with this id.

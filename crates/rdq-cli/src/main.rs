@@ -20,6 +20,7 @@ mod output;
 mod queue_cmd;
 mod schedule_cmd;
 mod serve;
+mod source_cmd;
 mod stores;
 mod stores_cmd;
 mod submit_cmd;
@@ -63,6 +64,9 @@ enum Command {
     /// Manage periodic schedules: put, list, show, next, pause, resume, run, delete.
     #[command(subcommand)]
     Schedule(schedule_cmd::ScheduleCommand),
+    /// Run sources (Kafka, NATS JetStream, SQS records as tasks), show their status, reset their cursors.
+    #[command(subcommand)]
+    Source(source_cmd::SourceCommand),
     /// Operate the dead-letter queue: list, show, export, import, redrive, purge.
     #[command(subcommand)]
     Dlq(dlq_cmd::DlqCommand),
@@ -139,6 +143,7 @@ fn main() -> ExitCode {
         Command::Queue(cmd) => block_on(queue_cmd::run(cmd)),
         Command::Dlq(cmd) => block_on(dlq_cmd::run(cmd)),
         Command::Schedule(cmd) => block_on(schedule_cmd::run(cmd)),
+        Command::Source(cmd) => source_cmd::run(cmd),
         Command::Migrate(args) => block_on(migrate_cmd::run(args)),
         Command::Check(args) => block_on(check_cmd::run(args)),
         Command::Stores(args) => stores_cmd::run(args),

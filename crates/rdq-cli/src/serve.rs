@@ -67,7 +67,7 @@ pub struct ServeArgs {
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum LogFormat {
+pub enum LogFormat {
     /// Human-readable lines.
     Text,
     /// One JSON object per line: `timestamp`, `level`, `target`, `message`
@@ -75,18 +75,18 @@ enum LogFormat {
     Json,
 }
 
-/// Runs `rdq serve` until SIGTERM or SIGINT.
-pub fn run(args: ServeArgs) -> Result<(), CliError> {
-    let filter: Targets = args
-        .log
+/// Sends log lines to stderr, filtered by `filter` (a level, or
+/// `level,target=level,…`), in `format`.
+pub fn init_logging(filter: &str, format: LogFormat) -> Result<(), CliError> {
+    let targets: Targets = filter
         .parse()
-        .map_err(|e| CliError::new("INVALID_ARGUMENT", format!("--log {:?}: {e}", args.log)))?;
-    let text = (args.log_format == LogFormat::Text).then(|| {
+        .map_err(|e| CliError::new("INVALID_ARGUMENT", format!("--log {filter:?}: {e}")))?;
+    let text = (format == LogFormat::Text).then(|| {
         tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .with_ansi(std::io::stderr().is_terminal())
     });
-    let json = (args.log_format == LogFormat::Json).then(|| {
+    let json = (format == LogFormat::Json).then(|| {
         tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
@@ -97,8 +97,14 @@ pub fn run(args: ServeArgs) -> Result<(), CliError> {
     let _ = tracing_subscriber::registry()
         .with(text)
         .with(json)
-        .with(filter)
+        .with(targets)
         .try_init();
+    Ok(())
+}
+
+/// Runs `rdq serve` until SIGTERM or SIGINT.
+pub fn run(args: ServeArgs) -> Result<(), CliError> {
+    init_logging(&args.log, args.log_format)?;
 
     let mut config = match &args.config {
         Some(path) => {

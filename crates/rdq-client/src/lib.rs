@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 mod schedules;
+mod sources;
 
 use rdq_api::dlq::{
     DlqPage, ImportResult, LineError, PageQuery, PurgeResult, ReasonsResult, RedriveBody,

@@ -17,6 +17,8 @@
 //! - [`service`]: `rdq.v1.Tasks`, `Queues`, `Dlq` and `Workers`' unary and
 //!   DLQ streaming methods;
 //! - [`schedules`]: `rdq.v1.Schedules`, the definition as JSON text;
+//! - [`sources`]: `rdq.v1.Sources`, the status of the server's sources and
+//!   their cursors;
 //! - [`router`]: every service, the standard health service and server
 //!   reflection as one axum [`axum::Router`], which `rdq serve` merges into
 //!   its HTTP router (requests are told apart by `content-type:
@@ -56,6 +58,7 @@ pub mod messages;
 pub mod router;
 pub mod schedules;
 pub mod service;
+pub mod sources;
 pub mod status;
 pub mod wire;
 pub mod work;

@@ -25,12 +25,13 @@ use crate::work::{WORK_PATH, WorkMethod};
 pub const HEALTH_SERVICE: &str = "";
 
 /// The `rdq.v1` services the router serves.
-pub const RDQ_SERVICES: [&str; 5] = [
+pub const RDQ_SERVICES: [&str; 6] = [
     <pb::tasks_server::TasksServer<GrpcApi> as NamedService>::NAME,
     <pb::queues_server::QueuesServer<GrpcApi> as NamedService>::NAME,
     <pb::dlq_server::DlqServer<GrpcApi> as NamedService>::NAME,
     <pb::workers_server::WorkersServer<GrpcApi> as NamedService>::NAME,
     <pb::schedules_server::SchedulesServer<GrpcApi> as NamedService>::NAME,
+    <pb::sources_server::SourcesServer<GrpcApi> as NamedService>::NAME,
 ];
 
 /// The standard services the router serves beside them: health and
@@ -66,6 +67,7 @@ pub fn grpc_router(api: GrpcApi) -> Router {
         .add_service(pb::queues_server::QueuesServer::new(api.clone()))
         .add_service(pb::dlq_server::DlqServer::new(api.clone()))
         .add_service(pb::schedules_server::SchedulesServer::new(api.clone()))
+        .add_service(pb::sources_server::SourcesServer::new(api.clone()))
         .add_service(pb::workers_server::WorkersServer::new(api))
         .add_service(health);
     let reflection = RDQ_SERVICES.into_iter().chain(STANDARD_SERVICES).fold(

@@ -1,4 +1,4 @@
-//! Server reflection lists exactly the services the router serves: the four
+//! Server reflection lists exactly the services the router serves: the six
 //! `rdq.v1` services, health and reflection itself, and not
 //! `rdq.v1.Handler` (a callback target's service, which rdq does not
 //! serve); every listed service answers, and its descriptor resolves.
@@ -64,6 +64,7 @@ async fn reflection_lists_the_served_services_and_not_the_handler() {
             "rdq.v1.Dlq",
             "rdq.v1.Queues",
             "rdq.v1.Schedules",
+            "rdq.v1.Sources",
             "rdq.v1.Tasks",
             "rdq.v1.Workers",
         ]
@@ -91,6 +92,7 @@ async fn every_listed_service_answers_and_the_handler_does_not() {
         "rdq.v1.Dlq",
         "rdq.v1.Workers",
         "rdq.v1.Schedules",
+        "rdq.v1.Sources",
     ] {
         let status = health
             .check(tonic_health::pb::HealthCheckRequest {

@@ -247,6 +247,10 @@ pub struct ServerConfig {
     /// Configuration of queues that have none stored: policy fields and
     /// sections, as in `PUT /v1/queues/{queue}/config`.
     pub defaults: Option<QueueConfig>,
+    /// Sources (`[[sources]]`; `docs/sources.md`): Kafka topics, NATS
+    /// JetStream streams and SQS queues whose records become tasks, read
+    /// while the server runs.
+    pub sources: Vec<rdq_source::SourceConfig>,
 }
 
 impl Default for ServerConfig {
@@ -267,6 +271,7 @@ impl Default for ServerConfig {
             tls: TlsSettings::default(),
             telemetry: rdq_telemetry::TelemetrySettings::default(),
             defaults: None,
+            sources: Vec::new(),
         }
     }
 }
@@ -288,7 +293,8 @@ impl ServerConfig {
 
     /// Checks everything that can be checked before binding: the listen
     /// address resolves, tokens and policy defaults are valid, the callback
-    /// allowlist compiles, and an open server stays on loopback.
+    /// allowlist compiles, every source is valid (the error names it), and
+    /// an open server stays on loopback.
     pub fn validate(&self) -> Result<Vec<SocketAddr>, ConfigError> {
         let addrs = self.listen_addrs()?;
         Authenticator::new(&self.tokens).map_err(|e| ConfigError::Invalid(e.to_string()))?;
@@ -309,6 +315,8 @@ impl ServerConfig {
             .validate()
             .map_err(|e| ConfigError::Invalid(format!("tls: {e}")))?;
         self.telemetry_config()?;
+        rdq_source::config::validate_all(&self.sources)
+            .map_err(|e| ConfigError::Invalid(format!("sources: {e}")))?;
         if self.max_request_bytes < 1024 {
             return Err(ConfigError::Invalid(
                 "max_request_bytes: must be at least 1024".into(),
@@ -476,5 +484,70 @@ mod tests {
         assert_eq!(bad_policy.validate().unwrap_err().code(), "INVALID_CONFIG");
         let bad_policy = ServerConfig::from_toml("[http]\nidle_timeout_ms = 0").unwrap();
         assert_eq!(bad_policy.validate().unwrap_err().code(), "INVALID_CONFIG");
+    }
+    #[test]
+    fn sources_parse_and_a_bad_one_is_refused_by_name() {
+        let config = ServerConfig::from_toml(
+            r#"
+            [[sources]]
+            name = "orders"
+            queue = "orders"
+            handler = "order.created"
+            [sources.kafka]
+            brokers = "127.0.0.1:9092"
+            topic = "orders"
+
+            [[sources]]
+            name = "audit.events"
+            queue = "audit"
+            handler = "audit.record"
+            high_water = 1000
+            [sources.nats]
+            url = "nats://127.0.0.1:4222"
+            stream = "AUDIT"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.sources.len(), 2);
+        assert_eq!(config.sources[0].name, "orders");
+        assert_eq!(config.sources[1].high_water, Some(1000));
+        assert!(ServerConfig::default().sources.is_empty());
+        // Whether a kind can run depends on the build's features; the
+        // rules below hold in every build.
+        for (bad, named) in [
+            (
+                "[[sources]]\nname = \"bad-queue\"\nqueue = \"Bad Queue\"\nhandler = \"h\"\n[sources.kafka]\nbrokers = \"b:1\"\ntopic = \"t\"",
+                "bad-queue",
+            ),
+            (
+                "[[sources]]\nname = \"twice\"\nqueue = \"q\"\nhandler = \"h\"",
+                "twice",
+            ),
+            (
+                "[[sources]]\nname = \"batchy\"\nqueue = \"q\"\nhandler = \"h\"\nbatch = 0\n[sources.sqs]\nqueue_url = \"http://x/q\"",
+                "batchy",
+            ),
+            (
+                "[[sources]]\nname = \"Upper\"\nqueue = \"q\"\nhandler = \"h\"\n[sources.kafka]\nbrokers = \"b:1\"\ntopic = \"t\"",
+                "Upper",
+            ),
+        ] {
+            let config = ServerConfig::from_toml(bad).unwrap();
+            let err = config.validate().unwrap_err();
+            assert_eq!(err.code(), "INVALID_CONFIG", "{bad}");
+            assert!(err.to_string().contains(named), "{bad}: {err}");
+        }
+        let dup = ServerConfig {
+            sources: vec![config.sources[0].clone(), config.sources[0].clone()],
+            ..ServerConfig::default()
+        };
+        let err = dup.validate().unwrap_err();
+        assert!(err.to_string().contains("orders"), "{err}");
+        let err = ServerConfig::from_toml(
+            "[[sources]]\nname = \"s\"\nqueue = \"q\"\nhandler = \"h\"\nbrokers = \"b\"",
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), "INVALID_CONFIG");
+        assert!(err.to_string().contains("brokers"), "{err}");
     }
 }

@@ -13,8 +13,10 @@
 //!   the answer is mapped onto the canonical outcome;
 //! - bearer-token auth with scopes, an audit log, Prometheus metrics,
 //!   health, readiness and an OpenAPI document;
-//! - the runtime's lease reaper and retention pruner, and graceful shutdown
-//!   ([`server`]);
+//! - the runtime's lease reaper and retention pruner, the scheduler, the
+//!   sources of `[[sources]]` (`rdq_source`: Kafka, NATS JetStream and SQS
+//!   records as tasks, their status under `/v1/sources`), and graceful
+//!   shutdown ([`server`]);
 //! - the dashboard's files under `/ui` ([`ui`]);
 //! - the listener ([`listener`]): HTTP/1.1 and HTTP/2 on one port, optional
 //!   HTTPS with client certificates, timeouts for slow and idle clients and a

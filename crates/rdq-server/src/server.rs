@@ -1,15 +1,16 @@
 //! The composition root: binds the listener, assembles the engine, auth,
 //! audit, metrics and dispatcher, runs the HTTP and gRPC server beside the
-//! background services (the runtime's lease reaper and retention pruner,
-//! and the callback dispatcher), and shuts everything down in order.
+//! background services (the runtime's lease reaper, retention pruner and
+//! scheduler, the callback dispatcher, and the configured sources), and
+//! shuts everything down in order.
 //!
 //! Shutdown is one trigger ([`rdq_runtime::shutdown_channel`]) watched by
 //! every part. When it fires: `/readyz` turns 503, the listener stops
 //! accepting and in-flight requests finish (up to `shutdown_grace_ms`;
 //! the listener itself is [`crate::listener`]), the
 //! dispatcher stops claiming and lets running callbacks finish (handing back
-//! what does not finish within the grace), the reaper and pruner stop, and
-//! [`Server::run`] returns.
+//! what does not finish within the grace), the reaper, pruner, scheduler and
+//! sources (`[[sources]]`, `rdq_source`) stop, and [`Server::run`] returns.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -87,6 +88,7 @@ pub struct Server {
     engine: Engine,
     dispatcher: Arc<Dispatcher>,
     metrics: Arc<Metrics>,
+    sources: rdq_source::Registry,
     config: ServerConfig,
 }
 
@@ -162,6 +164,7 @@ impl Server {
         }
         let callbacks = config.callbacks.clone();
         let refresh = Arc::clone(&dispatcher);
+        let sources = rdq_source::Registry::default();
         let app = App::new(AppParts {
             engine: engine.clone(),
             auth,
@@ -181,6 +184,7 @@ impl Server {
             })),
             config_changed: Some(Arc::new(move |_queue| refresh.refresh_soon())),
             tracer: tracer.clone(),
+            sources: sources.clone(),
         })
         .await
         .map_err(ServerError::Store)?;
@@ -207,8 +211,15 @@ impl Server {
             engine,
             dispatcher,
             metrics,
+            sources,
             config,
         })
+    }
+
+    /// The status of the server's sources (`[[sources]]`), as
+    /// `/v1/sources` and `/metrics` show it; filled in by [`Server::run`].
+    pub fn sources(&self) -> &rdq_source::Registry {
+        &self.sources
     }
 
     /// The tracer, when tracing is on: flush it after [`Server::run`]
@@ -259,6 +270,26 @@ impl Server {
         ));
         let scheduler = self.spawn_scheduler(&stop);
         let dispatch = tokio::spawn(Arc::clone(&self.dispatcher).run(stop.clone()));
+        // The sources (docs/sources.md): their configuration was checked when
+        // the server was bound; an unreachable broker or a missing topic only
+        // shows in the source's status while it tries again.
+        let sources =
+            match rdq_source::start(&self.engine, &self.config.sources, &self.sources, &stop) {
+                Ok(sources) => {
+                    if !self.config.sources.is_empty() {
+                        info!(sources = self.config.sources.len(), "sources started");
+                    }
+                    sources
+                }
+                Err(e) => {
+                    self.state.app().start_shutdown();
+                    trigger.trigger();
+                    for task in [dispatch, reaper, pruner, scheduler] {
+                        let _ = task.await;
+                    }
+                    return Err(ConfigError::Invalid(format!("sources: {e}")).into());
+                }
+            };
 
         let state = self.state.clone();
         let stop_all = trigger.clone();
@@ -325,6 +356,7 @@ impl Server {
                 warn!(service = name, "a background service ended abnormally");
             }
         }
+        sources.join().await;
         info!("rdq-server stopped");
         served
     }

@@ -86,7 +86,61 @@ pub(crate) async fn run(
         paused: false,
         watched: Instant::now(),
     };
-    reader.read(stop.clone()).await
+    // The lag is measured beside the reading (watermark requests are round
+    // trips to the broker), and stops with it.
+    let lag = tokio::spawn(measure_lag(
+        Arc::clone(&reader.consumer),
+        reader.kafka.topic.clone(),
+        config.name.clone(),
+        registry.clone(),
+    ));
+    let read = reader.read(stop.clone()).await;
+    lag.abort();
+    read
+}
+
+/// Every watch interval, each assigned partition's newest offset minus
+/// where it stands (the stored cursor as last known, else the consumer's
+/// position), into the status.
+async fn measure_lag(consumer: Arc<Kafka>, topic: String, name: String, registry: Registry) {
+    loop {
+        tokio::time::sleep(WATCH_EVERY).await;
+        let (probe, of) = (Arc::clone(&consumer), topic.clone());
+        let measured = tokio::task::spawn_blocking(move || {
+            let assignment = probe.assignment()?;
+            let position = probe.position()?;
+            let mut out = Vec::new();
+            for element in assignment.elements() {
+                let partition = element.partition();
+                let (_, high) = probe.fetch_watermarks(&of, partition, METADATA_TIMEOUT)?;
+                let at = position
+                    .find_partition(&of, partition)
+                    .and_then(|p| p.offset().to_raw())
+                    .filter(|&o| o >= 0);
+                out.push((partition, high, at));
+            }
+            Ok::<_, rdkafka::error::KafkaError>(out)
+        })
+        .await;
+        let Ok(Ok(measured)) = measured else {
+            continue;
+        };
+        let cursors = registry
+            .get(&name)
+            .map(|s| s.partitions)
+            .unwrap_or_default();
+        for (partition, high, at) in measured {
+            let label = partition.to_string();
+            let cursor = cursors
+                .iter()
+                .find(|p| p.partition == label)
+                .and_then(|p| p.cursor)
+                .and_then(|c| i64::try_from(c).ok())
+                .or(at);
+            let lag = cursor.map(|c| u64::try_from(high - c).unwrap_or(0));
+            registry.partition(&name, &label, None, lag);
+        }
+    }
 }
 
 fn connect(config: &SourceConfig, kafka: &KafkaConfig) -> Result<Kafka, SourceError> {
@@ -199,7 +253,6 @@ impl Reader {
             if self.watched.elapsed() >= WATCH_EVERY {
                 self.watched = Instant::now();
                 self.back_pressure().await?;
-                self.measure_lag().await?;
             } else if !self.paused && self.ingestor.may_be_over() {
                 self.back_pressure().await?;
             }
@@ -332,43 +385,6 @@ impl Reader {
         } else if !pause {
             self.registry
                 .update(&self.config.name, |s| s.state = SourceState::Running);
-        }
-        Ok(())
-    }
-
-    /// Each assigned partition's newest offset minus where it stands.
-    async fn measure_lag(&mut self) -> Result<(), SourceError> {
-        let consumer = Arc::clone(&self.consumer);
-        let topic = self.kafka.topic.clone();
-        let positions = tokio::task::spawn_blocking(move || {
-            let assignment = consumer.assignment()?;
-            let position = consumer.position()?;
-            let mut out = Vec::new();
-            for element in assignment.elements() {
-                let partition = element.partition();
-                let (_, high) = consumer.fetch_watermarks(&topic, partition, METADATA_TIMEOUT)?;
-                let at = position
-                    .find_partition(&topic, partition)
-                    .and_then(|p| p.offset().to_raw())
-                    .filter(|&o| o >= 0);
-                out.push((partition, high, at));
-            }
-            Ok::<_, rdkafka::error::KafkaError>(out)
-        })
-        .await
-        .map_err(|e| remote_error(&self.config, e))?
-        .map_err(|e| remote_error(&self.config, format!("watermarks: {e}")))?;
-        for (partition, high, at) in positions {
-            let name = partition.to_string();
-            let cursor = self
-                .ingestor
-                .cursor(&name)
-                .await
-                .map_err(|e| store_error(&self.config, e))?
-                .and_then(|c| i64::try_from(c).ok())
-                .or(at);
-            let lag = cursor.map(|c| u64::try_from(high - c).unwrap_or(0));
-            self.registry.partition(&self.config.name, &name, None, lag);
         }
         Ok(())
     }

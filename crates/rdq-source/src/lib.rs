@@ -151,6 +151,13 @@ async fn run(engine: Engine, config: Arc<SourceConfig>, registry: Registry, mut 
         match ran {
             Ok(()) => failures = 0,
             Err(e) => {
+                // A start that got to reading counts its error as the first.
+                let read = registry
+                    .get(&config.name)
+                    .is_some_and(|s| matches!(s.state, SourceState::Running | SourceState::Paused));
+                if read {
+                    failures = 0;
+                }
                 warn!(source = %config.name, code = e.code(), error = %e, "the source failed; it tries again");
                 registry.error(&config.name, &e.to_string(), engine.now().unix_ms());
                 failures = failures.saturating_add(1);
@@ -173,7 +180,12 @@ async fn run_once(
     stop: &Shutdown,
 ) -> Result<(), SourceError> {
     let kind = config.kind()?;
-    registry.update(&config.name, |s| s.state = SourceState::Starting);
+    // A source trying again stays `retrying` until it reads again.
+    registry.update(&config.name, |s| {
+        if s.state != SourceState::Retrying {
+            s.state = SourceState::Starting;
+        }
+    });
     match kind {
         #[cfg(feature = "kafka")]
         Kind::Kafka => kafka::run(engine, config, registry, stop).await,

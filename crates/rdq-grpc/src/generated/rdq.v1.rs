@@ -1207,6 +1207,103 @@ pub struct ScheduleResponse {
     #[prost(map = "string, uint64", tag = "11")]
     pub skips: ::std::collections::HashMap<::prost::alloc::string::String, u64>,
 }
+/// No fields.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListSourcesRequest {}
+/// Every source the caller may read.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListSourcesResponse {
+    /// By name.
+    #[prost(message, repeated, tag = "1")]
+    pub sources: ::prost::alloc::vec::Vec<SourceResponse>,
+}
+/// Names a source.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetSourceRequest {
+    /// The source's name, \[a-z0-9._-\]{1,120}.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+/// A source and how it stands, as this server process knows it.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SourceResponse {
+    /// The source's name.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    /// `kafka`, `nats` or `sqs`.
+    #[prost(string, tag = "2")]
+    pub kind: ::prost::alloc::string::String,
+    /// The queue its tasks go to.
+    #[prost(string, tag = "3")]
+    pub queue: ::prost::alloc::string::String,
+    /// `starting`, `running`, `paused`, `retrying` or `stopped`.
+    #[prost(string, tag = "4")]
+    pub state: ::prost::alloc::string::String,
+    /// True while it does not read because its queue is above its high-water
+    /// mark.
+    #[prost(bool, tag = "5")]
+    pub paused: bool,
+    /// Records in the source not yet ingested, as last measured; unset until
+    /// measured.
+    #[prost(uint64, optional, tag = "6")]
+    pub lag: ::core::option::Option<u64>,
+    /// Records that became PENDING tasks since the server started.
+    #[prost(uint64, tag = "7")]
+    pub ingested: u64,
+    /// Records kept as DEAD tasks (UNDECODABLE_SOURCE) since the server
+    /// started.
+    #[prost(uint64, tag = "8")]
+    pub dead: u64,
+    /// Records skipped because their task was already stored.
+    #[prost(uint64, tag = "9")]
+    pub duplicates: u64,
+    /// Records per second over the last 10 seconds.
+    #[prost(double, tag = "10")]
+    pub rate: f64,
+    /// The last error, if a step failed since the server started.
+    #[prost(string, optional, tag = "11")]
+    pub last_error: ::core::option::Option<::prost::alloc::string::String>,
+    /// When the last error happened (ms since the Unix epoch).
+    #[prost(int64, optional, tag = "12")]
+    pub last_error_at_ms: ::core::option::Option<i64>,
+    /// True when the store keeps this source's cursors with its tasks
+    /// (capability `source_cursors`).
+    #[prost(bool, tag = "13")]
+    pub cursors_in_store: bool,
+    /// Per Kafka partition or JetStream stream, where known.
+    #[prost(message, repeated, tag = "14")]
+    pub partitions: ::prost::alloc::vec::Vec<SourcePartition>,
+}
+/// One partition of a source.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SourcePartition {
+    /// A Kafka partition's number, a stream's name.
+    #[prost(string, tag = "1")]
+    pub partition: ::prost::alloc::string::String,
+    /// The position of the next record to ingest; unset until known.
+    #[prost(uint64, optional, tag = "2")]
+    pub cursor: ::core::option::Option<u64>,
+    /// Records behind the newest; unset until measured.
+    #[prost(uint64, optional, tag = "3")]
+    pub lag: ::core::option::Option<u64>,
+}
+/// Names the source whose cursors to remove.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResetSourceCursorsRequest {
+    /// The source's name.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+/// What a reset removed.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResetSourceCursorsResponse {
+    /// The source's name.
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    /// How many cursors (one per partition) were removed.
+    #[prost(uint64, tag = "2")]
+    pub deleted: u64,
+}
 /// What a worker reports (docs/http-api.md, "Pull workers").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
@@ -4696,6 +4793,454 @@ pub mod schedules_server {
     /// Generated gRPC service name
     pub const SERVICE_NAME: &str = "rdq.v1.Schedules";
     impl<T> tonic::server::NamedService for SchedulesServer<T> {
+        const NAME: &'static str = SERVICE_NAME;
+    }
+}
+/// Generated client implementations.
+pub mod sources_client {
+    #![allow(
+        unused_variables,
+        dead_code,
+        missing_docs,
+        clippy::wildcard_imports,
+        clippy::let_unit_value,
+    )]
+    use tonic::codegen::*;
+    use tonic::codegen::http::Uri;
+    /// The sources the server runs (docs/sources.md): the operations of
+    /// /v1/sources. A source reads a Kafka topic, a NATS JetStream stream or an
+    /// SQS queue and turns each record into a task on one queue. Reading one
+    /// needs any scope on its queue (a caller who may not read it gets
+    /// SOURCE_NOT_FOUND, as for a name the server does not run); resetting its
+    /// cursors `admin` there (audited).
+    #[derive(Debug, Clone)]
+    pub struct SourcesClient<T> {
+        inner: tonic::client::Grpc<T>,
+    }
+    impl<T> SourcesClient<T>
+    where
+        T: tonic::client::GrpcService<tonic::body::Body>,
+        T::Error: Into<StdError>,
+        T::ResponseBody: Body<Data = Bytes> + std::marker::Send + 'static,
+        <T::ResponseBody as Body>::Error: Into<StdError> + std::marker::Send,
+    {
+        pub fn new(inner: T) -> Self {
+            let inner = tonic::client::Grpc::new(inner);
+            Self { inner }
+        }
+        pub fn with_origin(inner: T, origin: Uri) -> Self {
+            let inner = tonic::client::Grpc::with_origin(inner, origin);
+            Self { inner }
+        }
+        pub fn with_interceptor<F>(
+            inner: T,
+            interceptor: F,
+        ) -> SourcesClient<InterceptedService<T, F>>
+        where
+            F: tonic::service::Interceptor,
+            T::ResponseBody: Default,
+            T: tonic::codegen::Service<
+                http::Request<tonic::body::Body>,
+                Response = http::Response<
+                    <T as tonic::client::GrpcService<tonic::body::Body>>::ResponseBody,
+                >,
+            >,
+            <T as tonic::codegen::Service<
+                http::Request<tonic::body::Body>,
+            >>::Error: Into<StdError> + std::marker::Send + std::marker::Sync,
+        {
+            SourcesClient::new(InterceptedService::new(inner, interceptor))
+        }
+        /// Compress requests with the given encoding.
+        ///
+        /// This requires the server to support it otherwise it might respond with an
+        /// error.
+        #[must_use]
+        pub fn send_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.inner = self.inner.send_compressed(encoding);
+            self
+        }
+        /// Enable decompressing responses.
+        #[must_use]
+        pub fn accept_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.inner = self.inner.accept_compressed(encoding);
+            self
+        }
+        /// Limits the maximum size of a decoded message.
+        ///
+        /// Default: `4MB`
+        #[must_use]
+        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
+            self.inner = self.inner.max_decoding_message_size(limit);
+            self
+        }
+        /// Limits the maximum size of an encoded message.
+        ///
+        /// Default: `usize::MAX`
+        #[must_use]
+        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {
+            self.inner = self.inner.max_encoding_message_size(limit);
+            self
+        }
+        /// Every source the server runs on a queue the caller may read, by name.
+        pub async fn list(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListSourcesRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListSourcesResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Sources/List");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Sources", "List"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// One source with its status and partitions.
+        pub async fn get(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetSourceRequest>,
+        ) -> std::result::Result<tonic::Response<super::SourceResponse>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/rdq.v1.Sources/Get");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("rdq.v1.Sources", "Get"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Removes the source's cursors from the store: it resumes from the
+        /// source's own position (Kafka's committed offset, the JetStream
+        /// consumer's acknowledgements).
+        pub async fn reset_cursors(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ResetSourceCursorsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ResetSourceCursorsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/rdq.v1.Sources/ResetCursors",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("rdq.v1.Sources", "ResetCursors"));
+            self.inner.unary(req, path, codec).await
+        }
+    }
+}
+/// Generated server implementations.
+pub mod sources_server {
+    #![allow(
+        unused_variables,
+        dead_code,
+        missing_docs,
+        clippy::wildcard_imports,
+        clippy::let_unit_value,
+    )]
+    use tonic::codegen::*;
+    /// Generated trait containing gRPC methods that should be implemented for use with SourcesServer.
+    #[async_trait]
+    pub trait Sources: std::marker::Send + std::marker::Sync + 'static {
+        /// Every source the server runs on a queue the caller may read, by name.
+        async fn list(
+            &self,
+            request: tonic::Request<super::ListSourcesRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListSourcesResponse>,
+            tonic::Status,
+        >;
+        /// One source with its status and partitions.
+        async fn get(
+            &self,
+            request: tonic::Request<super::GetSourceRequest>,
+        ) -> std::result::Result<tonic::Response<super::SourceResponse>, tonic::Status>;
+        /// Removes the source's cursors from the store: it resumes from the
+        /// source's own position (Kafka's committed offset, the JetStream
+        /// consumer's acknowledgements).
+        async fn reset_cursors(
+            &self,
+            request: tonic::Request<super::ResetSourceCursorsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ResetSourceCursorsResponse>,
+            tonic::Status,
+        >;
+    }
+    /// The sources the server runs (docs/sources.md): the operations of
+    /// /v1/sources. A source reads a Kafka topic, a NATS JetStream stream or an
+    /// SQS queue and turns each record into a task on one queue. Reading one
+    /// needs any scope on its queue (a caller who may not read it gets
+    /// SOURCE_NOT_FOUND, as for a name the server does not run); resetting its
+    /// cursors `admin` there (audited).
+    #[derive(Debug)]
+    pub struct SourcesServer<T> {
+        inner: Arc<T>,
+        accept_compression_encodings: EnabledCompressionEncodings,
+        send_compression_encodings: EnabledCompressionEncodings,
+        max_decoding_message_size: Option<usize>,
+        max_encoding_message_size: Option<usize>,
+    }
+    impl<T> SourcesServer<T> {
+        pub fn new(inner: T) -> Self {
+            Self::from_arc(Arc::new(inner))
+        }
+        pub fn from_arc(inner: Arc<T>) -> Self {
+            Self {
+                inner,
+                accept_compression_encodings: Default::default(),
+                send_compression_encodings: Default::default(),
+                max_decoding_message_size: None,
+                max_encoding_message_size: None,
+            }
+        }
+        pub fn with_interceptor<F>(
+            inner: T,
+            interceptor: F,
+        ) -> InterceptedService<Self, F>
+        where
+            F: tonic::service::Interceptor,
+        {
+            InterceptedService::new(Self::new(inner), interceptor)
+        }
+        /// Enable decompressing requests with the given encoding.
+        #[must_use]
+        pub fn accept_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.accept_compression_encodings.enable(encoding);
+            self
+        }
+        /// Compress responses with the given encoding, if the client supports it.
+        #[must_use]
+        pub fn send_compressed(mut self, encoding: CompressionEncoding) -> Self {
+            self.send_compression_encodings.enable(encoding);
+            self
+        }
+        /// Limits the maximum size of a decoded message.
+        ///
+        /// Default: `4MB`
+        #[must_use]
+        pub fn max_decoding_message_size(mut self, limit: usize) -> Self {
+            self.max_decoding_message_size = Some(limit);
+            self
+        }
+        /// Limits the maximum size of an encoded message.
+        ///
+        /// Default: `usize::MAX`
+        #[must_use]
+        pub fn max_encoding_message_size(mut self, limit: usize) -> Self {
+            self.max_encoding_message_size = Some(limit);
+            self
+        }
+    }
+    impl<T, B> tonic::codegen::Service<http::Request<B>> for SourcesServer<T>
+    where
+        T: Sources,
+        B: Body + std::marker::Send + 'static,
+        B::Error: Into<StdError> + std::marker::Send + 'static,
+    {
+        type Response = http::Response<tonic::body::Body>;
+        type Error = std::convert::Infallible;
+        type Future = BoxFuture<Self::Response, Self::Error>;
+        fn poll_ready(
+            &mut self,
+            _cx: &mut Context<'_>,
+        ) -> Poll<std::result::Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, req: http::Request<B>) -> Self::Future {
+            match req.uri().path() {
+                "/rdq.v1.Sources/List" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListSvc<T: Sources>(pub Arc<T>);
+                    impl<
+                        T: Sources,
+                    > tonic::server::UnaryService<super::ListSourcesRequest>
+                    for ListSvc<T> {
+                        type Response = super::ListSourcesResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListSourcesRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Sources>::list(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Sources/Get" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetSvc<T: Sources>(pub Arc<T>);
+                    impl<T: Sources> tonic::server::UnaryService<super::GetSourceRequest>
+                    for GetSvc<T> {
+                        type Response = super::SourceResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetSourceRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Sources>::get(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/rdq.v1.Sources/ResetCursors" => {
+                    #[allow(non_camel_case_types)]
+                    struct ResetCursorsSvc<T: Sources>(pub Arc<T>);
+                    impl<
+                        T: Sources,
+                    > tonic::server::UnaryService<super::ResetSourceCursorsRequest>
+                    for ResetCursorsSvc<T> {
+                        type Response = super::ResetSourceCursorsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ResetSourceCursorsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Sources>::reset_cursors(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ResetCursorsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                _ => {
+                    Box::pin(async move {
+                        let mut response = http::Response::new(
+                            tonic::body::Body::default(),
+                        );
+                        let headers = response.headers_mut();
+                        headers
+                            .insert(
+                                tonic::Status::GRPC_STATUS,
+                                (tonic::Code::Unimplemented as i32).into(),
+                            );
+                        headers
+                            .insert(
+                                http::header::CONTENT_TYPE,
+                                tonic::metadata::GRPC_CONTENT_TYPE,
+                            );
+                        Ok(response)
+                    })
+                }
+            }
+        }
+    }
+    impl<T> Clone for SourcesServer<T> {
+        fn clone(&self) -> Self {
+            let inner = self.inner.clone();
+            Self {
+                inner,
+                accept_compression_encodings: self.accept_compression_encodings,
+                send_compression_encodings: self.send_compression_encodings,
+                max_decoding_message_size: self.max_decoding_message_size,
+                max_encoding_message_size: self.max_encoding_message_size,
+            }
+        }
+    }
+    /// Generated gRPC service name
+    pub const SERVICE_NAME: &str = "rdq.v1.Sources";
+    impl<T> tonic::server::NamedService for SourcesServer<T> {
         const NAME: &'static str = SERVICE_NAME;
     }
 }

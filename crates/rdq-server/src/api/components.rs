@@ -105,7 +105,7 @@ problem_response!(
 );
 problem_response!(
     Problem404,
-    "Unknown task or queue (TASK_NOT_FOUND, QUEUE_NOT_FOUND); a queue-scoped token gets TASK_NOT_FOUND for another queue's task too"
+    "Unknown task, queue, schedule or source (TASK_NOT_FOUND, QUEUE_NOT_FOUND, SCHEDULE_NOT_FOUND, SOURCE_NOT_FOUND); a queue-scoped token gets TASK_NOT_FOUND for another queue's task too"
 );
 problem_response!(
     Problem409,

@@ -3,7 +3,8 @@
 //!
 //! One file per resource: [`tasks`] (submit, read, delete), [`queues`]
 //! (counts, live policy), [`dead`] (the DLQ), [`workers`] (the pull-worker
-//! API), [`insights`] (the dashboard's queries) and [`health`] (liveness,
+//! API), [`schedules`], [`sources`] (the sources' status and cursors),
+//! [`insights`] (the dashboard's queries) and [`health`] (liveness,
 //! readiness, metrics, the OpenAPI document); the handlers share
 //! [`state`] (what every handler can reach) and [`response`] (envelopes and
 //! values as response bodies), and import nothing from this file. Every
@@ -18,6 +19,7 @@ pub mod openapi;
 pub mod queues;
 pub mod response;
 pub mod schedules;
+pub mod sources;
 pub mod state;
 pub mod tasks;
 pub mod workers;
@@ -147,6 +149,13 @@ pub fn route_table(max_import_bytes: usize) -> RouteTable {
         )
         .add(Method::POST, "/v1/schedules/{name}/run", schedules::run)
         .add(Method::GET, "/v1/schedules/{name}/next", schedules::next)
+        .add(Method::GET, "/v1/sources", sources::list)
+        .add(Method::GET, "/v1/sources/{name}", sources::get)
+        .add(
+            Method::DELETE,
+            "/v1/sources/{name}/cursors",
+            sources::reset_cursors,
+        )
         .add(Method::GET, "/healthz", health::healthz)
         .add(Method::GET, "/readyz", health::readyz)
         .add(Method::GET, "/metrics", health::metrics)

@@ -40,7 +40,7 @@ use super::components::{
     UriTooLong,
 };
 use super::response::json_response;
-use super::{dead, health, insights, queues, schedules, tasks, workers};
+use super::{dead, health, insights, queues, schedules, sources, tasks, workers};
 
 /// The document: every operation, and the components no operation names
 /// directly.
@@ -88,6 +88,9 @@ use super::{dead, health, insights, queues, schedules, tasks, workers};
         schedules::resume,
         schedules::run,
         schedules::next,
+        sources::list,
+        sources::get,
+        sources::reset_cursors,
         health::healthz,
         health::readyz,
         health::metrics,

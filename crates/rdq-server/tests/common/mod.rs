@@ -24,6 +24,8 @@ pub struct TestServer {
     pub client: reqwest::Client,
     pub store: Arc<dyn Store>,
     pub token: Option<String>,
+    /// The server's source status registry (`[[sources]]`).
+    pub sources: rdq_source::Registry,
     trigger: ShutdownTrigger,
     handle: Option<JoinHandle<Result<(), rdq_server::ServerError>>>,
 }
@@ -53,6 +55,7 @@ impl TestServer {
     pub async fn with(config: ServerConfig, store: Arc<dyn Store>) -> Self {
         let server = Server::bind(config, Arc::clone(&store)).await.unwrap();
         let base = format!("http://{}", server.local_addr());
+        let sources = server.sources().clone();
         let (trigger, mut stop) = shutdown_channel();
         let handle = tokio::spawn(server.run(async move { stop.wait().await }));
         Self {
@@ -60,6 +63,7 @@ impl TestServer {
             client: reqwest::Client::new(),
             store,
             token: None,
+            sources,
             trigger,
             handle: Some(handle),
         }

@@ -4661,6 +4661,467 @@ func (x *ScheduleResponse) GetSkips() map[string]uint64 {
 	return nil
 }
 
+// No fields.
+type ListSourcesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSourcesRequest) Reset() {
+	*x = ListSourcesRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSourcesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSourcesRequest) ProtoMessage() {}
+
+func (x *ListSourcesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSourcesRequest.ProtoReflect.Descriptor instead.
+func (*ListSourcesRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{70}
+}
+
+// Every source the caller may read.
+type ListSourcesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By name.
+	Sources       []*SourceResponse `protobuf:"bytes,1,rep,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSourcesResponse) Reset() {
+	*x = ListSourcesResponse{}
+	mi := &file_rdq_v1_api_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSourcesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSourcesResponse) ProtoMessage() {}
+
+func (x *ListSourcesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSourcesResponse.ProtoReflect.Descriptor instead.
+func (*ListSourcesResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *ListSourcesResponse) GetSources() []*SourceResponse {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+// Names a source.
+type GetSourceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The source's name, [a-z0-9._-]{1,120}.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSourceRequest) Reset() {
+	*x = GetSourceRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSourceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSourceRequest) ProtoMessage() {}
+
+func (x *GetSourceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSourceRequest.ProtoReflect.Descriptor instead.
+func (*GetSourceRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *GetSourceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// A source and how it stands, as this server process knows it.
+type SourceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The source's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// `kafka`, `nats` or `sqs`.
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The queue its tasks go to.
+	Queue string `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	// `starting`, `running`, `paused`, `retrying` or `stopped`.
+	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// True while it does not read because its queue is above its high-water
+	// mark.
+	Paused bool `protobuf:"varint,5,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Records in the source not yet ingested, as last measured; unset until
+	// measured.
+	Lag *uint64 `protobuf:"varint,6,opt,name=lag,proto3,oneof" json:"lag,omitempty"`
+	// Records that became PENDING tasks since the server started.
+	Ingested uint64 `protobuf:"varint,7,opt,name=ingested,proto3" json:"ingested,omitempty"`
+	// Records kept as DEAD tasks (UNDECODABLE_SOURCE) since the server
+	// started.
+	Dead uint64 `protobuf:"varint,8,opt,name=dead,proto3" json:"dead,omitempty"`
+	// Records skipped because their task was already stored.
+	Duplicates uint64 `protobuf:"varint,9,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	// Records per second over the last 10 seconds.
+	Rate float64 `protobuf:"fixed64,10,opt,name=rate,proto3" json:"rate,omitempty"`
+	// The last error, if a step failed since the server started.
+	LastError *string `protobuf:"bytes,11,opt,name=last_error,json=lastError,proto3,oneof" json:"last_error,omitempty"`
+	// When the last error happened (ms since the Unix epoch).
+	LastErrorAtMs *int64 `protobuf:"varint,12,opt,name=last_error_at_ms,json=lastErrorAtMs,proto3,oneof" json:"last_error_at_ms,omitempty"`
+	// True when the store keeps this source's cursors with its tasks
+	// (capability `source_cursors`).
+	CursorsInStore bool `protobuf:"varint,13,opt,name=cursors_in_store,json=cursorsInStore,proto3" json:"cursors_in_store,omitempty"`
+	// Per Kafka partition or JetStream stream, where known.
+	Partitions    []*SourcePartition `protobuf:"bytes,14,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SourceResponse) Reset() {
+	*x = SourceResponse{}
+	mi := &file_rdq_v1_api_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SourceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SourceResponse) ProtoMessage() {}
+
+func (x *SourceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SourceResponse.ProtoReflect.Descriptor instead.
+func (*SourceResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *SourceResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SourceResponse) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *SourceResponse) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SourceResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *SourceResponse) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *SourceResponse) GetLag() uint64 {
+	if x != nil && x.Lag != nil {
+		return *x.Lag
+	}
+	return 0
+}
+
+func (x *SourceResponse) GetIngested() uint64 {
+	if x != nil {
+		return x.Ingested
+	}
+	return 0
+}
+
+func (x *SourceResponse) GetDead() uint64 {
+	if x != nil {
+		return x.Dead
+	}
+	return 0
+}
+
+func (x *SourceResponse) GetDuplicates() uint64 {
+	if x != nil {
+		return x.Duplicates
+	}
+	return 0
+}
+
+func (x *SourceResponse) GetRate() float64 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *SourceResponse) GetLastError() string {
+	if x != nil && x.LastError != nil {
+		return *x.LastError
+	}
+	return ""
+}
+
+func (x *SourceResponse) GetLastErrorAtMs() int64 {
+	if x != nil && x.LastErrorAtMs != nil {
+		return *x.LastErrorAtMs
+	}
+	return 0
+}
+
+func (x *SourceResponse) GetCursorsInStore() bool {
+	if x != nil {
+		return x.CursorsInStore
+	}
+	return false
+}
+
+func (x *SourceResponse) GetPartitions() []*SourcePartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// One partition of a source.
+type SourcePartition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A Kafka partition's number, a stream's name.
+	Partition string `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The position of the next record to ingest; unset until known.
+	Cursor *uint64 `protobuf:"varint,2,opt,name=cursor,proto3,oneof" json:"cursor,omitempty"`
+	// Records behind the newest; unset until measured.
+	Lag           *uint64 `protobuf:"varint,3,opt,name=lag,proto3,oneof" json:"lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SourcePartition) Reset() {
+	*x = SourcePartition{}
+	mi := &file_rdq_v1_api_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SourcePartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SourcePartition) ProtoMessage() {}
+
+func (x *SourcePartition) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SourcePartition.ProtoReflect.Descriptor instead.
+func (*SourcePartition) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *SourcePartition) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *SourcePartition) GetCursor() uint64 {
+	if x != nil && x.Cursor != nil {
+		return *x.Cursor
+	}
+	return 0
+}
+
+func (x *SourcePartition) GetLag() uint64 {
+	if x != nil && x.Lag != nil {
+		return *x.Lag
+	}
+	return 0
+}
+
+// Names the source whose cursors to remove.
+type ResetSourceCursorsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The source's name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetSourceCursorsRequest) Reset() {
+	*x = ResetSourceCursorsRequest{}
+	mi := &file_rdq_v1_api_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetSourceCursorsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetSourceCursorsRequest) ProtoMessage() {}
+
+func (x *ResetSourceCursorsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetSourceCursorsRequest.ProtoReflect.Descriptor instead.
+func (*ResetSourceCursorsRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *ResetSourceCursorsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// What a reset removed.
+type ResetSourceCursorsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The source's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How many cursors (one per partition) were removed.
+	Deleted       uint64 `protobuf:"varint,2,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetSourceCursorsResponse) Reset() {
+	*x = ResetSourceCursorsResponse{}
+	mi := &file_rdq_v1_api_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetSourceCursorsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetSourceCursorsResponse) ProtoMessage() {}
+
+func (x *ResetSourceCursorsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_api_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetSourceCursorsResponse.ProtoReflect.Descriptor instead.
+func (*ResetSourceCursorsResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_api_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *ResetSourceCursorsResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResetSourceCursorsResponse) GetDeleted() uint64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
 var File_rdq_v1_api_proto protoreflect.FileDescriptor
 
 const file_rdq_v1_api_proto_rawDesc = "" +
@@ -5025,7 +5486,47 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\f_last_due_msB\x12\n" +
 	"\x10_last_fire_at_msB\x12\n" +
 	"\x10_last_fired_taskB\x0e\n" +
-	"\f_next_due_ms*\xc9\x01\n" +
+	"\f_next_due_ms\"\x14\n" +
+	"\x12ListSourcesRequest\"G\n" +
+	"\x13ListSourcesResponse\x120\n" +
+	"\asources\x18\x01 \x03(\v2\x16.rdq.v1.SourceResponseR\asources\"&\n" +
+	"\x10GetSourceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xd8\x03\n" +
+	"\x0eSourceResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x16\n" +
+	"\x06paused\x18\x05 \x01(\bR\x06paused\x12\x15\n" +
+	"\x03lag\x18\x06 \x01(\x04H\x00R\x03lag\x88\x01\x01\x12\x1a\n" +
+	"\bingested\x18\a \x01(\x04R\bingested\x12\x12\n" +
+	"\x04dead\x18\b \x01(\x04R\x04dead\x12\x1e\n" +
+	"\n" +
+	"duplicates\x18\t \x01(\x04R\n" +
+	"duplicates\x12\x12\n" +
+	"\x04rate\x18\n" +
+	" \x01(\x01R\x04rate\x12\"\n" +
+	"\n" +
+	"last_error\x18\v \x01(\tH\x01R\tlastError\x88\x01\x01\x12,\n" +
+	"\x10last_error_at_ms\x18\f \x01(\x03H\x02R\rlastErrorAtMs\x88\x01\x01\x12(\n" +
+	"\x10cursors_in_store\x18\r \x01(\bR\x0ecursorsInStore\x127\n" +
+	"\n" +
+	"partitions\x18\x0e \x03(\v2\x17.rdq.v1.SourcePartitionR\n" +
+	"partitionsB\x06\n" +
+	"\x04_lagB\r\n" +
+	"\v_last_errorB\x13\n" +
+	"\x11_last_error_at_ms\"v\n" +
+	"\x0fSourcePartition\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\tR\tpartition\x12\x1b\n" +
+	"\x06cursor\x18\x02 \x01(\x04H\x00R\x06cursor\x88\x01\x01\x12\x15\n" +
+	"\x03lag\x18\x03 \x01(\x04H\x01R\x03lag\x88\x01\x01B\t\n" +
+	"\a_cursorB\x06\n" +
+	"\x04_lag\"/\n" +
+	"\x19ResetSourceCursorsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"J\n" +
+	"\x1aResetSourceCursorsResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\adeleted\x18\x02 \x01(\x04R\adeleted*\xc9\x01\n" +
 	"\x0fReportedOutcome\x12 \n" +
 	"\x1cREPORTED_OUTCOME_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10REPORTED_SUCCESS\x10\x01\x12\x1e\n" +
@@ -5074,7 +5575,11 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\x05Pause\x12\x1c.rdq.v1.PauseScheduleRequest\x1a\x18.rdq.v1.ScheduleResponse\x12A\n" +
 	"\x06Resume\x12\x1d.rdq.v1.ResumeScheduleRequest\x1a\x18.rdq.v1.ScheduleResponse\x127\n" +
 	"\x03Run\x12\x1a.rdq.v1.RunScheduleRequest\x1a\x14.rdq.v1.TaskResponse\x127\n" +
-	"\x04Next\x12\x16.rdq.v1.NextDueRequest\x1a\x17.rdq.v1.NextDueResponseb\x06proto3"
+	"\x04Next\x12\x16.rdq.v1.NextDueRequest\x1a\x17.rdq.v1.NextDueResponse2\xda\x01\n" +
+	"\aSources\x12?\n" +
+	"\x04List\x12\x1a.rdq.v1.ListSourcesRequest\x1a\x1b.rdq.v1.ListSourcesResponse\x127\n" +
+	"\x03Get\x12\x18.rdq.v1.GetSourceRequest\x1a\x16.rdq.v1.SourceResponse\x12U\n" +
+	"\fResetCursors\x12!.rdq.v1.ResetSourceCursorsRequest\x1a\".rdq.v1.ResetSourceCursorsResponseb\x06proto3"
 
 var (
 	file_rdq_v1_api_proto_rawDescOnce sync.Once
@@ -5089,115 +5594,122 @@ func file_rdq_v1_api_proto_rawDescGZIP() []byte {
 }
 
 var file_rdq_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_rdq_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_rdq_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_rdq_v1_api_proto_goTypes = []any{
-	(ReportedOutcome)(0),           // 0: rdq.v1.ReportedOutcome
-	(DeferThrottle)(0),             // 1: rdq.v1.DeferThrottle
-	(*Problem)(nil),                // 2: rdq.v1.Problem
-	(*TaskResponse)(nil),           // 3: rdq.v1.TaskResponse
-	(*SubmitRequest)(nil),          // 4: rdq.v1.SubmitRequest
-	(*UniqueOptions)(nil),          // 5: rdq.v1.UniqueOptions
-	(*SubmitResponse)(nil),         // 6: rdq.v1.SubmitResponse
-	(*SubmitBatchRequest)(nil),     // 7: rdq.v1.SubmitBatchRequest
-	(*SubmitItemResult)(nil),       // 8: rdq.v1.SubmitItemResult
-	(*SubmitBatchResponse)(nil),    // 9: rdq.v1.SubmitBatchResponse
-	(*GetTaskRequest)(nil),         // 10: rdq.v1.GetTaskRequest
-	(*DeleteTaskRequest)(nil),      // 11: rdq.v1.DeleteTaskRequest
-	(*DeleteTaskResponse)(nil),     // 12: rdq.v1.DeleteTaskResponse
-	(*ListQueuesRequest)(nil),      // 13: rdq.v1.ListQueuesRequest
-	(*QueueRow)(nil),               // 14: rdq.v1.QueueRow
-	(*ListQueuesResponse)(nil),     // 15: rdq.v1.ListQueuesResponse
-	(*GetConfigRequest)(nil),       // 16: rdq.v1.GetConfigRequest
-	(*PutConfigRequest)(nil),       // 17: rdq.v1.PutConfigRequest
-	(*QueueConfigResponse)(nil),    // 18: rdq.v1.QueueConfigResponse
-	(*CapabilitiesRequest)(nil),    // 19: rdq.v1.CapabilitiesRequest
-	(*CapabilitiesResponse)(nil),   // 20: rdq.v1.CapabilitiesResponse
-	(*GetFlowRequest)(nil),         // 21: rdq.v1.GetFlowRequest
-	(*ThrottleRequest)(nil),        // 22: rdq.v1.ThrottleRequest
-	(*FlowKeyStatus)(nil),          // 23: rdq.v1.FlowKeyStatus
-	(*FlowResponse)(nil),           // 24: rdq.v1.FlowResponse
-	(*DlqListRequest)(nil),         // 25: rdq.v1.DlqListRequest
-	(*DlqListResponse)(nil),        // 26: rdq.v1.DlqListResponse
-	(*DlqShowRequest)(nil),         // 27: rdq.v1.DlqShowRequest
-	(*RedriveRequest)(nil),         // 28: rdq.v1.RedriveRequest
-	(*RedriveResponse)(nil),        // 29: rdq.v1.RedriveResponse
-	(*ExportRequest)(nil),          // 30: rdq.v1.ExportRequest
-	(*CancelTasksRequest)(nil),     // 31: rdq.v1.CancelTasksRequest
-	(*ListTasksRequest)(nil),       // 32: rdq.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),      // 33: rdq.v1.ListTasksResponse
-	(*CancelTasksResponse)(nil),    // 34: rdq.v1.CancelTasksResponse
-	(*DlqReasonsRequest)(nil),      // 35: rdq.v1.DlqReasonsRequest
-	(*DlqReasonsResponse)(nil),     // 36: rdq.v1.DlqReasonsResponse
-	(*ReasonCount)(nil),            // 37: rdq.v1.ReasonCount
-	(*ImportRequest)(nil),          // 38: rdq.v1.ImportRequest
-	(*ImportResponse)(nil),         // 39: rdq.v1.ImportResponse
-	(*PurgeRequest)(nil),           // 40: rdq.v1.PurgeRequest
-	(*PurgeResponse)(nil),          // 41: rdq.v1.PurgeResponse
-	(*ClaimRequest)(nil),           // 42: rdq.v1.ClaimRequest
-	(*LeasedTask)(nil),             // 43: rdq.v1.LeasedTask
-	(*ClaimResponse)(nil),          // 44: rdq.v1.ClaimResponse
-	(*ReportedError)(nil),          // 45: rdq.v1.ReportedError
-	(*SettleRequest)(nil),          // 46: rdq.v1.SettleRequest
-	(*SettleBatchRequest)(nil),     // 47: rdq.v1.SettleBatchRequest
-	(*SettleItemResult)(nil),       // 48: rdq.v1.SettleItemResult
-	(*SettleBatchResponse)(nil),    // 49: rdq.v1.SettleBatchResponse
-	(*ExtendLeaseRequest)(nil),     // 50: rdq.v1.ExtendLeaseRequest
-	(*WorkRequest)(nil),            // 51: rdq.v1.WorkRequest
-	(*WorkHello)(nil),              // 52: rdq.v1.WorkHello
-	(*WorkCredit)(nil),             // 53: rdq.v1.WorkCredit
-	(*WorkSettle)(nil),             // 54: rdq.v1.WorkSettle
-	(*WorkExtend)(nil),             // 55: rdq.v1.WorkExtend
-	(*WorkResponse)(nil),           // 56: rdq.v1.WorkResponse
-	(*WorkCancel)(nil),             // 57: rdq.v1.WorkCancel
-	(*WorkAck)(nil),                // 58: rdq.v1.WorkAck
-	(*PutScheduleRequest)(nil),     // 59: rdq.v1.PutScheduleRequest
-	(*PutScheduleResponse)(nil),    // 60: rdq.v1.PutScheduleResponse
-	(*GetScheduleRequest)(nil),     // 61: rdq.v1.GetScheduleRequest
-	(*ListSchedulesRequest)(nil),   // 62: rdq.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 63: rdq.v1.ListSchedulesResponse
-	(*DeleteScheduleRequest)(nil),  // 64: rdq.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 65: rdq.v1.DeleteScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 66: rdq.v1.PauseScheduleRequest
-	(*ResumeScheduleRequest)(nil),  // 67: rdq.v1.ResumeScheduleRequest
-	(*RunScheduleRequest)(nil),     // 68: rdq.v1.RunScheduleRequest
-	(*NextDueRequest)(nil),         // 69: rdq.v1.NextDueRequest
-	(*NextDueResponse)(nil),        // 70: rdq.v1.NextDueResponse
-	(*ScheduleResponse)(nil),       // 71: rdq.v1.ScheduleResponse
-	nil,                            // 72: rdq.v1.SubmitRequest.HeadersEntry
-	nil,                            // 73: rdq.v1.CapabilitiesResponse.CapabilitiesEntry
-	nil,                            // 74: rdq.v1.CancelTasksRequest.HeadersEntry
-	nil,                            // 75: rdq.v1.ListTasksRequest.HeadersEntry
-	nil,                            // 76: rdq.v1.ScheduleResponse.SkipsEntry
-	(*Envelope)(nil),               // 77: rdq.v1.Envelope
-	(Status)(0),                    // 78: rdq.v1.Status
-	(*CancelRequest)(nil),          // 79: rdq.v1.CancelRequest
+	(ReportedOutcome)(0),               // 0: rdq.v1.ReportedOutcome
+	(DeferThrottle)(0),                 // 1: rdq.v1.DeferThrottle
+	(*Problem)(nil),                    // 2: rdq.v1.Problem
+	(*TaskResponse)(nil),               // 3: rdq.v1.TaskResponse
+	(*SubmitRequest)(nil),              // 4: rdq.v1.SubmitRequest
+	(*UniqueOptions)(nil),              // 5: rdq.v1.UniqueOptions
+	(*SubmitResponse)(nil),             // 6: rdq.v1.SubmitResponse
+	(*SubmitBatchRequest)(nil),         // 7: rdq.v1.SubmitBatchRequest
+	(*SubmitItemResult)(nil),           // 8: rdq.v1.SubmitItemResult
+	(*SubmitBatchResponse)(nil),        // 9: rdq.v1.SubmitBatchResponse
+	(*GetTaskRequest)(nil),             // 10: rdq.v1.GetTaskRequest
+	(*DeleteTaskRequest)(nil),          // 11: rdq.v1.DeleteTaskRequest
+	(*DeleteTaskResponse)(nil),         // 12: rdq.v1.DeleteTaskResponse
+	(*ListQueuesRequest)(nil),          // 13: rdq.v1.ListQueuesRequest
+	(*QueueRow)(nil),                   // 14: rdq.v1.QueueRow
+	(*ListQueuesResponse)(nil),         // 15: rdq.v1.ListQueuesResponse
+	(*GetConfigRequest)(nil),           // 16: rdq.v1.GetConfigRequest
+	(*PutConfigRequest)(nil),           // 17: rdq.v1.PutConfigRequest
+	(*QueueConfigResponse)(nil),        // 18: rdq.v1.QueueConfigResponse
+	(*CapabilitiesRequest)(nil),        // 19: rdq.v1.CapabilitiesRequest
+	(*CapabilitiesResponse)(nil),       // 20: rdq.v1.CapabilitiesResponse
+	(*GetFlowRequest)(nil),             // 21: rdq.v1.GetFlowRequest
+	(*ThrottleRequest)(nil),            // 22: rdq.v1.ThrottleRequest
+	(*FlowKeyStatus)(nil),              // 23: rdq.v1.FlowKeyStatus
+	(*FlowResponse)(nil),               // 24: rdq.v1.FlowResponse
+	(*DlqListRequest)(nil),             // 25: rdq.v1.DlqListRequest
+	(*DlqListResponse)(nil),            // 26: rdq.v1.DlqListResponse
+	(*DlqShowRequest)(nil),             // 27: rdq.v1.DlqShowRequest
+	(*RedriveRequest)(nil),             // 28: rdq.v1.RedriveRequest
+	(*RedriveResponse)(nil),            // 29: rdq.v1.RedriveResponse
+	(*ExportRequest)(nil),              // 30: rdq.v1.ExportRequest
+	(*CancelTasksRequest)(nil),         // 31: rdq.v1.CancelTasksRequest
+	(*ListTasksRequest)(nil),           // 32: rdq.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),          // 33: rdq.v1.ListTasksResponse
+	(*CancelTasksResponse)(nil),        // 34: rdq.v1.CancelTasksResponse
+	(*DlqReasonsRequest)(nil),          // 35: rdq.v1.DlqReasonsRequest
+	(*DlqReasonsResponse)(nil),         // 36: rdq.v1.DlqReasonsResponse
+	(*ReasonCount)(nil),                // 37: rdq.v1.ReasonCount
+	(*ImportRequest)(nil),              // 38: rdq.v1.ImportRequest
+	(*ImportResponse)(nil),             // 39: rdq.v1.ImportResponse
+	(*PurgeRequest)(nil),               // 40: rdq.v1.PurgeRequest
+	(*PurgeResponse)(nil),              // 41: rdq.v1.PurgeResponse
+	(*ClaimRequest)(nil),               // 42: rdq.v1.ClaimRequest
+	(*LeasedTask)(nil),                 // 43: rdq.v1.LeasedTask
+	(*ClaimResponse)(nil),              // 44: rdq.v1.ClaimResponse
+	(*ReportedError)(nil),              // 45: rdq.v1.ReportedError
+	(*SettleRequest)(nil),              // 46: rdq.v1.SettleRequest
+	(*SettleBatchRequest)(nil),         // 47: rdq.v1.SettleBatchRequest
+	(*SettleItemResult)(nil),           // 48: rdq.v1.SettleItemResult
+	(*SettleBatchResponse)(nil),        // 49: rdq.v1.SettleBatchResponse
+	(*ExtendLeaseRequest)(nil),         // 50: rdq.v1.ExtendLeaseRequest
+	(*WorkRequest)(nil),                // 51: rdq.v1.WorkRequest
+	(*WorkHello)(nil),                  // 52: rdq.v1.WorkHello
+	(*WorkCredit)(nil),                 // 53: rdq.v1.WorkCredit
+	(*WorkSettle)(nil),                 // 54: rdq.v1.WorkSettle
+	(*WorkExtend)(nil),                 // 55: rdq.v1.WorkExtend
+	(*WorkResponse)(nil),               // 56: rdq.v1.WorkResponse
+	(*WorkCancel)(nil),                 // 57: rdq.v1.WorkCancel
+	(*WorkAck)(nil),                    // 58: rdq.v1.WorkAck
+	(*PutScheduleRequest)(nil),         // 59: rdq.v1.PutScheduleRequest
+	(*PutScheduleResponse)(nil),        // 60: rdq.v1.PutScheduleResponse
+	(*GetScheduleRequest)(nil),         // 61: rdq.v1.GetScheduleRequest
+	(*ListSchedulesRequest)(nil),       // 62: rdq.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),      // 63: rdq.v1.ListSchedulesResponse
+	(*DeleteScheduleRequest)(nil),      // 64: rdq.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),     // 65: rdq.v1.DeleteScheduleResponse
+	(*PauseScheduleRequest)(nil),       // 66: rdq.v1.PauseScheduleRequest
+	(*ResumeScheduleRequest)(nil),      // 67: rdq.v1.ResumeScheduleRequest
+	(*RunScheduleRequest)(nil),         // 68: rdq.v1.RunScheduleRequest
+	(*NextDueRequest)(nil),             // 69: rdq.v1.NextDueRequest
+	(*NextDueResponse)(nil),            // 70: rdq.v1.NextDueResponse
+	(*ScheduleResponse)(nil),           // 71: rdq.v1.ScheduleResponse
+	(*ListSourcesRequest)(nil),         // 72: rdq.v1.ListSourcesRequest
+	(*ListSourcesResponse)(nil),        // 73: rdq.v1.ListSourcesResponse
+	(*GetSourceRequest)(nil),           // 74: rdq.v1.GetSourceRequest
+	(*SourceResponse)(nil),             // 75: rdq.v1.SourceResponse
+	(*SourcePartition)(nil),            // 76: rdq.v1.SourcePartition
+	(*ResetSourceCursorsRequest)(nil),  // 77: rdq.v1.ResetSourceCursorsRequest
+	(*ResetSourceCursorsResponse)(nil), // 78: rdq.v1.ResetSourceCursorsResponse
+	nil,                                // 79: rdq.v1.SubmitRequest.HeadersEntry
+	nil,                                // 80: rdq.v1.CapabilitiesResponse.CapabilitiesEntry
+	nil,                                // 81: rdq.v1.CancelTasksRequest.HeadersEntry
+	nil,                                // 82: rdq.v1.ListTasksRequest.HeadersEntry
+	nil,                                // 83: rdq.v1.ScheduleResponse.SkipsEntry
+	(*Envelope)(nil),                   // 84: rdq.v1.Envelope
+	(Status)(0),                        // 85: rdq.v1.Status
+	(*CancelRequest)(nil),              // 86: rdq.v1.CancelRequest
 }
 var file_rdq_v1_api_proto_depIdxs = []int32{
-	77, // 0: rdq.v1.TaskResponse.envelope:type_name -> rdq.v1.Envelope
-	72, // 1: rdq.v1.SubmitRequest.headers:type_name -> rdq.v1.SubmitRequest.HeadersEntry
+	84, // 0: rdq.v1.TaskResponse.envelope:type_name -> rdq.v1.Envelope
+	79, // 1: rdq.v1.SubmitRequest.headers:type_name -> rdq.v1.SubmitRequest.HeadersEntry
 	5,  // 2: rdq.v1.SubmitRequest.unique:type_name -> rdq.v1.UniqueOptions
-	77, // 3: rdq.v1.SubmitResponse.envelope:type_name -> rdq.v1.Envelope
+	84, // 3: rdq.v1.SubmitResponse.envelope:type_name -> rdq.v1.Envelope
 	4,  // 4: rdq.v1.SubmitBatchRequest.tasks:type_name -> rdq.v1.SubmitRequest
-	77, // 5: rdq.v1.SubmitItemResult.envelope:type_name -> rdq.v1.Envelope
+	84, // 5: rdq.v1.SubmitItemResult.envelope:type_name -> rdq.v1.Envelope
 	2,  // 6: rdq.v1.SubmitItemResult.problem:type_name -> rdq.v1.Problem
 	8,  // 7: rdq.v1.SubmitBatchResponse.results:type_name -> rdq.v1.SubmitItemResult
 	14, // 8: rdq.v1.ListQueuesResponse.queues:type_name -> rdq.v1.QueueRow
-	73, // 9: rdq.v1.CapabilitiesResponse.capabilities:type_name -> rdq.v1.CapabilitiesResponse.CapabilitiesEntry
+	80, // 9: rdq.v1.CapabilitiesResponse.capabilities:type_name -> rdq.v1.CapabilitiesResponse.CapabilitiesEntry
 	23, // 10: rdq.v1.FlowResponse.keys:type_name -> rdq.v1.FlowKeyStatus
-	77, // 11: rdq.v1.DlqListResponse.items:type_name -> rdq.v1.Envelope
-	74, // 12: rdq.v1.CancelTasksRequest.headers:type_name -> rdq.v1.CancelTasksRequest.HeadersEntry
-	78, // 13: rdq.v1.ListTasksRequest.status:type_name -> rdq.v1.Status
-	75, // 14: rdq.v1.ListTasksRequest.headers:type_name -> rdq.v1.ListTasksRequest.HeadersEntry
-	77, // 15: rdq.v1.ListTasksResponse.items:type_name -> rdq.v1.Envelope
+	84, // 11: rdq.v1.DlqListResponse.items:type_name -> rdq.v1.Envelope
+	81, // 12: rdq.v1.CancelTasksRequest.headers:type_name -> rdq.v1.CancelTasksRequest.HeadersEntry
+	85, // 13: rdq.v1.ListTasksRequest.status:type_name -> rdq.v1.Status
+	82, // 14: rdq.v1.ListTasksRequest.headers:type_name -> rdq.v1.ListTasksRequest.HeadersEntry
+	84, // 15: rdq.v1.ListTasksResponse.items:type_name -> rdq.v1.Envelope
 	37, // 16: rdq.v1.DlqReasonsResponse.reasons:type_name -> rdq.v1.ReasonCount
-	77, // 17: rdq.v1.ImportRequest.envelope:type_name -> rdq.v1.Envelope
-	77, // 18: rdq.v1.LeasedTask.envelope:type_name -> rdq.v1.Envelope
+	84, // 17: rdq.v1.ImportRequest.envelope:type_name -> rdq.v1.Envelope
+	84, // 18: rdq.v1.LeasedTask.envelope:type_name -> rdq.v1.Envelope
 	43, // 19: rdq.v1.ClaimResponse.tasks:type_name -> rdq.v1.LeasedTask
 	0,  // 20: rdq.v1.SettleRequest.outcome:type_name -> rdq.v1.ReportedOutcome
 	45, // 21: rdq.v1.SettleRequest.error:type_name -> rdq.v1.ReportedError
 	1,  // 22: rdq.v1.SettleRequest.throttle:type_name -> rdq.v1.DeferThrottle
 	46, // 23: rdq.v1.SettleBatchRequest.settles:type_name -> rdq.v1.SettleRequest
-	77, // 24: rdq.v1.SettleItemResult.envelope:type_name -> rdq.v1.Envelope
+	84, // 24: rdq.v1.SettleItemResult.envelope:type_name -> rdq.v1.Envelope
 	2,  // 25: rdq.v1.SettleItemResult.problem:type_name -> rdq.v1.Problem
 	48, // 26: rdq.v1.SettleBatchResponse.results:type_name -> rdq.v1.SettleItemResult
 	52, // 27: rdq.v1.WorkRequest.hello:type_name -> rdq.v1.WorkHello
@@ -5209,80 +5721,88 @@ var file_rdq_v1_api_proto_depIdxs = []int32{
 	43, // 33: rdq.v1.WorkResponse.task:type_name -> rdq.v1.LeasedTask
 	58, // 34: rdq.v1.WorkResponse.ack:type_name -> rdq.v1.WorkAck
 	57, // 35: rdq.v1.WorkResponse.cancel:type_name -> rdq.v1.WorkCancel
-	79, // 36: rdq.v1.WorkCancel.request:type_name -> rdq.v1.CancelRequest
+	86, // 36: rdq.v1.WorkCancel.request:type_name -> rdq.v1.CancelRequest
 	48, // 37: rdq.v1.WorkAck.results:type_name -> rdq.v1.SettleItemResult
 	71, // 38: rdq.v1.PutScheduleResponse.schedule:type_name -> rdq.v1.ScheduleResponse
 	71, // 39: rdq.v1.ListSchedulesResponse.schedules:type_name -> rdq.v1.ScheduleResponse
-	76, // 40: rdq.v1.ScheduleResponse.skips:type_name -> rdq.v1.ScheduleResponse.SkipsEntry
-	4,  // 41: rdq.v1.Tasks.Submit:input_type -> rdq.v1.SubmitRequest
-	7,  // 42: rdq.v1.Tasks.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
-	10, // 43: rdq.v1.Tasks.Get:input_type -> rdq.v1.GetTaskRequest
-	11, // 44: rdq.v1.Tasks.Delete:input_type -> rdq.v1.DeleteTaskRequest
-	31, // 45: rdq.v1.Tasks.Cancel:input_type -> rdq.v1.CancelTasksRequest
-	32, // 46: rdq.v1.Tasks.List:input_type -> rdq.v1.ListTasksRequest
-	13, // 47: rdq.v1.Queues.List:input_type -> rdq.v1.ListQueuesRequest
-	16, // 48: rdq.v1.Queues.GetConfig:input_type -> rdq.v1.GetConfigRequest
-	17, // 49: rdq.v1.Queues.PutConfig:input_type -> rdq.v1.PutConfigRequest
-	19, // 50: rdq.v1.Queues.Capabilities:input_type -> rdq.v1.CapabilitiesRequest
-	21, // 51: rdq.v1.Queues.GetFlow:input_type -> rdq.v1.GetFlowRequest
-	22, // 52: rdq.v1.Queues.Throttle:input_type -> rdq.v1.ThrottleRequest
-	25, // 53: rdq.v1.Dlq.List:input_type -> rdq.v1.DlqListRequest
-	27, // 54: rdq.v1.Dlq.Show:input_type -> rdq.v1.DlqShowRequest
-	28, // 55: rdq.v1.Dlq.Redrive:input_type -> rdq.v1.RedriveRequest
-	30, // 56: rdq.v1.Dlq.Export:input_type -> rdq.v1.ExportRequest
-	38, // 57: rdq.v1.Dlq.Import:input_type -> rdq.v1.ImportRequest
-	40, // 58: rdq.v1.Dlq.Purge:input_type -> rdq.v1.PurgeRequest
-	35, // 59: rdq.v1.Dlq.Reasons:input_type -> rdq.v1.DlqReasonsRequest
-	42, // 60: rdq.v1.Workers.Claim:input_type -> rdq.v1.ClaimRequest
-	46, // 61: rdq.v1.Workers.Settle:input_type -> rdq.v1.SettleRequest
-	47, // 62: rdq.v1.Workers.SettleBatch:input_type -> rdq.v1.SettleBatchRequest
-	50, // 63: rdq.v1.Workers.ExtendLease:input_type -> rdq.v1.ExtendLeaseRequest
-	51, // 64: rdq.v1.Workers.Work:input_type -> rdq.v1.WorkRequest
-	59, // 65: rdq.v1.Schedules.Put:input_type -> rdq.v1.PutScheduleRequest
-	61, // 66: rdq.v1.Schedules.Get:input_type -> rdq.v1.GetScheduleRequest
-	62, // 67: rdq.v1.Schedules.List:input_type -> rdq.v1.ListSchedulesRequest
-	64, // 68: rdq.v1.Schedules.Delete:input_type -> rdq.v1.DeleteScheduleRequest
-	66, // 69: rdq.v1.Schedules.Pause:input_type -> rdq.v1.PauseScheduleRequest
-	67, // 70: rdq.v1.Schedules.Resume:input_type -> rdq.v1.ResumeScheduleRequest
-	68, // 71: rdq.v1.Schedules.Run:input_type -> rdq.v1.RunScheduleRequest
-	69, // 72: rdq.v1.Schedules.Next:input_type -> rdq.v1.NextDueRequest
-	6,  // 73: rdq.v1.Tasks.Submit:output_type -> rdq.v1.SubmitResponse
-	9,  // 74: rdq.v1.Tasks.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
-	3,  // 75: rdq.v1.Tasks.Get:output_type -> rdq.v1.TaskResponse
-	12, // 76: rdq.v1.Tasks.Delete:output_type -> rdq.v1.DeleteTaskResponse
-	34, // 77: rdq.v1.Tasks.Cancel:output_type -> rdq.v1.CancelTasksResponse
-	33, // 78: rdq.v1.Tasks.List:output_type -> rdq.v1.ListTasksResponse
-	15, // 79: rdq.v1.Queues.List:output_type -> rdq.v1.ListQueuesResponse
-	18, // 80: rdq.v1.Queues.GetConfig:output_type -> rdq.v1.QueueConfigResponse
-	18, // 81: rdq.v1.Queues.PutConfig:output_type -> rdq.v1.QueueConfigResponse
-	20, // 82: rdq.v1.Queues.Capabilities:output_type -> rdq.v1.CapabilitiesResponse
-	24, // 83: rdq.v1.Queues.GetFlow:output_type -> rdq.v1.FlowResponse
-	24, // 84: rdq.v1.Queues.Throttle:output_type -> rdq.v1.FlowResponse
-	26, // 85: rdq.v1.Dlq.List:output_type -> rdq.v1.DlqListResponse
-	3,  // 86: rdq.v1.Dlq.Show:output_type -> rdq.v1.TaskResponse
-	29, // 87: rdq.v1.Dlq.Redrive:output_type -> rdq.v1.RedriveResponse
-	3,  // 88: rdq.v1.Dlq.Export:output_type -> rdq.v1.TaskResponse
-	39, // 89: rdq.v1.Dlq.Import:output_type -> rdq.v1.ImportResponse
-	41, // 90: rdq.v1.Dlq.Purge:output_type -> rdq.v1.PurgeResponse
-	36, // 91: rdq.v1.Dlq.Reasons:output_type -> rdq.v1.DlqReasonsResponse
-	44, // 92: rdq.v1.Workers.Claim:output_type -> rdq.v1.ClaimResponse
-	3,  // 93: rdq.v1.Workers.Settle:output_type -> rdq.v1.TaskResponse
-	49, // 94: rdq.v1.Workers.SettleBatch:output_type -> rdq.v1.SettleBatchResponse
-	3,  // 95: rdq.v1.Workers.ExtendLease:output_type -> rdq.v1.TaskResponse
-	56, // 96: rdq.v1.Workers.Work:output_type -> rdq.v1.WorkResponse
-	60, // 97: rdq.v1.Schedules.Put:output_type -> rdq.v1.PutScheduleResponse
-	71, // 98: rdq.v1.Schedules.Get:output_type -> rdq.v1.ScheduleResponse
-	63, // 99: rdq.v1.Schedules.List:output_type -> rdq.v1.ListSchedulesResponse
-	65, // 100: rdq.v1.Schedules.Delete:output_type -> rdq.v1.DeleteScheduleResponse
-	71, // 101: rdq.v1.Schedules.Pause:output_type -> rdq.v1.ScheduleResponse
-	71, // 102: rdq.v1.Schedules.Resume:output_type -> rdq.v1.ScheduleResponse
-	3,  // 103: rdq.v1.Schedules.Run:output_type -> rdq.v1.TaskResponse
-	70, // 104: rdq.v1.Schedules.Next:output_type -> rdq.v1.NextDueResponse
-	73, // [73:105] is the sub-list for method output_type
-	41, // [41:73] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	83, // 40: rdq.v1.ScheduleResponse.skips:type_name -> rdq.v1.ScheduleResponse.SkipsEntry
+	75, // 41: rdq.v1.ListSourcesResponse.sources:type_name -> rdq.v1.SourceResponse
+	76, // 42: rdq.v1.SourceResponse.partitions:type_name -> rdq.v1.SourcePartition
+	4,  // 43: rdq.v1.Tasks.Submit:input_type -> rdq.v1.SubmitRequest
+	7,  // 44: rdq.v1.Tasks.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
+	10, // 45: rdq.v1.Tasks.Get:input_type -> rdq.v1.GetTaskRequest
+	11, // 46: rdq.v1.Tasks.Delete:input_type -> rdq.v1.DeleteTaskRequest
+	31, // 47: rdq.v1.Tasks.Cancel:input_type -> rdq.v1.CancelTasksRequest
+	32, // 48: rdq.v1.Tasks.List:input_type -> rdq.v1.ListTasksRequest
+	13, // 49: rdq.v1.Queues.List:input_type -> rdq.v1.ListQueuesRequest
+	16, // 50: rdq.v1.Queues.GetConfig:input_type -> rdq.v1.GetConfigRequest
+	17, // 51: rdq.v1.Queues.PutConfig:input_type -> rdq.v1.PutConfigRequest
+	19, // 52: rdq.v1.Queues.Capabilities:input_type -> rdq.v1.CapabilitiesRequest
+	21, // 53: rdq.v1.Queues.GetFlow:input_type -> rdq.v1.GetFlowRequest
+	22, // 54: rdq.v1.Queues.Throttle:input_type -> rdq.v1.ThrottleRequest
+	25, // 55: rdq.v1.Dlq.List:input_type -> rdq.v1.DlqListRequest
+	27, // 56: rdq.v1.Dlq.Show:input_type -> rdq.v1.DlqShowRequest
+	28, // 57: rdq.v1.Dlq.Redrive:input_type -> rdq.v1.RedriveRequest
+	30, // 58: rdq.v1.Dlq.Export:input_type -> rdq.v1.ExportRequest
+	38, // 59: rdq.v1.Dlq.Import:input_type -> rdq.v1.ImportRequest
+	40, // 60: rdq.v1.Dlq.Purge:input_type -> rdq.v1.PurgeRequest
+	35, // 61: rdq.v1.Dlq.Reasons:input_type -> rdq.v1.DlqReasonsRequest
+	42, // 62: rdq.v1.Workers.Claim:input_type -> rdq.v1.ClaimRequest
+	46, // 63: rdq.v1.Workers.Settle:input_type -> rdq.v1.SettleRequest
+	47, // 64: rdq.v1.Workers.SettleBatch:input_type -> rdq.v1.SettleBatchRequest
+	50, // 65: rdq.v1.Workers.ExtendLease:input_type -> rdq.v1.ExtendLeaseRequest
+	51, // 66: rdq.v1.Workers.Work:input_type -> rdq.v1.WorkRequest
+	59, // 67: rdq.v1.Schedules.Put:input_type -> rdq.v1.PutScheduleRequest
+	61, // 68: rdq.v1.Schedules.Get:input_type -> rdq.v1.GetScheduleRequest
+	62, // 69: rdq.v1.Schedules.List:input_type -> rdq.v1.ListSchedulesRequest
+	64, // 70: rdq.v1.Schedules.Delete:input_type -> rdq.v1.DeleteScheduleRequest
+	66, // 71: rdq.v1.Schedules.Pause:input_type -> rdq.v1.PauseScheduleRequest
+	67, // 72: rdq.v1.Schedules.Resume:input_type -> rdq.v1.ResumeScheduleRequest
+	68, // 73: rdq.v1.Schedules.Run:input_type -> rdq.v1.RunScheduleRequest
+	69, // 74: rdq.v1.Schedules.Next:input_type -> rdq.v1.NextDueRequest
+	72, // 75: rdq.v1.Sources.List:input_type -> rdq.v1.ListSourcesRequest
+	74, // 76: rdq.v1.Sources.Get:input_type -> rdq.v1.GetSourceRequest
+	77, // 77: rdq.v1.Sources.ResetCursors:input_type -> rdq.v1.ResetSourceCursorsRequest
+	6,  // 78: rdq.v1.Tasks.Submit:output_type -> rdq.v1.SubmitResponse
+	9,  // 79: rdq.v1.Tasks.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
+	3,  // 80: rdq.v1.Tasks.Get:output_type -> rdq.v1.TaskResponse
+	12, // 81: rdq.v1.Tasks.Delete:output_type -> rdq.v1.DeleteTaskResponse
+	34, // 82: rdq.v1.Tasks.Cancel:output_type -> rdq.v1.CancelTasksResponse
+	33, // 83: rdq.v1.Tasks.List:output_type -> rdq.v1.ListTasksResponse
+	15, // 84: rdq.v1.Queues.List:output_type -> rdq.v1.ListQueuesResponse
+	18, // 85: rdq.v1.Queues.GetConfig:output_type -> rdq.v1.QueueConfigResponse
+	18, // 86: rdq.v1.Queues.PutConfig:output_type -> rdq.v1.QueueConfigResponse
+	20, // 87: rdq.v1.Queues.Capabilities:output_type -> rdq.v1.CapabilitiesResponse
+	24, // 88: rdq.v1.Queues.GetFlow:output_type -> rdq.v1.FlowResponse
+	24, // 89: rdq.v1.Queues.Throttle:output_type -> rdq.v1.FlowResponse
+	26, // 90: rdq.v1.Dlq.List:output_type -> rdq.v1.DlqListResponse
+	3,  // 91: rdq.v1.Dlq.Show:output_type -> rdq.v1.TaskResponse
+	29, // 92: rdq.v1.Dlq.Redrive:output_type -> rdq.v1.RedriveResponse
+	3,  // 93: rdq.v1.Dlq.Export:output_type -> rdq.v1.TaskResponse
+	39, // 94: rdq.v1.Dlq.Import:output_type -> rdq.v1.ImportResponse
+	41, // 95: rdq.v1.Dlq.Purge:output_type -> rdq.v1.PurgeResponse
+	36, // 96: rdq.v1.Dlq.Reasons:output_type -> rdq.v1.DlqReasonsResponse
+	44, // 97: rdq.v1.Workers.Claim:output_type -> rdq.v1.ClaimResponse
+	3,  // 98: rdq.v1.Workers.Settle:output_type -> rdq.v1.TaskResponse
+	49, // 99: rdq.v1.Workers.SettleBatch:output_type -> rdq.v1.SettleBatchResponse
+	3,  // 100: rdq.v1.Workers.ExtendLease:output_type -> rdq.v1.TaskResponse
+	56, // 101: rdq.v1.Workers.Work:output_type -> rdq.v1.WorkResponse
+	60, // 102: rdq.v1.Schedules.Put:output_type -> rdq.v1.PutScheduleResponse
+	71, // 103: rdq.v1.Schedules.Get:output_type -> rdq.v1.ScheduleResponse
+	63, // 104: rdq.v1.Schedules.List:output_type -> rdq.v1.ListSchedulesResponse
+	65, // 105: rdq.v1.Schedules.Delete:output_type -> rdq.v1.DeleteScheduleResponse
+	71, // 106: rdq.v1.Schedules.Pause:output_type -> rdq.v1.ScheduleResponse
+	71, // 107: rdq.v1.Schedules.Resume:output_type -> rdq.v1.ScheduleResponse
+	3,  // 108: rdq.v1.Schedules.Run:output_type -> rdq.v1.TaskResponse
+	70, // 109: rdq.v1.Schedules.Next:output_type -> rdq.v1.NextDueResponse
+	73, // 110: rdq.v1.Sources.List:output_type -> rdq.v1.ListSourcesResponse
+	75, // 111: rdq.v1.Sources.Get:output_type -> rdq.v1.SourceResponse
+	78, // 112: rdq.v1.Sources.ResetCursors:output_type -> rdq.v1.ResetSourceCursorsResponse
+	78, // [78:113] is the sub-list for method output_type
+	43, // [43:78] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_rdq_v1_api_proto_init() }
@@ -5324,15 +5844,17 @@ func file_rdq_v1_api_proto_init() {
 		(*WorkResponse_Cancel)(nil),
 	}
 	file_rdq_v1_api_proto_msgTypes[69].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[73].OneofWrappers = []any{}
+	file_rdq_v1_api_proto_msgTypes[74].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rdq_v1_api_proto_rawDesc), len(file_rdq_v1_api_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   75,
+			NumMessages:   82,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   6,
 		},
 		GoTypes:           file_rdq_v1_api_proto_goTypes,
 		DependencyIndexes: file_rdq_v1_api_proto_depIdxs,

@@ -1671,3 +1671,205 @@ var Schedules_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "rdq/v1/api.proto",
 }
+
+const (
+	Sources_List_FullMethodName         = "/rdq.v1.Sources/List"
+	Sources_Get_FullMethodName          = "/rdq.v1.Sources/Get"
+	Sources_ResetCursors_FullMethodName = "/rdq.v1.Sources/ResetCursors"
+)
+
+// SourcesClient is the client API for Sources service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// The sources the server runs (docs/sources.md): the operations of
+// /v1/sources. A source reads a Kafka topic, a NATS JetStream stream or an
+// SQS queue and turns each record into a task on one queue. Reading one
+// needs any scope on its queue (a caller who may not read it gets
+// SOURCE_NOT_FOUND, as for a name the server does not run); resetting its
+// cursors `admin` there (audited).
+type SourcesClient interface {
+	// Every source the server runs on a queue the caller may read, by name.
+	List(ctx context.Context, in *ListSourcesRequest, opts ...grpc.CallOption) (*ListSourcesResponse, error)
+	// One source with its status and partitions.
+	Get(ctx context.Context, in *GetSourceRequest, opts ...grpc.CallOption) (*SourceResponse, error)
+	// Removes the source's cursors from the store: it resumes from the
+	// source's own position (Kafka's committed offset, the JetStream
+	// consumer's acknowledgements).
+	ResetCursors(ctx context.Context, in *ResetSourceCursorsRequest, opts ...grpc.CallOption) (*ResetSourceCursorsResponse, error)
+}
+
+type sourcesClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewSourcesClient(cc grpc.ClientConnInterface) SourcesClient {
+	return &sourcesClient{cc}
+}
+
+func (c *sourcesClient) List(ctx context.Context, in *ListSourcesRequest, opts ...grpc.CallOption) (*ListSourcesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSourcesResponse)
+	err := c.cc.Invoke(ctx, Sources_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sourcesClient) Get(ctx context.Context, in *GetSourceRequest, opts ...grpc.CallOption) (*SourceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SourceResponse)
+	err := c.cc.Invoke(ctx, Sources_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sourcesClient) ResetCursors(ctx context.Context, in *ResetSourceCursorsRequest, opts ...grpc.CallOption) (*ResetSourceCursorsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetSourceCursorsResponse)
+	err := c.cc.Invoke(ctx, Sources_ResetCursors_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SourcesServer is the server API for Sources service.
+// All implementations must embed UnimplementedSourcesServer
+// for forward compatibility.
+//
+// The sources the server runs (docs/sources.md): the operations of
+// /v1/sources. A source reads a Kafka topic, a NATS JetStream stream or an
+// SQS queue and turns each record into a task on one queue. Reading one
+// needs any scope on its queue (a caller who may not read it gets
+// SOURCE_NOT_FOUND, as for a name the server does not run); resetting its
+// cursors `admin` there (audited).
+type SourcesServer interface {
+	// Every source the server runs on a queue the caller may read, by name.
+	List(context.Context, *ListSourcesRequest) (*ListSourcesResponse, error)
+	// One source with its status and partitions.
+	Get(context.Context, *GetSourceRequest) (*SourceResponse, error)
+	// Removes the source's cursors from the store: it resumes from the
+	// source's own position (Kafka's committed offset, the JetStream
+	// consumer's acknowledgements).
+	ResetCursors(context.Context, *ResetSourceCursorsRequest) (*ResetSourceCursorsResponse, error)
+	mustEmbedUnimplementedSourcesServer()
+}
+
+// UnimplementedSourcesServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedSourcesServer struct{}
+
+func (UnimplementedSourcesServer) List(context.Context, *ListSourcesRequest) (*ListSourcesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedSourcesServer) Get(context.Context, *GetSourceRequest) (*SourceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedSourcesServer) ResetCursors(context.Context, *ResetSourceCursorsRequest) (*ResetSourceCursorsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResetCursors not implemented")
+}
+func (UnimplementedSourcesServer) mustEmbedUnimplementedSourcesServer() {}
+func (UnimplementedSourcesServer) testEmbeddedByValue()                 {}
+
+// UnsafeSourcesServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to SourcesServer will
+// result in compilation errors.
+type UnsafeSourcesServer interface {
+	mustEmbedUnimplementedSourcesServer()
+}
+
+func RegisterSourcesServer(s grpc.ServiceRegistrar, srv SourcesServer) {
+	// If the following call panics, it indicates UnimplementedSourcesServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Sources_ServiceDesc, srv)
+}
+
+func _Sources_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSourcesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SourcesServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sources_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SourcesServer).List(ctx, req.(*ListSourcesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sources_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSourceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SourcesServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sources_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SourcesServer).Get(ctx, req.(*GetSourceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sources_ResetCursors_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetSourceCursorsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SourcesServer).ResetCursors(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sources_ResetCursors_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SourcesServer).ResetCursors(ctx, req.(*ResetSourceCursorsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Sources_ServiceDesc is the grpc.ServiceDesc for Sources service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Sources_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "rdq.v1.Sources",
+	HandlerType: (*SourcesServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "List",
+			Handler:    _Sources_List_Handler,
+		},
+		{
+			MethodName: "Get",
+			Handler:    _Sources_Get_Handler,
+		},
+		{
+			MethodName: "ResetCursors",
+			Handler:    _Sources_ResetCursors_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "rdq/v1/api.proto",
+}

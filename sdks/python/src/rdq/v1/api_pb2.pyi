@@ -740,3 +740,75 @@ class ScheduleResponse(_message.Message):
     fires: int
     skips: _containers.ScalarMap[str, int]
     def __init__(self, name: _Optional[str] = ..., schedule_json: _Optional[str] = ..., owner: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., last_due_ms: _Optional[int] = ..., last_fire_at_ms: _Optional[int] = ..., last_fired_task: _Optional[str] = ..., next_due_ms: _Optional[int] = ..., fires: _Optional[int] = ..., skips: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class ListSourcesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSourcesResponse(_message.Message):
+    __slots__ = ("sources",)
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    sources: _containers.RepeatedCompositeFieldContainer[SourceResponse]
+    def __init__(self, sources: _Optional[_Iterable[_Union[SourceResponse, _Mapping]]] = ...) -> None: ...
+
+class GetSourceRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class SourceResponse(_message.Message):
+    __slots__ = ("name", "kind", "queue", "state", "paused", "lag", "ingested", "dead", "duplicates", "rate", "last_error", "last_error_at_ms", "cursors_in_store", "partitions")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    INGESTED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    CURSORS_IN_STORE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    kind: str
+    queue: str
+    state: str
+    paused: bool
+    lag: int
+    ingested: int
+    dead: int
+    duplicates: int
+    rate: float
+    last_error: str
+    last_error_at_ms: int
+    cursors_in_store: bool
+    partitions: _containers.RepeatedCompositeFieldContainer[SourcePartition]
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[str] = ..., paused: _Optional[bool] = ..., lag: _Optional[int] = ..., ingested: _Optional[int] = ..., dead: _Optional[int] = ..., duplicates: _Optional[int] = ..., rate: _Optional[float] = ..., last_error: _Optional[str] = ..., last_error_at_ms: _Optional[int] = ..., cursors_in_store: _Optional[bool] = ..., partitions: _Optional[_Iterable[_Union[SourcePartition, _Mapping]]] = ...) -> None: ...
+
+class SourcePartition(_message.Message):
+    __slots__ = ("partition", "cursor", "lag")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    partition: str
+    cursor: int
+    lag: int
+    def __init__(self, partition: _Optional[str] = ..., cursor: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
+
+class ResetSourceCursorsRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ResetSourceCursorsResponse(_message.Message):
+    __slots__ = ("name", "deleted")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    deleted: int
+    def __init__(self, name: _Optional[str] = ..., deleted: _Optional[int] = ...) -> None: ...

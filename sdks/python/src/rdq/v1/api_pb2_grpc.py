@@ -1619,3 +1619,184 @@ class Schedules:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class SourcesStub:
+    """The sources the server runs (docs/sources.md): the operations of
+    /v1/sources. A source reads a Kafka topic, a NATS JetStream stream or an
+    SQS queue and turns each record into a task on one queue. Reading one
+    needs any scope on its queue (a caller who may not read it gets
+    SOURCE_NOT_FOUND, as for a name the server does not run); resetting its
+    cursors `admin` there (audited).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.List = channel.unary_unary(
+                '/rdq.v1.Sources/List',
+                request_serializer=rdq_dot_v1_dot_api__pb2.ListSourcesRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.ListSourcesResponse.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/rdq.v1.Sources/Get',
+                request_serializer=rdq_dot_v1_dot_api__pb2.GetSourceRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.SourceResponse.FromString,
+                _registered_method=True)
+        self.ResetCursors = channel.unary_unary(
+                '/rdq.v1.Sources/ResetCursors',
+                request_serializer=rdq_dot_v1_dot_api__pb2.ResetSourceCursorsRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_api__pb2.ResetSourceCursorsResponse.FromString,
+                _registered_method=True)
+
+
+class SourcesServicer:
+    """The sources the server runs (docs/sources.md): the operations of
+    /v1/sources. A source reads a Kafka topic, a NATS JetStream stream or an
+    SQS queue and turns each record into a task on one queue. Reading one
+    needs any scope on its queue (a caller who may not read it gets
+    SOURCE_NOT_FOUND, as for a name the server does not run); resetting its
+    cursors `admin` there (audited).
+    """
+
+    def List(self, request, context):
+        """Every source the server runs on a queue the caller may read, by name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """One source with its status and partitions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetCursors(self, request, context):
+        """Removes the source's cursors from the store: it resumes from the
+        source's own position (Kafka's committed offset, the JetStream
+        consumer's acknowledgements).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_SourcesServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.ListSourcesRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.ListSourcesResponse.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.GetSourceRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.SourceResponse.SerializeToString,
+            ),
+            'ResetCursors': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetCursors,
+                    request_deserializer=rdq_dot_v1_dot_api__pb2.ResetSourceCursorsRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_api__pb2.ResetSourceCursorsResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'rdq.v1.Sources', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('rdq.v1.Sources', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Sources:
+    """The sources the server runs (docs/sources.md): the operations of
+    /v1/sources. A source reads a Kafka topic, a NATS JetStream stream or an
+    SQS queue and turns each record into a task on one queue. Reading one
+    needs any scope on its queue (a caller who may not read it gets
+    SOURCE_NOT_FOUND, as for a name the server does not run); resetting its
+    cursors `admin` there (audited).
+    """
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Sources/List',
+            rdq_dot_v1_dot_api__pb2.ListSourcesRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.ListSourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Sources/Get',
+            rdq_dot_v1_dot_api__pb2.GetSourceRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.SourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetCursors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.Sources/ResetCursors',
+            rdq_dot_v1_dot_api__pb2.ResetSourceCursorsRequest.SerializeToString,
+            rdq_dot_v1_dot_api__pb2.ResetSourceCursorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
