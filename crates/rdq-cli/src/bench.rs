@@ -35,6 +35,7 @@ use crate::CliError;
 use crate::bench_cancel;
 use crate::bench_flow;
 use crate::bench_server;
+use crate::bench_source;
 use crate::output::outln;
 use crate::stores::{Registry, open_store};
 
@@ -66,6 +67,9 @@ pub enum Workload {
     /// cancel asked on `--server`: on a gRPC Work stream, and at an HTTP
     /// worker's lease extension.
     Cancel,
+    /// The sources of `--config`: records already waiting in their
+    /// streams turned into tasks, per second.
+    Source,
 }
 
 /// Arguments of `rdq bench`.
@@ -134,6 +138,10 @@ pub struct BenchArgs {
     /// measure what uniqueness costs a submit against the same run without.
     #[arg(long)]
     unique: bool,
+    /// For `source`: a configuration file whose `[[sources]]` are read
+    /// (`--jobs` records in all).
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     /// Print one JSON object instead of a summary.
     #[arg(long)]
     json: bool,
@@ -171,6 +179,7 @@ pub fn run(args: BenchArgs) -> Result<(), CliError> {
                 | Workload::Fairness
                 | Workload::FlowExact
                 | Workload::FlowLimit
+                | Workload::Source
         )
     {
         outln!("{report}")?;
@@ -301,6 +310,15 @@ fn request(queue: &str, epoch: Instant) -> SubmitRequest {
 }
 
 async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliError> {
+    if args.workload == Workload::Source {
+        let Some(config) = &args.config else {
+            return Err(CliError::new(
+                "INVALID_ARGUMENT",
+                "--workload source needs --config FILE with [[sources]]",
+            ));
+        };
+        return bench_source::run(spec, config, args.jobs).await;
+    }
     if args.workload == Workload::Cancel {
         let (Some(server), Some(worker_server)) = (&args.server, &args.worker_server) else {
             return Err(CliError::new(
@@ -419,7 +437,8 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
         | Workload::Backlog
         | Workload::Callback
         | Workload::Pull
-        | Workload::Cancel => {
+        | Workload::Cancel
+        | Workload::Source => {
             let submit_elapsed = submit_all(&engine, &queue, args, epoch).await?;
             let bar = progress(args, "work");
             let start = Instant::now();

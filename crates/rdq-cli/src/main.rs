@@ -11,6 +11,7 @@ mod bench_cancel;
 mod bench_flow;
 mod bench_grpc;
 mod bench_server;
+mod bench_source;
 mod check_cmd;
 mod dlq_cmd;
 mod envelope_cmd;

@@ -10,7 +10,9 @@
 //! redelivery: a gap means another reader took messages from the same
 //! consumer, a redelivery that a run outlived its acknowledgement wait, and
 //! either ends the start (the reader starts again from the stored cursor)
-//! rather than let the cursor move past a message that was not stored. The
+//! rather than let the cursor move past a message that was not stored; so
+//! does finding, before a run is stored, that another reader's start made
+//! the consumer afresh since this one's. The
 //! cursor's compare-and-swap does the same for two readers racing on one
 //! stream. On a store without cursors the consumer is kept as it is, and
 //! redeliveries find their tasks by their locator keys.
@@ -85,6 +87,11 @@ pub(crate) async fn run(
                     None => DeliverPolicy::All,
                 },
                 ack_wait: Duration::from_millis(nats.ack_wait_ms),
+                // Room for two runs unacknowledged: a fetch never asks for
+                // more than the consumer may hand out.
+                max_ack_pending: i64::try_from(config.batch.saturating_mul(2))
+                    .unwrap_or(i64::MAX)
+                    .max(1_000),
                 filter_subject: nats.filter_subject.clone().unwrap_or_default(),
                 ..pull::Config::default()
             },
@@ -93,9 +100,11 @@ pub(crate) async fn run(
         .map_err(|e| remote_error(config, format!("the consumer {durable}: {e}")))?;
     info!(source = %config.name, stream = %nats.stream, consumer = %durable, "reading the JetStream stream");
     registry.update(&config.name, |s| s.state = SourceState::Running);
+    let made = consumer.cached_info().clone();
     let mut reader = Reader {
         ingestor,
         next_delivery: fresh.then_some(1),
+        made,
         config: config.clone(),
         nats,
         consumer,
@@ -111,6 +120,10 @@ struct Reader {
     /// The consumer's delivery sequence the next message must have, on a
     /// consumer made afresh at the cursor.
     next_delivery: Option<u64>,
+    /// The consumer as this start made it (its creation time tells it
+    /// apart): another reader's start makes it afresh, and a run fetched
+    /// from that one is not this start's to store.
+    made: jetstream::consumer::Info,
     config: Arc<SourceConfig>,
     nats: NatsConfig,
     consumer: Consumer,
@@ -225,6 +238,21 @@ impl Reader {
         }
         // Redeliveries can come after newer records: a run is in order.
         records.sort_by_key(|r| r.position);
+        if self.next_delivery.is_some() {
+            // Fetched from this start's consumer, or another reader made it
+            // afresh in between and these follow that reader's fetches.
+            let info = self
+                .consumer
+                .get_info()
+                .await
+                .map_err(|e| remote_error(&self.config, format!("consumer info: {e}")))?;
+            if info.created != self.made.created {
+                return Err(remote_error(
+                    &self.config,
+                    "another reader made the consumer afresh; starting again from the stored cursor",
+                ));
+            }
+        }
         let step = self
             .ingestor
             .ingest(&self.nats.stream, &records)
