@@ -45,7 +45,7 @@ topic = "$topic"
 group = "rdq-$$"
 TOML
 sync; sleep 1
-ours=$("$rdq" bench --workload source --config "$work/kafka.toml" --jobs "$n" --store "$work/kafka-store" | tee -a "$work/out.log" | rate records_per_sec)
+ours=$("$rdq" bench --workload source --config "$work/kafka.toml" --jobs "$n" --store "$work/kafka-store" | rate records_per_sec)
 echo "kafka: ${n} records of 100 bytes, 3 partitions"
 echo "  ConsumerPerformance  ${peer%.*} records/s"
 echo "  rdq source (embedded) ${ours} records/s"
@@ -71,7 +71,7 @@ url = "nats://127.0.0.1:4222"
 stream = "$stream"
 TOML
   sync; sleep 1
-  ours=$("$rdq" bench --workload source --config "$work/nats.toml" --jobs "$n" --store "$work/nats-store" | tee -a "$work/out.log" | rate records_per_sec)
+  ours=$("$rdq" bench --workload source --config "$work/nats.toml" --jobs "$n" --store "$work/nats-store" | rate records_per_sec)
   echo "jetstream: ${n} records of 100 bytes"
   echo "  nats bench js fetch  ${peer} records/s"
   echo "  rdq source (embedded) ${ours} records/s"

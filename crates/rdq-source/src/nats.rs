@@ -81,7 +81,13 @@ pub(crate) async fn run(
             &durable,
             pull::Config {
                 durable_name: Some(durable.clone()),
-                ack_policy: AckPolicy::Explicit,
+                // Made afresh, the consumer delivers in order and one
+                // acknowledgement covers a run; kept, each is acknowledged.
+                ack_policy: if fresh {
+                    AckPolicy::All
+                } else {
+                    AckPolicy::Explicit
+                },
                 deliver_policy: match cursor {
                     Some(start_sequence) => DeliverPolicy::ByStartSequence { start_sequence },
                     None => DeliverPolicy::All,
@@ -134,6 +140,8 @@ struct Reader {
 
 impl Reader {
     async fn read(&mut self, mut stop: Shutdown) -> Result<(), SourceError> {
+        // The next run, fetched while the last one was stored.
+        let mut ahead: Vec<jetstream::Message> = Vec::new();
         loop {
             if stop.is_triggered() {
                 return Ok(());
@@ -149,54 +157,70 @@ impl Reader {
                     () = tokio::time::sleep(WATCH_EVERY) => continue,
                 }
             }
-            let messages = tokio::select! {
-                () = stop.wait() => return Ok(()),
-                m = self.next_batch() => m?,
+            let messages = if ahead.is_empty() {
+                tokio::select! {
+                    () = stop.wait() => return Ok(()),
+                    m = next_batch(&self.consumer, &self.config) => m?,
+                }
+            } else {
+                std::mem::take(&mut ahead)
             };
             if messages.is_empty() {
                 continue;
             }
-            self.ingest(messages).await?;
+            // Store this run while the next is fetched: a run is stored
+            // and acknowledged before the next is looked at, so the order
+            // and the checks hold; a failed store drops the next run too.
+            let (consumer, config) = (self.consumer.clone(), Arc::clone(&self.config));
+            let (stored, fetched) =
+                tokio::join!(self.ingest(messages), fetch(&consumer, &config, false));
+            stored?;
+            ahead = fetched?;
         }
     }
+}
 
-    /// Up to a batch of records: what is there at once, else the first to
-    /// come within a watch interval and what follows it at once.
-    async fn next_batch(&self) -> Result<Vec<jetstream::Message>, SourceError> {
-        let mut out = self.fetch(false).await?;
-        if out.is_empty() {
-            out = self.fetch(true).await?;
-            if !out.is_empty() {
-                out.extend(self.fetch(false).await?);
-            }
+/// Up to a batch of records: what is there at once, else the first to come
+/// within a watch interval and what follows it at once.
+async fn next_batch(
+    consumer: &Consumer,
+    config: &SourceConfig,
+) -> Result<Vec<jetstream::Message>, SourceError> {
+    let mut out = fetch(consumer, config, false).await?;
+    if out.is_empty() {
+        out = fetch(consumer, config, true).await?;
+        if !out.is_empty() {
+            out.extend(fetch(consumer, config, false).await?);
         }
-        Ok(out)
     }
+    Ok(out)
+}
 
-    async fn fetch(&self, wait: bool) -> Result<Vec<jetstream::Message>, SourceError> {
-        let batch = if wait {
-            self.consumer
-                .batch()
-                .max_messages(1)
-                .expires(WATCH_EVERY)
-                .messages()
-                .await
-        } else {
-            self.consumer
-                .fetch()
-                .max_messages(self.config.batch)
-                .messages()
-                .await
-        }
-        .map_err(|e| remote_error(&self.config, format!("fetch: {e}")))?;
-        let mut batch = std::pin::pin!(batch);
-        let mut out = Vec::new();
-        while let Some(message) = batch.next().await {
-            out.push(message.map_err(|e| remote_error(&self.config, format!("fetch: {e}")))?);
-        }
-        Ok(out)
+async fn fetch(
+    consumer: &Consumer,
+    config: &SourceConfig,
+    wait: bool,
+) -> Result<Vec<jetstream::Message>, SourceError> {
+    let batch = if wait {
+        consumer
+            .batch()
+            .max_messages(1)
+            .expires(WATCH_EVERY)
+            .messages()
+            .await
+    } else {
+        consumer.fetch().max_messages(config.batch).messages().await
     }
+    .map_err(|e| remote_error(config, format!("fetch: {e}")))?;
+    let mut batch = std::pin::pin!(batch);
+    let mut out = Vec::new();
+    while let Some(message) = batch.next().await {
+        out.push(message.map_err(|e| remote_error(config, format!("fetch: {e}")))?);
+    }
+    Ok(out)
+}
 
+impl Reader {
     async fn ingest(&mut self, messages: Vec<jetstream::Message>) -> Result<(), SourceError> {
         let mut records = Vec::with_capacity(messages.len());
         for message in &messages {
@@ -260,12 +284,15 @@ impl Reader {
             .map_err(|e| store_error(&self.config, e))?;
         match step {
             Step::Stored { .. } => {
-                for message in &messages {
-                    message
-                        .ack()
-                        .await
-                        .map_err(|e| remote_error(&self.config, format!("ack: {e}")))?;
-                }
+                let acks: Vec<_> = if self.next_delivery.is_some() {
+                    // The run's last delivery acknowledges the whole run.
+                    messages.last().into_iter().map(|m| m.ack()).collect()
+                } else {
+                    messages.iter().map(|m| m.ack()).collect()
+                };
+                futures::future::try_join_all(acks)
+                    .await
+                    .map_err(|e| remote_error(&self.config, format!("ack: {e}")))?;
                 Ok(())
             }
             // Another reader stored past these: start again from the cursor.
