@@ -89,7 +89,7 @@ pub fn run(cmd: SourceCommand) -> Result<(), CliError> {
                 outln!("{}", json!({"name": name, "deleted": deleted}))?;
             } else {
                 outln!(
-                    "deleted {deleted} cursor{} of source {name}; it resumes from the source's own position",
+                    "deleted {deleted} cursor{} of source {name}; its next start takes its position from the source",
                     if deleted == 1 { "" } else { "s" }
                 )?;
             }

@@ -62,7 +62,7 @@ pub async fn get(
 
 #[utoipa::path(
     delete, path = "/v1/sources/{name}/cursors", operation_id = "resetSourceCursors", tag = "sources",
-    summary = "Remove the source's cursors from the store, so it resumes from the source's own position (admin on its queue; audited)",
+    summary = "Remove the source's cursors from the store, so its next start takes its position from the source (admin on its queue; audited)",
     params(SourcePath),
     responses(
         (status = 200, description = "How many cursors were removed", body = SourceCursorsReset),
