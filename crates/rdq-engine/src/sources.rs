@@ -4,7 +4,8 @@
 //! A store that keeps cursors ([`SourceCursors`]) applies an ingest as one
 //! compare-and-swap step; on any other store an ingest is a submit of the
 //! same tasks, each under its record's locator as idempotency key, so a
-//! replayed record finds its task while the store keeps the key.
+//! replayed record finds its task while the store keeps the key; a store
+//! that keeps no keys (a broker) takes them without, at least once.
 
 use std::collections::BTreeMap;
 

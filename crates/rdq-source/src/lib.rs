@@ -13,17 +13,17 @@
 //! acknowledgement, the SQS delete) moves only after the task is durably
 //! stored. On a store that keeps cursors (capability `source_cursors`), a
 //! Kafka or JetStream source's position is also kept in the store, moved in
-//! the same atomic step that stores the run's tasks ([`Ingestor`]): the
-//! store is where a source resumes, so even a consumer-group reset or a
-//! replay after the idempotency keys were pruned makes no second task.
+//! the same atomic step that stores the run's tasks (the `ingest` module):
+//! the store is where a source resumes, so even a consumer-group reset or
+//! a replay after the idempotency keys were pruned makes no second task. On
+//! a store that keeps no idempotency keys (RabbitMQ) a source delivers at
+//! least once (docs/sources.md).
 //!
 //! A record that cannot be a task (too large for the queue, a header that
 //! is not UTF-8 or is reserved) becomes a DEAD task with reason
 //! `UNDECODABLE_SOURCE` and its bytes; its partition moves on. A source
 //! stops reading while its queue holds more PENDING tasks than its
 //! high-water mark, and reads again below its low-water mark.
-//!
-//! [`Ingestor`]: ingest
 
 #![forbid(unsafe_code)]
 // Built without any reader (a front end that only shows sources' status,
