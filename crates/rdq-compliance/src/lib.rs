@@ -213,6 +213,6 @@ mod tests {
         let unique: HashSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len());
         assert!(names.contains(&"fixtures_round_trip"));
-        assert_eq!(names.len(), 54);
+        assert_eq!(names.len(), 58);
     }
 }

@@ -30,6 +30,10 @@ use crate::ingest::{Ingestor, Record, Step};
 use crate::status::{Registry, SourceState};
 use crate::{LINGER, SourceError, WATCH_EVERY, remote_error, store_error};
 
+/// How long a partition with records behind may give none before the
+/// reader starts again.
+const STALL_AFTER: Duration = Duration::from_secs(10);
+
 /// How long a metadata or watermark request may take.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -83,6 +87,7 @@ pub(crate) async fn run(
         consumer,
         registry: registry.clone(),
         aligned: HashSet::new(),
+        heard: BTreeMap::new(),
         paused: false,
         watched: Instant::now(),
     };
@@ -212,6 +217,9 @@ struct Reader {
     /// Partitions whose position was compared with the stored cursor
     /// since they were assigned.
     aligned: HashSet<i32>,
+    /// When each partition last gave a record (or was found with nothing
+    /// behind), to tell a stalled partition.
+    heard: BTreeMap<i32, Instant>,
     paused: bool,
     watched: Instant,
 }
@@ -244,15 +252,20 @@ impl Reader {
             for partition in self.consumer.context().take_revoked() {
                 debug!(source = %self.config.name, partition, "partition revoked");
                 self.ingestor.forget(&partition.to_string());
+                self.registry
+                    .drop_partition(&self.config.name, &partition.to_string());
+                self.heard.remove(&partition);
                 self.aligned.remove(&partition);
                 runs.remove(&partition);
             }
             for (partition, records) in std::mem::take(&mut runs) {
+                self.heard.insert(partition, Instant::now());
                 self.ingest(partition, records).await?;
             }
             if self.watched.elapsed() >= WATCH_EVERY {
                 self.watched = Instant::now();
                 self.back_pressure().await?;
+                self.check_stalls()?;
             } else if !self.paused && self.ingestor.may_be_over() {
                 self.back_pressure().await?;
             }
@@ -302,12 +315,17 @@ impl Reader {
                 .cursor(&name)
                 .await
                 .map_err(|e| store_error(&self.config, e))?;
-            self.aligned.insert(partition);
             if let Some(cursor) = cursor.filter(|&c| first > c) {
-                info!(source = %self.config.name, partition, from = first, to = cursor,
-                      "the group is ahead of the stored cursor; seeking back");
-                return self.seek(partition, cursor);
+                // Records between the cursor and this run exist unless the
+                // log no longer starts before the run (retention).
+                if self.log_start(partition).await? <= cursor {
+                    info!(source = %self.config.name, partition, from = first, to = cursor,
+                          "the consumer is ahead of the stored cursor; seeking back");
+                    // Until a run starts at the cursor, this check stays.
+                    return self.seek(partition, cursor).await;
+                }
             }
+            self.aligned.insert(partition);
         }
         match self
             .ingestor
@@ -320,7 +338,7 @@ impl Reader {
                 info!(source = %self.config.name, partition, to = ?to,
                       "another bridge moved the cursor; seeking to it");
                 match to {
-                    Some(to) => self.seek(partition, to),
+                    Some(to) => self.seek(partition, to).await,
                     None => {
                         self.aligned.remove(&partition);
                         Ok(())
@@ -330,11 +348,30 @@ impl Reader {
         }
     }
 
-    fn seek(&self, partition: i32, to: u64) -> Result<(), SourceError> {
+    /// Moves `partition`'s fetch position to `to`, waiting until it is
+    /// done: a seek that cannot apply (the partition is not fetching yet)
+    /// is an error, and the reader starts again from the committed offsets.
+    async fn seek(&self, partition: i32, to: u64) -> Result<(), SourceError> {
         let offset = Offset::Offset(i64::try_from(to).unwrap_or(i64::MAX));
-        self.consumer
-            .seek(&self.kafka.topic, partition, offset, Duration::ZERO)
-            .map_err(|e| remote_error(&self.config, format!("seek partition {partition}: {e}")))
+        let (consumer, topic) = (Arc::clone(&self.consumer), self.kafka.topic.clone());
+        tokio::task::spawn_blocking(move || {
+            consumer.seek(&topic, partition, offset, METADATA_TIMEOUT)
+        })
+        .await
+        .map_err(|e| remote_error(&self.config, e))?
+        .map_err(|e| remote_error(&self.config, format!("seek partition {partition}: {e}")))
+    }
+
+    /// The oldest offset `partition` still holds.
+    async fn log_start(&self, partition: i32) -> Result<u64, SourceError> {
+        let (consumer, topic) = (Arc::clone(&self.consumer), self.kafka.topic.clone());
+        let (low, _) = tokio::task::spawn_blocking(move || {
+            consumer.fetch_watermarks(&topic, partition, METADATA_TIMEOUT)
+        })
+        .await
+        .map_err(|e| remote_error(&self.config, e))?
+        .map_err(|e| remote_error(&self.config, format!("watermarks: {e}")))?;
+        Ok(u64::try_from(low).unwrap_or(0))
     }
 
     /// Moves the group's committed offset of `partition` to `next`.
@@ -352,6 +389,44 @@ impl Reader {
         self.consumer
             .commit(&list, CommitMode::Async)
             .map_err(|e| remote_error(&self.config, format!("commit: {e}")))
+    }
+
+    /// A partition with records behind its cursor that gave none for
+    /// [`STALL_AFTER`] while the source reads ends this connection: the
+    /// reader starts again from the committed offsets (a safety net for a
+    /// fetch that a rebalance left stuck).
+    fn check_stalls(&mut self) -> Result<(), SourceError> {
+        if self.paused {
+            self.heard.clear();
+            return Ok(());
+        }
+        let Some(status) = self.registry.get(&self.config.name) else {
+            return Ok(());
+        };
+        let now = Instant::now();
+        for p in &status.partitions {
+            let Ok(partition) = p.partition.parse::<i32>() else {
+                continue;
+            };
+            let heard = *self.heard.entry(partition).or_insert(now);
+            match p.lag {
+                Some(lag) if lag > 0 && now.duration_since(heard) >= STALL_AFTER => {
+                    return Err(remote_error(
+                        &self.config,
+                        format!(
+                            "partition {partition} gave no record for {} s with {lag} behind \
+                             its cursor; starting again",
+                            STALL_AFTER.as_secs()
+                        ),
+                    ));
+                }
+                Some(0) => {
+                    self.heard.insert(partition, now);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Pauses or resumes by the queue's depth.

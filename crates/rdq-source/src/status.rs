@@ -201,6 +201,18 @@ impl Registry {
         });
     }
 
+    /// Forgets one partition (it went to another bridge).
+    pub(crate) fn drop_partition(&self, name: &str, partition: &str) {
+        self.update(name, |s| {
+            s.partitions.retain(|p| p.partition != partition);
+            s.lag = s
+                .partitions
+                .iter()
+                .any(|p| p.lag.is_some())
+                .then(|| s.partitions.iter().filter_map(|p| p.lag).sum());
+        });
+    }
+
     /// Every source's status, by name (the rate as of now: it falls to
     /// zero while no records come).
     pub fn all(&self) -> Vec<SourceStatus> {

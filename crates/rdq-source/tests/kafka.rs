@@ -1,6 +1,7 @@
 //! A Kafka source against the real broker `scripts/services.sh` starts
 //! (`RDQ_TEST_KAFKA`, default 127.0.0.1:9092): every record becomes exactly
-//! one task, a group reset or pruned keys make no second task, a poison
+//! one task, partitions move between bridges on a rebalance, a group reset
+//! or pruned keys make no second task, a poison
 //! record is kept DEAD while its partition moves on, back-pressure pauses
 //! and resumes, and a missing topic or an unreachable broker is reported in
 //! the source's status.
@@ -324,6 +325,62 @@ async fn back_pressure_pauses_above_the_high_water_mark_and_resumes_below_the_lo
     running.stop().await;
     let tasks = tasks_by_locator(&engine, "src.bp").await;
     assert_eq!(tasks.len(), 2_000, "every record once");
+    delete_topic(&topic).await;
+}
+
+/// Two bridges of one source in one consumer group share the partitions;
+/// one stops while records keep coming, the group gives its partitions to
+/// the other, which resumes each at its stored cursor: every record once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_move_between_bridges_on_a_rebalance_and_nothing_is_lost_or_doubled() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = embedded(dir.path());
+    let topic = unique("rdq-src-rebalance");
+    create_topic(&topic, 4).await;
+    let producer = producer();
+    let config = kafka_source("rebal", "src.rebal", &topic, &unique("g"));
+    let first = Running::start(&engine, std::slice::from_ref(&config));
+    let second = Running::start(&engine, std::slice::from_ref(&config));
+    // Records keep coming until the group has given each bridge partitions
+    // and each has stored some.
+    let mut sent = 0;
+    while !(first.status("rebal").ingested > 0 && second.status("rebal").ingested > 0) {
+        assert!(
+            sent < 20_000,
+            "both bridges store records within 200 rounds"
+        );
+        produce(&producer, &topic, sent, 100).await;
+        sent += 100;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    produce(&producer, &topic, sent, 1_000).await;
+    sent += 1_000;
+    first.stop().await;
+    produce(&producer, &topic, sent, 1_000).await;
+    let total = sent + 1_000;
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while tasks_by_locator(&engine, "src.rebal").await.len() < total {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {total} records are tasks after 90 s; the bridge left: {:?}",
+            tasks_by_locator(&engine, "src.rebal").await.len(),
+            second.status("rebal")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    second.stop().await;
+    let tasks = tasks_by_locator(&engine, "src.rebal").await;
+    assert_eq!(tasks.len(), total, "one task per record");
+    let payloads: std::collections::BTreeSet<Vec<u8>> =
+        tasks.values().map(|t| t.payload_bytes()).collect();
+    assert_eq!(payloads.len(), total, "every record once");
+    let cursors = engine.source_cursors("rebal").await.unwrap();
+    assert_eq!(
+        cursors.iter().map(|c| c.next).sum::<u64>(),
+        total as u64,
+        "the cursors stand past every record: {cursors:?}"
+    );
     delete_topic(&topic).await;
 }
 

@@ -47,6 +47,12 @@ pub struct Running {
 
 impl Running {
     pub fn start(engine: &Engine, configs: &[SourceConfig]) -> Self {
+        if std::env::var("RDQ_TEST_LOG").is_ok() {
+            let _ = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::DEBUG)
+                .with_test_writer()
+                .try_init();
+        }
         let registry = Registry::default();
         let (trigger, stop): (ShutdownTrigger, Shutdown) = shutdown_channel();
         let sources = rdq_source::start(engine, configs, &registry, &stop).expect("start");
