@@ -33,6 +33,9 @@ use crate::{SourceError, WATCH_EVERY, remote_error, store_error};
 
 type Consumer = jetstream::consumer::Consumer<pull::Config>;
 
+/// The longest a fetch may take (a waiting one lasts a watch interval).
+const FETCH_LIMIT: Duration = Duration::from_secs(10);
+
 /// Reads the stream until `stop` or an error.
 pub(crate) async fn run(
     engine: &Engine,
@@ -197,6 +200,22 @@ async fn next_batch(
 }
 
 async fn fetch(
+    consumer: &Consumer,
+    config: &SourceConfig,
+    wait: bool,
+) -> Result<Vec<jetstream::Message>, SourceError> {
+    // A pull request the server forgot (it restarted while the request
+    // waited) is never answered: past this, the reader starts again.
+    match tokio::time::timeout(FETCH_LIMIT, fetch_unbounded(consumer, config, wait)).await {
+        Ok(fetched) => fetched,
+        Err(_) => Err(remote_error(
+            config,
+            format!("fetch: no answer in {} s", FETCH_LIMIT.as_secs()),
+        )),
+    }
+}
+
+async fn fetch_unbounded(
     consumer: &Consumer,
     config: &SourceConfig,
     wait: bool,
