@@ -449,18 +449,8 @@ impl Reader {
             .map_err(|e| remote_error(&self.config, e))?;
             self.paused = pause;
             info!(source = %self.config.name, paused = pause, "back-pressure");
-            self.registry.update(&self.config.name, |s| {
-                s.paused = pause;
-                s.state = if pause {
-                    SourceState::Paused
-                } else {
-                    SourceState::Running
-                };
-            });
-        } else if !pause {
-            self.registry
-                .update(&self.config.name, |s| s.state = SourceState::Running);
         }
+        self.registry.set_paused(&self.config.name, pause);
         Ok(())
     }
 }

@@ -334,14 +334,7 @@ impl Reader {
             info!(source = %self.config.name, paused = pause, "back-pressure");
             self.paused = pause;
         }
-        self.registry.update(&self.config.name, |s| {
-            s.paused = pause;
-            s.state = if pause {
-                SourceState::Paused
-            } else {
-                SourceState::Running
-            };
-        });
+        self.registry.set_paused(&self.config.name, pause);
         let info = self
             .consumer
             .get_info()

@@ -144,14 +144,7 @@ async fn watch(
             () = tokio::time::sleep(WATCH_EVERY) => {}
         }
         let pause = back_pressure(&mut ingestor, config, paused).await?;
-        registry.update(&config.name, |s| {
-            s.paused = pause;
-            s.state = if pause {
-                SourceState::Paused
-            } else {
-                SourceState::Running
-            };
-        });
+        registry.set_paused(&config.name, pause);
         let lag = approximate_messages(config, client, sqs).await?;
         registry.partition(&config.name, "", None, Some(lag));
     }

@@ -142,6 +142,20 @@ impl Registry {
         }
     }
 
+    /// Records whether back-pressure holds the source: `paused` and the
+    /// state `paused` or `running` (which also ends a `retrying` once the
+    /// source reads again).
+    pub(crate) fn set_paused(&self, name: &str, paused: bool) {
+        self.update(name, |s| {
+            s.paused = paused;
+            s.state = if paused {
+                SourceState::Paused
+            } else {
+                SourceState::Running
+            };
+        });
+    }
+
     /// Counts a step's records and refreshes the rate.
     pub(crate) fn count(&self, name: &str, ingested: u64, dead: u64, duplicates: u64) {
         if let Some(cell) = self.cells().get_mut(name) {

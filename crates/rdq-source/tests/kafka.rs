@@ -12,13 +12,15 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Running, count, embedded, source, tasks_by_locator, unique, wait_until};
+use common::{
+    Running, assert_back_pressure, embedded, pending, source, tasks_by_locator, unique, wait_until,
+};
 use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdq_engine::{Engine, QueuePolicy, Settlement};
+use rdq_engine::QueuePolicy;
 use rdq_envelope::{Status, dead_reasons};
 use rdq_source::{KafkaConfig, SourceConfig, SourceState};
 
@@ -105,10 +107,6 @@ fn kafka_source(name: &str, queue: &str, topic: &str, group: &str) -> SourceConf
     config.key_header = Some("kafka.key".to_owned());
     config.key_as_flow_key = true;
     config
-}
-
-async fn pending(engine: &Engine, queue: &str) -> u64 {
-    count(engine, queue, Status::Pending).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -288,40 +286,7 @@ async fn back_pressure_pauses_above_the_high_water_mark_and_resumes_below_the_lo
     config.low_water = Some(100);
     config.batch = 50;
     let running = Running::start(&engine, std::slice::from_ref(&config));
-    wait_until(60, "the source pauses", || async {
-        running.status("bp").paused
-    })
-    .await;
-    assert_eq!(running.status("bp").state, SourceState::Paused);
-    let at_pause = pending(&engine, "src.bp").await;
-    assert!(
-        at_pause > 300,
-        "paused above the high-water mark: {at_pause}"
-    );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let held = pending(&engine, "src.bp").await;
-    assert!(
-        held < 2_000 && held <= at_pause + 600,
-        "paused, it stores little more (what it had fetched): {at_pause} then {held}"
-    );
-    // Workers drain the queue: below the low-water mark it reads again,
-    // and in the end every record is a task.
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    wait_until(120, "every record is a task", || {
-        let (engine, done) = (engine.clone(), done.clone());
-        async move {
-            for claimed in engine.claim("src.bp", 100, None).await.unwrap() {
-                engine
-                    .settle(&claimed.envelope, claimed.token, Settlement::Success)
-                    .await
-                    .unwrap();
-                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            done.load(std::sync::atomic::Ordering::Relaxed) >= 2_000
-        }
-    })
-    .await;
-    assert!(!running.status("bp").paused || pending(&engine, "src.bp").await > 100);
+    assert_back_pressure(&engine, &running, "bp", "src.bp", 2_000).await;
     running.stop().await;
     let tasks = tasks_by_locator(&engine, "src.bp").await;
     assert_eq!(tasks.len(), 2_000, "every record once");

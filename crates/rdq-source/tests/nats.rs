@@ -12,7 +12,9 @@ mod common;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
-use common::{Running, count, embedded, source, tasks_by_locator, unique, wait_until};
+use common::{
+    Running, assert_back_pressure, count, embedded, source, tasks_by_locator, unique, wait_until,
+};
 use rdq_engine::QueuePolicy;
 use rdq_envelope::{Status, dead_reasons};
 use rdq_source::{NatsConfig, SourceConfig, SourceState};
@@ -228,6 +230,34 @@ async fn a_poison_message_is_kept_dead_and_the_stream_moves_on() {
         dead_reasons::UNDECODABLE_SOURCE
     );
     assert_eq!(tasks[&format!("nats://{name}/3")].status, Status::Pending);
+    js.delete_stream(&name).await.unwrap();
+}
+
+/// The reader stops fetching while the queue is above its high-water mark
+/// (the consumer's pending messages wait in the stream) and fetches again
+/// below the low-water mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_pressure_stops_fetching_above_the_high_water_mark_and_resumes_below_the_low() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = embedded(dir.path());
+    let js = context().await;
+    let name = unique("rdqbp").replace('-', "_");
+    make_stream(&js, &name).await;
+    for i in 0..2_000 {
+        publish(&js, &format!("{name}.a"), format!("m{i}").into_bytes()).await;
+    }
+    let mut config = nats_source("jsbp", "src.jsbp", &name, "c");
+    config.high_water = Some(300);
+    config.low_water = Some(100);
+    config.batch = 50;
+    let running = Running::start(&engine, std::slice::from_ref(&config));
+    assert_back_pressure(&engine, &running, "jsbp", "src.jsbp", 2_000).await;
+    running.stop().await;
+    assert_eq!(
+        tasks_by_locator(&engine, "src.jsbp").await.len(),
+        2_000,
+        "every message once"
+    );
     js.delete_stream(&name).await.unwrap();
 }
 

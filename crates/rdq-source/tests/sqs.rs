@@ -13,7 +13,9 @@ use std::time::Duration;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::types::QueueAttributeName;
-use common::{Running, count, embedded, source, tasks_by_locator, unique, wait_until};
+use common::{
+    Running, assert_back_pressure, count, embedded, source, tasks_by_locator, unique, wait_until,
+};
 use rdq_envelope::Status;
 use rdq_source::{SourceConfig, SourceState, SqsConfig};
 
@@ -188,6 +190,44 @@ async fn a_message_delivered_again_finds_its_task() {
     let tasks = tasks_by_locator(&engine, "src.sqsagain").await;
     assert_eq!(tasks.len(), 2);
     assert!(tasks.contains_key(&format!("sqs://{url}/{id}")));
+}
+
+/// Every receiver stops receiving while the queue is above its high-water
+/// mark (the messages wait in SQS) and receives again below the low-water
+/// mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn back_pressure_stops_receiving_above_the_high_water_mark_and_resumes_below_the_low() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = embedded(dir.path());
+    let sqs = client();
+    let url = make_queue(&sqs, &unique("rdq-bp"), false).await;
+    for batch in 0..200 {
+        let mut send = sqs.send_message_batch().queue_url(&url);
+        for i in 0..10 {
+            send = send.entries(
+                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                    .id(format!("e{i}"))
+                    .message_body(format!("m{}", batch * 10 + i))
+                    .build()
+                    .unwrap(),
+            );
+        }
+        let sent = send.send().await.unwrap();
+        assert!(sent.failed().is_empty(), "{:?}", sent.failed());
+    }
+    let mut config = sqs_source("sqsbp", "src.sqsbp", &url);
+    config.high_water = Some(300);
+    config.low_water = Some(100);
+    config.batch = 50;
+    let running = Running::start(&engine, std::slice::from_ref(&config));
+    assert_back_pressure(&engine, &running, "sqsbp", "src.sqsbp", 2_000).await;
+    running.stop().await;
+    assert_eq!(
+        tasks_by_locator(&engine, "src.sqsbp").await.len(),
+        2_000,
+        "every message once"
+    );
+    assert_eq!(visible(&sqs, &url).await, 0, "every message deleted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdq_engine::{Engine, ListQuery, QueuePolicy, SOURCE_HEADER, SystemClock};
+use rdq_engine::{Engine, ListQuery, QueuePolicy, SOURCE_HEADER, Settlement, SystemClock};
 use rdq_envelope::{Envelope, Status};
 use rdq_runtime::{Shutdown, ShutdownTrigger, shutdown_channel};
-use rdq_source::{Registry, SourceConfig, SourceStatus, Sources};
+use rdq_source::{Registry, SourceConfig, SourceState, SourceStatus, Sources};
 
 /// A name no other test uses.
 pub fn unique(prefix: &str) -> String {
@@ -151,4 +151,66 @@ pub fn source(name: &str, queue: &str) -> SourceConfig {
         "retry_ms": 200,
     }))
     .expect("a source configuration")
+}
+
+/// How many tasks of `queue` wait (PENDING).
+pub async fn pending(engine: &Engine, queue: &str) -> u64 {
+    count(engine, queue, Status::Pending).await
+}
+
+/// Back-pressure as every kind must apply it, for a source `name` started
+/// on `queue` with `high_water = 300`, `low_water = 100` and a batch of 50
+/// while `total` records wait in its stream: it pauses above the high-water
+/// mark and stores little more while paused; workers draining the queue
+/// make it read again below the low-water mark, until every record is
+/// one task.
+pub async fn assert_back_pressure(
+    engine: &Engine,
+    running: &Running,
+    name: &str,
+    queue: &str,
+    total: usize,
+) {
+    wait_until(60, "the source pauses", || async {
+        running.status(name).paused
+    })
+    .await;
+    assert_eq!(running.status(name).state, SourceState::Paused);
+    let at_pause = pending(engine, queue).await;
+    assert!(
+        at_pause > 300,
+        "paused above the high-water mark: {at_pause}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let held = pending(engine, queue).await;
+    assert!(
+        held < total as u64 && held <= at_pause + 600,
+        "paused, it stores little more (what it had fetched): {at_pause} then {held}"
+    );
+    assert!(
+        running.status(name).paused,
+        "still paused while nothing drains"
+    );
+    // Workers drain the queue: below the low-water mark it reads again,
+    // and in the end every record is a task.
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    wait_until(120, "every record is a task", || {
+        let (engine, done) = (engine.clone(), done.clone());
+        async move {
+            for claimed in engine.claim(queue, 100, None).await.expect("claim") {
+                engine
+                    .settle(&claimed.envelope, claimed.token, Settlement::Success)
+                    .await
+                    .expect("settle");
+                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            done.load(std::sync::atomic::Ordering::Relaxed) >= total
+        }
+    })
+    .await;
+    wait_until(30, "the source runs again", || async {
+        !running.status(name).paused
+    })
+    .await;
+    assert_eq!(running.status(name).state, SourceState::Running);
 }
