@@ -19,6 +19,11 @@
 // by Worker.UndeclaredSchedules, never deleted. The scheduler of every
 // `rdq serve` node fires them.
 //
+// The sources a server runs (Kafka topics, NATS JetStream streams and SQS
+// queues whose records become tasks, declared in its configuration file)
+// are read with ListSources and GetSource, and their cursors reset with
+// ResetSourceCursors.
+//
 // Submits join the caller's W3C trace (ContextWithTraceParent, or a
 // ClientConfig.TraceParent hook such as an OpenTelemetry propagator), and
 // each handler's context carries its task's traceparent, so submits from a

@@ -42,6 +42,10 @@ const (
 	CodeInvalidInterval     = "INVALID_INTERVAL"
 	CodeInvalidWindow       = "INVALID_WINDOW"
 	CodeScheduleNotFound    = "SCHEDULE_NOT_FOUND"
+
+	// Sources (docs/sources.md#errors): a source the server does not run,
+	// or on a queue the caller may not read.
+	CodeSourceNotFound = "SOURCE_NOT_FOUND"
 )
 
 // Error is a refusal with rdq's stable code: a problem document from the

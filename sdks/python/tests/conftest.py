@@ -67,12 +67,14 @@ def start_server(
     scheme: str = "http",
     verify: str | bool = True,
     port: int | None = None,
+    config: str = "",
 ) -> Server:
+    """`config` is TOML added to the configuration file (`[[sources]]`, …)."""
     binary = os.environ.get("RDQ_BIN")
     if not binary:
         pytest.exit("RDQ_BIN must name the rdq binary (scripts/test.sh sets it)", returncode=2)
     tmp = Path(tempfile.mkdtemp(prefix="rdq-py-"))
-    (tmp / "rdq.toml").write_text(CONFIG)
+    (tmp / "rdq.toml").write_text(CONFIG + config)
     port = port or _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("RDQ_LISTEN", "RDQ_STORE", "RDQ_CONFIG")}
     log = open(tmp / "server.log", "wb")

@@ -1,6 +1,6 @@
 """rdq's Python SDK: a client for rdq's HTTP and gRPC APIs, a worker on
-the gRPC `Work` stream, schedules, the outcome ladder, and the v1 envelope
-codec.
+the gRPC `Work` stream, schedules, sources, the outcome ladder, and the v1
+envelope codec.
 
 Installed as the distribution `rdq-sdk`; imported as `rdq`.
 """
@@ -46,6 +46,7 @@ from .outcome import (
     error_type_of,
 )
 from .schedules import CatchUp, Overlap, Schedule, ScheduleOwner, ScheduleState, ScheduleTask
+from .sources import SourceKind, SourcePartition, SourceState, SourceStatus
 from .worker import Worker
 
 __all__ = [
@@ -87,6 +88,10 @@ __all__ = [
     "ScheduleTask",
     "ServerError",
     "SettleResult",
+    "SourceKind",
+    "SourcePartition",
+    "SourceState",
+    "SourceStatus",
     "Status",
     "Submit",
     "SubmitResult",

@@ -35,6 +35,7 @@ from .envelope._json import Json, JsonSyntaxError, parse, to_python
 from .envelope.codec import decode_value
 from .errors import InvalidRequest, RdqError, ServerError, error_for
 from .schedules import Schedule, ScheduleOwner, ScheduleState, check_schedule_name, instant
+from .sources import SourceStatus, check_source_name
 from .v1 import api_pb2, envelope_pb2
 
 T = TypeVar("T")
@@ -793,6 +794,85 @@ def next_due(name: str, count: int | None) -> Call[list[datetime]]:
         else:
             rpc = None
     return Call("GET", path, _read_due, params=params, rpc=rpc)
+
+
+# -- sources -----------------------------------------------------------------
+
+
+def _source_path(name: str, suffix: str = "") -> str:
+    check_source_name(name)
+    return f"/v1/sources/{_segment(name)}{suffix}"
+
+
+def _read_source(resp: httpx.Response) -> SourceStatus:
+    return SourceStatus.from_json(read_plain(resp))
+
+
+def _source_of(msg: api_pb2.SourceResponse) -> SourceStatus:
+    """A `SourceResponse` read as its JSON twin: unset optionals are null."""
+
+    def opt(m: Any, name: str) -> Any:
+        return getattr(m, name) if m.HasField(name) else None
+
+    return SourceStatus.from_json(
+        {
+            "name": msg.name,
+            "kind": msg.kind,
+            "queue": msg.queue,
+            "state": msg.state,
+            "paused": msg.paused,
+            "lag": opt(msg, "lag"),
+            "ingested": msg.ingested,
+            "dead": msg.dead,
+            "duplicates": msg.duplicates,
+            "rate": msg.rate,
+            "last_error": opt(msg, "last_error"),
+            "last_error_at_ms": opt(msg, "last_error_at_ms"),
+            "cursors_in_store": msg.cursors_in_store,
+            "partitions": [
+                {"partition": p.partition, "cursor": opt(p, "cursor"), "lag": opt(p, "lag")} for p in msg.partitions
+            ],
+        }
+    )
+
+
+def _read_sources(resp: httpx.Response) -> list[SourceStatus]:
+    doc = read_plain(resp)
+    if not isinstance(doc, dict) or not isinstance(doc.get("sources"), list):
+        raise ServerError("INTERNAL", "the server answered JSON of an unexpected shape")
+    return [SourceStatus.from_json(s) for s in doc["sources"]]
+
+
+def _read_sources_proto(resp: api_pb2.ListSourcesResponse) -> list[SourceStatus]:
+    return [_source_of(s) for s in resp.sources]
+
+
+def list_sources() -> Call[list[SourceStatus]]:
+    rpc = Rpc("Sources", "List", api_pb2.ListSourcesRequest(), _read_sources_proto)
+    return Call("GET", "/v1/sources", _read_sources, rpc=rpc)
+
+
+def get_source(name: str) -> Call[SourceStatus]:
+    rpc = Rpc("Sources", "Get", api_pb2.GetSourceRequest(name=name), _source_of)
+    return Call("GET", _source_path(name), _read_source, rpc=rpc)
+
+
+def _read_reset(resp: httpx.Response) -> int:
+    doc = read_plain(resp)
+    deleted = doc.get("deleted") if isinstance(doc, dict) else None
+    if not isinstance(deleted, int) or isinstance(deleted, bool):
+        raise ServerError("INTERNAL", "the server answered JSON of an unexpected shape")
+    return deleted
+
+
+def _read_reset_proto(resp: api_pb2.ResetSourceCursorsResponse) -> int:
+    return int(resp.deleted)
+
+
+def reset_source_cursors(name: str) -> Call[int]:
+    """Removes the source's cursors from the store; answers how many."""
+    rpc = Rpc("Sources", "ResetCursors", api_pb2.ResetSourceCursorsRequest(name=name), _read_reset_proto)
+    return Call("DELETE", _source_path(name, "/cursors"), _read_reset, rpc=rpc)
 
 
 def _read_claim(resp: httpx.Response) -> list[LeasedTask]:

@@ -1,11 +1,11 @@
 """`AsyncClient` and its sync twin `Client`: submit, read, list and cancel
-tasks, the DLQ, queue configuration and schedules (docs/http-api.md,
-docs/grpc.md).
+tasks, the DLQ, queue configuration, schedules and the server's sources
+(docs/http-api.md, docs/grpc.md).
 
 Both are thin carriers of the calls in `_calls`: each method builds a
 `Call` there and sends it, so the two APIs are the same by construction.
-The task calls (submit, batch submit, get, list) and the schedule calls go
-over gRPC by default, on one HTTP/2 connection that multiplexes every call
+The task calls (submit, batch submit, get, list), the schedule calls and
+the source calls go over gRPC by default, on one HTTP/2 connection that multiplexes every call
 in flight; the rest over HTTP/JSON with httpx, which pools keep-alive
 connections. Measured on one asyncio loop with 64 submits in flight, gRPC
 carried about ten times the submits of httpx's HTTP/1.1 pool (whose
@@ -32,6 +32,7 @@ from .answers import CancelResult, DeadPage, QueueCounts, ReasonCount, RedriveRe
 from .envelope import Envelope
 from .errors import RdqError, Unavailable
 from .schedules import Schedule, ScheduleOwner, ScheduleState
+from .sources import SourceStatus
 from .v1 import api_pb2_grpc
 
 T = TypeVar("T")
@@ -77,6 +78,7 @@ _STUBS = {
     "Tasks": api_pb2_grpc.TasksStub,
     "Workers": api_pb2_grpc.WorkersStub,
     "Schedules": api_pb2_grpc.SchedulesStub,
+    "Sources": api_pb2_grpc.SourcesStub,
 }
 Transport = Literal["grpc", "http"]
 
@@ -356,6 +358,28 @@ class AsyncClient:
         server's 5), ascending, as UTC datetimes; fewer when it ends."""
         return await self._run(_calls.next_due(name, count))
 
+    async def list_sources(self) -> list[SourceStatus]:
+        """The sources the server runs (`[[sources]]` in its configuration
+        file) on queues the caller may read, by name, each with its status as
+        that server process knows it."""
+        return await self._run(_calls.list_sources())
+
+    async def get_source(self, name: str) -> SourceStatus:
+        """One source with its status and partitions; `NotFound`
+        (SOURCE_NOT_FOUND) for a name the server does not run, or whose
+        queue the caller may not read. A name outside `[a-z0-9._-]{1,120}`
+        raises `InvalidRequest` (INVALID_ARGUMENT) before any request."""
+        return await self._run(_calls.get_source(name))
+
+    async def reset_source_cursors(self, name: str) -> int:
+        """Removes every cursor the store keeps for the source (`admin` on
+        its queue; audited as `source.reset`) and returns how many there
+        were: its next start takes its position from the source. Reset a
+        source while no process runs it (docs/sources.md). A source the
+        server does not run can be reset too (0 when it had none); a store
+        without source cursors (RabbitMQ) raises `Unsupported`."""
+        return await self._run(_calls.reset_source_cursors(name))
+
     async def dlq_export(
         self, queue: str, *, error_type: str | None = None, reason: str | None = None
     ) -> AsyncIterator[Envelope]:
@@ -633,6 +657,28 @@ class Client:
         """The schedule's next `count` due times from now (1 to 100; None: the
         server's 5), ascending, as UTC datetimes; fewer when it ends."""
         return self._run(_calls.next_due(name, count))
+
+    def list_sources(self) -> list[SourceStatus]:
+        """The sources the server runs (`[[sources]]` in its configuration
+        file) on queues the caller may read, by name, each with its status as
+        that server process knows it."""
+        return self._run(_calls.list_sources())
+
+    def get_source(self, name: str) -> SourceStatus:
+        """One source with its status and partitions; `NotFound`
+        (SOURCE_NOT_FOUND) for a name the server does not run, or whose
+        queue the caller may not read. A name outside `[a-z0-9._-]{1,120}`
+        raises `InvalidRequest` (INVALID_ARGUMENT) before any request."""
+        return self._run(_calls.get_source(name))
+
+    def reset_source_cursors(self, name: str) -> int:
+        """Removes every cursor the store keeps for the source (`admin` on
+        its queue; audited as `source.reset`) and returns how many there
+        were: its next start takes its position from the source. Reset a
+        source while no process runs it (docs/sources.md). A source the
+        server does not run can be reset too (0 when it had none); a store
+        without source cursors (RabbitMQ) raises `Unsupported`."""
+        return self._run(_calls.reset_source_cursors(name))
 
     def dlq_export(self, queue: str, *, error_type: str | None = None, reason: str | None = None) -> Iterator[Envelope]:
         """The queue's dead tasks, oldest first, streamed."""

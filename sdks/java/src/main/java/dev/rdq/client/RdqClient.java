@@ -52,8 +52,8 @@ import rdq.v1.TasksGrpc;
 /**
  * A client of {@code rdq serve}'s HTTP API ({@code docs/http-api.md}):
  * submit, read tasks, the pull-worker calls, queues and their flow
- * control, the DLQ, and periodic schedules. Submits can go over gRPC
- * instead ({@link Builder#submitProtocol}).
+ * control, the DLQ, periodic schedules, and the sources the server runs.
+ * Submits can go over gRPC instead ({@link Builder#submitProtocol}).
  *
  * <p>Thread-safe and meant to be shared: requests go through a {@link
  * Transport}, by default the JDK's {@code HttpClient} ({@link
@@ -970,6 +970,56 @@ public final class RdqClient implements AutoCloseable {
             }
         }
         return out;
+    }
+
+    // ------------------------------------------------------------------
+    // Sources (docs/sources.md): the Kafka topics, NATS JetStream streams and
+    // SQS queues the server reads into tasks ([[sources]] in its
+    // configuration file). Reading one needs any scope on its queue,
+    // resetting its cursors admin there.
+
+    /**
+     * Every source the server runs on a queue the caller may read, by name,
+     * with its status as this server process knows it ({@code GET
+     * /v1/sources}).
+     */
+    public List<SourceStatus> listSources() {
+        JsonObject body = object(send(httpGet("/v1/sources")));
+        List<SourceStatus> out = new ArrayList<>();
+        for (JsonValue v : array(body, "sources").items()) {
+            if (!(v instanceof JsonObject o)) {
+                throw unexpected("expected an object in \"sources\"");
+            }
+            out.add(SourceStatus.fromJson(o));
+        }
+        return out;
+    }
+
+    /**
+     * The source with its status and partitions ({@code GET
+     * /v1/sources/{name}}): {@code SOURCE_NOT_FOUND} for a name the server
+     * does not run, or whose queue the caller may not read. A name outside
+     * {@code [a-z0-9._-]{1,120}} is refused before any request ({@code
+     * INVALID_ARGUMENT} naming {@code source}).
+     */
+    public SourceStatus getSource(String name) {
+        SourceStatus.checkName(name);
+        return SourceStatus.fromJson(object(send(httpGet("/v1/sources/" + name))));
+    }
+
+    /**
+     * Removes every cursor the store keeps for the source ({@code DELETE
+     * /v1/sources/{name}/cursors}, admin on its queue; audited as {@code
+     * source.reset}) and answers how many there were: its next start takes
+     * its position from the source. Reset a source while no process runs it
+     * ({@code docs/sources.md}). A source the server does not run can be
+     * reset too (0 when it had none); a store without source cursors
+     * (RabbitMQ) answers {@code UNSUPPORTED}.
+     */
+    public long resetSourceCursors(String name) {
+        SourceStatus.checkName(name);
+        JsonObject body = object(send(call("DELETE", "/v1/sources/" + name + "/cursors", null, null)));
+        return body.integer("deleted").orElseThrow(() -> unexpected("expected an integer \"deleted\""));
     }
 
     // ------------------------------------------------------------------
