@@ -17,14 +17,24 @@
 //! channel on an unknown tag). Delivery tags on a channel are consecutive
 //! from 1 and the consumer's channel receives nothing else, so a run of
 //! consecutive settled tags contains every unacked delivery it covers.
+//!
+//! An AMQP ack has no answer: one written to a connection that dies before
+//! the broker reads it is lost, and the broker delivers the task again,
+//! perhaps to another process. So after each round of acks the task sends
+//! one method that has an answer (`basic.qos`, changing nothing) on the same
+//! channel; a channel handles its methods in order, so its answer means the
+//! broker has taken every ack before it. A settle waits for that answer
+//! ([`AckOutcome::Confirmed`]); without it the outcome is unknown
+//! ([`AckOutcome::Unconfirmed`]). One round trip per round, shared by every
+//! ack of the round.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use lapin::Acker;
-use lapin::options::BasicAckOptions;
+use lapin::options::{BasicAckOptions, BasicQosOptions};
+use lapin::{Acker, Channel};
 use tokio::sync::{Notify, oneshot};
 use tracing::{debug, warn};
 
@@ -32,10 +42,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// What became of an ack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckOutcome {
+    /// The broker has taken it: the delivery will not come back (short of
+    /// the broker itself losing it in a crash).
+    Confirmed,
+    /// It was never written (the subscription or its channel ended first):
+    /// the broker requeues the delivery.
+    NotSent,
+    /// Written, but the connection failed before the broker answered the
+    /// method after it: the delivery may or may not come back.
+    Unconfirmed,
+}
+
 /// A settled delivery waiting for its ack.
 struct Settled {
     acker: Acker,
-    reply: Option<oneshot::Sender<bool>>,
+    reply: Option<oneshot::Sender<AckOutcome>>,
 }
 
 struct State<T = Settled> {
@@ -96,16 +120,23 @@ pub struct Acks {
     wake: Notify,
     received: AtomicU64,
     acked: AtomicU64,
+    /// The subscription's channel, for the method that confirms a round.
+    channel: Channel,
+    /// The channel's prefetch, which that method sets again.
+    prefetch: u16,
 }
 
 impl Acks {
-    /// A queue for a new subscription, with its ack task running.
-    pub fn start() -> Arc<Self> {
+    /// A queue for a new subscription on `channel` (consuming with
+    /// `prefetch`), with its ack task running.
+    pub fn start(channel: Channel, prefetch: u16) -> Arc<Self> {
         let acks = Arc::new(Self {
             state: Mutex::new(State::default()),
             wake: Notify::new(),
             received: AtomicU64::new(0),
             acked: AtomicU64::new(0),
+            channel,
+            prefetch,
         });
         tokio::spawn(run(Arc::clone(&acks)));
         acks
@@ -122,14 +153,14 @@ impl Acks {
         self.received.load(Ordering::Relaxed).saturating_sub(acked)
     }
 
-    /// Acks delivery `tag`; true once the ack is written to the connection,
-    /// false when the subscription ended first (the broker requeues it).
-    pub async fn ack(&self, tag: u64, acker: Acker) -> bool {
+    /// Acks delivery `tag` and waits until the broker has taken the ack
+    /// ([`AckOutcome`]).
+    pub async fn ack(&self, tag: u64, acker: Acker) -> AckOutcome {
         let (reply, answer) = oneshot::channel();
         if !self.push(tag, acker, Some(reply)) {
-            return false;
+            return AckOutcome::NotSent;
         }
-        answer.await.unwrap_or(false)
+        answer.await.unwrap_or(AckOutcome::NotSent)
     }
 
     /// Acks delivery `tag` without waiting for the outcome.
@@ -137,7 +168,7 @@ impl Acks {
         self.push(tag, acker, None);
     }
 
-    fn push(&self, tag: u64, acker: Acker, reply: Option<oneshot::Sender<bool>>) -> bool {
+    fn push(&self, tag: u64, acker: Acker, reply: Option<oneshot::Sender<AckOutcome>>) -> bool {
         {
             let mut state = lock(&self.state);
             if state.closed || tag <= state.floor || state.acked_above_floor.contains(&tag) {
@@ -158,7 +189,7 @@ impl Acks {
         };
         for (_, s) in pending {
             if let Some(reply) = s.reply {
-                let _ = reply.send(false);
+                let _ = reply.send(AckOutcome::NotSent);
             }
         }
         self.wake.notify_one();
@@ -204,22 +235,57 @@ async fn run(acks: Arc<Acks>) {
             }
             let count = round.run.len() + round.singles.len();
             acks.acked.fetch_add(count as u64, Ordering::Relaxed);
+            // Each settle with whether its ack was written.
+            let mut written = Vec::with_capacity(count);
             if let Some(last) = round.run.last() {
                 let ok = send(&last.acker, round.run.len() > 1).await;
                 if round.run.len() > 1 {
                     debug!(count = round.run.len(), "acked a run of deliveries at once");
                 }
-                for s in round.run {
-                    if let Some(reply) = s.reply {
-                        let _ = reply.send(ok);
-                    }
-                }
+                written.extend(round.run.into_iter().map(|s| (s.reply, ok)));
             }
             for s in round.singles {
                 let ok = send(&s.acker, false).await;
-                if let Some(reply) = s.reply {
-                    let _ = reply.send(ok);
+                written.push((s.reply, ok));
+            }
+            let confirmed = if written.iter().any(|(_, ok)| *ok) {
+                acks.confirm().await
+            } else {
+                false
+            };
+            for (reply, ok) in written {
+                let outcome = match (ok, confirmed) {
+                    (false, _) => AckOutcome::NotSent,
+                    (true, true) => AckOutcome::Confirmed,
+                    (true, false) => AckOutcome::Unconfirmed,
+                };
+                if let Some(reply) = reply {
+                    let _ = reply.send(outcome);
                 }
+            }
+        }
+    }
+}
+
+impl Acks {
+    /// Sends `basic.qos` with the prefetch the channel already has and waits
+    /// for its answer: true once the broker has answered, so it has taken
+    /// every ack written before it (module docs).
+    async fn confirm(&self) -> bool {
+        let qos = self
+            .channel
+            .basic_qos(self.prefetch, BasicQosOptions { global: false });
+        match tokio::time::timeout(ACK_WAIT, qos).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                debug!(error = %e, "the broker did not answer after acks; their outcome is unknown");
+                false
+            }
+            Err(_) => {
+                warn!(
+                    "the broker did not answer after acks within {ACK_WAIT:?}; their outcome is unknown"
+                );
+                false
             }
         }
     }

@@ -432,6 +432,7 @@ impl Broker {
                 }
                 Err(
                     e @ (RabbitError::Nacked(_)
+                    | RabbitError::Unconfirmed { .. }
                     | RabbitError::Closed
                     | RabbitError::TimedOut { .. }
                     | RabbitError::ReconnectExhausted { .. }),
@@ -439,10 +440,10 @@ impl Broker {
                     return Err(e);
                 }
                 Err(e) if tries < 3 || !self.is_connected() => {
-                    // The channel or connection failed under the publish:
-                    // wait for a live connection (the redial happens in
-                    // `connection()`), then publish again. The broker may
-                    // have taken the first copy: at least once, never lost.
+                    // The channel or connection failed before the publish
+                    // was sent: wait for a live connection (the redial
+                    // happens in `connection()`), then publish again. Once
+                    // sent, a publish is never sent again (`Unconfirmed`).
                     debug!(error = %e, tries, "publish failed; retrying on a live channel");
                     if tries >= 3 {
                         self.within(
@@ -555,7 +556,11 @@ impl Broker {
                         properties,
                     )
                     .await?;
-                Ok(confirm.await?)
+                // Sent: from here a failure leaves the broker's copy unknown.
+                confirm.await.map_err(|e| RabbitError::Unconfirmed {
+                    queue: key.as_str().to_owned(),
+                    reason: e.to_string(),
+                })
             })
             .await;
         if confirmation.is_ok() && channel.status().connected() {

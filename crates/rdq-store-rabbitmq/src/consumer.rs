@@ -17,7 +17,7 @@ use rdq_envelope::{Envelope, Status, Timestamp};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use crate::acks::Acks;
+use crate::acks::{AckOutcome, Acks};
 use crate::core::Core;
 use crate::error::RabbitError;
 use crate::leases::Lease;
@@ -121,7 +121,9 @@ impl Core {
         let count = waiting.len();
         let returned = futures::future::join_all(waiting.into_iter().map(|w| async move {
             match self.publish_task(q, &w.envelope, 0, granularity).await {
-                Ok(()) => w.delivery.ack().await,
+                // Unconfirmed, the original may come back beside its copy:
+                // a duplicate, never a loss.
+                Ok(()) => w.delivery.ack().await != AckOutcome::NotSent,
                 Err(e) => {
                     warn!(task = %w.envelope.id, error = %e, "handing a buffered task back failed; it stays buffered");
                     q.buffer(w);
@@ -190,10 +192,11 @@ impl Core {
             envelope.lease_expires_at = None;
         }
         let redelivered = delivery.redelivered;
-        if redelivered && lock(&self.leases).has_succeeded(envelope.id) {
-            // Settled here already; the broker lost the ack (it died after
-            // it): the task is done, not due again.
-            info!(task = %envelope.id, queue = %q.name, "a task settled here came back after a broker failure; acking it again");
+        if lock(&self.leases).has_succeeded(envelope.id) {
+            // Settled here already: the broker lost the ack (it died after
+            // it), or this is a second copy of a publish whose confirm was
+            // lost. The task is done; no task comes back after a success.
+            info!(task = %envelope.id, queue = %q.name, redelivered, "a task that succeeded here came back; acking it");
             sub.acks.ack_detached(delivery.delivery_tag, delivery.acker);
             return;
         }
@@ -339,12 +342,12 @@ pub(crate) async fn run_consumer(
             }
         };
         let epoch = core.epochs.fetch_add(1, Ordering::Relaxed) + 1;
+        let prefetch = core.broker.options().prefetch;
         let sub = Subscription {
             epoch,
-            acks: Acks::start(),
+            acks: Acks::start(channel.clone(), prefetch),
         };
         *lock(&q.consumer) = Some((consumer.clone(), sub.clone()));
-        let prefetch = core.broker.options().prefetch;
         debug!(queue = %q.name, epoch, "consuming");
         // Stopped: no consumer on the channel, which stays open for the
         // acks of the leases still out.

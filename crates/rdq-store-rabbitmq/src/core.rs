@@ -15,6 +15,7 @@ use rdq_envelope::{Envelope, Status};
 use tokio::sync::Notify;
 use tracing::warn;
 
+use crate::acks::AckOutcome;
 use crate::connection::Broker;
 use crate::error::RabbitError;
 use crate::leases::{Lease, Leases};
@@ -169,18 +170,31 @@ impl Core {
             }
             return Err(e);
         }
-        if lease.delivery.ack().await {
-            if next.status == Status::Succeeded {
-                lock(&self.leases).succeeded(id);
+        let succeeded = next.status == Status::Succeeded;
+        match lease.delivery.ack().await {
+            AckOutcome::Confirmed => {
+                if succeeded {
+                    lock(&self.leases).succeeded(id);
+                }
+                Ok(())
             }
-            Ok(())
-        } else if next.status == Status::Succeeded {
-            Err(EngineError::LeaseLost(id))
-        } else {
-            // The successor is published; the original comes back and is
-            // counted as a lapsed attempt: a duplicate, never a loss.
-            warn!(task = %id, "acking after a publish failed; the broker will redeliver the original");
-            Ok(())
+            // Never sent: the broker gives the task back.
+            AckOutcome::NotSent if succeeded => Err(EngineError::LeaseLost(id)),
+            AckOutcome::Unconfirmed if succeeded => {
+                // It may have ended: if it comes back here it is acked
+                // again; the caller hears that the outcome is unknown.
+                lock(&self.leases).succeeded(id);
+                Err(EngineError::Unavailable(format!(
+                    "the broker's connection failed before it confirmed the ack of task {id}:                      the task may have ended, or may run again"
+                )))
+            }
+            AckOutcome::NotSent | AckOutcome::Unconfirmed => {
+                // The successor is published; the original may come back
+                // and be counted as a lapsed attempt: a duplicate, never a
+                // loss.
+                warn!(task = %id, "acking after a publish failed; the broker may redeliver the original");
+                Ok(())
+            }
         }
     }
 }

@@ -24,6 +24,18 @@ pub enum RabbitError {
         /// The broker's reply text.
         reason: String,
     },
+    /// A publish was sent and the connection or channel failed before the
+    /// broker confirmed it: it may or may not have been stored, so it is
+    /// not sent again (a second copy would run the task twice).
+    #[error(
+        "STORE_UNAVAILABLE: the connection to RabbitMQ failed before the broker confirmed the message published to `{queue}` ({reason}); it may or may not have been stored"
+    )]
+    Unconfirmed {
+        /// The routing key (queue) of the publish.
+        queue: String,
+        /// What failed.
+        reason: String,
+    },
     /// The broker refused a publish (`basic.nack`).
     #[error("STORE_UNAVAILABLE: RabbitMQ refused (nacked) the message published to `{0}`")]
     Nacked(String),
@@ -78,6 +90,7 @@ impl RabbitError {
             Self::NameTooLong(_) => "INVALID_QUEUE_NAME",
             Self::Amqp(_)
             | Self::Returned { .. }
+            | Self::Unconfirmed { .. }
             | Self::Nacked(_)
             | Self::Closed
             | Self::TimedOut { .. }

@@ -16,7 +16,8 @@
 //! - **settle** publishes the successor first (a retry or deferral to `q` or
 //!   a hold queue, a dead task to `q.dead`) and acks the original only once
 //!   the broker confirmed it, so a failure in between duplicates a task but
-//!   never loses one; a success is just the ack;
+//!   never loses one; a success is the ack, answered once the broker has
+//!   taken it (`acks`);
 //! - **expired leases** are this process's leases past their deadline, plus
 //!   every delivery that arrives with `redelivered = true`: its previous
 //!   holder died without settling, so the engine closes that attempt as

@@ -12,7 +12,7 @@ use lapin::Consumer;
 use rdq_envelope::Envelope;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::acks::Acks;
+use crate::acks::{AckOutcome, Acks};
 use crate::topology::Names;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -58,9 +58,9 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    /// Acks the delivery (coalesced with its neighbours); true once the ack
-    /// is on its way, false when the subscription ended first.
-    pub(crate) async fn ack(self) -> bool {
+    /// Acks the delivery (coalesced with its neighbours) and waits until
+    /// the broker has taken the ack ([`AckOutcome`]).
+    pub(crate) async fn ack(self) -> AckOutcome {
         self.subscription.acks.ack(self.tag, self.acker).await
     }
 }

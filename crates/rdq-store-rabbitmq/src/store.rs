@@ -188,8 +188,9 @@ impl Store for RabbitStore {
             idempotent_submit: false,
             claim_max_in_flight: false,
             claim_flow: false,
-            // At least once: an ack has no answer, and a publish whose
-            // confirm was lost is sent again (docs/stores/rabbitmq.md).
+            // At least once: a broker crash can lose an ack it answered,
+            // and a retry's successor is published before the original's
+            // ack, which a network fault can lose (docs/stores/rabbitmq.md).
             ends_once: false,
             // A broker cannot find the message that holds a key.
             unique: false,

@@ -172,6 +172,9 @@ impl Drop for LazyFs {
 pub struct Acknowledged {
     pub submitted: Vec<String>,
     pub settled: Vec<String>,
+    /// Settles answered `503 STORE_UNAVAILABLE` or not at all: the task
+    /// may have ended or may come back (found either way, never lost).
+    pub settle_unknown: Vec<String>,
 }
 
 /// Load on the server at `base`: `submitters` threads submitting to
@@ -306,11 +309,15 @@ async fn settle(
                 .timeout(Duration::from_secs(5))
                 .send()
                 .await;
-            let Ok(response) = settled else { return };
-            if response.status() != 200 {
-                return;
+            let status = settled.as_ref().map(reqwest::Response::status).ok();
+            match status {
+                Some(reqwest::StatusCode::OK) => acked.lock().unwrap().settled.push(id),
+                None | Some(reqwest::StatusCode::SERVICE_UNAVAILABLE) => {
+                    acked.lock().unwrap().settle_unknown.push(id);
+                    return;
+                }
+                Some(_) => return,
             }
-            acked.lock().unwrap().settled.push(id);
         }
     }
 }
@@ -362,7 +369,8 @@ pub fn assert_nothing_lost_by_draining(base: &str, queue: &str, acked: &Acknowle
     let mut drained = runtime.block_on(drain(base, queue));
     // Dead-lettered (its attempts spent on lapsed leases) is found, not lost.
     drained.extend(runtime.block_on(dead(base, queue)));
-    let settled: std::collections::HashSet<&String> = acked.settled.iter().collect();
+    let settled: std::collections::HashSet<&String> =
+        acked.settled.iter().chain(&acked.settle_unknown).collect();
     let lost: Vec<&String> = acked
         .submitted
         .iter()

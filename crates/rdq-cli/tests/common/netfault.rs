@@ -404,12 +404,14 @@ pub fn count_drained(
     dead: &HashSet<String>,
 ) -> Drained {
     let settled: HashSet<&str> = acked.settled.iter().map(String::as_str).collect();
+    let unknown: HashSet<&str> = acked.settle_unknown.iter().map(String::as_str).collect();
     let lost = acked
         .submitted
         .iter()
         .filter(|id| {
             !claims.contains_key(id.as_str())
                 && !settled.contains(id.as_str())
+                && !unknown.contains(id.as_str())
                 && !dead.contains(id.as_str())
         })
         .cloned()
