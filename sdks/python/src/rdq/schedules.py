@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
+from ._reads import Reads
 from .envelope import EnvelopeError, check_handler_ref, check_queue_name, check_user_headers, is_valid_flow_key
 from .envelope.rules import is_valid_name
 from .errors import InvalidRequest, ServerError
@@ -385,30 +386,12 @@ def _ms_of_instant(value: datetime | int) -> int:
     return (value - _EPOCH) // _MS if isinstance(value, datetime) else int(value)
 
 
-def _bad(path: str) -> ServerError:
-    return ServerError("INTERNAL", f"the server answered a schedule with an unexpected {path}")
-
-
-def _object(value: object, path: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _bad(path)
-    return value
-
-
-def _string(value: object, path: str) -> str:
-    if not isinstance(value, str):
-        raise _bad(path)
-    return value
-
-
-def _opt_string(value: object, path: str) -> str | None:
-    return None if value is None else _string(value, path)
-
-
-def _integer(value: object, path: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _bad(path)
-    return value
+_READ = Reads("a schedule")
+_bad = _READ.bad
+_object = _READ.mapping
+_string = _READ.string
+_opt_string = _READ.opt_string
+_integer = _READ.integer
 
 
 def _opt_instant(value: object, path: str) -> datetime | None:

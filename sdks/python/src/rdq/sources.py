@@ -13,9 +13,9 @@ import contextlib
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
-from .errors import InvalidRequest, ServerError
+from ._reads import Reads
+from .errors import InvalidRequest
 from .schedules import instant
 
 
@@ -154,45 +154,11 @@ def _partition(value: object) -> SourcePartition:
     )
 
 
-def _bad(path: str) -> ServerError:
-    return ServerError("INTERNAL", f"the server answered a source with an unexpected {path}")
-
-
-def _object(value: object, path: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _bad(path)
-    return value
-
-
-def _string(value: object, path: str) -> str:
-    if not isinstance(value, str):
-        raise _bad(path)
-    return value
-
-
-def _opt_string(value: object, path: str) -> str | None:
-    return None if value is None else _string(value, path)
-
-
-def _opt_integer(value: object, path: str) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _bad(path)
-    return value
-
-
-def _number(value: object, path: str) -> float:
-    if value is None:
-        return 0.0
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise _bad(path)
-    return float(value)
-
-
-def _bool(value: object, path: str) -> bool:
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise _bad(path)
-    return value
+_READ = Reads("a source")
+_bad = _READ.bad
+_object = _READ.mapping
+_string = _READ.string
+_opt_string = _READ.opt_string
+_opt_integer = _READ.opt_integer
+_number = _READ.number
+_bool = _READ.boolean

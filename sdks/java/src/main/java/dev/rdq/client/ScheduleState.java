@@ -1,5 +1,8 @@
 package dev.rdq.client;
 
+import static dev.rdq.client.AnswerReads.optionalString;
+import static dev.rdq.client.AnswerReads.unexpected;
+
 import dev.rdq.RdqException;
 import dev.rdq.json.JsonNull;
 import dev.rdq.json.JsonNumber;
@@ -147,17 +150,6 @@ public record ScheduleState(String name, Schedule schedule, ScheduleOwner owner,
         throw unexpected("expected an integer \"" + key + "\", not " + v.toJson());
     }
 
-    private static Optional<String> optionalString(JsonObject o, String key) {
-        JsonValue v = o.get(key).orElse(JsonNull.INSTANCE);
-        if (v == JsonNull.INSTANCE) {
-            return Optional.empty();
-        }
-        if (v instanceof JsonString s) {
-            return Optional.of(s.value());
-        }
-        throw unexpected("expected a string \"" + key + "\"");
-    }
-
     private static String str(JsonObject o, String key) {
         return optionalString(o, key).orElseThrow(() -> missing(key));
     }
@@ -173,7 +165,4 @@ public record ScheduleState(String name, Schedule schedule, ScheduleOwner owner,
         return unexpected("a schedule without \"" + key + "\"");
     }
 
-    private static RdqException unexpected(String why) {
-        return new RdqException(RdqException.UNEXPECTED_RESPONSE, null, why, 0, null);
-    }
 }

@@ -1,12 +1,15 @@
 package dev.rdq.client;
 
+import static dev.rdq.client.AnswerReads.optionalInteger;
+import static dev.rdq.client.AnswerReads.optionalString;
+import static dev.rdq.client.AnswerReads.unexpected;
+
 import dev.rdq.RdqException;
 import dev.rdq.json.JsonArray;
 import dev.rdq.json.JsonBoolean;
 import dev.rdq.json.JsonNull;
 import dev.rdq.json.JsonNumber;
 import dev.rdq.json.JsonObject;
-import dev.rdq.json.JsonString;
 import dev.rdq.json.JsonValue;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -169,21 +172,6 @@ public record SourceStatus(String name, Kind kind, String queue, State state, bo
                 bool(o, "cursors_in_store"), partitions);
     }
 
-    private static OptionalLong optionalInteger(JsonObject o, String key) {
-        JsonValue v = o.get(key).orElse(JsonNull.INSTANCE);
-        if (v == JsonNull.INSTANCE) {
-            return OptionalLong.empty();
-        }
-        if (v instanceof JsonNumber n && n.isIntegral()) {
-            try {
-                return OptionalLong.of(n.longValueExact());
-            } catch (ArithmeticException e) {
-                // Reported below.
-            }
-        }
-        throw unexpected("expected an integer \"" + key + "\", not " + v.toJson());
-    }
-
     /** A counter: 0 when absent. */
     private static long count(JsonObject o, String key) {
         return optionalInteger(o, key).orElse(0L);
@@ -211,22 +199,8 @@ public record SourceStatus(String name, Kind kind, String queue, State state, bo
         throw unexpected("expected a boolean \"" + key + "\", not " + v.toJson());
     }
 
-    private static Optional<String> optionalString(JsonObject o, String key) {
-        JsonValue v = o.get(key).orElse(JsonNull.INSTANCE);
-        if (v == JsonNull.INSTANCE) {
-            return Optional.empty();
-        }
-        if (v instanceof JsonString s) {
-            return Optional.of(s.value());
-        }
-        throw unexpected("expected a string \"" + key + "\"");
-    }
-
     private static String str(JsonObject o, String key) {
         return optionalString(o, key).orElseThrow(() -> unexpected("a source without \"" + key + "\""));
     }
 
-    private static RdqException unexpected(String why) {
-        return new RdqException(RdqException.UNEXPECTED_RESPONSE, null, why, 0, null);
-    }
 }
