@@ -192,11 +192,18 @@ impl Core {
             envelope.lease_expires_at = None;
         }
         let redelivered = delivery.redelivered;
-        if lock(&self.leases).has_succeeded(envelope.id) {
-            // Settled here already: the broker lost the ack (it died after
-            // it), or this is a second copy of a publish whose confirm was
-            // lost. The task is done; no task comes back after a success.
-            info!(task = %envelope.id, queue = %q.name, redelivered, "a task that succeeded here came back; acking it");
+        let (succeeded, superseded) = {
+            let leases = lock(&self.leases);
+            (
+                leases.has_succeeded(envelope.id),
+                redelivered && leases.is_superseded(envelope.id, envelope.claim_count),
+            )
+        };
+        if succeeded || superseded {
+            // Settled here already, and the broker lost the ack (it died
+            // after taking it) or never confirmed it: a task that succeeded
+            // is done, and one whose successor is published lives on in it.
+            info!(task = %envelope.id, queue = %q.name, redelivered, succeeded, "a delivery settled here came back; acking it");
             sub.acks.ack_detached(delivery.delivery_tag, delivery.acker);
             return;
         }
@@ -224,6 +231,7 @@ pub(crate) fn lease(
     now: Timestamp,
     q: &Arc<QueueState>,
 ) -> Result<Lease, Box<(Waiting, EngineError)>> {
+    let message_claims = w.envelope.claim_count;
     let mut pending = w.envelope.clone();
     // The broker released it, so it is due, whatever clocks say.
     if pending.next_attempt_at.is_some_and(|due| due > now) {
@@ -237,6 +245,7 @@ pub(crate) fn lease(
             queue: Arc::clone(q),
             claimed_now: now,
             claimed_at: Instant::now(),
+            message_claims,
         }),
         Err(e) => Err(Box::new((w, e))),
     }

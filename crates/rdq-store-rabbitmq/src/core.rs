@@ -189,10 +189,11 @@ impl Core {
                 )))
             }
             AckOutcome::NotSent | AckOutcome::Unconfirmed => {
-                // The successor is published; the original may come back
-                // and be counted as a lapsed attempt: a duplicate, never a
-                // loss.
-                warn!(task = %id, "acking after a publish failed; the broker may redeliver the original");
+                // The successor is published; the original may come back.
+                // Here it is acked and dropped; another process would count
+                // it as a lapsed attempt: a duplicate, never a loss.
+                lock(&self.leases).superseded(id, lease.message_claims);
+                warn!(task = %id, "the ack after a successor's publish was not confirmed; the broker may redeliver the original");
                 Ok(())
             }
         }

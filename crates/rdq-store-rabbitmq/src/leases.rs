@@ -15,13 +15,21 @@
 //! `TASK_NOT_FOUND`.
 //!
 //! It also remembers the tasks this process settled as SUCCEEDED (the last
-//! [`SEEN_CAPACITY`]). An AMQP ack has no answer: a broker that dies just
-//! after one can come back with the message (the ack never reached its
-//! disk), and the task would run again. A redelivery of a task settled
-//! here is acked and dropped instead (`Core::accept`); another process,
-//! which never saw the settle, still gets it: at least once.
+//! [`SEEN_CAPACITY`]). A broker that dies just after it took an ack can
+//! come back with the message (the ack never reached its disk), and the
+//! task would run again. A delivery of a task settled here is acked and
+//! dropped instead (`Core::accept`); another process, which never saw the
+//! settle, still gets it: at least once.
+//!
+//! And it remembers the deliveries whose successor (a retry, a deferral, a
+//! dead letter) it published without the broker confirming the
+//! original's ack: by task id and the claim count the delivered message
+//! carried, which its successor does not. If that original comes back
+//! here, it is acked and dropped rather than closed a second time (which
+//! would publish a second successor).
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -49,6 +57,9 @@ pub struct Lease {
     pub claimed_now: Timestamp,
     /// See `claimed_now`.
     pub claimed_at: Instant,
+    /// The claim count the delivered message carried (before this claim):
+    /// with the id, what tells this delivery from its successor.
+    pub message_claims: u32,
 }
 
 impl Lease {
@@ -59,28 +70,52 @@ impl Lease {
     }
 }
 
+/// A set that keeps its last [`SEEN_CAPACITY`] members.
+struct Recent<T> {
+    members: HashSet<T>,
+    order: VecDeque<T>,
+}
+
+impl<T> Default for Recent<T> {
+    fn default() -> Self {
+        Self {
+            members: HashSet::new(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
+impl<T: Hash + Eq + Copy> Recent<T> {
+    fn insert(&mut self, member: T) {
+        if self.members.insert(member) {
+            self.order.push_back(member);
+            if self.order.len() > SEEN_CAPACITY
+                && let Some(old) = self.order.pop_front()
+            {
+                self.members.remove(&old);
+            }
+        }
+    }
+
+    fn contains(&self, member: &T) -> bool {
+        self.members.contains(member)
+    }
+}
+
 /// Held deliveries plus the memory of recent ids.
 #[derive(Default)]
 pub struct Leases {
     /// Held deliveries by task id.
     pub held: HashMap<TaskId, Lease>,
-    seen: HashSet<TaskId>,
-    order: VecDeque<TaskId>,
-    succeeded: HashSet<TaskId>,
-    succeeded_order: VecDeque<TaskId>,
+    seen: Recent<TaskId>,
+    succeeded: Recent<TaskId>,
+    superseded: Recent<(TaskId, u32)>,
 }
 
 impl Leases {
     /// Remembers that `id` passed through this store.
     pub fn saw(&mut self, id: TaskId) {
-        if self.seen.insert(id) {
-            self.order.push_back(id);
-            if self.order.len() > SEEN_CAPACITY
-                && let Some(old) = self.order.pop_front()
-            {
-                self.seen.remove(&old);
-            }
-        }
+        self.seen.insert(id);
     }
 
     /// True when `id` passed through this store recently.
@@ -90,18 +125,57 @@ impl Leases {
 
     /// Remembers that this process settled `id` as SUCCEEDED.
     pub fn succeeded(&mut self, id: TaskId) {
-        if self.succeeded.insert(id) {
-            self.succeeded_order.push_back(id);
-            if self.succeeded_order.len() > SEEN_CAPACITY
-                && let Some(old) = self.succeeded_order.pop_front()
-            {
-                self.succeeded.remove(&old);
-            }
-        }
+        self.succeeded.insert(id);
     }
 
     /// True when this process settled `id` as SUCCEEDED recently.
     pub fn has_succeeded(&self, id: TaskId) -> bool {
         self.succeeded.contains(&id)
+    }
+
+    /// Remembers that the delivery of `id` carrying `claims` has a published
+    /// successor, though its own ack was not confirmed.
+    pub fn superseded(&mut self, id: TaskId, claims: u32) {
+        self.superseded.insert((id, claims));
+    }
+
+    /// True when a delivery of `id` carrying `claims` was superseded here.
+    pub fn is_superseded(&self, id: TaskId, claims: u32) -> bool {
+        self.superseded.contains(&(id, claims))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_superseded_delivery_is_told_from_its_successor_by_its_claims() {
+        let mut leases = Leases::default();
+        let id = TaskId::from_u128(7);
+        leases.superseded(id, 3);
+        assert!(leases.is_superseded(id, 3));
+        assert!(
+            !leases.is_superseded(id, 4),
+            "the successor carries more claims"
+        );
+        assert!(!leases.is_superseded(TaskId::from_u128(8), 3));
+        assert!(!leases.has_succeeded(id));
+    }
+
+    #[test]
+    fn the_memory_keeps_the_most_recent_members() {
+        let mut recent = Recent::default();
+        for n in 0..=SEEN_CAPACITY {
+            recent.insert(n);
+        }
+        assert!(!recent.contains(&0), "the oldest is forgotten");
+        assert!(recent.contains(&1) && recent.contains(&SEEN_CAPACITY));
+        recent.insert(SEEN_CAPACITY);
+        assert_eq!(
+            recent.order.len(),
+            SEEN_CAPACITY,
+            "a repeat is not counted twice"
+        );
     }
 }
