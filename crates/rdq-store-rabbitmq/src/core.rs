@@ -185,7 +185,7 @@ impl Core {
                 // again; the caller hears that the outcome is unknown.
                 lock(&self.leases).succeeded(id);
                 Err(EngineError::Unavailable(format!(
-                    "the broker's connection failed before it confirmed the ack of task {id}:                      the task may have ended, or may run again"
+                    "the broker's connection failed before it confirmed the ack of task {id}: the task may have ended, or may run again"
                 )))
             }
             AckOutcome::NotSent | AckOutcome::Unconfirmed => {
