@@ -12,38 +12,71 @@
 -- nothing is written and the caller's transaction is aborted, as any
 -- failed statement aborts it.
 
--- A task id's text: the ULID (Crockford base32) of the uuid's 128 bits,
--- five bits a character from the top (the first character has three), the
--- bits read as three integers of 58, 60 and 10 bits.
+-- What these functions cost. PL/pgSQL sets up each expression it evaluates
+-- once per transaction, at a price that grows with the expression's
+-- function calls, and `submit` is usually called once in a transaction;
+-- so the common path evaluates few expressions with few calls: one
+-- decides that every argument is well formed, one writes the envelope,
+-- and the task id's text is looked up ten bits at a time.
+
+-- The two Crockford base32 digits of every 10-bit value, in order, as
+-- bytes (a byte string's slices are found in constant time; a text's by
+-- counting characters). Computed once, here, into a constant.
+DO $do$
+BEGIN
+    EXECUTE format(
+        'CREATE OR REPLACE FUNCTION @schema@.base32_pairs() RETURNS bytea '
+        'LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS %L',
+        format('SELECT %L::bytea',
+               (SELECT '\x' || string_agg(encode(convert_to(substr(a, i / 32 + 1, 1)
+                                                            || substr(a, i % 32 + 1, 1), 'UTF8'), 'hex'),
+                                          '' ORDER BY i)
+                FROM generate_series(0, 1023) i,
+                     (SELECT text '0123456789ABCDEFGHJKMNPQRSTVWXYZ' AS a) digits)));
+END
+$do$;
+
+-- A task id's text from its 128 bits as two 64-bit halves: the ULID
+-- (Crockford base32) of the bits with two zero bits in front, 130 bits
+-- read ten at a time, two digits each. One IMMUTABLE expression, so a
+-- caller's plan inlines it (`encode(…, 'escape')` leaves these bytes as
+-- they are; `convert_from` is only STABLE and would stop the inlining).
+CREATE OR REPLACE FUNCTION @schema@.ulid_text(hi bigint, lo bigint) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT encode(
+           substring(@schema@.base32_pairs() FROM ((hi >> 56) & 255)::int * 2 + 1 FOR 2)
+        || substring(@schema@.base32_pairs() FROM ((hi >> 46) & 1023)::int * 2 + 1 FOR 2)
+        || substring(@schema@.base32_pairs() FROM ((hi >> 36) & 1023)::int * 2 + 1 FOR 2)
+        || substring(@schema@.base32_pairs() FROM ((hi >> 26) & 1023)::int * 2 + 1 FOR 2)
+        || substring(@schema@.base32_pairs() FROM ((hi >> 16) & 1023)::int * 2 + 1 FOR 2)
+        || substring(@schema@.base32_pairs() FROM ((hi >> 6) & 1023)::int * 2 + 1 FOR 2)
+        || substring(@schema@.base32_pairs() FROM (((hi & 63) << 4) | ((lo >> 60) & 15))::int * 2 + 1 FOR 2)
+        || substring(@schema@.base32_pairs() FROM ((lo >> 50) & 1023)::int * 2 + 1 FOR 2)
+        || substring(@schema@.base32_pairs() FROM ((lo >> 40) & 1023)::int * 2 + 1 FOR 2)
+        || substring(@schema@.base32_pairs() FROM ((lo >> 30) & 1023)::int * 2 + 1 FOR 2)
+        || substring(@schema@.base32_pairs() FROM ((lo >> 20) & 1023)::int * 2 + 1 FOR 2)
+        || substring(@schema@.base32_pairs() FROM ((lo >> 10) & 1023)::int * 2 + 1 FOR 2)
+        || substring(@schema@.base32_pairs() FROM (lo & 1023)::int * 2 + 1 FOR 2), 'escape')
+$$;
+
+-- A task id's text from its uuid.
 CREATE OR REPLACE FUNCTION @schema@.task_id_text(id uuid) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
 DECLARE
-    a   constant text := '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
-    b   constant bit(128) := ('x' || replace(id::text, '-', ''))::bit(128);
-    hi  constant bigint := substring(b FROM 1 FOR 58)::bigint;
-    mid constant bigint := substring(b FROM 59 FOR 60)::bigint;
-    lo  constant bigint := substring(b FROM 119 FOR 10)::bigint;
+    hex constant text := replace(id::text, '-', '');
+    hi  constant bigint := ('x' || left(hex, 16))::bit(64)::bigint;
+    lo  constant bigint := ('x' || right(hex, 16))::bit(64)::bigint;
 BEGIN
-    RETURN
-        substr(a, ((hi >> 55) & 31)::int + 1, 1) || substr(a, ((hi >> 50) & 31)::int + 1, 1) ||
-        substr(a, ((hi >> 45) & 31)::int + 1, 1) || substr(a, ((hi >> 40) & 31)::int + 1, 1) ||
-        substr(a, ((hi >> 35) & 31)::int + 1, 1) || substr(a, ((hi >> 30) & 31)::int + 1, 1) ||
-        substr(a, ((hi >> 25) & 31)::int + 1, 1) || substr(a, ((hi >> 20) & 31)::int + 1, 1) ||
-        substr(a, ((hi >> 15) & 31)::int + 1, 1) || substr(a, ((hi >> 10) & 31)::int + 1, 1) ||
-        substr(a, ((hi >> 5) & 31)::int + 1, 1) || substr(a, ((hi >> 0) & 31)::int + 1, 1) ||
-        substr(a, ((mid >> 55) & 31)::int + 1, 1) || substr(a, ((mid >> 50) & 31)::int + 1, 1) ||
-        substr(a, ((mid >> 45) & 31)::int + 1, 1) || substr(a, ((mid >> 40) & 31)::int + 1, 1) ||
-        substr(a, ((mid >> 35) & 31)::int + 1, 1) || substr(a, ((mid >> 30) & 31)::int + 1, 1) ||
-        substr(a, ((mid >> 25) & 31)::int + 1, 1) || substr(a, ((mid >> 20) & 31)::int + 1, 1) ||
-        substr(a, ((mid >> 15) & 31)::int + 1, 1) || substr(a, ((mid >> 10) & 31)::int + 1, 1) ||
-        substr(a, ((mid >> 5) & 31)::int + 1, 1) || substr(a, ((mid >> 0) & 31)::int + 1, 1) ||
-        substr(a, ((lo >> 5) & 31)::int + 1, 1) || substr(a, ((lo >> 0) & 31)::int + 1, 1);
+    RETURN @schema@.ulid_text(hi, lo);
 END
 $$;
 
 -- A timestamp's text in the envelope: RFC 3339, milliseconds, UTC.
+-- STABLE as `to_char` is, so a caller's plan inlines it (an IMMUTABLE
+-- wrapper of a STABLE body is run as a separate SQL function, five times
+-- the cost).
 CREATE OR REPLACE FUNCTION @schema@.instant_text(ms bigint) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+LANGUAGE sql STABLE STRICT PARALLEL SAFE AS $$
     SELECT to_char((timestamptz 'epoch' + ms * interval '1 millisecond') AT TIME ZONE 'UTC',
                    'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
 $$;
@@ -85,57 +118,38 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION @schema@.submit(
+-- Every check of a submit's arguments, in order, raising the first one's
+-- code; the headers the task carries (with `rdq.flow_key` for a flow key)
+-- when all pass.
+CREATE OR REPLACE FUNCTION @schema@.checked_headers(
     queue                text,
     handler_ref          text,
-    payload              bytea   DEFAULT '\x',
-    payload_content_type text    DEFAULT 'application/octet-stream',
-    headers              jsonb   DEFAULT '{}',
-    priority             integer DEFAULT 0,
-    delay_ms             bigint  DEFAULT 0,
-    idempotency_key      text    DEFAULT NULL,
-    handler_version      text    DEFAULT NULL,
-    flow_key             text    DEFAULT NULL
-) RETURNS text
-LANGUAGE plpgsql VOLATILE AS $$
+    payload              bytea,
+    payload_content_type text,
+    headers              jsonb,
+    priority             integer,
+    delay_ms             bigint,
+    idempotency_key      text,
+    handler_version      text,
+    flow_key             text
+) RETURNS jsonb
+LANGUAGE plpgsql AS $$
 #variable_conflict use_variable
 DECLARE
-    now_ms   bigint;
-    due_ms   bigint;
-    id       uuid;
-    id_text  text;
     all_headers jsonb;
-    header   record;
-    header_text text;
-    envelope text;
-    max_bytes bigint;
-    existing uuid;
-    flow     text;
-    flow_controlled boolean;
-    inserted bigint;
+    header      record;
 BEGIN
-    -- The common case decided inline; the checks say what is wrong.
-    IF queue IS NULL OR queue !~ '^[a-z0-9._-]{1,240}$' OR queue IN ('.', '..') THEN
-        PERFORM @schema@.check_name(queue, 'INVALID_QUEUE_NAME', 'queue');
-    END IF;
-    IF handler_ref IS NULL OR handler_ref !~ '^[a-z0-9._-]{1,240}$' OR handler_ref IN ('.', '..') THEN
-        PERFORM @schema@.check_name(handler_ref, 'INVALID_HANDLER_REF', 'handler_ref');
-    END IF;
+    PERFORM @schema@.check_name(queue, 'INVALID_QUEUE_NAME', 'queue');
+    PERFORM @schema@.check_name(handler_ref, 'INVALID_HANDLER_REF', 'handler_ref');
     IF payload IS NULL THEN
         PERFORM @schema@.refuse('INVALID_FIELD', 'payload', 'must not be null (an empty payload is ''\x'')');
     END IF;
     IF payload_content_type IS NULL THEN
         PERFORM @schema@.refuse('INVALID_FIELD', 'payload_content_type', 'must not be null');
     END IF;
-    IF payload_content_type = '' OR char_length(payload_content_type) > 255 THEN
-        PERFORM @schema@.check_short(payload_content_type, 'payload_content_type', 255);
-    END IF;
-    IF handler_version = '' OR char_length(handler_version) > 255 THEN
-        PERFORM @schema@.check_short(handler_version, 'handler_version', 255);
-    END IF;
-    IF idempotency_key = '' OR char_length(idempotency_key) > 255 THEN
-        PERFORM @schema@.check_short(idempotency_key, 'idempotency_key', 255);
-    END IF;
+    PERFORM @schema@.check_short(payload_content_type, 'payload_content_type', 255);
+    PERFORM @schema@.check_short(handler_version, 'handler_version', 255);
+    PERFORM @schema@.check_short(idempotency_key, 'idempotency_key', 255);
     IF priority IS NULL OR priority < 0 OR priority > 255 THEN
         PERFORM @schema@.refuse('INVALID_FIELD', 'priority', 'must be 0 to 255');
     END IF;
@@ -146,7 +160,7 @@ BEGIN
     IF jsonb_typeof(all_headers) <> 'object' THEN
         PERFORM @schema@.refuse('INVALID_FIELD', 'headers', 'must be a JSON object of strings');
     END IF;
-    FOR header IN SELECT key, value FROM jsonb_each(all_headers) WHERE all_headers <> '{}' LOOP
+    FOR header IN SELECT key, value FROM jsonb_each(all_headers) LOOP
         IF jsonb_typeof(header.value) <> 'string' THEN
             PERFORM @schema@.refuse('INVALID_FIELD', 'headers.' || header.key, 'must be a string');
         END IF;
@@ -168,68 +182,130 @@ BEGIN
         END IF;
         all_headers := all_headers || jsonb_build_object('rdq.flow_key', flow_key);
     END IF;
+    RETURN all_headers;
+END
+$$;
+
+-- Headers' text in the envelope: members sorted by key (bytewise), as the
+-- codec writes them.
+CREATE OR REPLACE FUNCTION @schema@.headers_text(headers jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT coalesce('{' || string_agg(to_json(key)::text || ':' || value::text, ','
+                                      ORDER BY key COLLATE "C") || '}', '{}')
+    FROM jsonb_each(headers)
+$$;
+
+CREATE OR REPLACE FUNCTION @schema@.submit(
+    queue                text,
+    handler_ref          text,
+    payload              bytea   DEFAULT '\x',
+    payload_content_type text    DEFAULT 'application/octet-stream',
+    headers              jsonb   DEFAULT '{}',
+    priority             integer DEFAULT 0,
+    delay_ms             bigint  DEFAULT 0,
+    idempotency_key      text    DEFAULT NULL,
+    handler_version      text    DEFAULT NULL,
+    flow_key             text    DEFAULT NULL
+) RETURNS text
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_variable
+DECLARE
+    now_ms      bigint;
+    random      text;
+    hi          bigint;
+    lo          bigint;
+    id          uuid;
+    id_text     text;
+    all_headers jsonb;
+    envelope    text;
+    max_bytes   bigint;
+    existing    uuid;
+    inserted    bigint;
+BEGIN
+    -- The common case (no headers, no flow key, every argument well
+    -- formed) in one expression; anything else through the checks, which
+    -- say what is wrong. (A bounded repetition such as {1,240} makes a
+    -- regular expression ten times slower than `+` and a length test.)
+    all_headers := CASE
+        WHEN queue ~ '^[a-z0-9._-]+$' AND octet_length(queue) <= 240 AND queue NOT IN ('.', '..')
+         AND handler_ref ~ '^[a-z0-9._-]+$' AND octet_length(handler_ref) <= 240
+         AND handler_ref NOT IN ('.', '..')
+         AND payload IS NOT NULL
+         AND payload_content_type <> '' AND char_length(payload_content_type) <= 255
+         AND (handler_version IS NULL OR handler_version <> '' AND char_length(handler_version) <= 255)
+         AND (idempotency_key IS NULL OR idempotency_key <> '' AND char_length(idempotency_key) <= 255)
+         AND priority BETWEEN 0 AND 255 AND delay_ms >= 0
+         AND (headers IS NULL OR headers = '{}') AND flow_key IS NULL
+        THEN jsonb '{}'
+        ELSE @schema@.checked_headers(queue, handler_ref, payload, payload_content_type, headers,
+                                      priority, delay_ms, idempotency_key, handler_version, flow_key)
+    END;
 
     now_ms := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
     -- The latest instant an envelope holds: 9999-12-31T23:59:59.999Z.
     IF delay_ms > 253402300799999 - now_ms THEN
         PERFORM @schema@.refuse('INVALID_FIELD', 'delay_ms', 'puts the task past the year 9999');
     END IF;
-    due_ms := now_ms + delay_ms;
-    -- A ULID: 48 bits of milliseconds, 80 random ones.
-    id := encode(overlay(uuid_send(gen_random_uuid()) PLACING substring(int8send(now_ms) FROM 3 FOR 6)
-                         FROM 1 FOR 6), 'hex')::uuid;
-    id_text := @schema@.task_id_text(id);
-
-    IF all_headers = '{}' THEN
-        header_text := '{}';
-    ELSE
-        SELECT '{' || string_agg(to_json(key)::text || ':' || value::text, ','
-                                 ORDER BY key COLLATE "C") || '}'
-            INTO header_text FROM jsonb_each(all_headers);
-    END IF;
+    -- A ULID: 48 bits of milliseconds, then 80 bits of a random uuid (its
+    -- first 16 and its last 64, two of which are its fixed variant bits).
+    random := replace(gen_random_uuid()::text, '-', '');
+    hi := (now_ms << 16) | ('x' || left(random, 4))::bit(16)::int;
+    lo := ('x' || right(random, 16))::bit(64)::bigint;
+    id := (lpad(to_hex(hi), 16, '0') || lpad(to_hex(lo), 16, '0'))::uuid;
+    id_text := @schema@.ulid_text(hi, lo);
+    -- (A queue name and a handler ref need no escaping in JSON.)
     envelope := '{"envelope_version":1,"id":"' || id_text
-        || '","queue":' || to_json(queue)::text
-        || ',"handler_ref":' || to_json(handler_ref)::text
+        || '","queue":"' || queue
+        || '","handler_ref":"' || handler_ref || '"'
         || ',"handler_version":' || coalesce(to_json(handler_version)::text, 'null')
         || ',"payload":"' || translate(encode(payload, 'base64'), E'\n', '')
         || '","payload_content_type":' || to_json(payload_content_type)::text
-        || ',"headers":' || header_text
+        || ',"headers":' || CASE WHEN all_headers = '{}' THEN '{}' ELSE @schema@.headers_text(all_headers) END
         || ',"status":"PENDING","priority":' || priority
         || ',"deferral_count":0,"attempt_count":0,"redrive_count":0,"claim_count":0'
-        || ',"next_attempt_at":"' || @schema@.instant_text(due_ms)
+        || ',"next_attempt_at":"' || @schema@.instant_text(now_ms + delay_ms)
         || '","lease_expires_at":null,"created_at":"' || @schema@.instant_text(now_ms)
         || '","attempts":[]}';
 
-    SELECT coalesce((SELECT (q.policy::jsonb ->> 'max_envelope_bytes')::bigint
-                     FROM @schema@.queues q WHERE q.name = submit.queue), 1048576),
-           EXISTS (SELECT 1 FROM @schema@.flow_queues f WHERE f.queue = submit.queue)
-        INTO max_bytes, flow_controlled;
-    IF octet_length(envelope) > max_bytes THEN
-        PERFORM @schema@.refuse('PAYLOAD_TOO_LARGE', 'payload',
-            format('the envelope is %s bytes; the queue takes at most %s', octet_length(envelope), max_bytes));
-    END IF;
-
-    IF flow_controlled THEN
-        flow := coalesce(all_headers ->> 'rdq.flow_key', '');
-    END IF;
-    -- The row and its count in one statement.
-    WITH ins AS (
+    -- The row, if the envelope fits the queue's limit, with its flow key
+    -- when the queue is flow-controlled. Only an idempotency key can
+    -- conflict (the id is fresh); without one the insert needs no ON
+    -- CONFLICT, which checks every unique index first.
+    IF idempotency_key IS NULL THEN
         INSERT INTO @schema@.tasks AS t (id, queue, status, priority, next_attempt_at,
                                         lease_expires_at, claim_count, error_type, finished_at,
                                         envelope, idempotency_key, flow_key)
-            VALUES (id, queue, 0, priority, due_ms, NULL, 0, NULL, NULL,
-                    convert_to(envelope, 'UTF8'), convert_to(idempotency_key, 'UTF8'), flow)
-            ON CONFLICT DO NOTHING
-            RETURNING t.queue
-    ), counted AS (
-        INSERT INTO @schema@.queue_counts (queue, pending, in_flight, succeeded, dead)
-            SELECT ins.queue, 1, 0, 0, 0 FROM ins
-            RETURNING 1
-    )
-    SELECT count(*) INTO inserted FROM counted;
+            SELECT id, queue, 0, priority, now_ms + delay_ms, NULL, 0, NULL, NULL,
+                   convert_to(envelope, 'UTF8'), NULL,
+                   CASE WHEN EXISTS (SELECT 1 FROM @schema@.flow_queues f WHERE f.queue = submit.queue)
+                        THEN coalesce(all_headers ->> 'rdq.flow_key', '') END
+            WHERE octet_length(envelope) <= coalesce(
+                (SELECT (q.policy::jsonb ->> 'max_envelope_bytes')::bigint
+                 FROM @schema@.queues q WHERE q.name = submit.queue), 1048576);
+    ELSE
+        INSERT INTO @schema@.tasks AS t (id, queue, status, priority, next_attempt_at,
+                                        lease_expires_at, claim_count, error_type, finished_at,
+                                        envelope, idempotency_key, flow_key)
+            SELECT id, queue, 0, priority, now_ms + delay_ms, NULL, 0, NULL, NULL,
+                   convert_to(envelope, 'UTF8'), convert_to(idempotency_key, 'UTF8'),
+                   CASE WHEN EXISTS (SELECT 1 FROM @schema@.flow_queues f WHERE f.queue = submit.queue)
+                        THEN coalesce(all_headers ->> 'rdq.flow_key', '') END
+            WHERE octet_length(envelope) <= coalesce(
+                (SELECT (q.policy::jsonb ->> 'max_envelope_bytes')::bigint
+                 FROM @schema@.queues q WHERE q.name = submit.queue), 1048576)
+            ON CONFLICT DO NOTHING;
+    END IF;
+    GET DIAGNOSTICS inserted = ROW_COUNT;
     IF inserted = 0 THEN
-        -- Only the idempotency key can conflict (the id is fresh): the
-        -- task that holds it is the answer, as for any submit.
+        SELECT coalesce((SELECT (q.policy::jsonb ->> 'max_envelope_bytes')::bigint
+                         FROM @schema@.queues q WHERE q.name = submit.queue), 1048576)
+            INTO max_bytes;
+        IF octet_length(envelope) > max_bytes THEN
+            PERFORM @schema@.refuse('PAYLOAD_TOO_LARGE', 'payload',
+                format('the envelope is %s bytes; the queue takes at most %s', octet_length(envelope), max_bytes));
+        END IF;
+        -- The task that holds the idempotency key is the answer, as for
+        -- any submit.
         SELECT t.id INTO existing FROM @schema@.tasks t
             WHERE t.queue = submit.queue AND t.idempotency_key = convert_to(submit.idempotency_key, 'UTF8');
         IF existing IS NULL THEN
@@ -238,6 +314,8 @@ BEGIN
         END IF;
         RETURN @schema@.task_id_text(existing);
     END IF;
+    INSERT INTO @schema@.queue_counts (queue, pending, in_flight, succeeded, dead)
+        VALUES (queue, 1, 0, 0, 0);
     -- One wake-up per queue among the transactions submitting at once. A
     -- NOTIFY makes PostgreSQL commit its transaction alone (it holds a lock
     -- from before the commit until the commit is on disk), so a NOTIFY in

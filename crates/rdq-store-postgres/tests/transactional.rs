@@ -73,6 +73,11 @@ async fn submit_and_compare(db: &Client, schema: &str, req: &SubmitRequest) -> T
     });
     assert_eq!(env.encode(), bytes, "not canonical");
     assert_eq!(
+        i64::try_from(id.timestamp_ms()).unwrap(),
+        env.created_at.unix_ms(),
+        "a ULID's first 48 bits are its creation's milliseconds"
+    );
+    assert_eq!(
         String::from_utf8(node_envelope(req, id, env.created_at)).unwrap(),
         String::from_utf8(bytes).unwrap(),
         "the SQL function and the codec disagree"
@@ -176,6 +181,41 @@ async fn sql_submits_store_the_envelope_a_node_stores_byte_for_byte() {
     let counts = store.counts().await.unwrap();
     let headed = counts.iter().find(|c| c.queue == "headed").unwrap();
     assert_eq!(headed.pending, 1, "{headed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sql_task_id_text_is_the_codec_s_for_every_bit() {
+    let store = PostgresStore::open_temporary(&common::url()).await.unwrap();
+    let schema = store.schema().to_owned();
+    let db = client().await;
+    // Each single bit, the extremes, and a spread of mixed values.
+    let mut ids: Vec<u128> = (0..128).map(|bit| 1u128 << bit).collect();
+    ids.extend([
+        0,
+        u128::MAX,
+        u128::MAX >> 1,
+        0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
+    ]);
+    let mut x = 0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834_u128;
+    for _ in 0..500 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        ids.push(x);
+    }
+    for bits in ids {
+        let row = db
+            .query_one(
+                &format!("SELECT {schema}.task_id_text($1), {schema}.task_id_uuid({schema}.task_id_text($1))"),
+                &[&uuid::Uuid::from_u128(bits)],
+            )
+            .await
+            .unwrap();
+        let text: String = row.get(0);
+        let back: uuid::Uuid = row.get(1);
+        assert_eq!(text, TaskId::from_u128(bits).to_string(), "{bits:#034x}");
+        assert_eq!(back.as_u128(), bits, "{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -424,6 +464,10 @@ async fn bad_input_is_refused_with_rdq_codes_and_writes_nothing() {
     big.payload = vec![b'x'; 400];
     let err = submit_in(&db, &schema, &big).await.unwrap_err();
     assert_eq!(err.code(), "PAYLOAD_TOO_LARGE", "{err}");
+    big.idempotency_key = Some("too-big".into());
+    let err = submit_in(&db, &schema, &big).await.unwrap_err();
+    assert_eq!(err.code(), "PAYLOAD_TOO_LARGE", "{err}");
+    big.idempotency_key = None;
     big.payload.truncate(100);
     submit_in(&db, &schema, &big).await.unwrap();
     assert_eq!(rows(&db, &schema).await, 1, "a refused submit wrote a row");
