@@ -27,7 +27,9 @@ use rdq_engine::{
     Backoff, Engine, FailureKind, QueuePolicy, Settlement, SubmitRequest, SystemClock,
 };
 use rdq_envelope::{ErrorInfo, TaskId};
-use rdq_runtime::{ReaperConfig, Task, Worker, WorkerConfig, run_reaper, shutdown_channel};
+use rdq_runtime::{
+    Prefetch, ReaperConfig, Task, Worker, WorkerConfig, run_reaper, shutdown_channel,
+};
 use serde_json::json;
 use tokio::sync::Mutex;
 
@@ -89,9 +91,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
     /// Claimed tasks kept ready beyond the free handler slots (the worker's
-    /// `prefetch`; graphile-worker's local queue is the analogue).
-    #[arg(long, default_value_t = 0)]
-    prefetch: usize,
+    /// `prefetch`; graphile-worker's local queue is the analogue). Default:
+    /// the worker's own, adaptive (50 ms of work at its start rate, at most
+    /// 1,024); 0 claims only for free slots.
+    #[arg(long)]
+    prefetch: Option<usize>,
     /// Producer rate for `latency`, tasks per second.
     #[arg(long, default_value_t = 1_000)]
     rate: u64,
@@ -408,7 +412,7 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
         queues: vec![queue.clone()],
         concurrency: args.concurrency,
         claim_batch: args.concurrency,
-        prefetch: args.prefetch,
+        prefetch: args.prefetch.map_or(Prefetch::Adaptive, Prefetch::Fixed),
         ..WorkerConfig::default()
     };
     let expected_settles = match args.workload {
@@ -494,7 +498,7 @@ async fn bench(args: &BenchArgs, spec: &str) -> Result<serde_json::Value, CliErr
         "store": if args.store.is_some() { spec.to_owned() } else { "embedded (temporary directory)".to_owned() },
         "jobs": args.jobs,
         "concurrency": args.concurrency,
-        "prefetch": args.prefetch,
+        "prefetch": args.prefetch.map_or(json!("adaptive"), |n| json!(n)),
         "rate": if args.workload == Workload::Latency { json!(args.rate) } else { json!(null) },
         "submit_per_s": submit_per_s,
         "work_per_s": args.jobs as f64 / work_elapsed.as_secs_f64(),

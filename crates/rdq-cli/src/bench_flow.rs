@@ -17,6 +17,9 @@
 //!   against the same queue unlimited with `--concurrency` handlers in all,
 //!   in `--pairs` pairs that take turns at going first, each handler working
 //!   `--handler-ms`.
+//!
+//! Workers here claim no task ahead of their free handlers (prefetch 0):
+//! limits count claimed tasks, so both sides of a comparison hold the same.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -25,7 +28,9 @@ use std::time::{Duration, Instant};
 
 use rdq_engine::{Backoff, Engine, QueuePolicy, Settlement, SubmitRequest, SystemClock};
 use rdq_envelope::TaskId;
-use rdq_runtime::{ReaperConfig, Task, Worker, WorkerConfig, run_reaper, shutdown_channel};
+use rdq_runtime::{
+    Prefetch, ReaperConfig, Task, Worker, WorkerConfig, run_reaper, shutdown_channel,
+};
 use serde_json::{Value, json};
 
 use crate::CliError;
@@ -138,10 +143,16 @@ where
     let mut settled = Vec::new();
     let start = Instant::now();
     for (engine, &width) in engines.iter().zip(concurrency) {
+        // No task claimed ahead on either side of a comparison: under a
+        // concurrency limit every claimed task is one of the limit's, so
+        // the unlimited queue is measured at the same claim depth (the
+        // worker's adaptive prefetch claims none ahead on a flow-controlled
+        // queue anyway).
         let config = WorkerConfig {
             queues: vec![queue.to_owned()],
             concurrency: width,
             claim_batch: width,
+            prefetch: Prefetch::Fixed(0),
             ..WorkerConfig::default()
         };
         let worker = Worker::new(engine.clone(), config, handler.clone());

@@ -7,11 +7,13 @@
 
 #![forbid(unsafe_code)]
 
+pub mod prefetch;
 mod scheduler;
 mod services;
 mod shutdown;
 mod worker;
 
+pub use prefetch::Prefetch;
 pub use scheduler::{
     SchedulerConfig, run_scheduler, run_scheduler_with, tick_schedules, until_next,
 };

@@ -31,6 +31,7 @@ use tokio::sync::{Notify, Semaphore, broadcast, mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::{debug, warn};
 
+use crate::prefetch::{Pace, Prefetch};
 use crate::shutdown::Shutdown;
 
 /// A claimed task as a handler sees it, with a handle on its lease.
@@ -212,11 +213,12 @@ pub struct WorkerConfig {
     pub shutdown_grace: Duration,
     /// Lease for claims; the queue's `lease_ms` when `None`.
     pub lease_ms: Option<u64>,
-    /// Claimed tasks kept ready beyond the free handler slots (default 0), so
-    /// one claim feeds many handlers (graphile-worker's local queue). Each
-    /// waits under its own lease; those still waiting at shutdown are handed
-    /// back unrun.
-    pub prefetch: usize,
+    /// Claimed tasks kept ready beyond the free handler slots, so one claim
+    /// feeds many handlers (graphile-worker's local queue). Each waits under
+    /// its own lease; those still waiting at shutdown are handed back unrun.
+    /// Default [`Prefetch::Adaptive`]: 50 ms of work at the rate the
+    /// handlers have been starting tasks, at most 1,024.
+    pub prefetch: Prefetch,
     /// Lease extensions while a handler runs (default [`Heartbeat::Off`]).
     /// Each extension's answer also tells of a cancel asked of the task.
     pub heartbeat: Heartbeat,
@@ -237,7 +239,7 @@ impl Default for WorkerConfig {
             settle_batch: 512,
             shutdown_grace: Duration::from_secs(30),
             lease_ms: None,
-            prefetch: 0,
+            prefetch: Prefetch::Adaptive,
             heartbeat: Heartbeat::Off,
             cancel_grace: Duration::from_secs(5),
         }
@@ -375,6 +377,9 @@ impl Worker {
         let mut running = JoinSet::new();
         let mut next_queue = 0usize;
         let mut ready: VecDeque<Claimed> = VecDeque::new();
+        let mut pace = Pace::new(self.config.prefetch, std::time::Instant::now());
+        let mut started_total = 0u64;
+        let mut limited = FlowLimited::default();
 
         'claiming: while !shutdown.is_triggered() && !self.config.queues.is_empty() {
             let first = tokio::select! {
@@ -416,13 +421,21 @@ impl Worker {
                 }
                 started.push(c);
             }
+            let ahead = pace.ahead(started_total, std::time::Instant::now());
             for _ in 0..self.config.queues.len() {
                 if started.len() >= slots {
                     break;
                 }
                 let queue = &self.config.queues[next_queue % self.config.queues.len()];
                 next_queue = next_queue.wrapping_add(1);
-                let want = slots - started.len() + self.config.prefetch.saturating_sub(ready.len());
+                let ahead = if self.config.prefetch == Prefetch::Adaptive
+                    && limited.is_limited(&self.engine, queue).await
+                {
+                    0
+                } else {
+                    ahead
+                };
+                let want = slots - started.len() + ahead.saturating_sub(ready.len());
                 let claimed = match self.engine.claim(queue, want, self.config.lease_ms).await {
                     Ok(c) => c,
                     Err(e) => {
@@ -448,6 +461,7 @@ impl Worker {
                 };
                 {
                     claimed_any = true;
+                    started_total += 1;
                     let task = Arc::new(Task {
                         lease_deadline_ms: AtomicI64::new(
                             c.envelope
@@ -518,6 +532,34 @@ impl Worker {
             warn!("the settle loop ended abnormally");
         }
         self.stats
+    }
+}
+
+/// Which queues are under flow control, read from their policies at most
+/// once a second. An adaptive worker claims none ahead on those: a task
+/// claimed ahead is IN_FLIGHT, so it would hold a slot of the queue's
+/// limits while it waits, a slot a free handler elsewhere could use.
+#[derive(Default)]
+struct FlowLimited(HashMap<String, (std::time::Instant, bool)>);
+
+impl FlowLimited {
+    const FRESH: Duration = Duration::from_secs(1);
+
+    async fn is_limited(&mut self, engine: &Engine, queue: &str) -> bool {
+        let now = std::time::Instant::now();
+        if let Some(&(read, limited)) = self.0.get(queue)
+            && now.saturating_duration_since(read) < Self::FRESH
+        {
+            return limited;
+        }
+        // A policy that cannot be read is taken as limited: claim no more
+        // than the free slots until it can.
+        let limited = engine
+            .policy(queue)
+            .await
+            .map_or(true, |policy| !policy.flow.is_unlimited());
+        self.0.insert(queue.to_owned(), (now, limited));
+        limited
     }
 }
 

@@ -2,15 +2,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rdq_engine::{
     Backoff, Engine, FailureKind, ListQuery, QueuePolicy, Settlement, SubmitRequest, SystemClock,
 };
 use rdq_envelope::{ErrorInfo, Outcome, Status, error_types};
-use rdq_runtime::{ReaperConfig, Task, Worker, WorkerConfig, run_reaper, shutdown_channel};
+use rdq_runtime::{
+    Prefetch, ReaperConfig, Task, Worker, WorkerConfig, run_reaper, shutdown_channel,
+};
 use rdq_store_memory::MemoryStore;
 
 async fn engine_with(queue: &str, policy: QueuePolicy) -> Engine {
@@ -308,7 +310,7 @@ async fn prefetched_tasks_run_once_and_are_handed_back_unrun_at_shutdown() {
     let config = WorkerConfig {
         concurrency: 2,
         claim_batch: 2,
-        prefetch: 30,
+        prefetch: Prefetch::Fixed(30),
         shutdown_grace: Duration::from_millis(50),
         ..config("w.prefetch")
     };
@@ -355,4 +357,70 @@ async fn prefetched_tasks_run_once_and_are_handed_back_unrun_at_shutdown() {
     for env in pending {
         assert!(env.attempts.is_empty() && env.attempt_count == 0 && env.deferral_count == 0);
     }
+}
+
+/// The most tasks a worker held claimed but not started, seen by its
+/// handlers, over `n` tasks that each take `work`.
+async fn most_held_ahead(prefetch: Prefetch, policy: QueuePolicy, n: usize, work: Duration) -> u64 {
+    let queue = "w.pace";
+    let engine = engine_with(queue, policy).await;
+    submit(&engine, queue, n).await;
+    let config = WorkerConfig {
+        concurrency: 2,
+        claim_batch: 2,
+        prefetch,
+        ..config(queue)
+    };
+    let started = Arc::new(AtomicU64::new(0));
+    let most = Arc::new(AtomicU64::new(0));
+    let stats_cell: Arc<OnceLock<Arc<rdq_runtime::WorkerStats>>> = Arc::new(OnceLock::new());
+    let (s, m, cell) = (
+        Arc::clone(&started),
+        Arc::clone(&most),
+        Arc::clone(&stats_cell),
+    );
+    let worker = Worker::new(engine.clone(), config, move |_t: Arc<Task>| {
+        let (s, m, cell) = (Arc::clone(&s), Arc::clone(&m), Arc::clone(&cell));
+        async move {
+            let now_started = s.fetch_add(1, Ordering::SeqCst) + 1;
+            if let Some(stats) = cell.get() {
+                let ahead = stats
+                    .claimed
+                    .load(Ordering::SeqCst)
+                    .saturating_sub(now_started);
+                m.fetch_max(ahead, Ordering::SeqCst);
+            }
+            if !work.is_zero() {
+                tokio::time::sleep(work).await;
+            }
+            Settlement::Success
+        }
+    });
+    let stats = worker.stats();
+    stats_cell.set(Arc::clone(&stats)).ok();
+    let (trigger, shutdown) = shutdown_channel();
+    let running = tokio::spawn(worker.run(shutdown));
+    until(|| stats.settled.load(Ordering::SeqCst) >= n as u64).await;
+    trigger.trigger();
+    running.await.unwrap();
+    most.load(Ordering::SeqCst)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_prefetch_follows_the_handlers_pace() {
+    let open = QueuePolicy::default;
+    // Quick handlers: the worker claims well ahead of its two handlers.
+    let quick = most_held_ahead(Prefetch::Adaptive, open(), 5_000, Duration::ZERO).await;
+    assert!(quick >= 50, "held {quick} ahead of quick handlers");
+    // Without prefetch, never more than a claim's worth.
+    let none = most_held_ahead(Prefetch::Fixed(0), open(), 2_000, Duration::ZERO).await;
+    assert!(none <= 2, "held {none} ahead without prefetch");
+    // Handlers of 10 ms (two run 200 a second): 50 ms of that is 10.
+    let slow = most_held_ahead(Prefetch::Adaptive, open(), 100, Duration::from_millis(10)).await;
+    assert!(slow <= 12, "held {slow} ahead of slow handlers");
+    // A queue under flow control: none ahead, even where the limit is far.
+    let mut limited = open();
+    limited.flow.concurrency = Some(10_000);
+    let flow = most_held_ahead(Prefetch::Adaptive, limited, 5_000, Duration::ZERO).await;
+    assert!(flow <= 2, "held {flow} ahead on a flow-controlled queue");
 }

@@ -121,13 +121,16 @@ impl<Q: QueueSet> WorkerBuilder<Q> {
         self
     }
 
-    /// Claimed tasks kept ready beyond the free handler slots (default 0),
-    /// so one claim feeds many handlers — queuey's `prefetch`, graphile-worker's
-    /// local queue. Each waits under its own lease; those still waiting at
-    /// shutdown are handed back unrun.
+    /// Exactly `tasks` claimed tasks kept ready beyond the free handler
+    /// slots, so one claim feeds many handlers — queuey's `prefetch`,
+    /// graphile-worker's local queue; 0 claims only for free slots. Each
+    /// waits under its own lease; those still waiting at shutdown are handed
+    /// back unrun. By default the worker adapts: 50 ms of work at the rate
+    /// its handlers have been starting tasks, at most 1,024
+    /// ([`Prefetch::Adaptive`](rdq_runtime::Prefetch::Adaptive)).
     #[must_use]
     pub fn prefetch(mut self, tasks: usize) -> Self {
-        self.config.prefetch = tasks;
+        self.config.prefetch = rdq_runtime::Prefetch::Fixed(tasks);
         self
     }
 
