@@ -37,7 +37,8 @@ pub(crate) struct Rows<'a> {
     pub(crate) claim_count: Vec<i64>,
     pub(crate) error_type: Vec<Option<&'a [u8]>>,
     pub(crate) finished_at: Vec<Option<i64>>,
-    pub(crate) envelope: Vec<&'a [u8]>,
+    /// `None` keeps the stored bytes (a success's settle: see [`Rows::push`]).
+    pub(crate) envelope: Vec<Option<&'a [u8]>>,
 }
 
 impl<'a> Rows<'a> {
@@ -81,8 +82,14 @@ impl<'a> Rows<'a> {
         ]
     }
 
-    /// Appends the row of `env`, with its canonical bytes `encoded`.
-    pub(crate) fn push(&mut self, env: &'a Envelope, encoded: &'a [u8]) {
+    /// Appends the row of `env`, with its canonical bytes `encoded`, or
+    /// with `None` for a success's settle: a SUCCEEDED state is a pure
+    /// function of the claimed state and the finish time
+    /// (`machine::replay_success`), so the settle statement keeps the
+    /// stored bytes (and the claim's columns they are read with) and every
+    /// read recomputes the success ([`stored_envelope`]) — no envelope
+    /// encoded, sent or written.
+    pub(crate) fn push(&mut self, env: &'a Envelope, encoded: Option<&'a [u8]>) {
         let next_attempt_at = match env.status {
             // A PENDING task without a due time is due now: sort it first.
             Status::Pending => Some(env.next_attempt_at.map_or(i64::MIN, |t| t.unix_ms())),

@@ -77,8 +77,8 @@ const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 11,
-        description: "faster submit function (one expression per step, no per-call cursor)",
-        ddl: v7,
+        description: "faster submit function; tasks pages half full (fillfactor 50)",
+        ddl: v11,
     },
 ];
 
@@ -322,11 +322,21 @@ fn v8(s: &str) -> String {
 
 /// Schema version 7: `submit(…)` and `submit_json(…)`, which write a task
 /// in the caller's transaction, and `complete(…)`, which settles one's
-/// success there (`submit.sql`, docs/stores/postgres.md). Version 11 runs
-/// the same text again: every statement in it replaces what it creates, so
-/// a schema at version 7 to 10 takes the current functions.
+/// success there (`submit.sql`, docs/stores/postgres.md).
 fn v7(s: &str) -> String {
     include_str!("submit.sql").replace("@schema@", s)
+}
+
+/// Schema version 11: the functions of version 7 again, in their current
+/// text (every statement in `submit.sql` replaces what it creates, so a
+/// schema at version 7 to 10 takes the faster ones), and `tasks` pages
+/// filled half by inserts. A claim and a settle each write a new version of
+/// the row; with room on its page the new version stays there, and
+/// PostgreSQL then logs only the bytes that changed, not the envelope the
+/// claim and a success keep (W1 wrote 1.6 KB of WAL a task instead of
+/// 3.1 KB). It applies to pages written from now on.
+fn v11(s: &str) -> String {
+    format!("{}\nALTER TABLE {s}.tasks SET (fillfactor = 50);", v7(s))
 }
 
 /// Brings `schema` to [`SCHEMA_VERSION`], creating it if absent; returns the

@@ -26,6 +26,16 @@ const SET_ROW: &str = "status = v.status, priority = v.priority, \
      claim_count = v.claim_count, error_type = v.error_type, \
      finished_at = v.finished_at, envelope = v.envelope, claimed_at = NULL";
 
+/// `SET` of a settle: [`SET_ROW`], except that a row given no envelope
+/// (a success: `Rows::push`) keeps its bytes and the claim's columns they
+/// are read with, `claimed_at` and `lease_expires_at`.
+const SET_SETTLED: &str = "status = v.status, priority = v.priority, \
+     next_attempt_at = v.next_attempt_at, \
+     lease_expires_at = CASE WHEN v.envelope IS NULL THEN t.lease_expires_at ELSE v.lease_expires_at END, \
+     claim_count = v.claim_count, error_type = v.error_type, \
+     finished_at = v.finished_at, envelope = coalesce(v.envelope, t.envelope), \
+     claimed_at = CASE WHEN v.envelope IS NULL THEN t.claimed_at END";
+
 /// How a stored envelope is read: the bytes and what
 /// `columns::stored_envelope` needs to finish a claim written in SQL.
 const STORED: &str = "envelope, status, claimed_at, lease_expires_at, finished_at";
@@ -298,7 +308,7 @@ impl Sql {
                     SELECT * FROM unnest($1::uuid[], $2::int8[], {ROW_ARRAYS}, $13::bool[])
                         AS v(id, expected, {ROW_COLUMNS}, cancel)
                  ), u AS (
-                    UPDATE {s}.tasks t SET {SET_ROW},
+                    UPDATE {s}.tasks t SET {SET_SETTLED},
                         cancel_requested = (v.status = 1 AND v.cancel)
                     FROM v
                     WHERE t.id = v.id AND t.status = 1 AND t.claim_count = v.expected

@@ -391,7 +391,7 @@ async fn run_insert(
     let mut keys = Vec::with_capacity(tasks.len());
     let mut flow_keys = Vec::with_capacity(tasks.len());
     for (task, bytes) in tasks.iter().zip(encoded) {
-        rows.push(&task.envelope, bytes.as_ref());
+        rows.push(&task.envelope, Some(bytes.as_ref()));
         queues.push(task.envelope.queue.as_str());
         keys.push(task.idempotency_key.as_deref().map(str::as_bytes));
         flow_keys.push(rdq_engine::flow::key_of(&task.envelope));
@@ -481,7 +481,11 @@ pub(crate) async fn run_settles(shared: Arc<Shared>, batch: Vec<SettleRequest>) 
 /// each round's rows sorted by id so that concurrent groups lock rows in the
 /// same order and cannot deadlock.
 async fn settle_group(shared: &Shared, updates: &[&LeasedUpdate]) -> Vec<Result<(), EngineError>> {
-    let encoded: Vec<Vec<u8>> = updates.iter().map(|u| u.envelope.encode()).collect();
+    // A success is written as columns only (`Rows::push`).
+    let encoded: Vec<Option<Vec<u8>>> = updates
+        .iter()
+        .map(|u| (u.envelope.status != Status::Succeeded).then(|| u.envelope.encode()))
+        .collect();
     let mut round_of = Vec::with_capacity(updates.len());
     let mut seen: HashMap<TaskId, usize> = HashMap::with_capacity(updates.len());
     let mut last_of: HashMap<TaskId, usize> = HashMap::with_capacity(updates.len());
@@ -505,7 +509,7 @@ async fn settle_group(shared: &Shared, updates: &[&LeasedUpdate]) -> Vec<Result<
             let mut expected = Vec::with_capacity(members.len());
             let mut cancel = Vec::with_capacity(members.len());
             for &i in &members {
-                rows.push(&updates[i].envelope, &encoded[i]);
+                rows.push(&updates[i].envelope, encoded[i].as_deref());
                 expected.push(i64::from(updates[i].expected.0));
                 cancel.push(updates[i].envelope.cancel_requested.is_some());
             }
@@ -540,7 +544,9 @@ async fn settle_group(shared: &Shared, updates: &[&LeasedUpdate]) -> Vec<Result<
                     // wrote last for it, so the group had committed.
                     Some(stored)
                         if maybe_applied
-                            && last_of.get(&id).is_some_and(|&l| *stored == encoded[l]) =>
+                            && last_of
+                                .get(&id)
+                                .is_some_and(|&l| *stored == updates[l].envelope.encode()) =>
                     {
                         Ok(())
                     }
@@ -556,7 +562,9 @@ async fn settle_group(shared: &Shared, updates: &[&LeasedUpdate]) -> Vec<Result<
     outcome.unwrap_or_else(|e| vec![Err(e); updates.len()])
 }
 
-/// The stored envelope bytes of these tasks, by id (absent ones left out).
+/// The canonical bytes of these tasks' current envelopes, by id (absent
+/// ones left out): as stored, or recomputed where the row keeps a claimed
+/// state with the columns of a claim or a success ([`stored_envelope`]).
 async fn current_envelopes(
     shared: &Shared,
     conn: &mut Conn,
@@ -565,7 +573,10 @@ async fn current_envelopes(
     let stmt = conn.stmt(&shared.sql, Q::GetMany).await?;
     let mut out = HashMap::with_capacity(ids.len());
     for row in conn.client.query(&stmt, &[&ids]).await? {
-        out.insert(task_id_of(row.try_get(0)?), row.try_get::<_, Vec<u8>>(1)?);
+        out.insert(
+            task_id_of(row.try_get(0)?),
+            stored_envelope(&row, 1)?.encode(),
+        );
     }
     Ok(out)
 }
@@ -585,7 +596,7 @@ async fn rewrite(
     let encoded: Vec<Vec<u8>> = next.iter().map(Envelope::encode).collect();
     let mut rows = Rows::with_capacity(next.len());
     for (env, bytes) in next.iter().zip(&encoded) {
-        rows.push(env, bytes);
+        rows.push(env, Some(bytes));
     }
     let olds = vec![status_code(old); next.len()];
     let written = conn

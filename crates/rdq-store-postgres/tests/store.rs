@@ -121,6 +121,19 @@ async fn migrations_apply_once_when_nodes_start_together() {
         .unwrap()
         .get(0);
     assert_eq!(versions, i64::from(SCHEMA_VERSION));
+    // Room on each page for the row versions a claim and a settle write.
+    let options: Vec<String> = psql()
+        .await
+        .query_one(
+            "SELECT coalesce(c.reloptions, '{}') FROM pg_class c
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relname = 'tasks'",
+            &[&first.schema()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(options.contains(&"fillfactor=50".to_owned()), "{options:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -369,6 +369,11 @@ pub async fn cancelling_a_running_task_stops_it_without_a_retry(factory: StoreFa
         .await;
     let succeeded = h.settle(&claims[1], Settlement::Success).await;
     assert_eq!(succeeded.status, Status::Succeeded, "a success stands");
+    h.assert_stored(
+        &succeeded,
+        "the success after a cancel request, as answered",
+    )
+    .await;
     if let Some(stored) = h.stored(ids[1]).await {
         assert_eq!(stored.status, Status::Succeeded);
         assert!(stored.dead_reason.is_none());

@@ -331,8 +331,12 @@ pub async fn extend_lease_moves_the_deadline_and_fences(factory: StoreFactory) {
         .await
         .expect("the new holder extends");
     assert_eq!(longer.lease_expires_at, Some(h.now().plus_ms(5_000)));
+    // Settled from the state the claim handed out, older than the stored
+    // (extended) one: what is stored is what the settle answered.
     let done = h.settle(&reclaimed, Settlement::Success).await;
     assert_eq!(done.status, Status::Succeeded);
+    h.assert_stored(&done, "a success after an extension, as answered")
+        .await;
     let stale = h
         .engine
         .settle(&claimed.envelope, claimed.token, Settlement::Success)
