@@ -121,9 +121,17 @@ impl Core {
         let count = waiting.len();
         let returned = futures::future::join_all(waiting.into_iter().map(|w| async move {
             match self.publish_task(q, &w.envelope, 0, granularity).await {
-                // Unconfirmed, the original may come back beside its copy:
-                // a duplicate, never a loss.
-                Ok(()) => w.delivery.ack().await != AckOutcome::NotSent,
+                // The copy is stored. An ack not sent or not confirmed lets
+                // the original come back: here it is acked and dropped (the
+                // copy lives on); another process would run it beside its
+                // copy: a duplicate, never a loss.
+                Ok(()) => match w.delivery.ack().await {
+                    AckOutcome::Confirmed => true,
+                    AckOutcome::NotSent | AckOutcome::Unconfirmed => {
+                        lock(&self.leases).superseded(w.envelope.id, w.envelope.claim_count);
+                        false
+                    }
+                },
                 Err(e) => {
                     warn!(task = %w.envelope.id, error = %e, "handing a buffered task back failed; it stays buffered");
                     q.buffer(w);

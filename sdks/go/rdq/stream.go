@@ -95,6 +95,9 @@ type workStream struct {
 	// opened: the server answered the stream (its headers, or a message),
 	// so a later failure is a broken stream, not one the server refused.
 	opened atomic.Bool
+	// capacity is the worker's capacity (handlers and prefetch) the stream
+	// has credits for: its level when opened, raised by growStreamCredits.
+	capacity atomic.Int64
 }
 
 // openWorkStream opens a Work stream and sends its hello. A refused hello,

@@ -41,6 +41,7 @@ func (w *Worker) streamLoop(ctx, base context.Context) bool {
 			sleep(ctx, w.cfg.PollInterval)
 			continue
 		}
+		s.capacity.Store(int64(w.capacity()))
 		// Settles and extensions go on the stream from its first task on.
 		w.stream.Store(s)
 		s.start(func(s *workStream, t ClaimedTask, err error) { w.arrived(ctx, base, s, t, err) }, w.cancelRun)

@@ -66,11 +66,16 @@ type WorkerConfig struct {
 	// tasks than that at once.
 	Concurrency int
 	// Prefetch is how many tasks the worker holds ready beyond its free
-	// handler slots (default 0), so the next tasks are on their way while
-	// the handlers work: on the stream, its credits are Concurrency +
-	// Prefetch; over HTTP, claims ask for as many more. Each waits under its
-	// own lease (extended like a running one); those still waiting at
-	// shutdown are handed back unrun (RELEASE).
+	// handler slots, so the next tasks are on their way while the handlers
+	// work: on the stream, its credits are Concurrency + Prefetch; over
+	// HTTP, claims ask for as many more. Each waits under its own lease
+	// (extended like a running one); those still waiting at shutdown are
+	// handed back unrun (RELEASE). Default (0): adaptive, what the
+	// handlers start in 50 ms at the rate they have been starting tasks, at
+	// most 1,024, and none while any of Queues is under flow control (its
+	// policy has a flow section; the policies are read every 5 s); a Work
+	// stream keeps the most credits it was given until it is opened again.
+	// NoPrefetch: none; a positive number: exactly that many.
 	Prefetch int
 	// ClaimBatch is the most tasks one HTTP claim asks for (default 64, at most 1000).
 	ClaimBatch int
@@ -142,6 +147,10 @@ type Worker struct {
 	started  atomic.Bool
 	inflight atomic.Int64
 	slotFree chan struct{}
+	// begun counts handler starts (the adaptive prefetch's pace); ahead is
+	// the prefetch now (paceLoop's, or the fixed Prefetch).
+	begun atomic.Uint64
+	ahead atomic.Int64
 
 	mu sync.Mutex // guards running, closed and every task's state change
 	// running holds the runs by task id: whatever ends one task early
@@ -260,7 +269,9 @@ func NewWorker(client *Client, cfg WorkerConfig) (*Worker, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 64
 	}
-	cfg.Prefetch = max(cfg.Prefetch, 0)
+	if cfg.Prefetch < 0 {
+		cfg.Prefetch = NoPrefetch
+	}
 	if cfg.ClaimBatch <= 0 {
 		cfg.ClaimBatch = 64
 	}
@@ -284,16 +295,20 @@ func NewWorker(client *Client, cfg WorkerConfig) (*Worker, error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 30 * time.Second
 	}
-	return &Worker{
+	w := &Worker{
 		client:    client,
 		cfg:       cfg,
 		slotFree:  make(chan struct{}, 1),
 		running:   map[string]*run{},
-		settleCh:  make(chan settleItem, 2*(cfg.Concurrency+cfg.Prefetch)+cfg.SettleBatch),
 		leaseWake: make(chan struct{}, 1),
 		leaseStop: make(chan struct{}),
 		leaseDone: make(chan struct{}),
-	}, nil
+	}
+	w.settleCh = make(chan settleItem, 2*(cfg.Concurrency+w.mostAhead())+cfg.SettleBatch)
+	if cfg.Prefetch > 0 {
+		w.ahead.Store(int64(cfg.Prefetch))
+	}
+	return w, nil
 }
 
 func (w *Worker) report(err error) {
@@ -336,7 +351,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.untraced = ContextWithTraceParent(base, "")
 	go w.leaseLoop()
 
-	w.runs = make(chan *run, w.capacity())
+	w.runs = make(chan *run, w.cfg.Concurrency+w.mostAhead())
+	if w.adaptive() {
+		go w.paceLoop(ctx)
+	}
 	for i := 0; i < w.cfg.Concurrency; i++ {
 		go func() {
 			for r := range w.runs {
@@ -441,7 +459,7 @@ func (w *Worker) UndeclaredSchedules() []string {
 
 // capacity is how many tasks the worker holds at once: its handler slots
 // and the tasks prefetched for them.
-func (w *Worker) capacity() int { return w.cfg.Concurrency + w.cfg.Prefetch }
+func (w *Worker) capacity() int { return w.cfg.Concurrency + int(w.ahead.Load()) }
 
 // start runs the handler of a claimed task whose slot is taken.
 func (w *Worker) start(base context.Context, t ClaimedTask, from *workStream) {
@@ -486,6 +504,7 @@ func (w *Worker) work(r *run) {
 	w.mu.Unlock()
 	var outcome Outcome
 	if !waited { // not released, lost or cancelled while it waited for a handler slot
+		w.begun.Add(1)
 		outcome = w.execute(r.ctx, r.task.Envelope)
 		// A handler stopped by a cancel is a cancelled failure, unless it
 		// succeeded all the same.
