@@ -422,15 +422,20 @@ impl Worker {
                 started.push(c);
             }
             let ahead = pace.ahead(started_total, std::time::Instant::now());
+            // Whether claiming again at once may find more. A claim on a
+            // flow-controlled queue that got fewer tasks than it asked for
+            // met the queue's limits (or its end): room comes back with a
+            // settle, which wakes this loop, so it waits for that instead of
+            // taking the queue's turn again for nothing.
+            let mut more = started.len() >= slots;
             for _ in 0..self.config.queues.len() {
                 if started.len() >= slots {
                     break;
                 }
                 let queue = &self.config.queues[next_queue % self.config.queues.len()];
                 next_queue = next_queue.wrapping_add(1);
-                let ahead = if self.config.prefetch == Prefetch::Adaptive
-                    && limited.is_limited(&self.engine, queue).await
-                {
+                let flow_limited = limited.is_limited(&self.engine, queue).await;
+                let ahead = if self.config.prefetch == Prefetch::Adaptive && flow_limited {
                     0
                 } else {
                     ahead
@@ -443,6 +448,7 @@ impl Worker {
                         Vec::new()
                     }
                 };
+                more |= claimed.len() >= want || (!flow_limited && !claimed.is_empty());
                 self.stats
                     .claimed
                     .fetch_add(claimed.len() as u64, Ordering::Relaxed);
@@ -492,7 +498,7 @@ impl Worker {
                 }
             }
             drop(held);
-            if !claimed_any {
+            if !claimed_any || !more {
                 tokio::select! {
                     () = shutdown.wait() => break 'claiming,
                     () = &mut woken => {}
