@@ -60,26 +60,25 @@ impl Pace {
     /// How many tasks to keep ready, given the handlers have started
     /// `started` tasks in all by `now`.
     pub(crate) fn ahead(&mut self, started: u64, now: Instant) -> usize {
-        let Prefetch::Fixed(n) = self.mode else {
-            let elapsed = now.saturating_duration_since(self.since);
-            if elapsed >= SAMPLE {
-                let sample =
-                    started.saturating_sub(self.started_then) as f64 / elapsed.as_secs_f64();
-                // Half the last sample, half the history: a burst is seen
-                // within a few samples, and a queue gone quiet drops to none.
-                self.rate = (self.rate + sample) / 2.0;
-                self.since = now;
-                self.started_then = started;
-            }
-            let ahead = self.rate * WINDOW.as_secs_f64();
-            // Below one task ahead there is nothing to keep.
-            return if ahead.is_finite() && ahead >= 1.0 {
-                (ahead as usize).min(MAX)
-            } else {
-                0
-            };
-        };
-        n
+        if let Prefetch::Fixed(n) = self.mode {
+            return n;
+        }
+        let elapsed = now.saturating_duration_since(self.since);
+        if elapsed >= SAMPLE {
+            let sample = started.saturating_sub(self.started_then) as f64 / elapsed.as_secs_f64();
+            // Half the last sample, half the history: a burst is seen within
+            // a few samples, and a queue gone quiet drops to none.
+            self.rate = (self.rate + sample) / 2.0;
+            self.since = now;
+            self.started_then = started;
+        }
+        let ahead = self.rate * WINDOW.as_secs_f64();
+        // Below one task ahead there is nothing to keep.
+        if ahead.is_finite() && ahead >= 1.0 {
+            (ahead as usize).min(MAX)
+        } else {
+            0
+        }
     }
 }
 
