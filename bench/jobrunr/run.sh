@@ -14,9 +14,15 @@
 #   bash bench/jobrunr/run.sh              # 3 pairs of each, 20,000 jobs
 #   PAIRS=5 JOBS=20000 PULL_JOBS=100000 bash bench/jobrunr/run.sh
 #   SKIP_JOBRUNR=1 bash bench/jobrunr/run.sh   # part 2 only (no PostgreSQL)
+#   WARMUP=20000 bash bench/jobrunr/run.sh     # part 1 measured after a warm-up round
+#   SUBMIT_PROTOCOL=grpc bash bench/jobrunr/run.sh  # the SDK submits over gRPC
 #
 # JOBS is W1's size (part 1); PULL_JOBS (default 100,000) the size of each
 # run of part 2, long enough to measure a worker rather than its start-up.
+# WARMUP (default 0) runs an untimed W1 round of that many jobs first in
+# each part-1 program, JobRunr's and the SDK's alike, so both are measured
+# with their JIT done compiling (as in a service that has run for a while);
+# 0 measures a fresh JVM.
 #
 # RDQ_BIN overrides the rdq binary (default: cargo build --release). JAVA_HOME
 # picks the JDK for both Java programs (virtual threads need 21+). Results go
@@ -26,6 +32,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 pairs=${PAIRS:-3}
 jobs=${JOBS:-20000}
+warmup=${WARMUP:-0}
 pull_jobs=${PULL_JOBS:-100000}
 transport=${TRANSPORT:-grpc}
 pg_url=${PG_URL:-postgres://postgres@127.0.0.1:5432/test}
@@ -60,13 +67,13 @@ stop_serve() { kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; }
 drop_schema() { psql -q -h 127.0.0.1 -U postgres -d test -c "DROP SCHEMA IF EXISTS $1 CASCADE" >/dev/null; }
 
 run_jobrunr() {
-  "$java" -cp "$cp" bench.JobRunrW1 "$jdbc" "$jobs" | tee -a "$out"
+  "$java" -cp "$cp" bench.JobRunrW1 "$jdbc" "$jobs" "$warmup" | tee -a "$out"
 }
 run_rdq_pg() {
   local schema="rdq_bench_java_$1"
   drop_schema "$schema"
   start_serve "$pg_url?schema=$schema"
-  "$java" -cp "$cp" bench.RdqW1 "$url" "$jobs" 2>/dev/null | sed 's/^{/{"store":"postgres",/' | tee -a "$out"
+  "$java" -cp "$cp" bench.RdqW1 "$url" "$jobs" 2 64 "$warmup" 2>/dev/null | sed 's/^{/{"store":"postgres",/' | tee -a "$out"
   stop_serve
   drop_schema "$schema"
 }
@@ -91,7 +98,7 @@ rust_pull() {
   "$RDQ_BIN" bench --workload pull $rust_flags --server "$url" --jobs "$pull_jobs" --workers 4 --json | sed 's/^{/{"system":"rdq-bench-pull",/' | tee -a "$out"
 }
 java_pull() { # warm-up jobs
-  "$java" -cp "$cp" bench.RdqW1 "$url" "$pull_jobs" $java_args "$1" "$transport" "$java_streams" 2>/dev/null | sed 's/^{/{"store":"embedded",/' | tee -a "$out"
+  PAUSED_START=1 "$java" -cp "$cp" bench.RdqW1 "$url" "$pull_jobs" $java_args "$1" "$transport" "$java_streams" 2>/dev/null | sed 's/^{/{"store":"embedded",/' | tee -a "$out"
 }
 data=$(mktemp -d)
 start_serve "$data/store"

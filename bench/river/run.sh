@@ -68,9 +68,9 @@ for i in $(seq 1 "$PAIRS"); do
     drop_schema rdq_go_tx
   elif [ "$WORKLOAD" = pull ] || [ "$WORKLOAD" = pull-grpc ]; then
     if [ "$WORKLOAD" = pull ]; then
-      rust=() go=(-transport http -concurrency 64)
+      rust=() go=(-transport http -concurrency 64 -paused-start)
     else
-      rust=(--grpc) go=(-transport grpc -concurrency 128)
+      rust=(--grpc) go=(-transport grpc -concurrency 128 -paused-start)
     fi
     # A fresh server and data directory for each run, so neither runs on
     # the other's leftovers.

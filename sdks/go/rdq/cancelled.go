@@ -63,8 +63,13 @@ func (e *CancelledError) Is(target error) bool {
 // from it) was cancelled because a cancel was asked of the task, and by
 // whom. A handler may poll it, or wait on ctx.Done() and then ask.
 func CancelRequested(ctx context.Context) (*CancelledError, bool) {
+	if ctx == nil || ctx.Err() == nil {
+		// Not cancelled at all (the common case, checked after every
+		// handler): no cause to look into.
+		return nil, false
+	}
 	var ce *CancelledError
-	if ctx == nil || !errors.As(context.Cause(ctx), &ce) {
+	if !errors.As(context.Cause(ctx), &ce) {
 		return nil, false
 	}
 	return ce, true

@@ -43,6 +43,7 @@ func main() {
 	settleLinger := flag.Duration("settle-linger", 0, "WorkerConfig.SettleLinger (0: the default; negative: none)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the work phase here")
 	transportName := flag.String("transport", "grpc", "grpc (the Work stream), http (polling) or auto")
+	pausedStart := flag.Bool("paused-start", false, "submit to a paused queue, start the Workers, and time from resuming it (as rdq bench --workload pull does)")
 	flag.Parse()
 	transport, ok := map[string]rdq.Transport{"grpc": rdq.TransportGRPC, "http": rdq.TransportHTTP, "auto": rdq.TransportAuto}[*transportName]
 	if !ok {
@@ -61,6 +62,11 @@ func main() {
 	}
 	payload, _ := json.Marshal(map[string]any{"order_id": 12345, "customer": "cus_0123456789abcdef", "note": strings.Repeat("x", 40)})
 
+	if *pausedStart {
+		if _, err := c.SetQueueConfig(ctx, *queue, map[string]any{"paused": true}); err != nil {
+			log.Fatal(err)
+		}
+	}
 	var submitRate float64
 	if !*skipSubmit {
 		start := time.Now()
@@ -121,6 +127,15 @@ func main() {
 		}
 		running.Add(1)
 		go func() { defer running.Done(); _ = w.Run(wctx) }()
+	}
+	if *pausedStart {
+		// Timed from resuming the queue, once the Workers have opened their
+		// streams: what rdq bench --workload pull measures.
+		time.Sleep(300 * time.Millisecond)
+		cpuBefore, start = cpuTime(), time.Now()
+		if _, err := c.SetQueueConfig(ctx, *queue, map[string]any{"paused": false}); err != nil {
+			log.Fatal(err)
+		}
 	}
 	select {
 	case <-allHandled:

@@ -8,6 +8,7 @@ import dev.rdq.worker.Worker;
 import dev.rdq.worker.WorkerTransport;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
@@ -36,7 +37,12 @@ public final class RdqW1 {
                 : WorkerTransport.AUTO;
         int streams = args.length > 6 ? Integer.parseInt(args[6]) : 1;
         String base = "w1-java-" + Long.toString(System.currentTimeMillis(), 36);
-        RdqClient client = RdqClient.builder(url).build();
+        RdqClient.Builder cb = RdqClient.builder(url);
+        String submitProtocol = System.getenv("SUBMIT_PROTOCOL");
+        if (submitProtocol != null && !submitProtocol.isEmpty()) {
+            cb.submitProtocol(dev.rdq.client.SubmitProtocol.valueOf(submitProtocol.toUpperCase(java.util.Locale.ROOT)));
+        }
+        RdqClient client = cb.build();
         if (warmup > 0) {
             // An untimed round first, so the JIT has compiled the hot paths.
             round(client, base + "-warmup", warmup, claimers, concurrency, transport, streams);
@@ -45,9 +51,9 @@ public final class RdqW1 {
         System.out.printf("{\"system\":\"rdq-java-sdk\",\"jobs\":%d,\"submit_secs\":%.3f,\"submits_per_sec\":%.0f,"
                 + "\"work_secs\":%.3f,\"worked_per_sec\":%.0f,\"executions\":%d,\"virtual_threads\":%b,\"claimers\":%d,"
                 + "\"concurrency\":%d,\"warmup_jobs\":%d,\"work_cpu_us_per_task\":%.1f,\"java\":\"%s\","
-                + "\"transport\":\"%s\",\"streams\":%d}%n",
+                + "\"transport\":\"%s\",\"streams\":%d,\"submit_cpu_us_per_task\":%.1f}%n",
                 jobs, r[0], jobs / r[0], r[1], jobs / r[1], (long) r[2], r[3] > 0, claimers, concurrency, warmup, r[4] * 1e6 / jobs,
-                System.getProperty("java.version"), r[5] > 0 ? "grpc" : "http", streams);
+                System.getProperty("java.version"), r[5] > 0 ? "grpc" : "http", streams, r[6] * 1e6 / jobs);
         System.exit(0);
     }
 
@@ -60,8 +66,15 @@ public final class RdqW1 {
     /** One W1 round on {@code queue}: submit, then work; answers {submit secs, work secs, executions, virtual threads, work CPU secs}. */
     static double[] round(RdqClient client, String queue, int jobs, int claimers, int concurrency,
             WorkerTransport transport, int streams) throws Exception {
+        // PAUSED_START=1: submit to a paused queue, start the worker, and time
+        // from resuming it, as rdq bench --workload pull does.
+        boolean pausedStart = "1".equals(System.getenv("PAUSED_START"));
+        if (pausedStart) {
+            client.updateQueueConfig(queue, paused(true));
+        }
         Semaphore slots = new Semaphore(64);
         AtomicReference<Throwable> failure = new AtomicReference<>();
+        long cpu0 = cpuNanos();
         long t0 = System.nanoTime();
         CompletableFuture<?>[] all = new CompletableFuture<?>[jobs];
         for (int i = 0; i < jobs; i++) {
@@ -77,11 +90,13 @@ public final class RdqW1 {
         }
         CompletableFuture.allOf(all).exceptionally(t -> null).join();
         double submitSecs = (System.nanoTime() - t0) / 1e9;
+        double submitCpu = (cpuNanos() - cpu0) / 1e9;
         if (failure.get() != null) {
             throw new IllegalStateException("a submit failed", failure.get());
         }
 
         AtomicInteger ran = new AtomicInteger();
+        CountDownLatch allRan = new CountDownLatch(1);
         System.err.println("rdq-w1: working " + queue);
         long cpu1 = cpuNanos();
         long t1 = System.nanoTime();
@@ -92,16 +107,32 @@ public final class RdqW1 {
                 .pollInterval(Duration.ofMillis(20))
                 .transport(transport)
                 .streams(streams)
-                .handler(queue, "noop", byte[].class, payload -> ran.incrementAndGet())
+                .handler(queue, "noop", byte[].class, payload -> {
+                    if (ran.incrementAndGet() == jobs) {
+                        allRan.countDown();
+                    }
+                })
                 .start();
+        if (pausedStart) {
+            Thread.sleep(300); // the worker's streams open
+            cpu1 = cpuNanos();
+            t1 = System.nanoTime();
+            client.updateQueueConfig(queue, paused(false));
+        }
+        // Every handler has run; then the last settles reach the server.
+        allRan.await();
         while (succeeded(client, queue) < jobs) {
-            Thread.sleep(ran.get() < jobs ? 50 : 5);
+            Thread.sleep(2);
         }
         double workSecs = (System.nanoTime() - t1) / 1e9;
         double workCpu = (cpuNanos() - cpu1) / 1e9;
         w.close();
         return new double[] {submitSecs, workSecs, ran.get(), w.usesVirtualThreads() ? 1 : 0, workCpu,
-            w.transport() == WorkerTransport.GRPC ? 1 : 0};
+            w.transport() == WorkerTransport.GRPC ? 1 : 0, submitCpu};
+    }
+
+    static dev.rdq.json.JsonObject paused(boolean paused) {
+        return dev.rdq.json.JsonObject.of(java.util.Map.of("paused", dev.rdq.json.JsonBoolean.of(paused)));
     }
 
     static long succeeded(RdqClient client, String queue) {
