@@ -42,7 +42,8 @@ func (c *Client) conn() (*grpc.ClientConn, error) {
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent(c.ua),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes),
+			grpc.ForceCodecV2(newVTCodec())),
 	}, c.grpcOpts...)
 	conn, err := grpc.NewClient(c.grpcTarget, opts...)
 	if err != nil {
