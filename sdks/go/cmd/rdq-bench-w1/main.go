@@ -42,6 +42,7 @@ func main() {
 	claimLinger := flag.Duration("claim-linger", 0, "WorkerConfig.ClaimLinger (0: the default; negative: none)")
 	settleLinger := flag.Duration("settle-linger", 0, "WorkerConfig.SettleLinger (0: the default; negative: none)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the work phase here")
+	memProfile := flag.String("memprofile", "", "write a heap profile (allocations since start) here at the end")
 	transportName := flag.String("transport", "grpc", "grpc (the Work stream), http (polling) or auto")
 	pausedStart := flag.Bool("paused-start", false, "submit to a paused queue, start the Workers, and time from resuming it (as rdq bench --workload pull does)")
 	flag.Parse()
@@ -162,6 +163,16 @@ func main() {
 	workCPU := cpuTime() - cpuBefore
 	stop()
 	running.Wait()
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			log.Fatal(err)
+		}
+		f.Close()
+	}
 	out, _ := json.Marshal(map[string]any{
 		"system": "rdq-go-sdk", "transport": transport.String(), "jobs": *jobs, "payload_bytes": len(payload),
 		"submits_per_s": submitRate, "worked_per_s": workRate,
