@@ -34,7 +34,9 @@ func newVTCodec() vtCodec {
 	return vtCodec{fallback: encoding.GetCodecV2("proto")}
 }
 
-// Name is gRPC's default codec's: the content type stays application/grpc.
+// Name is gRPC's default codec's, "proto": forced on the connection, it
+// makes the requests' content type application/grpc+proto, which a gRPC
+// server reads as protobuf, as it does application/grpc.
 func (vtCodec) Name() string { return "proto" }
 
 func (c vtCodec) Marshal(v any) (mem.BufferSlice, error) {

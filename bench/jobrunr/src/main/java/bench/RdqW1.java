@@ -63,7 +63,8 @@ public final class RdqW1 {
                 .getProcessCpuTime();
     }
 
-    /** One W1 round on {@code queue}: submit, then work; answers {submit secs, work secs, executions, virtual threads, work CPU secs}. */
+    /** One W1 round on {@code queue}: submit, then work; answers {submit secs, work secs, executions, virtual threads, work CPU secs,
+     * gRPC worker (1) or not (0), submit CPU secs}. */
     static double[] round(RdqClient client, String queue, int jobs, int claimers, int concurrency,
             WorkerTransport transport, int streams) throws Exception {
         // PAUSED_START=1: submit to a paused queue, start the worker, and time
