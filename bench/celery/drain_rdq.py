@@ -58,17 +58,27 @@ async def main() -> None:
             transport=TRANSPORT,  # type: ignore[arg-type]
         )
 
+        ran = 0
+        all_ran = asyncio.Event()
+
         @worker.handler("noop")
         async def noop() -> None:
-            pass
+            nonlocal ran
+            ran += 1
+            if ran >= JOBS:
+                all_ran.set()
 
         start = time.perf_counter()
         running = asyncio.create_task(worker.run(handle_signals=False))
+        # Polling the server all along would take the worker's own event
+        # loop from it: wait until every handler ran, then until the server
+        # counts every task SUCCEEDED (the last settles still on their way).
+        await all_ran.wait()
         while True:
             (counts,) = await client.queues([queue])
             if counts.succeeded == JOBS:
                 break
-            await asyncio.sleep(0.025)
+            await asyncio.sleep(0.002)
         work_s = time.perf_counter() - start
         worker.stop()
         await running

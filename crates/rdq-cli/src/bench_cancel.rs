@@ -144,6 +144,7 @@ async fn stream_path(setup: &CancelBench, http: &reqwest::Client) -> Result<Valu
             credits,
             lease_ms: Some(60_000),
             bare_acks: true,
+            task_batches: false,
         })),
     })
     .await
@@ -180,6 +181,8 @@ async fn stream_path(setup: &CancelBench, http: &reqwest::Client) -> Result<Valu
                     }
                 });
             }
+            // Not asked for (`task_batches` is off).
+            Some(pb::work_response::Kind::Tasks(_)) => {}
             Some(pb::work_response::Kind::Cancel(c)) => {
                 let Some(t0) = asked.lock().await.remove(&c.id) else {
                     continue;

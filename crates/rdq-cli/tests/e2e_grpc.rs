@@ -81,6 +81,7 @@ fn hello(queue: &str, credits: u32, lease_ms: Option<u64>, bare_acks: bool) -> p
         credits,
         lease_ms,
         bare_acks,
+        task_batches: false,
     }
 }
 
@@ -719,6 +720,8 @@ struct WorkStream {
     tx: mpsc::Sender<pb::WorkRequest>,
     rx: tonic::Streaming<pb::WorkResponse>,
     tasks: std::collections::VecDeque<pb::LeasedTask>,
+    /// The sizes of the `tasks` messages received, in order.
+    batches: Vec<usize>,
     acks: std::collections::VecDeque<pb::WorkAck>,
     cancels: std::collections::VecDeque<pb::WorkCancel>,
 }
@@ -739,6 +742,7 @@ impl WorkStream {
             tx,
             rx,
             tasks: Default::default(),
+            batches: Vec::new(),
             acks: Default::default(),
             cancels: Default::default(),
         })
@@ -754,6 +758,10 @@ impl WorkStream {
     async fn next(&mut self) {
         match self.rx.message().await.unwrap().unwrap().kind {
             Some(pb::work_response::Kind::Task(t)) => self.tasks.push_back(t),
+            Some(pb::work_response::Kind::Tasks(b)) => {
+                self.batches.push(b.tasks.len());
+                self.tasks.extend(b.tasks);
+            }
             Some(pb::work_response::Kind::Ack(a)) => self.acks.push_back(a),
             Some(pb::work_response::Kind::Cancel(c)) => self.cancels.push_back(c),
             None => panic!("a message without a kind"),
@@ -841,6 +849,7 @@ async fn the_work_stream_keeps_to_its_credits_and_acknowledges() {
             credits: 2,
             lease_ms: Some(60_000),
             bare_acks: false,
+            task_batches: false,
         },
     )
     .await
@@ -1037,6 +1046,10 @@ async fn bare_acks_carry_results_without_envelopes_and_refills_come_in_batches()
     let next = [w.task().await, w.task().await];
     assert_ne!(next[0].id, next[1].id);
     assert!(next.iter().all(|t| held.iter().all(|h| h.id != t.id)));
+    assert!(
+        w.batches.is_empty(),
+        "a stream that did not ask for task batches gets one message a task"
+    );
     let got = tasks
         .get(req(
             pb::GetTaskRequest {
@@ -1050,6 +1063,74 @@ async fn bare_acks_carry_results_without_envelopes_and_refills_come_in_batches()
         .envelope
         .unwrap();
     assert_eq!(status_of(&got), pb::Status::Succeeded);
+    drop(w);
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_batches_bring_a_claims_tasks_in_one_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = RdqServer::start(dir.path(), &config(), &[]);
+    let ch = channel(&server).await;
+    let mut tasks = TasksClient::new(ch.clone());
+    let mut submitted = Vec::new();
+    for i in 0..12u8 {
+        let id = tasks
+            .submit(req(submit("batched", &[i]), ALL))
+            .await
+            .unwrap()
+            .into_inner()
+            .envelope
+            .unwrap()
+            .id;
+        submitted.push(id);
+    }
+    let mut hello = hello("batched", 8, Some(60_000), true);
+    hello.task_batches = true;
+    let mut w = WorkStream::open(ch.clone(), hello).await.unwrap();
+    w.next().await;
+    assert_eq!(w.batches, vec![8], "one claim of eight, one message");
+    let held: Vec<pb::LeasedTask> = w.tasks.drain(..).collect();
+    // In claim order (equal priority: submit order), each one whole.
+    let ids: Vec<&str> = held.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        submitted[..8]
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+    );
+    for (i, t) in held.iter().enumerate() {
+        let env = t.envelope.as_ref().unwrap();
+        assert_eq!(env.id, t.id);
+        assert_eq!(status_of(env), pb::Status::InFlight);
+        assert_eq!(env.payload, vec![u8::try_from(i).unwrap()]);
+        assert!(!t.lease_token.is_empty());
+    }
+    // Settling three frees a quarter of the credits and more: the next
+    // claim (three of the four left) comes as one message again.
+    w.send(pb::work_request::Kind::Settle(pb::WorkSettle {
+        seq: 1,
+        settles: held[..3]
+            .iter()
+            .map(|t| settle(t, pb::ReportedOutcome::ReportedSuccess))
+            .collect(),
+    }))
+    .await;
+    let ack = w.ack().await;
+    assert!(ack.results.iter().all(|r| r.problem.is_none()));
+    while w.tasks.len() < 3 {
+        w.next().await;
+    }
+    assert_eq!(w.batches, vec![8, 3]);
+    let next: Vec<&str> = w.tasks.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(
+        next,
+        submitted[8..11]
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+    );
     drop(w);
     drop(server);
 }

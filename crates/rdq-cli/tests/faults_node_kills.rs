@@ -111,6 +111,7 @@ async fn work(base: &str, stop: &AtomicBool, settled: &AtomicUsize, acked: &Mute
         credits: 4,
         lease_ms: Some(STREAM_LEASE_MS),
         bare_acks: false,
+        task_batches: false,
     };
     let sent = tx
         .send(pb::WorkRequest {

@@ -29,6 +29,9 @@ use crate::pb;
 pub enum WorkOut {
     /// A leased task, written from the model (`WorkResponse.task`).
     Task(Leased),
+    /// A claim's leased tasks together, written from the model
+    /// (`WorkResponse.tasks`, for a worker whose hello asked for batches).
+    Tasks(Vec<Leased>),
     /// Any other message (acks), as the generated message.
     Message(pb::WorkResponse),
 }
@@ -39,6 +42,11 @@ impl WorkOut {
         match self {
             Self::Task(task) => pb::WorkResponse {
                 kind: Some(pb::work_response::Kind::Task(leased(task))),
+            },
+            Self::Tasks(tasks) => pb::WorkResponse {
+                kind: Some(pb::work_response::Kind::Tasks(pb::ClaimResponse {
+                    tasks: tasks.into_iter().map(leased).collect(),
+                })),
             },
             Self::Message(m) => m,
         }
@@ -78,6 +86,7 @@ impl Encoder for WorkEncoder {
     fn encode(&mut self, item: WorkOut, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
         match item {
             WorkOut::Task(task) => encode_task(task, &mut self.scratch, buf),
+            WorkOut::Tasks(tasks) => encode_tasks(tasks, &mut self.scratch, buf),
             WorkOut::Message(m) => encode_message(&m, buf),
         }
     }
@@ -92,14 +101,46 @@ struct Scratch {
     nested: Vec<u8>,
     /// The payload's bytes.
     payload: Vec<u8>,
+    /// A batch's `ClaimResponse` body.
+    batch: Vec<u8>,
 }
 
-/// Writes `task` as a `WorkResponse`: from the model when the direct
-/// mapping takes it, otherwise by way of the generated message.
+/// Writes `task` as a `WorkResponse`.
 fn encode_task(task: Leased, scratch: &mut Scratch, buf: &mut impl BufMut) -> Result<(), Status> {
+    // WorkResponse { task = 1 }
+    put_leased(task, scratch, buf)
+}
+
+/// Writes `tasks` as one `WorkResponse`.
+fn encode_tasks(
+    tasks: Vec<Leased>,
+    scratch: &mut Scratch,
+    buf: &mut impl BufMut,
+) -> Result<(), Status> {
+    let mut batch = std::mem::take(&mut scratch.batch);
+    batch.clear();
+    let written = tasks.into_iter().try_for_each(|task| {
+        // ClaimResponse { repeated tasks = 1 }
+        put_leased(task, scratch, &mut batch)
+    });
+    if written.is_ok() {
+        // WorkResponse { tasks = 4 }
+        put_bytes(buf, 4, &batch);
+    }
+    scratch.batch = batch;
+    written
+}
+
+/// Writes `task` as a `LeasedTask` in field 1 (of a `WorkResponse` or a
+/// `ClaimResponse`): from the model when the direct mapping takes it,
+/// otherwise by way of the generated message.
+fn put_leased(task: Leased, scratch: &mut Scratch, buf: &mut impl BufMut) -> Result<(), Status> {
     let id = task.envelope.id.text();
     if !envelope_body(&task.envelope, &id, scratch) {
-        return encode_message(&WorkOut::Task(task).into_message(), buf);
+        encode_key(1, WireType::LengthDelimited, buf);
+        return leased(task)
+            .encode_length_delimited(buf)
+            .map_err(|e| Status::internal(format!("encoding a Work message: {e}")));
     }
     let body = &scratch.envelope;
     // LeasedTask { id = 1, lease_token = 2, envelope = 3 }
@@ -108,7 +149,6 @@ fn encode_task(task: Leased, scratch: &mut Scratch, buf: &mut impl BufMut) -> Re
         + key_len(3)
         + encoded_len_varint(body.len() as u64)
         + body.len();
-    // WorkResponse { task = 1 }
     encode_key(1, WireType::LengthDelimited, buf);
     encode_varint(leased_len as u64, buf);
     put_str(buf, 1, &id);
@@ -132,6 +172,7 @@ fn envelope_body(env: &Envelope, id: &[u8; 26], scratch: &mut Scratch) -> bool {
         envelope: out,
         nested,
         payload,
+        ..
     } = scratch;
     out.clear();
     if has_unknown_members(env) {
@@ -298,5 +339,17 @@ pub fn task_bytes(task: Leased) -> Vec<u8> {
     let mut out = Vec::new();
     // Writing into a `Vec` cannot fail.
     let _ = encode_task(task, &mut Scratch::default(), &mut out);
+    out
+}
+
+/// The bytes `tasks` are written as together (the tests' view of
+/// [`WorkEncoder`]); `scratch_from` is written first with the same
+/// scratch, as a busy stream's encoder would have.
+#[doc(hidden)]
+pub fn tasks_bytes(scratch_from: Vec<Leased>, tasks: Vec<Leased>) -> Vec<u8> {
+    let mut scratch = Scratch::default();
+    let _ = encode_tasks(scratch_from, &mut scratch, &mut Vec::new());
+    let mut out = Vec::new();
+    let _ = encode_tasks(tasks, &mut scratch, &mut out);
     out
 }

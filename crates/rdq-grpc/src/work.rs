@@ -10,7 +10,9 @@
 //! as the worker holds fewer tasks than its credits (once it holds any,
 //! when at least a quarter of them are free), taking the queues in
 //! turn, and waits for new work (the engine's wake-up, or a short poll for
-//! tasks that become due) when none is due. Settles (`WorkSettle`, one
+//! tasks that become due) when none is due. A claim's tasks go out as one
+//! `task` message each, or together in one `tasks` message when the hello
+//! asked for `task_batches`. Settles (`WorkSettle`, one
 //! store call per message) and extensions (`WorkExtend`) are answered by a
 //! `WorkAck` echoing the worker's `seq`; a settle of a task this stream
 //! handed out gives its credit back, whatever its result.
@@ -113,6 +115,7 @@ struct Hello {
     credits: u32,
     lease_ms: Option<u64>,
     bare_acks: bool,
+    task_batches: bool,
 }
 
 fn check_hello(app: &App, caller: &Caller, h: pb::WorkHello) -> Result<Hello, AppError> {
@@ -140,6 +143,7 @@ fn check_hello(app: &App, caller: &Caller, h: pb::WorkHello) -> Result<Hello, Ap
         credits: h.credits,
         lease_ms: h.lease_ms,
         bare_acks: h.bare_acks,
+        task_batches: h.task_batches,
     })
 }
 
@@ -306,8 +310,7 @@ impl Driver {
                 continue;
             }
             let count = claimed.len();
-            let mut batch = Vec::with_capacity(count);
-            for task in claimed {
+            for task in &claimed {
                 self.held.insert(
                     task.envelope.id,
                     Held {
@@ -315,8 +318,12 @@ impl Driver {
                         told: false,
                     },
                 );
-                batch.push(Ok(WorkOut::Task(task)));
             }
+            let batch = if self.hello.task_batches {
+                vec![Ok(WorkOut::Tasks(claimed))]
+            } else {
+                claimed.into_iter().map(|t| Ok(WorkOut::Task(t))).collect()
+            };
             if self.tx.send(batch).await.is_err() {
                 // The worker is gone: what it was handed keeps its lease
                 // and lapses as usual.

@@ -105,6 +105,7 @@ fn hello(queues: &[&str], credits: u32) -> pb::WorkRequest {
             credits,
             lease_ms: Some(60_000),
             bare_acks: true,
+            task_batches: false,
         })),
     }
 }
@@ -138,6 +139,7 @@ fn ack_of(out: WorkOut) -> pb::WorkAck {
             kind: Some(pb::work_response::Kind::Ack(ack)),
         }) => ack,
         WorkOut::Task(t) => panic!("expected an ack, got task {}", t.envelope.id),
+        WorkOut::Tasks(t) => panic!("expected an ack, got {} tasks", t.len()),
         WorkOut::Message(m) => panic!("expected an ack, got {m:?}"),
     }
 }

@@ -136,3 +136,38 @@ fn an_envelope_with_unknown_members_goes_the_long_way_unchanged() {
     }
     check("unknown in an error", env);
 }
+
+#[test]
+fn a_batch_of_tasks_is_written_as_the_generated_message() {
+    let claimed_at = Timestamp::from_unix_ms(1_800_000_000_000).unwrap();
+    let until = Timestamp::from_unix_ms(1_800_000_030_000).unwrap();
+    let mut envelopes: Vec<Envelope> = valid_fixtures()
+        .into_iter()
+        .filter_map(|(_, env)| replay_claim(env, claimed_at.unix_ms(), until.unix_ms()).ok())
+        .collect();
+    // One the direct mapping does not take goes the long way inside the
+    // batch, between two it takes.
+    envelopes.insert(1, envelope(json!({"x-custom": {"k": 1}})));
+    let tasks: Vec<Leased> = envelopes
+        .into_iter()
+        .enumerate()
+        .map(|(i, envelope)| Leased {
+            envelope,
+            lease_token: format!("v1.token-{i}"),
+        })
+        .collect();
+    assert!(tasks.len() >= 11, "only {} claimed fixtures", tasks.len());
+    // A busy encoder's scratch holds the previous batch: nothing of it
+    // may leak into the next.
+    let earlier: Vec<Leased> = tasks.iter().rev().take(3).cloned().collect();
+    let direct = rdq_grpc::wire::tasks_bytes(earlier, tasks.clone());
+    let expected = WorkOut::Tasks(tasks).into_message();
+    let decoded = pb::WorkResponse::decode(direct.as_slice()).unwrap();
+    assert_eq!(decoded, expected);
+    let one = rdq_grpc::wire::tasks_bytes(Vec::new(), Vec::new());
+    assert_eq!(
+        pb::WorkResponse::decode(one.as_slice()).unwrap(),
+        WorkOut::Tasks(Vec::new()).into_message(),
+        "an empty batch is a tasks message with none"
+    );
+}

@@ -998,6 +998,13 @@ pub struct WorkHello {
     /// encoding and decoding every task a second time.
     #[prost(bool, tag = "4")]
     pub bare_acks: bool,
+    /// When true, the tasks of one claim come together in one `tasks`
+    /// message rather than one `task` message each. A message costs a worker
+    /// far more than a task in it where each read is an event of its own
+    /// (grpcio's asyncio API, grpc-java's observers); a worker that does not
+    /// ask gets `task` messages only.
+    #[prost(bool, tag = "5")]
+    pub task_batches: bool,
 }
 /// Raises the worker's credits by `credits`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
@@ -1030,7 +1037,7 @@ pub struct WorkExtend {
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct WorkResponse {
     /// What it is.
-    #[prost(oneof = "work_response::Kind", tags = "1, 2, 3")]
+    #[prost(oneof = "work_response::Kind", tags = "1, 2, 3, 4")]
     pub kind: ::core::option::Option<work_response::Kind>,
 }
 /// Nested message and enum types in `WorkResponse`.
@@ -1048,6 +1055,9 @@ pub mod work_response {
         /// settled yet; sent once per task, as soon as the server learns of it.
         #[prost(message, tag = "3")]
         Cancel(super::WorkCancel),
+        /// Leased tasks of one claim, in claim order (with `task_batches`).
+        #[prost(message, tag = "4")]
+        Tasks(super::ClaimResponse),
     }
 }
 /// Tells a worker to stop a running task (see docs/outcomes.md, cancelling

@@ -3497,7 +3497,13 @@ type WorkHello struct {
 	// item's `SettleItemResult` holds only its id (a refused one still has
 	// its `problem`). For workers that do not read the new state, it saves
 	// encoding and decoding every task a second time.
-	BareAcks      bool `protobuf:"varint,4,opt,name=bare_acks,json=bareAcks,proto3" json:"bare_acks,omitempty"`
+	BareAcks bool `protobuf:"varint,4,opt,name=bare_acks,json=bareAcks,proto3" json:"bare_acks,omitempty"`
+	// When true, the tasks of one claim come together in one `tasks`
+	// message rather than one `task` message each. A message costs a worker
+	// far more than a task in it where each read is an event of its own
+	// (grpcio's asyncio API, grpc-java's observers); a worker that does not
+	// ask gets `task` messages only.
+	TaskBatches   bool `protobuf:"varint,5,opt,name=task_batches,json=taskBatches,proto3" json:"task_batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3556,6 +3562,13 @@ func (x *WorkHello) GetLeaseMs() uint64 {
 func (x *WorkHello) GetBareAcks() bool {
 	if x != nil {
 		return x.BareAcks
+	}
+	return false
+}
+
+func (x *WorkHello) GetTaskBatches() bool {
+	if x != nil {
+		return x.TaskBatches
 	}
 	return false
 }
@@ -3726,6 +3739,7 @@ type WorkResponse struct {
 	//	*WorkResponse_Task
 	//	*WorkResponse_Ack
 	//	*WorkResponse_Cancel
+	//	*WorkResponse_Tasks
 	Kind          isWorkResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3795,6 +3809,15 @@ func (x *WorkResponse) GetCancel() *WorkCancel {
 	return nil
 }
 
+func (x *WorkResponse) GetTasks() *ClaimResponse {
+	if x != nil {
+		if x, ok := x.Kind.(*WorkResponse_Tasks); ok {
+			return x.Tasks
+		}
+	}
+	return nil
+}
+
 type isWorkResponse_Kind interface {
 	isWorkResponse_Kind()
 }
@@ -3815,11 +3838,18 @@ type WorkResponse_Cancel struct {
 	Cancel *WorkCancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
 }
 
+type WorkResponse_Tasks struct {
+	// Leased tasks of one claim, in claim order (with `task_batches`).
+	Tasks *ClaimResponse `protobuf:"bytes,4,opt,name=tasks,proto3,oneof"`
+}
+
 func (*WorkResponse_Task) isWorkResponse_Kind() {}
 
 func (*WorkResponse_Ack) isWorkResponse_Kind() {}
 
 func (*WorkResponse_Cancel) isWorkResponse_Kind() {}
+
+func (*WorkResponse_Tasks) isWorkResponse_Kind() {}
 
 // Tells a worker to stop a running task (see docs/outcomes.md, cancelling
 // running tasks): a success it still reports counts; a failure, deferral
@@ -5407,12 +5437,13 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\x06credit\x18\x02 \x01(\v2\x12.rdq.v1.WorkCreditH\x00R\x06credit\x12,\n" +
 	"\x06settle\x18\x03 \x01(\v2\x12.rdq.v1.WorkSettleH\x00R\x06settle\x12,\n" +
 	"\x06extend\x18\x04 \x01(\v2\x12.rdq.v1.WorkExtendH\x00R\x06extendB\x06\n" +
-	"\x04kind\"\x87\x01\n" +
+	"\x04kind\"\xaa\x01\n" +
 	"\tWorkHello\x12\x16\n" +
 	"\x06queues\x18\x01 \x03(\tR\x06queues\x12\x18\n" +
 	"\acredits\x18\x02 \x01(\rR\acredits\x12\x1e\n" +
 	"\blease_ms\x18\x03 \x01(\x04H\x00R\aleaseMs\x88\x01\x01\x12\x1b\n" +
-	"\tbare_acks\x18\x04 \x01(\bR\bbareAcksB\v\n" +
+	"\tbare_acks\x18\x04 \x01(\bR\bbareAcks\x12!\n" +
+	"\ftask_batches\x18\x05 \x01(\bR\vtaskBatchesB\v\n" +
 	"\t_lease_ms\"&\n" +
 	"\n" +
 	"WorkCredit\x12\x18\n" +
@@ -5424,11 +5455,12 @@ const file_rdq_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"WorkExtend\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x122\n" +
-	"\x06extend\x18\x02 \x01(\v2\x1a.rdq.v1.ExtendLeaseRequestR\x06extend\"\x93\x01\n" +
+	"\x06extend\x18\x02 \x01(\v2\x1a.rdq.v1.ExtendLeaseRequestR\x06extend\"\xc2\x01\n" +
 	"\fWorkResponse\x12(\n" +
 	"\x04task\x18\x01 \x01(\v2\x12.rdq.v1.LeasedTaskH\x00R\x04task\x12#\n" +
 	"\x03ack\x18\x02 \x01(\v2\x0f.rdq.v1.WorkAckH\x00R\x03ack\x12,\n" +
-	"\x06cancel\x18\x03 \x01(\v2\x12.rdq.v1.WorkCancelH\x00R\x06cancelB\x06\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x12.rdq.v1.WorkCancelH\x00R\x06cancel\x12-\n" +
+	"\x05tasks\x18\x04 \x01(\v2\x15.rdq.v1.ClaimResponseH\x00R\x05tasksB\x06\n" +
 	"\x04kind\"n\n" +
 	"\n" +
 	"WorkCancel\x12\x0e\n" +
@@ -5721,88 +5753,89 @@ var file_rdq_v1_api_proto_depIdxs = []int32{
 	43, // 33: rdq.v1.WorkResponse.task:type_name -> rdq.v1.LeasedTask
 	58, // 34: rdq.v1.WorkResponse.ack:type_name -> rdq.v1.WorkAck
 	57, // 35: rdq.v1.WorkResponse.cancel:type_name -> rdq.v1.WorkCancel
-	86, // 36: rdq.v1.WorkCancel.request:type_name -> rdq.v1.CancelRequest
-	48, // 37: rdq.v1.WorkAck.results:type_name -> rdq.v1.SettleItemResult
-	71, // 38: rdq.v1.PutScheduleResponse.schedule:type_name -> rdq.v1.ScheduleResponse
-	71, // 39: rdq.v1.ListSchedulesResponse.schedules:type_name -> rdq.v1.ScheduleResponse
-	83, // 40: rdq.v1.ScheduleResponse.skips:type_name -> rdq.v1.ScheduleResponse.SkipsEntry
-	75, // 41: rdq.v1.ListSourcesResponse.sources:type_name -> rdq.v1.SourceResponse
-	76, // 42: rdq.v1.SourceResponse.partitions:type_name -> rdq.v1.SourcePartition
-	4,  // 43: rdq.v1.Tasks.Submit:input_type -> rdq.v1.SubmitRequest
-	7,  // 44: rdq.v1.Tasks.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
-	10, // 45: rdq.v1.Tasks.Get:input_type -> rdq.v1.GetTaskRequest
-	11, // 46: rdq.v1.Tasks.Delete:input_type -> rdq.v1.DeleteTaskRequest
-	31, // 47: rdq.v1.Tasks.Cancel:input_type -> rdq.v1.CancelTasksRequest
-	32, // 48: rdq.v1.Tasks.List:input_type -> rdq.v1.ListTasksRequest
-	13, // 49: rdq.v1.Queues.List:input_type -> rdq.v1.ListQueuesRequest
-	16, // 50: rdq.v1.Queues.GetConfig:input_type -> rdq.v1.GetConfigRequest
-	17, // 51: rdq.v1.Queues.PutConfig:input_type -> rdq.v1.PutConfigRequest
-	19, // 52: rdq.v1.Queues.Capabilities:input_type -> rdq.v1.CapabilitiesRequest
-	21, // 53: rdq.v1.Queues.GetFlow:input_type -> rdq.v1.GetFlowRequest
-	22, // 54: rdq.v1.Queues.Throttle:input_type -> rdq.v1.ThrottleRequest
-	25, // 55: rdq.v1.Dlq.List:input_type -> rdq.v1.DlqListRequest
-	27, // 56: rdq.v1.Dlq.Show:input_type -> rdq.v1.DlqShowRequest
-	28, // 57: rdq.v1.Dlq.Redrive:input_type -> rdq.v1.RedriveRequest
-	30, // 58: rdq.v1.Dlq.Export:input_type -> rdq.v1.ExportRequest
-	38, // 59: rdq.v1.Dlq.Import:input_type -> rdq.v1.ImportRequest
-	40, // 60: rdq.v1.Dlq.Purge:input_type -> rdq.v1.PurgeRequest
-	35, // 61: rdq.v1.Dlq.Reasons:input_type -> rdq.v1.DlqReasonsRequest
-	42, // 62: rdq.v1.Workers.Claim:input_type -> rdq.v1.ClaimRequest
-	46, // 63: rdq.v1.Workers.Settle:input_type -> rdq.v1.SettleRequest
-	47, // 64: rdq.v1.Workers.SettleBatch:input_type -> rdq.v1.SettleBatchRequest
-	50, // 65: rdq.v1.Workers.ExtendLease:input_type -> rdq.v1.ExtendLeaseRequest
-	51, // 66: rdq.v1.Workers.Work:input_type -> rdq.v1.WorkRequest
-	59, // 67: rdq.v1.Schedules.Put:input_type -> rdq.v1.PutScheduleRequest
-	61, // 68: rdq.v1.Schedules.Get:input_type -> rdq.v1.GetScheduleRequest
-	62, // 69: rdq.v1.Schedules.List:input_type -> rdq.v1.ListSchedulesRequest
-	64, // 70: rdq.v1.Schedules.Delete:input_type -> rdq.v1.DeleteScheduleRequest
-	66, // 71: rdq.v1.Schedules.Pause:input_type -> rdq.v1.PauseScheduleRequest
-	67, // 72: rdq.v1.Schedules.Resume:input_type -> rdq.v1.ResumeScheduleRequest
-	68, // 73: rdq.v1.Schedules.Run:input_type -> rdq.v1.RunScheduleRequest
-	69, // 74: rdq.v1.Schedules.Next:input_type -> rdq.v1.NextDueRequest
-	72, // 75: rdq.v1.Sources.List:input_type -> rdq.v1.ListSourcesRequest
-	74, // 76: rdq.v1.Sources.Get:input_type -> rdq.v1.GetSourceRequest
-	77, // 77: rdq.v1.Sources.ResetCursors:input_type -> rdq.v1.ResetSourceCursorsRequest
-	6,  // 78: rdq.v1.Tasks.Submit:output_type -> rdq.v1.SubmitResponse
-	9,  // 79: rdq.v1.Tasks.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
-	3,  // 80: rdq.v1.Tasks.Get:output_type -> rdq.v1.TaskResponse
-	12, // 81: rdq.v1.Tasks.Delete:output_type -> rdq.v1.DeleteTaskResponse
-	34, // 82: rdq.v1.Tasks.Cancel:output_type -> rdq.v1.CancelTasksResponse
-	33, // 83: rdq.v1.Tasks.List:output_type -> rdq.v1.ListTasksResponse
-	15, // 84: rdq.v1.Queues.List:output_type -> rdq.v1.ListQueuesResponse
-	18, // 85: rdq.v1.Queues.GetConfig:output_type -> rdq.v1.QueueConfigResponse
-	18, // 86: rdq.v1.Queues.PutConfig:output_type -> rdq.v1.QueueConfigResponse
-	20, // 87: rdq.v1.Queues.Capabilities:output_type -> rdq.v1.CapabilitiesResponse
-	24, // 88: rdq.v1.Queues.GetFlow:output_type -> rdq.v1.FlowResponse
-	24, // 89: rdq.v1.Queues.Throttle:output_type -> rdq.v1.FlowResponse
-	26, // 90: rdq.v1.Dlq.List:output_type -> rdq.v1.DlqListResponse
-	3,  // 91: rdq.v1.Dlq.Show:output_type -> rdq.v1.TaskResponse
-	29, // 92: rdq.v1.Dlq.Redrive:output_type -> rdq.v1.RedriveResponse
-	3,  // 93: rdq.v1.Dlq.Export:output_type -> rdq.v1.TaskResponse
-	39, // 94: rdq.v1.Dlq.Import:output_type -> rdq.v1.ImportResponse
-	41, // 95: rdq.v1.Dlq.Purge:output_type -> rdq.v1.PurgeResponse
-	36, // 96: rdq.v1.Dlq.Reasons:output_type -> rdq.v1.DlqReasonsResponse
-	44, // 97: rdq.v1.Workers.Claim:output_type -> rdq.v1.ClaimResponse
-	3,  // 98: rdq.v1.Workers.Settle:output_type -> rdq.v1.TaskResponse
-	49, // 99: rdq.v1.Workers.SettleBatch:output_type -> rdq.v1.SettleBatchResponse
-	3,  // 100: rdq.v1.Workers.ExtendLease:output_type -> rdq.v1.TaskResponse
-	56, // 101: rdq.v1.Workers.Work:output_type -> rdq.v1.WorkResponse
-	60, // 102: rdq.v1.Schedules.Put:output_type -> rdq.v1.PutScheduleResponse
-	71, // 103: rdq.v1.Schedules.Get:output_type -> rdq.v1.ScheduleResponse
-	63, // 104: rdq.v1.Schedules.List:output_type -> rdq.v1.ListSchedulesResponse
-	65, // 105: rdq.v1.Schedules.Delete:output_type -> rdq.v1.DeleteScheduleResponse
-	71, // 106: rdq.v1.Schedules.Pause:output_type -> rdq.v1.ScheduleResponse
-	71, // 107: rdq.v1.Schedules.Resume:output_type -> rdq.v1.ScheduleResponse
-	3,  // 108: rdq.v1.Schedules.Run:output_type -> rdq.v1.TaskResponse
-	70, // 109: rdq.v1.Schedules.Next:output_type -> rdq.v1.NextDueResponse
-	73, // 110: rdq.v1.Sources.List:output_type -> rdq.v1.ListSourcesResponse
-	75, // 111: rdq.v1.Sources.Get:output_type -> rdq.v1.SourceResponse
-	78, // 112: rdq.v1.Sources.ResetCursors:output_type -> rdq.v1.ResetSourceCursorsResponse
-	78, // [78:113] is the sub-list for method output_type
-	43, // [43:78] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	44, // 36: rdq.v1.WorkResponse.tasks:type_name -> rdq.v1.ClaimResponse
+	86, // 37: rdq.v1.WorkCancel.request:type_name -> rdq.v1.CancelRequest
+	48, // 38: rdq.v1.WorkAck.results:type_name -> rdq.v1.SettleItemResult
+	71, // 39: rdq.v1.PutScheduleResponse.schedule:type_name -> rdq.v1.ScheduleResponse
+	71, // 40: rdq.v1.ListSchedulesResponse.schedules:type_name -> rdq.v1.ScheduleResponse
+	83, // 41: rdq.v1.ScheduleResponse.skips:type_name -> rdq.v1.ScheduleResponse.SkipsEntry
+	75, // 42: rdq.v1.ListSourcesResponse.sources:type_name -> rdq.v1.SourceResponse
+	76, // 43: rdq.v1.SourceResponse.partitions:type_name -> rdq.v1.SourcePartition
+	4,  // 44: rdq.v1.Tasks.Submit:input_type -> rdq.v1.SubmitRequest
+	7,  // 45: rdq.v1.Tasks.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
+	10, // 46: rdq.v1.Tasks.Get:input_type -> rdq.v1.GetTaskRequest
+	11, // 47: rdq.v1.Tasks.Delete:input_type -> rdq.v1.DeleteTaskRequest
+	31, // 48: rdq.v1.Tasks.Cancel:input_type -> rdq.v1.CancelTasksRequest
+	32, // 49: rdq.v1.Tasks.List:input_type -> rdq.v1.ListTasksRequest
+	13, // 50: rdq.v1.Queues.List:input_type -> rdq.v1.ListQueuesRequest
+	16, // 51: rdq.v1.Queues.GetConfig:input_type -> rdq.v1.GetConfigRequest
+	17, // 52: rdq.v1.Queues.PutConfig:input_type -> rdq.v1.PutConfigRequest
+	19, // 53: rdq.v1.Queues.Capabilities:input_type -> rdq.v1.CapabilitiesRequest
+	21, // 54: rdq.v1.Queues.GetFlow:input_type -> rdq.v1.GetFlowRequest
+	22, // 55: rdq.v1.Queues.Throttle:input_type -> rdq.v1.ThrottleRequest
+	25, // 56: rdq.v1.Dlq.List:input_type -> rdq.v1.DlqListRequest
+	27, // 57: rdq.v1.Dlq.Show:input_type -> rdq.v1.DlqShowRequest
+	28, // 58: rdq.v1.Dlq.Redrive:input_type -> rdq.v1.RedriveRequest
+	30, // 59: rdq.v1.Dlq.Export:input_type -> rdq.v1.ExportRequest
+	38, // 60: rdq.v1.Dlq.Import:input_type -> rdq.v1.ImportRequest
+	40, // 61: rdq.v1.Dlq.Purge:input_type -> rdq.v1.PurgeRequest
+	35, // 62: rdq.v1.Dlq.Reasons:input_type -> rdq.v1.DlqReasonsRequest
+	42, // 63: rdq.v1.Workers.Claim:input_type -> rdq.v1.ClaimRequest
+	46, // 64: rdq.v1.Workers.Settle:input_type -> rdq.v1.SettleRequest
+	47, // 65: rdq.v1.Workers.SettleBatch:input_type -> rdq.v1.SettleBatchRequest
+	50, // 66: rdq.v1.Workers.ExtendLease:input_type -> rdq.v1.ExtendLeaseRequest
+	51, // 67: rdq.v1.Workers.Work:input_type -> rdq.v1.WorkRequest
+	59, // 68: rdq.v1.Schedules.Put:input_type -> rdq.v1.PutScheduleRequest
+	61, // 69: rdq.v1.Schedules.Get:input_type -> rdq.v1.GetScheduleRequest
+	62, // 70: rdq.v1.Schedules.List:input_type -> rdq.v1.ListSchedulesRequest
+	64, // 71: rdq.v1.Schedules.Delete:input_type -> rdq.v1.DeleteScheduleRequest
+	66, // 72: rdq.v1.Schedules.Pause:input_type -> rdq.v1.PauseScheduleRequest
+	67, // 73: rdq.v1.Schedules.Resume:input_type -> rdq.v1.ResumeScheduleRequest
+	68, // 74: rdq.v1.Schedules.Run:input_type -> rdq.v1.RunScheduleRequest
+	69, // 75: rdq.v1.Schedules.Next:input_type -> rdq.v1.NextDueRequest
+	72, // 76: rdq.v1.Sources.List:input_type -> rdq.v1.ListSourcesRequest
+	74, // 77: rdq.v1.Sources.Get:input_type -> rdq.v1.GetSourceRequest
+	77, // 78: rdq.v1.Sources.ResetCursors:input_type -> rdq.v1.ResetSourceCursorsRequest
+	6,  // 79: rdq.v1.Tasks.Submit:output_type -> rdq.v1.SubmitResponse
+	9,  // 80: rdq.v1.Tasks.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
+	3,  // 81: rdq.v1.Tasks.Get:output_type -> rdq.v1.TaskResponse
+	12, // 82: rdq.v1.Tasks.Delete:output_type -> rdq.v1.DeleteTaskResponse
+	34, // 83: rdq.v1.Tasks.Cancel:output_type -> rdq.v1.CancelTasksResponse
+	33, // 84: rdq.v1.Tasks.List:output_type -> rdq.v1.ListTasksResponse
+	15, // 85: rdq.v1.Queues.List:output_type -> rdq.v1.ListQueuesResponse
+	18, // 86: rdq.v1.Queues.GetConfig:output_type -> rdq.v1.QueueConfigResponse
+	18, // 87: rdq.v1.Queues.PutConfig:output_type -> rdq.v1.QueueConfigResponse
+	20, // 88: rdq.v1.Queues.Capabilities:output_type -> rdq.v1.CapabilitiesResponse
+	24, // 89: rdq.v1.Queues.GetFlow:output_type -> rdq.v1.FlowResponse
+	24, // 90: rdq.v1.Queues.Throttle:output_type -> rdq.v1.FlowResponse
+	26, // 91: rdq.v1.Dlq.List:output_type -> rdq.v1.DlqListResponse
+	3,  // 92: rdq.v1.Dlq.Show:output_type -> rdq.v1.TaskResponse
+	29, // 93: rdq.v1.Dlq.Redrive:output_type -> rdq.v1.RedriveResponse
+	3,  // 94: rdq.v1.Dlq.Export:output_type -> rdq.v1.TaskResponse
+	39, // 95: rdq.v1.Dlq.Import:output_type -> rdq.v1.ImportResponse
+	41, // 96: rdq.v1.Dlq.Purge:output_type -> rdq.v1.PurgeResponse
+	36, // 97: rdq.v1.Dlq.Reasons:output_type -> rdq.v1.DlqReasonsResponse
+	44, // 98: rdq.v1.Workers.Claim:output_type -> rdq.v1.ClaimResponse
+	3,  // 99: rdq.v1.Workers.Settle:output_type -> rdq.v1.TaskResponse
+	49, // 100: rdq.v1.Workers.SettleBatch:output_type -> rdq.v1.SettleBatchResponse
+	3,  // 101: rdq.v1.Workers.ExtendLease:output_type -> rdq.v1.TaskResponse
+	56, // 102: rdq.v1.Workers.Work:output_type -> rdq.v1.WorkResponse
+	60, // 103: rdq.v1.Schedules.Put:output_type -> rdq.v1.PutScheduleResponse
+	71, // 104: rdq.v1.Schedules.Get:output_type -> rdq.v1.ScheduleResponse
+	63, // 105: rdq.v1.Schedules.List:output_type -> rdq.v1.ListSchedulesResponse
+	65, // 106: rdq.v1.Schedules.Delete:output_type -> rdq.v1.DeleteScheduleResponse
+	71, // 107: rdq.v1.Schedules.Pause:output_type -> rdq.v1.ScheduleResponse
+	71, // 108: rdq.v1.Schedules.Resume:output_type -> rdq.v1.ScheduleResponse
+	3,  // 109: rdq.v1.Schedules.Run:output_type -> rdq.v1.TaskResponse
+	70, // 110: rdq.v1.Schedules.Next:output_type -> rdq.v1.NextDueResponse
+	73, // 111: rdq.v1.Sources.List:output_type -> rdq.v1.ListSourcesResponse
+	75, // 112: rdq.v1.Sources.Get:output_type -> rdq.v1.SourceResponse
+	78, // 113: rdq.v1.Sources.ResetCursors:output_type -> rdq.v1.ResetSourceCursorsResponse
+	79, // [79:114] is the sub-list for method output_type
+	44, // [44:79] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_rdq_v1_api_proto_init() }
@@ -5842,6 +5875,7 @@ func file_rdq_v1_api_proto_init() {
 		(*WorkResponse_Task)(nil),
 		(*WorkResponse_Ack)(nil),
 		(*WorkResponse_Cancel)(nil),
+		(*WorkResponse_Tasks)(nil),
 	}
 	file_rdq_v1_api_proto_msgTypes[69].OneofWrappers = []any{}
 	file_rdq_v1_api_proto_msgTypes[73].OneofWrappers = []any{}

@@ -85,9 +85,11 @@ class GrpcTransport:
         self.want_envelopes = worker.on_dead_letter is not None
         self.http_settles: list[Settle] = []
         self.batch_target = max(1, min(64, worker.capacity // 4))
+        self.chunk = max(1, worker.capacity // 2)
         self.enough = asyncio.Event()
         self.http_flusher: asyncio.Task[None] | None = None
         self.received = False
+        self.last_lease: tuple[tuple[str | None, str | None], int] = ((None, None), 30000)
 
     async def receive(self) -> None:
         backoff = 0.1
@@ -131,7 +133,14 @@ class GrpcTransport:
         generation = self.generation
         w = self.worker
         call = self.stub.Work(metadata=self.metadata)
-        hello = api_pb2.WorkHello(queues=w.queues, credits=max(1, w.free_slots), bare_acks=not self.want_envelopes)
+        hello = api_pb2.WorkHello(
+            queues=w.queues,
+            credits=max(1, w.free_slots),
+            bare_acks=not self.want_envelopes,
+            # A claim's tasks in one message: each read from the stream is
+            # an event-loop round trip of its own.
+            task_batches=True,
+        )
         if w.lease_ms is not None:
             hello.lease_ms = w.lease_ms
         await call.write(api_pb2.WorkRequest(hello=hello))
@@ -145,6 +154,15 @@ class GrpcTransport:
                     return
                 self.received = True
                 kind = resp.WhichOneof("kind")
+                if kind == "tasks":
+                    for i, t in enumerate(resp.tasks.tasks, 1):
+                        self._task(t, generation)
+                        if i % self.chunk == 0:
+                            # Let these run and their settles go out before
+                            # the rest start: the server refills while the
+                            # worker is still busy, rather than after.
+                            await asyncio.sleep(0)
+                    continue
                 try:
                     if kind == "task":
                         self._task(resp.task, generation)
@@ -161,13 +179,23 @@ class GrpcTransport:
             call.cancel()
 
     def _task(self, t: api_pb2.LeasedTask, generation: int) -> None:
+        try:
+            self._accept(t, generation)
+        except Exception:
+            log.exception("rdq worker: task %s from the server could not be taken", t.id)
+
+    def _accept(self, t: api_pb2.LeasedTask, generation: int) -> None:
         env = t.envelope
         w = self.worker
         lease_ms = w.lease_ms
         if lease_ms is None:
             started = env.attempts[-1].started_at if env.attempts else None
             expires = env.lease_expires_at if env.HasField("lease_expires_at") else None
-            lease_ms = lease_duration_ms(expires, started, 30000)
+            # The tasks of one claim share their times: read them once.
+            key = (expires, started)
+            if key != self.last_lease[0]:
+                self.last_lease = (key, lease_duration_ms(expires, started, 30000))
+            lease_ms = self.last_lease[1]
         ctx = TaskContext(
             id=t.id,
             lease_token=t.lease_token,
@@ -198,6 +226,8 @@ class GrpcTransport:
             else:
                 entry.answer.set_exception(error_for(problem.http_status, problem.code, problem.detail))
             return
+        if not self.want_envelopes and not any(r.HasField("problem") for r in ack.results):
+            return  # every settle taken, and nothing to read from the answers
         for s, result in zip(entry, ack.results, strict=False):
             if result.HasField("problem"):
                 self.worker.settled(s, None, result.problem.code, result.problem.detail)

@@ -12,7 +12,7 @@ from .envelope import CancelRequest
 from .outcome import Kind, Outcome
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Settle:
     """One settle waiting to be sent; `generation` is the Work stream the
     task came on, `quiet` says a LEASE_LOST answer is expected."""

@@ -81,7 +81,7 @@ class Outcome:
 
     @classmethod
     def success(cls) -> Outcome:
-        return cls(Kind.SUCCESS)
+        return _SUCCESS
 
     @classmethod
     def retryable_failure(
@@ -105,6 +105,9 @@ class Outcome:
         """Run again after exactly `delay`, spending no attempt."""
         return cls(Kind.DEFER, defer_ms=_ms(delay), throttle=throttle)
 
+
+_SUCCESS = Outcome(Kind.SUCCESS)
+"""Every success is this one (an `Outcome` is immutable)."""
 
 OutcomeMapper = Callable[[Any, BaseException | None], Outcome]
 """`(return_value, exception) -> Outcome`; the exception is None on a return."""

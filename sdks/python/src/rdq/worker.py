@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
@@ -49,7 +49,7 @@ ATTEMPTS_EXHAUSTED, HANDLER_VERSION_MISMATCH, …) when the server records
 reasons. May be `async def`. Its exceptions are logged, never raised."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Running:
     """A task this worker holds, from arrival to settle."""
 
@@ -63,7 +63,23 @@ class Running:
     abandoned: bool = False
     """Cancelled for a lost lease or at shutdown: its outcome is not reported."""
     started: bool = False
-    done: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: bool = False
+    """Settled (or handed back): the worker holds it no more."""
+    _done: asyncio.Event | None = None
+    """Made only when something waits for the run to finish (shutdown)."""
+
+    def finish(self) -> None:
+        self.finished = True
+        if self._done is not None:
+            self._done.set()
+
+    async def wait(self) -> None:
+        """Returns once the run is finished."""
+        if self.finished:
+            return
+        if self._done is None:
+            self._done = asyncio.Event()
+        await self._done.wait()
 
 
 class Worker:
@@ -309,18 +325,18 @@ class Worker:
         for r in list(self.running.values()):
             if not r.started:
                 self.cancel(r, "the worker is shutting down", release=True)
-        pending = [r.done for r in self.running.values()]
+        pending = list(self.running.values())
         if pending:
-            waits = [asyncio.create_task(e.wait()) for e in pending]
+            waits = [asyncio.create_task(r.wait()) for r in pending]
             _, late = await asyncio.wait(waits, timeout=self.shutdown_grace)
             for w in late:
                 w.cancel()
-        cancelled = [r for r in self.running.values() if not r.done.is_set()]
+        cancelled = [r for r in self.running.values() if not r.finished]
         for r in cancelled:
             self.cancel(r, "the worker is shutting down", release=True)
         if cancelled:
             # Cancelled handlers settle their RELEASE as they unwind.
-            waits = [asyncio.create_task(r.done.wait()) for r in cancelled]
+            waits = [asyncio.create_task(r.wait()) for r in cancelled]
             _, late = await asyncio.wait(waits, timeout=5.0)
             for w in late:
                 w.cancel()
@@ -403,7 +419,7 @@ class Worker:
         """Cancels a running task: `CancelledError` in an async handler, the
         context's flag for a sync one. Its outcome is not reported; with
         `release` the task is handed back instead (shutdown)."""
-        if r.done.is_set() or r.abandoned:
+        if r.finished or r.abandoned:
             return
         r.abandoned = True
         r.released = release
@@ -436,7 +452,7 @@ class Worker:
         if r is None or (lease_token and r.ctx.lease_token != lease_token):
             return
         ctx = r.ctx
-        if r.done.is_set() or r.abandoned or ctx.cancel_request is not None:
+        if r.finished or r.abandoned or ctx.cancel_request is not None:
             return
         ctx.cancel_request = request
         why = cancelled_message(request)
@@ -456,12 +472,12 @@ class Worker:
     def _forget(self, r: Running) -> None:
         if self.running.get(r.ctx.id) is r:
             del self.running[r.ctx.id]
-        r.done.set()
+        r.finish()
         if self.slot_freed is not None:
             self.slot_freed.set()
 
     def _settle(self, r: Running, outcome: Outcome, *, quiet: bool = False) -> None:
-        if r.done.is_set():
+        if r.finished:
             return
         self._forget(r)
         assert self._transport is not None
@@ -526,11 +542,11 @@ class Worker:
             r.renew_at = min(r.expires_at, time.monotonic() + r.lease_ms / 8000)
             return
         if not extension.kept:
-            if not r.done.is_set():
+            if not r.finished:
                 self.cancel(r, "the lease was lost")
             return
         r.expires_at = sent + r.lease_ms / 1000
-        if extension.cancel_requested and r.ctx.cancel_request is None and not r.done.is_set():
+        if extension.cancel_requested and r.ctx.cancel_request is None and not r.finished:
             request = extension.request or await self._cancel_request_of(r.ctx.id)
             self.request_cancel(r.ctx.id, r.ctx.lease_token, request)
 

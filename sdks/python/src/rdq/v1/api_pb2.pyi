@@ -569,16 +569,18 @@ class WorkRequest(_message.Message):
     def __init__(self, hello: _Optional[_Union[WorkHello, _Mapping]] = ..., credit: _Optional[_Union[WorkCredit, _Mapping]] = ..., settle: _Optional[_Union[WorkSettle, _Mapping]] = ..., extend: _Optional[_Union[WorkExtend, _Mapping]] = ...) -> None: ...
 
 class WorkHello(_message.Message):
-    __slots__ = ("queues", "credits", "lease_ms", "bare_acks")
+    __slots__ = ("queues", "credits", "lease_ms", "bare_acks", "task_batches")
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     CREDITS_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     BARE_ACKS_FIELD_NUMBER: _ClassVar[int]
+    TASK_BATCHES_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedScalarFieldContainer[str]
     credits: int
     lease_ms: int
     bare_acks: bool
-    def __init__(self, queues: _Optional[_Iterable[str]] = ..., credits: _Optional[int] = ..., lease_ms: _Optional[int] = ..., bare_acks: _Optional[bool] = ...) -> None: ...
+    task_batches: bool
+    def __init__(self, queues: _Optional[_Iterable[str]] = ..., credits: _Optional[int] = ..., lease_ms: _Optional[int] = ..., bare_acks: _Optional[bool] = ..., task_batches: _Optional[bool] = ...) -> None: ...
 
 class WorkCredit(_message.Message):
     __slots__ = ("credits",)
@@ -603,14 +605,16 @@ class WorkExtend(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., extend: _Optional[_Union[ExtendLeaseRequest, _Mapping]] = ...) -> None: ...
 
 class WorkResponse(_message.Message):
-    __slots__ = ("task", "ack", "cancel")
+    __slots__ = ("task", "ack", "cancel", "tasks")
     TASK_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
     task: LeasedTask
     ack: WorkAck
     cancel: WorkCancel
-    def __init__(self, task: _Optional[_Union[LeasedTask, _Mapping]] = ..., ack: _Optional[_Union[WorkAck, _Mapping]] = ..., cancel: _Optional[_Union[WorkCancel, _Mapping]] = ...) -> None: ...
+    tasks: ClaimResponse
+    def __init__(self, task: _Optional[_Union[LeasedTask, _Mapping]] = ..., ack: _Optional[_Union[WorkAck, _Mapping]] = ..., cancel: _Optional[_Union[WorkCancel, _Mapping]] = ..., tasks: _Optional[_Union[ClaimResponse, _Mapping]] = ...) -> None: ...
 
 class WorkCancel(_message.Message):
     __slots__ = ("id", "lease_token", "request")
