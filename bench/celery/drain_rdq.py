@@ -1,14 +1,16 @@
 """docs/benchmarks.md W1 (drain) through the Python SDK: submit JOBS no-op
 tasks (about 100 bytes of JSON each) with 64 `submit` calls in flight, then
 work them with one `rdq.Worker` of concurrency 64 on the gRPC Work stream
-(an `async def` no-op handler; 192 tasks prefetched beyond the 64 running,
-as Celery's worker prefetches its `worker_prefetch_multiplier` times 64), and
+(an `async def` no-op handler; 448 tasks prefetched beyond the 64 running:
+512 credits, what the four Rust workers of `rdq bench --workload pull
+--grpc` hold together, and half of the 1,024 messages Celery's worker
+prefetches at `worker_prefetch_multiplier` 16), and
 report submits/s and worked/s (until
 the server counts every task SUCCEEDED). Prints one JSON line. Run through
 run.sh, against a running `rdq serve` (RDQ_URL).
 
 Environment: RDQ_URL (default http://127.0.0.1:7480), JOBS (20000),
-CONCURRENCY (64), PREFETCH (192), TRANSPORT (grpc or http).
+CONCURRENCY (64), PREFETCH (448), STREAMS (1), TRANSPORT (grpc or http).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ URL = os.environ.get("RDQ_URL", "http://127.0.0.1:7480")
 JOBS = int(os.environ.get("JOBS", "20000"))
 CONCURRENCY = int(os.environ.get("CONCURRENCY", "64"))
 TRANSPORT = os.environ.get("TRANSPORT", "grpc")
-PREFETCH = int(os.environ.get("PREFETCH", "192"))
+PREFETCH = int(os.environ.get("PREFETCH", "448"))
+STREAMS = int(os.environ.get("STREAMS", "1"))
 IN_FLIGHT = 64
 
 
@@ -56,6 +59,7 @@ async def main() -> None:
             concurrency=CONCURRENCY,
             prefetch=PREFETCH,
             transport=TRANSPORT,  # type: ignore[arg-type]
+            streams=STREAMS,
         )
 
         ran = 0
@@ -84,7 +88,7 @@ async def main() -> None:
         await running
     print(json.dumps({
         "peer": "rdq-sdk-python", "transport": TRANSPORT, "workload": "drain", "jobs": JOBS,
-        "concurrency": CONCURRENCY, "prefetch": PREFETCH, "submits_per_s": round(JOBS / submit_s),
+        "concurrency": CONCURRENCY, "prefetch": PREFETCH, "streams": STREAMS, "submits_per_s": round(JOBS / submit_s),
         "worked_per_s": round(JOBS / work_s), "submit_s": round(submit_s, 3), "work_s": round(work_s, 3),
     }))  # fmt: skip
 

@@ -48,7 +48,7 @@ class FakeTransport:
         self.settles.append(s)
         self.settled.set()
 
-    async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> Extension:
+    async def extend(self, task_id: str, lease_token: str, extend_ms: int, stream: int = 0) -> Extension:
         return self.extension
 
     async def flush(self) -> None: ...
@@ -311,7 +311,7 @@ def test_a_work_cancel_on_the_stream_reaches_the_running_handler() -> None:
                     seen.append(ctx.cancel_request)
                     raise
 
-            transport = GrpcTransport(worker)
+            transport = GrpcTransport(worker, worker.capacity)
             worker._transport = transport
             bad_at = envelope_pb2.CancelRequest(at="yesterday", by="cron")  # still cancels, with what it has
             cancel = api_pb2.WorkResponse(cancel=api_pb2.WorkCancel(id=TASK_ID, lease_token=TOKEN, request=bad_at))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -72,8 +73,13 @@ class _Extend:
 
 
 class GrpcTransport:
-    def __init__(self, worker: Worker) -> None:
+    """One Work stream holding `capacity` of the worker's credits; `index`
+    is its place among the worker's streams."""
+
+    def __init__(self, worker: Worker, capacity: int, index: int = 0) -> None:
         self.worker = worker
+        self.capacity = capacity
+        self.index = index
         settings = worker.client.settings
         self.channel = worker.client.grpc_channel()
         self.stub = api_pb2_grpc.WorkersStub(self.channel)  # type: ignore[no-untyped-call]
@@ -84,8 +90,8 @@ class GrpcTransport:
         self.generation = 0
         self.want_envelopes = worker.on_dead_letter is not None
         self.http_settles: list[Settle] = []
-        self.batch_target = max(1, min(64, worker.capacity // 4))
-        self.chunk = max(1, worker.capacity // 2)
+        self.batch_target = max(1, min(64, capacity // 4))
+        self.chunk = max(1, capacity // 2)
         self.enough = asyncio.Event()
         self.http_flusher: asyncio.Task[None] | None = None
         self.received = False
@@ -125,7 +131,7 @@ class GrpcTransport:
                     entry.answer.set_exception(ConnectionError("the Work stream broke"))
             else:
                 for s in entry:
-                    self.outbox.put_nowait(Settle(s.id, s.lease_token, s.outcome, s.generation, quiet=True))
+                    self.outbox.put_nowait(dataclasses.replace(s, quiet=True))
         self.pending.clear()
 
     async def _stream(self) -> None:
@@ -133,9 +139,11 @@ class GrpcTransport:
         generation = self.generation
         w = self.worker
         call = self.stub.Work(metadata=self.metadata)
+        # Tasks still running from an earlier opening keep their credits.
+        held = sum(1 for r in w.running.values() if r.stream == self.index)
         hello = api_pb2.WorkHello(
             queues=w.queues,
-            credits=max(1, w.free_slots),
+            credits=max(1, self.capacity - held),
             bare_acks=not self.want_envelopes,
             # A claim's tasks in one message: each read from the stream is
             # an event-loop round trip of its own.
@@ -208,7 +216,7 @@ class GrpcTransport:
             redrive_count=env.redrive_count,
             load=lambda: envelope_from_proto(env),
         )
-        w.accept(ctx, lease_ms, generation)
+        w.accept(ctx, lease_ms, generation, self.index)
 
     def _ack(self, ack: api_pb2.WorkAck) -> None:
         entry = self.pending.pop(ack.seq, None)
@@ -311,7 +319,7 @@ class GrpcTransport:
             for s, r in zip(batch, results, strict=False):
                 self.worker.settled(s, r.envelope, r.code, r.detail)
 
-    async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> Extension:
+    async def extend(self, task_id: str, lease_token: str, extend_ms: int, stream: int = 0) -> Extension:
         if self.worker.stopping:
             return await extend_over_http(self.worker.client, task_id, lease_token, extend_ms)
         answer: asyncio.Future[Extension] = asyncio.get_running_loop().create_future()
@@ -325,6 +333,50 @@ class GrpcTransport:
             if not on_stream and not over_http:
                 return
             await asyncio.sleep(0.01)
+
+    async def close(self) -> None:
+        """The channel is the client's, closed with it."""
+
+
+class GrpcStreams:
+    """The worker's `streams` Work streams on the client's channel, sharing
+    its credits (the first ones one more when they do not divide evenly).
+    The server serves one stream's claims one after another, each stream
+    beside the others; settles and extensions go on the stream their task
+    came on (a settle there gives the credit back)."""
+
+    def __init__(self, worker: Worker, streams: int) -> None:
+        n = max(1, min(streams, worker.capacity))
+        cap = worker.capacity
+        self.parts = [GrpcTransport(worker, cap // n + (1 if i < cap % n else 0), i) for i in range(n)]
+
+    async def receive(self) -> None:
+        """Runs every stream; the first that fails for good (a bad hello, no
+        gRPC) stops the others and raises."""
+        tasks = [asyncio.create_task(p.receive()) for p in self.parts]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for t in done:
+                t.result()
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def stop_receiving(self) -> None:
+        for p in self.parts:
+            p.stop_receiving()
+
+    def settle(self, s: Settle) -> None:
+        self.parts[s.stream if s.stream < len(self.parts) else 0].settle(s)
+
+    async def extend(self, task_id: str, lease_token: str, extend_ms: int, stream: int = 0) -> Extension:
+        part = self.parts[stream if stream < len(self.parts) else 0]
+        return await part.extend(task_id, lease_token, extend_ms)
+
+    async def flush(self) -> None:
+        await asyncio.gather(*(p.flush() for p in self.parts))
 
     async def close(self) -> None:
         """The channel is the client's, closed with it."""

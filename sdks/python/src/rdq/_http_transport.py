@@ -109,7 +109,7 @@ class HttpTransport:
                 for s, r in zip(batch, results, strict=False):
                     self.worker.settled(s, r.envelope, r.code, r.detail)
 
-    async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> Extension:
+    async def extend(self, task_id: str, lease_token: str, extend_ms: int, stream: int = 0) -> Extension:
         return await extend_over_http(self.client, task_id, lease_token, extend_ms)
 
     async def flush(self) -> None:

@@ -14,14 +14,16 @@ from .outcome import Kind, Outcome
 
 @dataclass(slots=True)
 class Settle:
-    """One settle waiting to be sent; `generation` is the Work stream the
-    task came on, `quiet` says a LEASE_LOST answer is expected."""
+    """One settle waiting to be sent; `stream` is the worker's Work stream
+    the task came on (of its `streams`) and `generation` which opening of
+    it, `quiet` says a LEASE_LOST answer is expected."""
 
     id: str
     lease_token: str
     outcome: Outcome
     generation: int = 0
     quiet: bool = False
+    stream: int = 0
 
     def to_json(self) -> dict[str, object]:
         body: dict[str, object] = {"id": self.id, "lease_token": self.lease_token, "outcome": self.outcome.kind.value}
@@ -57,8 +59,9 @@ class Transport(Protocol):
     def settle(self, s: Settle) -> None:
         """Queues a settle; it is sent with others in one batch."""
 
-    async def extend(self, task_id: str, lease_token: str, extend_ms: int) -> Extension:
-        """Extends a lease; `kept` False when it is lost."""
+    async def extend(self, task_id: str, lease_token: str, extend_ms: int, stream: int = 0) -> Extension:
+        """Extends a lease (of a task that came on `stream`); `kept` False
+        when it is lost."""
 
     async def flush(self) -> None:
         """Waits until every queued settle has been answered."""

@@ -58,6 +58,7 @@ class Running:
     renew_at: float
     expires_at: float
     generation: int = 0
+    stream: int = 0
     task: asyncio.Task[None] | None = None
     released: bool = False
     abandoned: bool = False
@@ -112,11 +113,14 @@ class Worker:
         poll_interval: float = 0.5,
         prefetch: int = 0,
         schedules: Sequence[Schedule] = (),
+        streams: int = 1,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
         if not 1 <= concurrency or not 0 <= prefetch or concurrency + prefetch > 10000:
             raise ValueError("concurrency is at least 1, prefetch at least 0, and together at most 10000")
+        if not 1 <= streams <= 64:
+            raise ValueError("streams is 1 to 64")
         declared: set[str] = set()
         for i, s in enumerate(schedules):
             try:
@@ -141,6 +145,7 @@ class Worker:
         self.shutdown_grace = shutdown_grace
         self.poll_interval = poll_interval
         self.prefetch = prefetch
+        self.streams = streams
         # At most `concurrency` handlers run; prefetched tasks wait here.
         self._slots = asyncio.Semaphore(concurrency)
         self.handlers: dict[str, Handler] = {}
@@ -251,7 +256,7 @@ class Worker:
         the server refuses raises its `RdqError` (INVALID_CRON,
         UNKNOWN_TIME_ZONE, …, with a note naming the schedule) without
         working; those before it are stored."""
-        from ._grpc_transport import GrpcTransport, GrpcUnsupported
+        from ._grpc_transport import GrpcStreams, GrpcUnsupported
         from ._http_transport import HttpTransport
 
         await self._declare_schedules()
@@ -264,7 +269,7 @@ class Worker:
         self._threads = ThreadPoolExecutor(self.concurrency, thread_name_prefix="rdq-handler")
         transport: Transport
         if self.transport_kind == "grpc":
-            transport = GrpcTransport(self)
+            transport = GrpcStreams(self, self.streams)
         else:
             transport = HttpTransport(self)
         self._transport = transport
@@ -345,10 +350,11 @@ class Worker:
 
     # -- one task -----------------------------------------------------------
 
-    def accept(self, ctx: TaskContext, lease_ms: int, generation: int) -> None:
-        """A task arrived: run it, or hand it back when stopping."""
+    def accept(self, ctx: TaskContext, lease_ms: int, generation: int, stream: int = 0) -> None:
+        """A task arrived (on Work stream `stream`): run it, or hand it back
+        when stopping."""
         now = time.monotonic()
-        r = Running(ctx, lease_ms, now + lease_ms / 3000, now + lease_ms / 1000, generation)
+        r = Running(ctx, lease_ms, now + lease_ms / 3000, now + lease_ms / 1000, generation, stream)
         self.running[ctx.id] = r
         if self._stopping:
             r.released = True
@@ -481,7 +487,7 @@ class Worker:
             return
         self._forget(r)
         assert self._transport is not None
-        self._transport.settle(Settle(r.ctx.id, r.ctx.lease_token, outcome, r.generation, quiet))
+        self._transport.settle(Settle(r.ctx.id, r.ctx.lease_token, outcome, r.generation, quiet, r.stream))
 
     def settled(self, s: Settle, env: Envelope | None, code: str | None, detail: str | None) -> None:
         """A settle's answer arrived (called by the transport)."""
@@ -536,7 +542,7 @@ class Worker:
         assert self._transport is not None
         sent = time.monotonic()
         try:
-            extension = await self._transport.extend(r.ctx.id, r.ctx.lease_token, r.lease_ms)
+            extension = await self._transport.extend(r.ctx.id, r.ctx.lease_token, r.lease_ms, r.stream)
         except Exception as err:
             log.warning("rdq worker: extending the lease of %s failed: %s", r.ctx.id, err)
             r.renew_at = min(r.expires_at, time.monotonic() + r.lease_ms / 8000)

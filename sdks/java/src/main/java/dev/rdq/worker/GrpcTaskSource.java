@@ -318,7 +318,10 @@ final class GrpcTaskSource implements TaskSource {
         // Tasks still running from an earlier stream keep their credits out of this one.
         int free = Math.max(1, credits - held.get());
         Api.WorkHello.Builder hello = Api.WorkHello.newBuilder().addAllQueues(queues).setCredits(free)
-                .setBareAcks(!withEnvelopes);
+                .setBareAcks(!withEnvelopes)
+                // A claim's tasks in one message: a message costs the
+                // stream's event loop far more than a task in it.
+                .setTaskBatches(true);
         if (worker.leaseMs != null) {
             hello.setLeaseMs(worker.leaseMs);
         }
@@ -515,6 +518,11 @@ final class GrpcTaskSource implements TaskSource {
             delivered = true;
             switch (r.getKindCase()) {
                 case TASK -> onTask(this, r.getTask());
+                case TASKS -> {
+                    for (Api.LeasedTask t : r.getTasks().getTasksList()) {
+                        onTask(this, t);
+                    }
+                }
                 case CANCEL -> onCancel(r.getCancel());
                 case ACK -> {
                     Api.WorkAck ack = r.getAck();
