@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -214,7 +215,7 @@ class GrpcTransport:
             attempt=env.attempt_count,
             deferral_count=env.deferral_count,
             redrive_count=env.redrive_count,
-            load=lambda: envelope_from_proto(env),
+            load=functools.partial(envelope_from_proto, env),
         )
         w.accept(ctx, lease_ms, generation, self.index)
 
@@ -273,11 +274,12 @@ class GrpcTransport:
             if settles:
                 self.seq += 1
                 self.pending[self.seq] = settles
-                await call.write(
-                    api_pb2.WorkRequest(
-                        settle=api_pb2.WorkSettle(seq=self.seq, settles=[_settle_request(s) for s in settles])
-                    )
-                )
+                message = api_pb2.WorkRequest()
+                message.settle.seq = self.seq
+                items = message.settle.settles
+                for s in settles:
+                    _settle_request(s, items.add())
+                await call.write(message)
                 earlier = sum(1 for s in settles if s.generation != generation)
                 if earlier:
                     await call.write(api_pb2.WorkRequest(credit=api_pb2.WorkCredit(credits=earlier)))
@@ -402,9 +404,13 @@ def _cancel_request(r: envelope_pb2.CancelRequest) -> CancelRequest:
         return CancelRequest(at=r.at, by=r.by, message=r.message if r.HasField("message") else None)
 
 
-def _settle_request(s: Settle) -> api_pb2.SettleRequest:
+def _settle_request(s: Settle, req: api_pb2.SettleRequest) -> None:
+    """Writes `s` into `req` (an item added to a `WorkSettle`, so that it is
+    not built apart and copied in)."""
     o = s.outcome
-    req = api_pb2.SettleRequest(id=s.id, lease_token=s.lease_token, outcome=_REPORTED[o.kind])
+    req.id = s.id
+    req.lease_token = s.lease_token
+    req.outcome = _REPORTED[o.kind]
     if o.error is not None:
         e = o.error.to_json()
         err = api_pb2.ReportedError(type=o.error.type, message=str(e["message"]))
@@ -417,4 +423,3 @@ def _settle_request(s: Settle) -> api_pb2.SettleRequest:
         req.defer_ms = o.defer_ms or 0
         if o.throttle is not None:
             req.throttle = _THROTTLE[o.throttle]
-    return req

@@ -368,12 +368,17 @@ class Worker:
         ctx = r.ctx
         outcome: Outcome | None = None
         try:
-            async with self._slots:
+            # `async with self._slots`, without its two extra coroutines a task.
+            await self._slots.acquire()
+            try:
                 r.started = True
                 if self._stopping:
                     r.released = True  # prefetched, never started: hand it back
                 elif not ctx.cancelled:
-                    outcome = await self._run_handler(ctx)
+                    handler = self.handlers.get(ctx.handler_ref)
+                    outcome = _no_handler(ctx) if handler is None else await self._call(handler, ctx)
+            finally:
+                self._slots.release()
         except asyncio.CancelledError:
             if not ctx.cancelled:
                 raise
@@ -389,15 +394,6 @@ class Worker:
             outcome = cancelled_outcome(request)
         assert outcome is not None
         self._settle(r, outcome)
-
-    async def _run_handler(self, ctx: TaskContext) -> Outcome | None:
-        handler = self.handlers.get(ctx.handler_ref)
-        if handler is None:
-            return Outcome.permanent_failure(
-                f"no handler is registered for {ctx.handler_ref!r} on this worker",
-                error_type=NO_HANDLER_ERROR_TYPE,
-            )
-        return await self._call(handler, ctx)
 
     async def _call(self, handler: Handler, ctx: TaskContext) -> Outcome | None:
         """The handler's outcome; None when the worker cancelled it."""
@@ -573,6 +569,13 @@ class Worker:
     @property
     def free_slots(self) -> int:
         return self.capacity - len(self.running)
+
+
+def _no_handler(ctx: TaskContext) -> Outcome:
+    return Outcome.permanent_failure(
+        f"no handler is registered for {ctx.handler_ref!r} on this worker",
+        error_type=NO_HANDLER_ERROR_TYPE,
+    )
 
 
 def _call_sync(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
