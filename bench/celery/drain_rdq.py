@@ -5,8 +5,10 @@ work them with one `rdq.Worker` of concurrency 64 on the gRPC Work stream
 512 credits, what the four Rust workers of `rdq bench --workload pull
 --grpc` hold together, and half of the 1,024 messages Celery's worker
 prefetches at `worker_prefetch_multiplier` 16), and
-report submits/s and worked/s (until
-the server counts every task SUCCEEDED). Prints one JSON line. Run through
+report submits/s and worked/s. The tasks go into a paused queue; the worker
+is started and then timed from resuming the queue until the server counts
+every task SUCCEEDED, as `rdq bench --workload pull` times its own workers
+(and drain_celery.py Celery's from its worker being ready). Prints one JSON line. Run through
 run.sh, against a running `rdq serve` (RDQ_URL).
 
 Environment: RDQ_URL (default http://127.0.0.1:7480), JOBS (20000),
@@ -43,6 +45,9 @@ def payload(i: int) -> dict[str, object]:
 async def main() -> None:
     queue = f"bench-py-{uuid.uuid4().hex[:8]}"
     async with rdq.AsyncClient(URL, max_connections=IN_FLIGHT) as client:
+        # Into a paused queue: the worker is started, and then timed from
+        # resuming the queue, as `rdq bench --workload pull` times its own.
+        await client.set_queue_config(queue, {"paused": True})
         counter = iter(range(JOBS))
 
         async def submitter() -> None:
@@ -72,8 +77,10 @@ async def main() -> None:
             if ran >= JOBS:
                 all_ran.set()
 
-        start = time.perf_counter()
         running = asyncio.create_task(worker.run(handle_signals=False))
+        await asyncio.sleep(0.5)  # the worker's stream is open and waiting
+        start = time.perf_counter()
+        await client.set_queue_config(queue, {"paused": False})
         # Polling the server all along would take the worker's own event
         # loop from it: wait until every handler ran, then until the server
         # counts every task SUCCEEDED (the last settles still on their way).

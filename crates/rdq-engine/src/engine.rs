@@ -269,9 +269,14 @@ impl Engine {
         self.flow_request(&config.policy, ClaimRequest::new(queue, 1, 1, self.now()))
             .refuse_unsupported(self.store.capabilities())?;
         match self.store.as_config_store() {
-            Some(configs) => configs.put_config(queue, config).await,
-            None => unsupported("hold queue configuration"),
+            Some(configs) => configs.put_config(queue, config).await?,
+            None => return unsupported("hold queue configuration"),
         }
+        // A resumed queue, or a raised limit, may have tasks to hand out
+        // now: workers waiting in this process look at once rather than at
+        // their next poll.
+        self.work_available.notify_waiters();
+        Ok(())
     }
 
     /// Validates and stores `policy` as the whole configuration of `queue`

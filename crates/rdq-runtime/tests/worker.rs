@@ -424,3 +424,24 @@ async fn the_default_prefetch_follows_the_handlers_pace() {
     let flow = most_held_ahead(Prefetch::Adaptive, limited, 5_000, Duration::ZERO).await;
     assert!(flow <= 2, "held {flow} ahead on a flow-controlled queue");
 }
+
+#[tokio::test]
+async fn a_configuration_change_wakes_the_workers_waiting_for_work() {
+    let engine = engine_with("w.wake", QueuePolicy::default()).await;
+    let notify = Arc::clone(engine.work_available());
+    let woken = notify.notified();
+    tokio::pin!(woken);
+    woken.as_mut().enable();
+    assert!(
+        futures::FutureExt::now_or_never(woken.as_mut()).is_none(),
+        "nothing woke the waiter yet"
+    );
+    engine
+        .set_policy("w.wake", &QueuePolicy::default())
+        .await
+        .unwrap();
+    assert!(
+        futures::FutureExt::now_or_never(woken).is_some(),
+        "a configuration change (resuming a paused queue) wakes waiting workers"
+    );
+}
