@@ -348,8 +348,8 @@ class GrpcStreams:
     came on (a settle there gives the credit back)."""
 
     def __init__(self, worker: Worker, streams: int) -> None:
-        n = max(1, min(streams, worker.capacity))
         cap = worker.capacity
+        n = min(streams, cap)
         self.parts = [GrpcTransport(worker, cap // n + (1 if i < cap % n else 0), i) for i in range(n)]
 
     async def receive(self) -> None:
@@ -371,11 +371,10 @@ class GrpcStreams:
             p.stop_receiving()
 
     def settle(self, s: Settle) -> None:
-        self.parts[s.stream if s.stream < len(self.parts) else 0].settle(s)
+        self.parts[s.stream].settle(s)
 
     async def extend(self, task_id: str, lease_token: str, extend_ms: int, stream: int = 0) -> Extension:
-        part = self.parts[stream if stream < len(self.parts) else 0]
-        return await part.extend(task_id, lease_token, extend_ms)
+        return await self.parts[stream].extend(task_id, lease_token, extend_ms)
 
     async def flush(self) -> None:
         await asyncio.gather(*(p.flush() for p in self.parts))
