@@ -148,7 +148,39 @@ suite_python() {
     .venv/bin/ruff check .
     .venv/bin/mypy
     .venv/bin/pytest -q
+    # The worker starts its handlers eagerly on Python 3.12 and newer
+    # (docs/sdk-python.md, "How the worker runs"): where such an
+    # interpreter is here (on PATH, or one pyenv installed), the tests run
+    # under it as well.
+    local newer
+    newer=$(newer_python)
+    if [ -n "$newer" ]; then
+      echo "test.sh: the Python SDK's tests again under $("$newer" --version 2>&1)"
+      if [ -d .venv-newer ] && ! .venv-newer/bin/pip --version >/dev/null 2>&1; then rm -rf .venv-newer; fi
+      if [ ! -x .venv-newer/bin/python ]; then "$newer" -m venv .venv-newer; fi
+      if [ ! -f .venv-newer/.installed ] || [ pyproject.toml -nt .venv-newer/.installed ]; then
+        .venv-newer/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+        touch .venv-newer/.installed
+      fi
+      .venv-newer/bin/pytest -q -p no:cacheprovider
+    fi
   )
+}
+
+# The newest Python 3.12 or later on PATH or installed by pyenv; nothing
+# when there is none.
+newer_python() {
+  local p found=
+  for p in python3.14 python3.13 python3.12; do
+    if "$p" -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1; then
+      command -v "$p"
+      return
+    fi
+  done
+  for p in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.1[2-9].*/bin/python3; do
+    if [ -x "$p" ]; then found=$p; fi
+  done
+  if [ -n "$found" ]; then echo "$found"; fi
 }
 
 suite_web() {

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import platform
 import time
 import uuid
 
@@ -80,6 +81,7 @@ async def main() -> None:
         running = asyncio.create_task(worker.run(handle_signals=False))
         await asyncio.sleep(0.5)  # the worker's stream is open and waiting
         start = time.perf_counter()
+        cpu = time.process_time()
         await client.set_queue_config(queue, {"paused": False})
         # Polling the server all along would take the worker's own event
         # loop from it: wait until every handler ran, then until the server
@@ -91,12 +93,14 @@ async def main() -> None:
                 break
             await asyncio.sleep(0.002)
         work_s = time.perf_counter() - start
+        work_cpu = time.process_time() - cpu
         worker.stop()
         await running
     print(json.dumps({
-        "peer": "rdq-sdk-python", "transport": TRANSPORT, "workload": "drain", "jobs": JOBS,
+        "peer": "rdq-sdk-python", "python": platform.python_version(), "transport": TRANSPORT, "workload": "drain", "jobs": JOBS,
         "concurrency": CONCURRENCY, "prefetch": PREFETCH, "streams": STREAMS, "submits_per_s": round(JOBS / submit_s),
         "worked_per_s": round(JOBS / work_s), "submit_s": round(submit_s, 3), "work_s": round(work_s, 3),
+        "work_cpu_us_per_task": round(work_cpu / JOBS * 1e6, 1),
     }))  # fmt: skip
 
 

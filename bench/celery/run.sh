@@ -15,6 +15,11 @@
 #
 #   RDQ=/path/to/rdq bash bench/celery/run.sh
 #   REDIS_URL=redis://127.0.0.1:6379 ROUNDS=5 JOBS=20000 bash bench/celery/run.sh
+#   PYTHON=/path/to/python3.13 SKIP_CELERY=1 bash bench/celery/run.sh
+#
+# PYTHON is the interpreter of the rdq SDK's side (default python3; the
+# worker starts handlers eagerly on 3.12 and newer); SKIP_CELERY=1 runs only
+# the SDK and the ceiling.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -24,14 +29,17 @@ export JOBS="${JOBS:-20000}"
 export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379}"
 [ -x "$rdq" ] || { echo "build rdq first: cargo build --release -p rdq-cli --bin rdq" >&2; exit 1; }
 
-venv() { # dir requirement... (the local SDK is installed afresh every run)
-  local dir=$1
-  shift
-  if [ ! -x "$dir/bin/python" ]; then python3 -m venv "$dir"; fi
+python="${PYTHON:-python3}"
+pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+venv() { # python dir requirement... (the local SDK is installed afresh every run)
+  local py=$1 dir=$2
+  shift 2
+  if [ ! -x "$dir/bin/python" ]; then "$py" -m venv "$dir"; fi
   "$dir/bin/pip" install --quiet --disable-pip-version-check "$@"
 }
-venv "$root/target/bench-celery-venv" -r "$here/requirements.txt"
-venv "$root/target/bench-rdq-py-venv" "$root/sdks/python"
+[ -n "${SKIP_CELERY:-}" ] || venv python3 "$root/target/bench-celery-venv" -r "$here/requirements.txt"
+sdk_venv="$root/target/bench-rdq-py$pyver-venv"
+venv "$python" "$sdk_venv" "$root/sdks/python"
 
 data=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -41,7 +49,7 @@ trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -rf "$data"' EX
 until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.1; done
 
 for _ in $(seq 1 "$rounds"); do
-  RDQ_URL="http://127.0.0.1:$port" "$root/target/bench-rdq-py-venv/bin/python" "$here/drain_rdq.py"
-  "$root/target/bench-celery-venv/bin/python" "$here/drain_celery.py"
+  RDQ_URL="http://127.0.0.1:$port" "$sdk_venv/bin/python" "$here/drain_rdq.py"
+  [ -n "${SKIP_CELERY:-}" ] || "$root/target/bench-celery-venv/bin/python" "$here/drain_celery.py"
   "$rdq" bench --workload pull --grpc --server "http://127.0.0.1:$port" --jobs "$JOBS" --json
 done

@@ -5,6 +5,7 @@ deferral, the dead-letter hook, lease extension and cancellation."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import threading
 import time
@@ -366,6 +367,41 @@ def test_prefetched_tasks_wait_for_a_handler_slot(server: Server, queue: str, tr
     envs = work(server, queue, transport, register, [("busy", None)] * 12, concurrency=2, prefetch=6)
     assert all(e.status == Status.SUCCEEDED for e in envs)
     assert most[0] == 2
+
+
+REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("REQUEST_ID", default=None)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_each_async_handler_runs_in_a_task_and_context_of_its_own(server: Server, queue: str, transport: str) -> None:
+    """Whether a handler starts eagerly (Python 3.12+) or on the next
+    event-loop turn, it is its own asyncio task: `asyncio.timeout` works in
+    it from its first line, and what it sets in a context variable is not
+    seen by the next handler."""
+    seen: list[tuple[int, str | None, bool]] = []
+    tasks: set[asyncio.Task[Any]] = set()
+
+    def register(w: rdq.Worker) -> None:
+        @w.handler("ctx")
+        async def ctx_handler(payload: int) -> None:
+            before = REQUEST_ID.get()
+            REQUEST_ID.set(f"request-{payload}")
+            task = asyncio.current_task()
+            assert task is not None
+            tasks.add(task)
+            timed_out = False
+            try:
+                async with asyncio.timeout(0.01):
+                    await asyncio.sleep(5)
+            except TimeoutError:
+                timed_out = True
+            seen.append((payload, before, timed_out))
+
+    envs = work(server, queue, transport, register, [("ctx", i) for i in range(8)], concurrency=2)
+    assert all(e.status == Status.SUCCEEDED for e in envs)
+    assert sorted(p for p, _, _ in seen) == list(range(8))
+    assert all(before is None and timed_out for _, before, timed_out in seen), seen
+    assert len(tasks) == 8, "one asyncio task a handler"
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -360,7 +361,15 @@ class Worker:
             r.released = True
             self._settle(r, Outcome(Kind.RELEASE))
             return
-        r.task = asyncio.create_task(self._execute(r))
+        if sys.version_info >= (3, 12):
+            # Started eagerly: the handler runs up to its first suspension
+            # now, and one that never suspends (or one whose slot is free and
+            # whose work is done at once) settles without an event-loop
+            # round trip of its own. Its context and `current_task()` are
+            # its own task's, as with `create_task`.
+            r.task = asyncio.Task(self._execute(r), loop=self._loop, eager_start=True)
+        else:
+            r.task = asyncio.create_task(self._execute(r))
         if self._heartbeat_wake is not None and r.renew_at < self._next_renewal:
             self._heartbeat_wake.set()
 
