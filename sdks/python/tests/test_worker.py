@@ -447,3 +447,66 @@ def test_a_program_without_an_event_loop_runs_the_worker_in_a_thread(server: Ser
         worker.stop()  # from another thread than the worker's
         thread.join(60)
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_the_task_context_holds_the_tasks_fields(server: Server, queue: str, transport: str) -> None:
+    """Every field of the context, on each transport, is the claimed
+    envelope's: queue, handler, payload bytes, headers (the flow key among
+    them), attempt and the deferral and redrive counts."""
+    seen: list[dict[str, Any]] = []
+
+    async def scenario() -> Envelope:
+        async with server.async_client() as client:
+            env = await client.submit(queue, "fields", b'{"order": 7}', flow_key="tenant-9", headers={"x-trace": "abc"})
+            worker = rdq.Worker(client, queues=[queue], transport=transport, concurrency=2)  # type: ignore[arg-type]
+
+            @worker.handler("fields")
+            def fields(ctx: rdq.TaskContext) -> None:
+                seen.append(
+                    {
+                        "id": ctx.id,
+                        "queue": ctx.queue,
+                        "handler_ref": ctx.handler_ref,
+                        "payload": ctx.payload,
+                        "headers": dict(ctx.headers),
+                        "flow_key": ctx.flow_key,
+                        "attempt": ctx.attempt,
+                        "deferral_count": ctx.deferral_count,
+                        "redrive_count": ctx.redrive_count,
+                        "envelope_id": ctx.envelope.id,
+                    }
+                )
+                if ctx.deferral_count == 0:
+                    raise rdq.Defer(0.05)
+
+            running = asyncio.create_task(worker.run(handle_signals=False))
+            try:
+                deadline = time.monotonic() + 60
+                while (got := await client.get(env.id)).status != Status.SUCCEEDED:
+                    assert time.monotonic() < deadline and not running.done(), got
+                    await asyncio.sleep(0.02)
+                return got
+            finally:
+                worker.stop()
+                await running
+
+    env = asyncio.run(scenario())
+    common = {
+        "id": env.id,
+        "queue": queue,
+        "handler_ref": "fields",
+        "payload": b'{"order": 7}',
+        "flow_key": "tenant-9",
+        "attempt": 1,
+        "redrive_count": 0,
+        "envelope_id": env.id,
+    }
+    first = {"rdq.flow_key": "tenant-9", "x-trace": "abc", "rdq.submitted_by": "py"}
+    # A deferral records the task's base priority in a header of its own.
+    assert dict(env.headers) == {**first, "rdq.base_priority": "0"}
+    assert seen == [
+        {**common, "headers": first, "deferral_count": 0},
+        {**common, "headers": dict(env.headers), "deferral_count": 1},
+    ]
+    assert all(type(s["payload"]) is bytes for s in seen)

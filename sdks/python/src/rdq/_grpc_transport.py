@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -85,7 +86,10 @@ class GrpcTransport:
         self.channel = worker.client.grpc_channel()
         self.stub = api_pb2_grpc.WorkersStub(self.channel)  # type: ignore[no-untyped-call]
         self.metadata = (("authorization", f"Bearer {settings.token}"),) if settings.token else ()
-        self.outbox: asyncio.Queue[Settle | _Extend | None] = asyncio.Queue()
+        # What the writer sends next; None half-closes the stream. A deque
+        # and an event rather than an asyncio.Queue: a settle a task.
+        self.outbox: deque[Settle | _Extend | None] = deque()
+        self.queued = asyncio.Event()
         self.pending: dict[int, list[Settle] | _Extend] = {}
         self.seq = 0
         self.generation = 0
@@ -121,7 +125,11 @@ class GrpcTransport:
         """Half-closes the stream once what is queued is written: the server
         then hands out nothing more, and the tasks it already sent are read
         to the end of the stream (and handed back)."""
-        self.outbox.put_nowait(None)
+        self._queue(None)
+
+    def _queue(self, entry: Settle | _Extend | None) -> None:
+        self.outbox.append(entry)
+        self.queued.set()
 
     def _requeue(self) -> None:
         """What a broken stream left unanswered: settles go again, quietly;
@@ -132,7 +140,7 @@ class GrpcTransport:
                     entry.answer.set_exception(ConnectionError("the Work stream broke"))
             else:
                 for s in entry:
-                    self.outbox.put_nowait(dataclasses.replace(s, quiet=True))
+                    self._queue(dataclasses.replace(s, quiet=True))
         self.pending.clear()
 
     async def _stream(self) -> None:
@@ -205,18 +213,7 @@ class GrpcTransport:
             if key != self.last_lease[0]:
                 self.last_lease = (key, lease_duration_ms(expires, started, 30000))
             lease_ms = self.last_lease[1]
-        ctx = TaskContext(
-            id=t.id,
-            lease_token=t.lease_token,
-            queue=env.queue,
-            handler_ref=env.handler_ref,
-            payload=env.payload,
-            headers=env.headers,
-            attempt=env.attempt_count,
-            deferral_count=env.deferral_count,
-            redrive_count=env.redrive_count,
-            load=functools.partial(envelope_from_proto, env),
-        )
+        ctx = TaskContext._of_message(t.id, t.lease_token, env, functools.partial(envelope_from_proto, env))
         w.accept(ctx, lease_ms, generation, self.index)
 
     def _ack(self, ack: api_pb2.WorkAck) -> None:
@@ -251,23 +248,27 @@ class GrpcTransport:
     async def _write(
         self, call: grpc.aio.StreamStreamCall[api_pb2.WorkRequest, api_pb2.WorkResponse], generation: int
     ) -> None:
+        outbox = self.outbox
         while True:
-            first = await self.outbox.get()
-            if isinstance(first, Settle) and self.outbox.qsize() + 1 < self.batch_target:
+            while not outbox:
+                self.queued.clear()
+                await self.queued.wait()
+            if isinstance(outbox[0], Settle) and len(outbox) < self.batch_target:
                 # Linger for a batch: a message on the stream costs far more
                 # than a settle in it, and the server hands out tasks once a
                 # quarter of the credits is free anyway.
                 self.enough.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.enough.wait(), SETTLE_LINGER)
+            first = outbox.popleft()
             if first is None:
                 await call.done_writing()
                 return
             batch: list[Settle | _Extend] = [first]
-            while len(batch) < 1000 and not self.outbox.empty():
-                following = self.outbox.get_nowait()
+            while len(batch) < 1000 and outbox:
+                following = outbox.popleft()
                 if following is None:
-                    self.outbox.put_nowait(None)
+                    outbox.appendleft(None)
                     break
                 batch.append(following)
             settles = [b for b in batch if isinstance(b, Settle)]
@@ -292,8 +293,9 @@ class GrpcTransport:
 
     def settle(self, s: Settle) -> None:
         if not self.worker.stopping:
-            self.outbox.put_nowait(s)
-            if self.outbox.qsize() >= self.batch_target:
+            self.outbox.append(s)
+            self.queued.set()
+            if len(self.outbox) >= self.batch_target:
                 self.enough.set()
             return
         # A settle on the stream gives its credit back and the server hands
@@ -325,7 +327,7 @@ class GrpcTransport:
         if self.worker.stopping:
             return await extend_over_http(self.worker.client, task_id, lease_token, extend_ms)
         answer: asyncio.Future[Extension] = asyncio.get_running_loop().create_future()
-        self.outbox.put_nowait(_Extend(task_id, lease_token, extend_ms, answer))
+        self._queue(_Extend(task_id, lease_token, extend_ms, answer))
         return await asyncio.wait_for(answer, timeout=max(5.0, extend_ms / 2000))
 
     async def flush(self) -> None:
