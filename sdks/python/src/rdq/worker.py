@@ -369,7 +369,8 @@ class Worker:
             # its own task's, as with `create_task`.
             r.task = asyncio.Task(self._execute(r), loop=self._loop, eager_start=True)
         else:
-            r.task = asyncio.create_task(self._execute(r))
+            # The Task itself, not `create_task`: two fewer calls a task.
+            r.task = asyncio.Task(self._execute(r), loop=self._loop)
         if self._heartbeat_wake is not None and r.renew_at < self._next_renewal:
             self._heartbeat_wake.set()
 
