@@ -227,20 +227,29 @@ struct Reader {
 impl Reader {
     async fn read(&mut self, mut stop: Shutdown) -> Result<(), SourceError> {
         let mut runs: BTreeMap<i32, Vec<Record>> = BTreeMap::new();
+        // Messages borrow the consumer, not the reader.
+        let consumer = Arc::clone(&self.consumer);
         loop {
             let first = tokio::select! {
                 () = stop.wait() => return Ok(()),
-                m = tokio::time::timeout(WATCH_EVERY, self.consumer.recv()) => m,
+                m = tokio::time::timeout(WATCH_EVERY, consumer.recv()) => m,
             };
             let mut count = 0;
+            // A rebalance happens inside `recv`, before the message it
+            // returns: what was taken before it of a revoked partition is
+            // dropped (its next owner reads it from the committed offset),
+            // what comes after it is the new assignment's and is kept.
+            self.forget_revoked(&mut runs);
             if let Ok(message) = first {
                 let message = message.map_err(|e| remote_error(&self.config, e))?;
+                self.forget_revoked(&mut runs);
                 self.take(&message, &mut runs);
                 count += 1;
                 // Whatever else arrives within the linger joins the step.
                 while count < self.config.batch {
-                    match tokio::time::timeout(LINGER, self.consumer.recv()).await {
+                    match tokio::time::timeout(LINGER, consumer.recv()).await {
                         Ok(Ok(m)) => {
+                            self.forget_revoked(&mut runs);
                             self.take(&m, &mut runs);
                             count += 1;
                         }
@@ -249,15 +258,7 @@ impl Reader {
                     }
                 }
             }
-            for partition in self.consumer.context().take_revoked() {
-                debug!(source = %self.config.name, partition, "partition revoked");
-                self.ingestor.forget(&partition.to_string());
-                self.registry
-                    .drop_partition(&self.config.name, &partition.to_string());
-                self.heard.remove(&partition);
-                self.aligned.remove(&partition);
-                runs.remove(&partition);
-            }
+            self.forget_revoked(&mut runs);
             for (partition, records) in std::mem::take(&mut runs) {
                 self.heard.insert(partition, Instant::now());
                 self.ingest(partition, records).await?;
@@ -269,6 +270,21 @@ impl Reader {
             } else if !self.paused && self.ingestor.may_be_over() {
                 self.back_pressure().await?;
             }
+        }
+    }
+
+    /// Forgets the partitions the group took away since the last call:
+    /// their cursors as this bridge knew them, their status, and the
+    /// records of theirs taken since (before the rebalance).
+    fn forget_revoked(&mut self, runs: &mut BTreeMap<i32, Vec<Record>>) {
+        for partition in self.consumer.context().take_revoked() {
+            debug!(source = %self.config.name, partition, "partition revoked");
+            self.ingestor.forget(&partition.to_string());
+            self.registry
+                .drop_partition(&self.config.name, &partition.to_string());
+            self.heard.remove(&partition);
+            self.aligned.remove(&partition);
+            runs.remove(&partition);
         }
     }
 
