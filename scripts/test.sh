@@ -149,7 +149,7 @@ suite_python() {
     .venv/bin/mypy
     .venv/bin/pytest -q
     # The worker starts its handlers eagerly on Python 3.12 and newer
-    # (docs/sdk-python.md, "How the worker runs"): where such an
+    # (docs/sdk-python.md, "How it works"): where such an
     # interpreter is here (on PATH, or one pyenv installed), the tests run
     # under it as well.
     local newer
