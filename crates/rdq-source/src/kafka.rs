@@ -235,13 +235,12 @@ impl Reader {
                 m = tokio::time::timeout(WATCH_EVERY, consumer.recv()) => m,
             };
             let mut count = 0;
-            // A rebalance happens inside `recv`, before the message it
-            // returns: what was taken before it of a revoked partition is
-            // dropped (its next owner reads it from the committed offset),
-            // what comes after it is the new assignment's and is kept.
-            self.forget_revoked(&mut runs);
             if let Ok(message) = first {
                 let message = message.map_err(|e| remote_error(&self.config, e))?;
+                // A rebalance happens inside `recv`, before the message it
+                // returns: what was taken before it of a revoked partition
+                // is dropped (its next owner reads it from the committed
+                // offset), what comes after it is the new assignment's.
                 self.forget_revoked(&mut runs);
                 self.take(&message, &mut runs);
                 count += 1;

@@ -293,8 +293,7 @@ class GrpcTransport:
 
     def settle(self, s: Settle) -> None:
         if not self.worker.stopping:
-            self.outbox.append(s)
-            self.queued.set()
+            self._queue(s)
             if len(self.outbox) >= self.batch_target:
                 self.enough.set()
             return

@@ -5,9 +5,40 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from .envelope import CancelRequest, Envelope
+
+
+class _Fields(Protocol):
+    """What a context reads its task's fields from: an `rdq.v1.Envelope`
+    message (the Work stream) or `_Given` values."""
+
+    @property
+    def queue(self) -> str: ...
+    @property
+    def payload(self) -> bytes: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def attempt_count(self) -> int: ...
+    @property
+    def deferral_count(self) -> int: ...
+    @property
+    def redrive_count(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Given:
+    """A task's fields given one by one (`TaskContext(...)`)."""
+
+    queue: str
+    payload: bytes
+    headers: Mapping[str, str]
+    attempt_count: int
+    deferral_count: int
+    redrive_count: int
 
 
 class TaskContext:
@@ -24,17 +55,11 @@ class TaskContext:
     period has passed; in those two cases its outcome is not reported."""
 
     __slots__ = (
-        "_attempt",
         "_cancelled",
-        "_deferral_count",
         "_envelope",
         "_event",
-        "_headers",
+        "_fields",
         "_load",
-        "_message",
-        "_payload",
-        "_queue",
-        "_redrive_count",
         "cancel_reason",
         "cancel_request",
         "handler_ref",
@@ -56,16 +81,25 @@ class TaskContext:
         redrive_count: int,
         load: Callable[[], Envelope],
     ) -> None:
+        given = _Given(queue, payload, headers, attempt, deferral_count, redrive_count)
+        self._start(id, lease_token, handler_ref, given, load)
+
+    @classmethod
+    def _of_message(cls, id: str, lease_token: str, message: Any, load: Callable[[], Envelope]) -> TaskContext:
+        """The context of a task that came as an `rdq.v1.Envelope` message
+        (the Work stream): its fields are read from the message when asked
+        for, as most handlers ask for few of them."""
+        ctx = cls.__new__(cls)
+        ctx._start(id, lease_token, message.handler_ref, message, load)
+        return ctx
+
+    def _start(
+        self, id: str, lease_token: str, handler_ref: str, fields: _Fields, load: Callable[[], Envelope]
+    ) -> None:
         self.id = id
         self.lease_token = lease_token
         self.handler_ref = handler_ref
-        self._queue: str | None = queue
-        self._payload: bytes | None = payload
-        self._headers: Mapping[str, str] | None = headers
-        self._attempt: int | None = attempt
-        self._deferral_count: int | None = deferral_count
-        self._redrive_count: int | None = redrive_count
-        self._message: Any = None
+        self._fields = fields
         self.cancel_reason: str | None = None
         """Why the run was cancelled, for people; None while it runs on."""
         self.cancel_request: CancelRequest | None = None
@@ -77,63 +111,31 @@ class TaskContext:
         # Made on first use: most runs are never waited on.
         self._event: threading.Event | None = None
 
-    @classmethod
-    def _of_message(cls, id: str, lease_token: str, message: Any, load: Callable[[], Envelope]) -> TaskContext:
-        """The context of a task that came as an `rdq.v1.Envelope` message
-        (the Work stream): its fields are read from the message when first
-        asked for, as most handlers ask for few of them."""
-        ctx = cls.__new__(cls)
-        ctx.id = id
-        ctx.lease_token = lease_token
-        ctx.handler_ref = message.handler_ref
-        ctx._queue = ctx._payload = ctx._headers = None
-        ctx._attempt = ctx._deferral_count = ctx._redrive_count = None
-        ctx._message = message
-        ctx.cancel_reason = None
-        ctx.cancel_request = None
-        ctx._load = load
-        ctx._envelope = None
-        ctx._cancelled = False
-        ctx._event = None
-        return ctx
-
     @property
     def queue(self) -> str:
-        if self._queue is None:
-            self._queue = str(self._message.queue)
-        return self._queue
+        return self._fields.queue
 
     @property
     def payload(self) -> bytes:
         """The payload's bytes."""
-        if self._payload is None:
-            self._payload = bytes(self._message.payload)
-        return self._payload
+        return self._fields.payload
 
     @property
     def headers(self) -> Mapping[str, str]:
-        if self._headers is None:
-            self._headers = self._message.headers
-        return self._headers
+        return self._fields.headers
 
     @property
     def attempt(self) -> int:
         """This attempt's number since submit or the last redrive (1 first)."""
-        if self._attempt is None:
-            self._attempt = int(self._message.attempt_count)
-        return self._attempt
+        return self._fields.attempt_count
 
     @property
     def deferral_count(self) -> int:
-        if self._deferral_count is None:
-            self._deferral_count = int(self._message.deferral_count)
-        return self._deferral_count
+        return self._fields.deferral_count
 
     @property
     def redrive_count(self) -> int:
-        if self._redrive_count is None:
-            self._redrive_count = int(self._message.redrive_count)
-        return self._redrive_count
+        return self._fields.redrive_count
 
     @property
     def envelope(self) -> Envelope:

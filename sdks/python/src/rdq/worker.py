@@ -386,30 +386,7 @@ class Worker:
                     r.released = True  # prefetched, never started: hand it back
                 elif not ctx.cancelled:
                     handler = self.handlers.get(ctx.handler_ref)
-                    # The handler's call, here rather than in a coroutine of
-                    # its own: one fewer a task.
-                    if handler is None:
-                        outcome = _no_handler(ctx)
-                    else:
-                        try:
-                            args = handler.arguments(ctx)
-                            if handler.is_async:
-                                returned = await handler.fn(*args)
-                            else:
-                                assert self._loop is not None
-                                returned = await self._loop.run_in_executor(self._threads, _call_sync, handler.fn, args)
-                        except asyncio.CancelledError:
-                            if not ctx.cancelled:
-                                raise
-                            # Cancelled by the worker: outcome stays None.
-                        except PayloadError as err:
-                            outcome = Outcome.permanent_failure(err.__cause__ or err)
-                        except BaseException as err:
-                            if isinstance(err, (KeyboardInterrupt, SystemExit)):
-                                log.warning("rdq worker: handler %r raised %s", handler.name, type(err).__name__)
-                            outcome = self.ladder.resolve(None, err, handler.outcome_mapper)
-                        else:
-                            outcome = self.ladder.resolve(returned, None, handler.outcome_mapper)
+                    outcome = _no_handler(ctx) if handler is None else await self._call(handler, ctx)
             finally:
                 self._slots.release()
         except asyncio.CancelledError:
@@ -427,6 +404,28 @@ class Worker:
             outcome = cancelled_outcome(request)
         assert outcome is not None
         self._settle(r, outcome)
+
+    async def _call(self, handler: Handler, ctx: TaskContext) -> Outcome | None:
+        """The handler's outcome; None when the worker cancelled it."""
+        returned: Any = None
+        try:
+            args = handler.arguments(ctx)
+            if handler.is_async:
+                returned = await handler.fn(*args)
+            else:
+                assert self._loop is not None
+                returned = await self._loop.run_in_executor(self._threads, _call_sync, handler.fn, args)
+        except asyncio.CancelledError:
+            if not ctx.cancelled:
+                raise
+            return None
+        except PayloadError as err:
+            return Outcome.permanent_failure(err.__cause__ or err)
+        except BaseException as err:
+            if isinstance(err, (KeyboardInterrupt, SystemExit)):
+                log.warning("rdq worker: handler %r raised %s", handler.name, type(err).__name__)
+            return self.ladder.resolve(None, err, handler.outcome_mapper)
+        return self.ladder.resolve(returned, None, handler.outcome_mapper)
 
     def cancel(self, r: Running, reason: str, *, release: bool = False) -> None:
         """Cancels a running task: `CancelledError` in an async handler, the
