@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -30,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 from . import _calls
+from ._eager import start_task
 from ._handlers import Handler, PayloadError
 from ._transport import Settle, Transport
 from .client import AsyncClient
@@ -361,16 +361,13 @@ class Worker:
             r.released = True
             self._settle(r, Outcome(Kind.RELEASE))
             return
-        if sys.version_info >= (3, 12):
-            # Started eagerly: the handler runs up to its first suspension
-            # now, and one that never suspends (or one whose slot is free and
-            # whose work is done at once) settles without an event-loop
-            # round trip of its own. Its context and `current_task()` are
-            # its own task's, as with `create_task`.
-            r.task = asyncio.Task(self._execute(r), loop=self._loop, eager_start=True)
-        else:
-            # The Task itself, not `create_task`: two fewer calls a task.
-            r.task = asyncio.Task(self._execute(r), loop=self._loop)
+        # Started eagerly (`rdq._eager`): the handler runs up to its first
+        # suspension now, and one that never suspends (or one whose slot is
+        # free and whose work is done at once) settles without an event-loop
+        # round trip of its own. Its context and `current_task()` are its
+        # own task's, as with `create_task`.
+        assert self._loop is not None
+        r.task = start_task(self._execute(r), self._loop)
         if self._heartbeat_wake is not None and r.renew_at < self._next_renewal:
             self._heartbeat_wake.set()
 
