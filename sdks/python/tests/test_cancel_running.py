@@ -25,6 +25,7 @@ from rdq.context import TaskContext
 from rdq.envelope import CancelRequest
 from rdq.outcome import Kind
 from rdq.v1 import api_pb2, envelope_pb2
+from rdq.worker import _Slots
 from test_work_stream import ScriptedCall, ScriptedStub
 
 TASK_ID = "01J2ZK7Q8XW5H3N9G4T6B8RDQ0"
@@ -67,7 +68,7 @@ def _scenario(body: Callable[[rdq.Worker, FakeTransport], Awaitable[None]], conc
     async def scenario() -> None:
         async with rdq.AsyncClient("http://127.0.0.1:9", timeout=2) as client:
             worker = rdq.Worker(client, queues=["q"], concurrency=concurrency)
-            worker._slots = asyncio.Semaphore(concurrency)
+            worker._slots = _Slots(concurrency)
             worker._loop = asyncio.get_running_loop()
             worker._threads = ThreadPoolExecutor(concurrency)
             transport = FakeTransport()
@@ -298,7 +299,7 @@ def test_a_work_cancel_on_the_stream_reaches_the_running_handler() -> None:
     async def scenario() -> None:
         async with rdq.AsyncClient("http://127.0.0.1:9") as client:
             worker = rdq.Worker(client, queues=["q"])
-            worker._slots = asyncio.Semaphore(1)
+            worker._slots = _Slots(1)
             worker._loop = asyncio.get_running_loop()
             started = asyncio.Event()
 

@@ -124,3 +124,22 @@ def test_tasks_started_from_a_task_started_eagerly_nest() -> None:
         assert outer_task is not inner_task[0]
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_task_has_a_name_and_a_readable_repr(debug: bool) -> None:
+    async def scenario() -> None:
+        release = asyncio.Event()
+
+        async def body() -> None:
+            await release.wait()
+
+        task = start_task(body(), asyncio.get_running_loop())
+        assert isinstance(task.get_name(), str) and task.get_name()
+        assert task.get_name() == task.get_name()
+        task.set_name("charge")
+        assert task.get_name() == "charge" and "charge" in repr(task)
+        release.set()
+        await task
+
+    asyncio.run(scenario(), debug=debug)

@@ -17,6 +17,7 @@ from conftest import Server
 from rdq._grpc_transport import GrpcTransport
 from rdq.envelope import Status
 from rdq.v1 import api_pb2, api_pb2_grpc, envelope_pb2
+from rdq.worker import _Slots
 
 # Field 15 of WorkResponse, length-delimited and empty: a kind added later.
 UNKNOWN_KIND = b"\x7a\x00"
@@ -56,7 +57,7 @@ def test_a_message_of_an_unknown_kind_is_ignored() -> None:
         async with rdq.AsyncClient("http://127.0.0.1:9") as client:
             worker = rdq.Worker(client, queues=["q"])
             worker.handler("h")(lambda ctx: seen.append(ctx.id))
-            worker._slots = asyncio.Semaphore(1)
+            worker._slots = _Slots(1)
             worker._loop = asyncio.get_running_loop()
             transport = GrpcTransport(worker, worker.capacity)
             worker._transport = transport

@@ -48,11 +48,17 @@ if sys.version_info >= (3, 12):
 
 else:
     _tasks: Any = asyncio.tasks
+    _format_helpers: Any = getattr(asyncio, "format_helpers", None)
     _PyTask: Any = getattr(_tasks, "_PyTask", None)
     _current_tasks: Any = getattr(_tasks, "_current_tasks", None)
     _names = itertools.count(1)
 
-    if _PyTask is None or not isinstance(_current_tasks, dict) or not hasattr(_PyTask, "_Task__step"):
+    if (
+        _PyTask is None
+        or _format_helpers is None
+        or not isinstance(_current_tasks, dict)
+        or not hasattr(_PyTask, "_Task__step")
+    ):
         start_task = _lazy
     else:
 
@@ -61,9 +67,13 @@ else:
             runs in its constructor, as 3.12's `eager_start=True`."""
 
             def __init__(self, coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop) -> None:
-                # Task.__init__, but the first step is run here, not scheduled.
-                asyncio.futures._PyFuture.__init__(self, loop=loop)  # type: ignore[attr-defined]
-                self._name = f"rdq-handler-{next(_names)}"
+                # Task.__init__ and Future.__init__, but the first step is run
+                # here, not scheduled, and the name is made when asked for.
+                self._loop = loop
+                self._callbacks: list[Any] = []
+                if loop.get_debug():
+                    self._source_traceback = _format_helpers.extract_stack(sys._getframe(1))
+                self._name: str | None = None
                 self._num_cancels_requested = 0
                 self._must_cancel = False
                 self._fut_waiter = None
@@ -77,6 +87,12 @@ else:
                         _current_tasks[loop] = caller
                 if not self.done():
                     asyncio.tasks._register_task(self)
+
+            def get_name(self) -> str:
+                name = self._name
+                if name is None:
+                    name = self._name = f"rdq-handler-{next(_names)}"
+                return name
 
         def start_task(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> asyncio.Task[T]:
             """`coro` as an asyncio task on `loop`, run up to its first
