@@ -9,6 +9,7 @@
 //! it knows: if another bridge moved the cursor, nothing is stored and the
 //! reader seeks to where it now stands.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -65,13 +66,51 @@ fn is_refusal(e: &EngineError) -> bool {
     )
 }
 
-/// Stores runs of one source's records (module documentation).
-pub(crate) struct Ingestor {
+/// Builds runs of one source's records into tasks: the engine and the
+/// source's configuration, cheap to clone, so that a reader can build its
+/// next run while the last one is stored ([`Ingestor::builder`]).
+#[derive(Clone)]
+pub(crate) struct Builder {
     engine: Engine,
     config: Arc<SourceConfig>,
-    registry: Registry,
-    /// The store keeps this source's cursors (and the source is ordered).
     uses_cursors: bool,
+}
+
+/// A run of one partition's records built into tasks, ready to store
+/// ([`Builder::prepare`], [`Ingestor::store`]). `R` is a record or a
+/// reference to one.
+pub(crate) struct Run<R> {
+    partition: String,
+    /// The cursor the run was built from.
+    expected: Option<u64>,
+    /// One past the run's last record (0 without cursors).
+    next: u64,
+    /// The records ahead of the cursor, in position order, and their tasks.
+    fresh: Vec<R>,
+    tasks: Vec<NewTask>,
+    /// Records behind the cursor (stored before) and records kept DEAD.
+    behind: u64,
+    dead: u64,
+}
+
+impl<R> Run<R> {
+    /// Where the partition's cursor stands once this run is stored: what
+    /// the run after it is built from.
+    pub(crate) fn cursor_after(&self) -> Option<u64> {
+        if self.fresh.is_empty() {
+            self.expected
+        } else if self.next == 0 {
+            None
+        } else {
+            Some(self.next)
+        }
+    }
+}
+
+/// Stores runs of one source's records (module documentation).
+pub(crate) struct Ingestor {
+    builder: Builder,
+    registry: Registry,
     /// The cursors as last read or moved, by partition (`None`: none stored).
     cursors: HashMap<String, Option<u64>>,
     /// The queue's PENDING tasks as last counted, plus those ingested
@@ -81,56 +120,55 @@ pub(crate) struct Ingestor {
     estimate: Option<u64>,
 }
 
-impl Ingestor {
-    /// An ingestor for `config`; `ordered` says the source has positions
-    /// (Kafka, NATS) a cursor can stand at.
-    pub(crate) fn new(
-        engine: Engine,
-        config: Arc<SourceConfig>,
-        registry: Registry,
-        ordered: bool,
-    ) -> Self {
-        let uses_cursors = ordered && engine.keeps_source_cursors();
-        registry.update(&config.name, |s| s.cursors_in_store = uses_cursors);
-        Self {
-            engine,
-            config,
-            registry,
-            uses_cursors,
-            cursors: HashMap::new(),
-            estimate: None,
+impl Builder {
+    /// Builds a run of `partition`'s records (in position order) from the
+    /// cursor `expected`: records behind it are skipped (stored before),
+    /// each other one becomes its task, or a DEAD task keeping its bytes
+    /// when it cannot be one.
+    pub(crate) async fn prepare<R: Borrow<Record>>(
+        &self,
+        partition: &str,
+        expected: Option<u64>,
+        records: impl IntoIterator<Item = R>,
+    ) -> Result<Run<R>, EngineError> {
+        let mut behind = 0;
+        let fresh: Vec<R> = records
+            .into_iter()
+            .filter(|r| {
+                let ahead = expected.is_none_or(|c| r.borrow().position >= c);
+                behind += u64::from(!ahead);
+                ahead
+            })
+            .collect();
+        let mut run = Run {
+            partition: partition.to_owned(),
+            expected,
+            next: 0,
+            fresh,
+            tasks: Vec::new(),
+            behind,
+            dead: 0,
+        };
+        let Some(last) = run.fresh.last() else {
+            return Ok(run);
+        };
+        if self.uses_cursors {
+            run.next = last.borrow().position.saturating_add(1);
         }
-    }
-
-    /// True when the store keeps this source's cursors.
-    pub(crate) fn uses_cursors(&self) -> bool {
-        self.uses_cursors
-    }
-
-    /// The cursor of `partition`: where the store says the next record to
-    /// ingest is (`None`: no cursor, start where the source says).
-    pub(crate) async fn cursor(&mut self, partition: &str) -> Result<Option<u64>, EngineError> {
-        if !self.uses_cursors {
-            return Ok(None);
+        // One policy for the run: what every record's task is checked against.
+        let policy = self.engine.policy(&self.config.queue).await?;
+        run.tasks.reserve(run.fresh.len());
+        for record in &run.fresh {
+            match self.task(record.borrow(), &policy) {
+                Ok(task) => run.tasks.push(task),
+                Err(e) if is_refusal(&e) => {
+                    run.dead += 1;
+                    run.tasks.push(self.dead_task(record.borrow(), e).await?);
+                }
+                Err(e) => return Err(e),
+            }
         }
-        if let Some(known) = self.cursors.get(partition) {
-            return Ok(*known);
-        }
-        let stored = self.engine.source_cursors(&self.config.name).await?;
-        let found = stored
-            .iter()
-            .find(|c| c.partition == partition)
-            .map(|c| c.next);
-        self.cursors.insert(partition.to_owned(), found);
-        self.registry
-            .partition(&self.config.name, partition, found, None);
-        Ok(found)
-    }
-
-    /// Forgets what is known of `partition`'s cursor (the partition was
-    /// revoked): the next run reads it again.
-    pub(crate) fn forget(&mut self, partition: &str) {
-        self.cursors.remove(partition);
+        Ok(run)
     }
 
     /// The task `record` becomes, or why it cannot be one.
@@ -189,6 +227,66 @@ impl Ingestor {
             })
             .await
     }
+}
+
+impl Ingestor {
+    /// An ingestor for `config`; `ordered` says the source has positions
+    /// (Kafka, NATS) a cursor can stand at.
+    pub(crate) fn new(
+        engine: Engine,
+        config: Arc<SourceConfig>,
+        registry: Registry,
+        ordered: bool,
+    ) -> Self {
+        let uses_cursors = ordered && engine.keeps_source_cursors();
+        registry.update(&config.name, |s| s.cursors_in_store = uses_cursors);
+        Self {
+            builder: Builder {
+                engine,
+                config,
+                uses_cursors,
+            },
+            registry,
+            cursors: HashMap::new(),
+            estimate: None,
+        }
+    }
+
+    /// True when the store keeps this source's cursors.
+    pub(crate) fn uses_cursors(&self) -> bool {
+        self.builder.uses_cursors
+    }
+
+    /// What builds this source's runs, to build one while another is stored.
+    pub(crate) fn builder(&self) -> Builder {
+        self.builder.clone()
+    }
+
+    /// The cursor of `partition`: where the store says the next record to
+    /// ingest is (`None`: no cursor, start where the source says).
+    pub(crate) async fn cursor(&mut self, partition: &str) -> Result<Option<u64>, EngineError> {
+        if !self.builder.uses_cursors {
+            return Ok(None);
+        }
+        if let Some(known) = self.cursors.get(partition) {
+            return Ok(*known);
+        }
+        let stored = self.builder.engine.source_cursors(&self.builder.config.name).await?;
+        let found = stored
+            .iter()
+            .find(|c| c.partition == partition)
+            .map(|c| c.next);
+        self.cursors.insert(partition.to_owned(), found);
+        self.registry
+            .partition(&self.builder.config.name, partition, found, None);
+        Ok(found)
+    }
+
+    /// Forgets what is known of `partition`'s cursor (the partition was
+    /// revoked): the next run reads it again.
+    pub(crate) fn forget(&mut self, partition: &str) {
+        self.cursors.remove(partition);
+    }
 
     /// Stores a run of `partition`'s records (in position order) and moves
     /// the cursor past them (module documentation).
@@ -198,57 +296,55 @@ impl Ingestor {
         records: &[Record],
     ) -> Result<Step, EngineError> {
         let expected = self.cursor(partition).await?;
-        let fresh: Vec<&Record> = records
-            .iter()
-            .filter(|r| expected.is_none_or(|c| r.position >= c))
-            .collect();
-        let behind = (records.len() - fresh.len()) as u64;
-        let Some(last) = fresh.last() else {
-            self.registry.count(&self.config.name, 0, 0, behind);
+        let run = self.builder.prepare(partition, expected, records).await?;
+        self.store(run).await
+    }
+
+    /// Stores a run built from the cursor as it stood (when one run is
+    /// built while another is stored, from where that one leaves it:
+    /// [`Run::cursor_after`]) and moves the cursor past it; if another
+    /// bridge moved the cursor in between, nothing is stored.
+    pub(crate) async fn store<R: Borrow<Record>>(
+        &mut self,
+        run: Run<R>,
+    ) -> Result<Step, EngineError> {
+        let Run {
+            partition,
+            expected,
+            next,
+            fresh,
+            tasks,
+            behind,
+            mut dead,
+        } = run;
+        let name = &self.builder.config.name;
+        if fresh.is_empty() {
+            self.registry.count(name, 0, 0, behind);
             return Ok(Step::Stored {
                 next: expected.unwrap_or(0),
             });
-        };
-        let next = if self.uses_cursors {
-            last.position.saturating_add(1)
-        } else {
-            0
-        };
-        // One policy for the run: what every record's task is checked against.
-        let policy = self.engine.policy(&self.config.queue).await?;
-        let mut tasks = Vec::with_capacity(fresh.len());
-        let mut dead = 0;
-        for record in &fresh {
-            match self.task(record, &policy) {
-                Ok(task) => tasks.push(task),
-                Err(e) if is_refusal(&e) => {
-                    dead += 1;
-                    tasks.push(self.dead_task(record, e).await?);
-                }
-                Err(e) => return Err(e),
-            }
         }
-        let results = if self.uses_cursors {
+        let uses_cursors = self.builder.uses_cursors;
+        let results = if uses_cursors {
             match self
+                .builder
                 .engine
-                .ingest(&self.request(partition, expected, next, tasks))
+                .ingest(&self.request(&partition, expected, next, tasks))
                 .await?
             {
                 IngestOutcome::Ingested(results) => results,
                 IngestOutcome::Moved { current } => {
-                    self.cursors.insert(partition.to_owned(), current);
-                    self.registry
-                        .partition(&self.config.name, partition, current, None);
+                    self.cursors.insert(partition.clone(), current);
+                    self.registry.partition(name, &partition, current, None);
                     return Ok(Step::Moved { to: current });
                 }
             }
         } else {
-            self.engine.submit_tasks(tasks).await
+            self.builder.engine.submit_tasks(tasks).await
         };
-        if self.uses_cursors {
-            self.cursors.insert(partition.to_owned(), Some(next));
-            self.registry
-                .partition(&self.config.name, partition, Some(next), None);
+        if uses_cursors {
+            self.cursors.insert(partition.clone(), Some(next));
+            self.registry.partition(name, &partition, Some(next), None);
         }
         let (mut created, mut existing) = (0u64, behind);
         let mut refused = Vec::new();
@@ -257,7 +353,9 @@ impl Ingestor {
                 Ok(Submitted::Created(env)) if env.dead_reason.is_none() => created += 1,
                 Ok(Submitted::Created(_)) => {}
                 Ok(Submitted::Existing(_)) => existing += 1,
-                Err(e) if is_refusal(&e) => refused.push(self.dead_task(record, e).await?),
+                Err(e) if is_refusal(&e) => {
+                    refused.push(self.builder.dead_task(record.borrow(), e).await?);
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -265,10 +363,10 @@ impl Ingestor {
             // The store refused what the engine took: keep those records
             // DEAD too, without moving the cursor again.
             dead += refused.len() as u64;
-            self.store_refused(partition, next, refused).await?;
+            self.store_refused(&partition, next, refused).await?;
         }
         self.registry
-            .count(&self.config.name, created, dead, existing);
+            .count(&self.builder.config.name, created, dead, existing);
         self.estimate = self.estimate.map(|e| e.saturating_add(created));
         Ok(Step::Stored { next })
     }
@@ -279,8 +377,9 @@ impl Ingestor {
         next: u64,
         refused: Vec<NewTask>,
     ) -> Result<(), EngineError> {
-        let results = if self.uses_cursors {
+        let results = if self.builder.uses_cursors {
             match self
+                .builder
                 .engine
                 .ingest(&self.request(partition, Some(next), next, refused))
                 .await?
@@ -293,7 +392,7 @@ impl Ingestor {
                 }
             }
         } else {
-            self.engine.submit_tasks(refused).await
+            self.builder.engine.submit_tasks(refused).await
         };
         match results.into_iter().find_map(Result::err) {
             Some(e) => Err(e),
@@ -309,13 +408,13 @@ impl Ingestor {
         tasks: Vec<NewTask>,
     ) -> IngestRequest {
         IngestRequest {
-            source: self.config.name.clone(),
+            source: self.builder.config.name.clone(),
             partition: partition.to_owned(),
-            queue: self.config.queue.clone(),
+            queue: self.builder.config.queue.clone(),
             expected,
             next,
             tasks,
-            now_ms: self.engine.now().unix_ms(),
+            now_ms: self.builder.engine.now().unix_ms(),
         }
     }
 
@@ -323,7 +422,7 @@ impl Ingestor {
     /// was last counted: back-pressure should count it now, before the
     /// next run.
     pub(crate) fn may_be_over(&self) -> bool {
-        self.config
+        self.builder.config
             .high_water
             .is_some_and(|high| self.estimate.is_none_or(|e| e > high))
     }
@@ -331,11 +430,11 @@ impl Ingestor {
     /// Whether reading should stop (or stay stopped, when `paused`): the
     /// queue's PENDING tasks against the high- and low-water marks.
     pub(crate) async fn should_pause(&mut self, paused: bool) -> Result<bool, EngineError> {
-        let Some(high) = self.config.high_water else {
+        let Some(high) = self.builder.config.high_water else {
             return Ok(false);
         };
-        let low = self.config.low_water().unwrap_or(high / 2);
-        let pending = self.engine.pending_depth(&self.config.queue).await?;
+        let low = self.builder.config.low_water().unwrap_or(high / 2);
+        let pending = self.builder.engine.pending_depth(&self.builder.config.queue).await?;
         self.estimate = Some(pending);
         Ok(if paused {
             pending >= low

@@ -27,7 +27,7 @@ use rdq_runtime::Shutdown;
 use tracing::info;
 
 use crate::config::{NatsConfig, SourceConfig};
-use crate::ingest::{Ingestor, Record, Step};
+use crate::ingest::{Builder, Ingestor, Record, Run, Step};
 use crate::status::{Registry, SourceState};
 use crate::{SourceError, WATCH_EVERY, remote_error, store_error};
 
@@ -143,8 +143,8 @@ struct Reader {
 
 impl Reader {
     async fn read(&mut self, mut stop: Shutdown) -> Result<(), SourceError> {
-        // The next run, fetched while the last one was stored.
-        let mut ahead: Vec<jetstream::Message> = Vec::new();
+        // The next run, fetched and built while the last one was stored.
+        let mut ahead: Option<Fetched> = None;
         loop {
             if stop.is_triggered() {
                 return Ok(());
@@ -154,32 +154,209 @@ impl Reader {
             {
                 self.watch().await?;
             }
-            if self.paused {
+            // A run already built is stored before pausing: its records
+            // were fetched by this start and are waiting for their ack.
+            if self.paused && ahead.is_none() {
                 tokio::select! {
                     () = stop.wait() => return Ok(()),
                     () = tokio::time::sleep(WATCH_EVERY) => continue,
                 }
             }
-            let messages = if ahead.is_empty() {
-                tokio::select! {
-                    () = stop.wait() => return Ok(()),
-                    m = next_batch(&self.consumer, &self.config) => m?,
+            let builder = self.ingestor.builder();
+            let fetched = match ahead.take() {
+                Some(fetched) => fetched,
+                None => {
+                    let messages = tokio::select! {
+                        () = stop.wait() => return Ok(()),
+                        m = next_batch(&self.consumer, &self.config) => m?,
+                    };
+                    if messages.is_empty() {
+                        continue;
+                    }
+                    let expected = self
+                        .ingestor
+                        .cursor(&self.nats.stream)
+                        .await
+                        .map_err(|e| store_error(&self.config, e))?;
+                    self.checks().build(&builder, messages, expected).await?
                 }
-            } else {
-                std::mem::take(&mut ahead)
             };
-            if messages.is_empty() {
-                continue;
-            }
-            // Store this run while the next is fetched: a run is stored
-            // and acknowledged before the next is looked at, so the order
-            // and the checks hold; a failed store drops the next run too.
-            let (consumer, config) = (self.consumer.clone(), Arc::clone(&self.config));
-            let (stored, fetched) =
-                tokio::join!(self.ingest(messages), fetch(&consumer, &config, false));
+            // Store this run while the next is fetched, checked and built
+            // (from the cursor this run leaves): runs are stored and
+            // acknowledged one after another, in order, and a failed store
+            // drops the next run too (the reader starts again from the
+            // stored cursor).
+            let after = fetched.run.cursor_after();
+            let prefetch = !self.paused;
+            let acks_all = self.next_delivery.is_some();
+            let config = Arc::clone(&self.config);
+            let (checks, ingestor) = self.split();
+            let next_run = async {
+                if !prefetch {
+                    return Ok(None);
+                }
+                let messages = fetch(checks.consumer, checks.config, false).await?;
+                if messages.is_empty() {
+                    return Ok(None);
+                }
+                let mut checks = checks;
+                checks.build(&builder, messages, after).await.map(Some)
+            };
+            let (stored, next) =
+                tokio::join!(store(ingestor, &config, acks_all, fetched), next_run);
             stored?;
-            ahead = fetched?;
+            ahead = next?;
         }
+    }
+
+    /// What checks and builds a fetched run.
+    fn checks(&mut self) -> Checks<'_> {
+        self.split().0
+    }
+
+    /// The run checks and the ingestor, borrowed apart: one run is built
+    /// while another is stored.
+    fn split(&mut self) -> (Checks<'_>, &mut Ingestor) {
+        let Self {
+            ingestor,
+            next_delivery,
+            made,
+            config,
+            nats,
+            consumer,
+            ..
+        } = self;
+        let checks = Checks {
+            next_delivery,
+            made,
+            config,
+            stream: &nats.stream,
+            consumer,
+        };
+        (checks, ingestor)
+    }
+}
+
+/// A fetched run: its messages, acknowledged once it is stored, and its
+/// records built into tasks.
+struct Fetched {
+    messages: Vec<jetstream::Message>,
+    run: Run<Record>,
+}
+
+/// What a fetched run must pass before it may be stored (module
+/// documentation): the consumer's delivery sequence runs on without a gap or
+/// a redelivery, and the consumer is still the one this start made.
+struct Checks<'a> {
+    next_delivery: &'a mut Option<u64>,
+    made: &'a jetstream::consumer::Info,
+    config: &'a SourceConfig,
+    stream: &'a str,
+    consumer: &'a Consumer,
+}
+
+impl Checks<'_> {
+    /// Checks `messages` and builds their run from the cursor `expected`.
+    async fn build(
+        &mut self,
+        builder: &Builder,
+        messages: Vec<jetstream::Message>,
+        expected: Option<u64>,
+    ) -> Result<Fetched, SourceError> {
+        let mut records = Vec::with_capacity(messages.len());
+        for message in &messages {
+            let info = message
+                .info()
+                .map_err(|e| remote_error(self.config, format!("a message's metadata: {e}")))?;
+            if let Some(expected) = *self.next_delivery {
+                if info.consumer_sequence != expected || info.delivered != 1 {
+                    return Err(remote_error(
+                        self.config,
+                        format!(
+                            "the consumer delivered #{} (delivery {}) where #{expected} was next: \
+                             another reader uses it, or a run outlived the acknowledgement wait; \
+                             starting again from the stored cursor",
+                            info.consumer_sequence, info.delivered
+                        ),
+                    ));
+                }
+                *self.next_delivery = Some(expected + 1);
+            }
+            let headers = message
+                .headers
+                .iter()
+                .flat_map(|h| h.iter())
+                .flat_map(|(name, values)| {
+                    values
+                        .iter()
+                        .map(move |v| (name.to_string(), v.as_str().as_bytes().to_vec()))
+                })
+                .collect();
+            records.push(Record {
+                partition: self.stream.to_owned(),
+                position: info.stream_sequence,
+                locator: format!("nats://{}/{}", self.stream, info.stream_sequence),
+                key: Some(message.subject.as_bytes().to_vec()),
+                headers,
+                payload: message.payload.to_vec(),
+            });
+        }
+        // Redeliveries can come after newer records: a run is in order.
+        records.sort_by_key(|r| r.position);
+        if self.next_delivery.is_some() {
+            // Fetched from this start's consumer, or another reader made it
+            // afresh in between and these follow that reader's fetches.
+            let info = self
+                .consumer
+                .get_info()
+                .await
+                .map_err(|e| remote_error(self.config, format!("consumer info: {e}")))?;
+            if info.created != self.made.created {
+                return Err(remote_error(
+                    self.config,
+                    "another reader made the consumer afresh; starting again from the stored cursor",
+                ));
+            }
+        }
+        let run = builder
+            .prepare(self.stream, expected, records)
+            .await
+            .map_err(|e| store_error(self.config, e))?;
+        Ok(Fetched { messages, run })
+    }
+}
+
+/// Stores a fetched run, then acknowledges it: with `acks_all` (a consumer
+/// made afresh, acknowledging all up to a message) its last message, else
+/// each one.
+async fn store(
+    ingestor: &mut Ingestor,
+    config: &SourceConfig,
+    acks_all: bool,
+    fetched: Fetched,
+) -> Result<(), SourceError> {
+    let Fetched { messages, run } = fetched;
+    let step = ingestor
+        .store(run)
+        .await
+        .map_err(|e| store_error(config, e))?;
+    match step {
+        Step::Stored { .. } => {
+            let acks: Vec<_> = if acks_all {
+                messages.last().into_iter().map(|m| m.ack()).collect()
+            } else {
+                messages.iter().map(|m| m.ack()).collect()
+            };
+            futures::future::try_join_all(acks)
+                .await
+                .map_err(|e| remote_error(config, format!("ack: {e}")))?;
+            Ok(())
+        }
+        // Another reader stored past these: start again from the cursor.
+        Step::Moved { to } => Err(remote_error(
+            config,
+            format!("another reader moved the cursor to {to:?}; starting again from it"),
+        )),
     }
 }
 
@@ -240,88 +417,6 @@ async fn fetch_unbounded(
 }
 
 impl Reader {
-    async fn ingest(&mut self, messages: Vec<jetstream::Message>) -> Result<(), SourceError> {
-        let mut records = Vec::with_capacity(messages.len());
-        for message in &messages {
-            let info = message
-                .info()
-                .map_err(|e| remote_error(&self.config, format!("a message's metadata: {e}")))?;
-            if let Some(expected) = self.next_delivery {
-                if info.consumer_sequence != expected || info.delivered != 1 {
-                    return Err(remote_error(
-                        &self.config,
-                        format!(
-                            "the consumer delivered #{} (delivery {}) where #{expected} was next: \
-                             another reader uses it, or a run outlived the acknowledgement wait; \
-                             starting again from the stored cursor",
-                            info.consumer_sequence, info.delivered
-                        ),
-                    ));
-                }
-                self.next_delivery = Some(expected + 1);
-            }
-            let headers = message
-                .headers
-                .iter()
-                .flat_map(|h| h.iter())
-                .flat_map(|(name, values)| {
-                    values
-                        .iter()
-                        .map(move |v| (name.to_string(), v.as_str().as_bytes().to_vec()))
-                })
-                .collect();
-            records.push(Record {
-                partition: self.nats.stream.clone(),
-                position: info.stream_sequence,
-                locator: format!("nats://{}/{}", self.nats.stream, info.stream_sequence),
-                key: Some(message.subject.as_bytes().to_vec()),
-                headers,
-                payload: message.payload.to_vec(),
-            });
-        }
-        // Redeliveries can come after newer records: a run is in order.
-        records.sort_by_key(|r| r.position);
-        if self.next_delivery.is_some() {
-            // Fetched from this start's consumer, or another reader made it
-            // afresh in between and these follow that reader's fetches.
-            let info = self
-                .consumer
-                .get_info()
-                .await
-                .map_err(|e| remote_error(&self.config, format!("consumer info: {e}")))?;
-            if info.created != self.made.created {
-                return Err(remote_error(
-                    &self.config,
-                    "another reader made the consumer afresh; starting again from the stored cursor",
-                ));
-            }
-        }
-        let step = self
-            .ingestor
-            .ingest(&self.nats.stream, &records)
-            .await
-            .map_err(|e| store_error(&self.config, e))?;
-        match step {
-            Step::Stored { .. } => {
-                let acks: Vec<_> = if self.next_delivery.is_some() {
-                    // The run's last delivery acknowledges the whole run.
-                    messages.last().into_iter().map(|m| m.ack()).collect()
-                } else {
-                    messages.iter().map(|m| m.ack()).collect()
-                };
-                futures::future::try_join_all(acks)
-                    .await
-                    .map_err(|e| remote_error(&self.config, format!("ack: {e}")))?;
-                Ok(())
-            }
-            // Another reader stored past these: start again from the cursor.
-            Step::Moved { to } => Err(remote_error(
-                &self.config,
-                format!("another reader moved the cursor to {to:?}; starting again from it"),
-            )),
-        }
-    }
-
     /// Pauses or resumes by the queue's depth, and measures the lag.
     async fn watch(&mut self) -> Result<(), SourceError> {
         self.watched = Instant::now();
