@@ -271,7 +271,11 @@ impl Ingestor {
         if let Some(known) = self.cursors.get(partition) {
             return Ok(*known);
         }
-        let stored = self.builder.engine.source_cursors(&self.builder.config.name).await?;
+        let stored = self
+            .builder
+            .engine
+            .source_cursors(&self.builder.config.name)
+            .await?;
         let found = stored
             .iter()
             .find(|c| c.partition == partition)
@@ -422,7 +426,8 @@ impl Ingestor {
     /// was last counted: back-pressure should count it now, before the
     /// next run.
     pub(crate) fn may_be_over(&self) -> bool {
-        self.builder.config
+        self.builder
+            .config
             .high_water
             .is_some_and(|high| self.estimate.is_none_or(|e| e > high))
     }
@@ -434,7 +439,11 @@ impl Ingestor {
             return Ok(false);
         };
         let low = self.builder.config.low_water().unwrap_or(high / 2);
-        let pending = self.builder.engine.pending_depth(&self.builder.config.queue).await?;
+        let pending = self
+            .builder
+            .engine
+            .pending_depth(&self.builder.config.queue)
+            .await?;
         self.estimate = Some(pending);
         Ok(if paused {
             pending >= low
