@@ -66,3 +66,17 @@ def test_a_slot_handed_to_a_run_cancelled_before_it_resumed_is_passed_on() -> No
         assert first.cancelled() and slots.free == 0 and not slots.waiting
 
     asyncio.run(scenario())
+
+
+def test_a_slot_freed_between_a_cancel_and_its_unwinding_is_kept() -> None:
+    async def scenario() -> None:
+        slots = _Slots(1)
+        await slots.take()
+        cancelled = asyncio.create_task(slots.take())
+        await asyncio.sleep(0)
+        cancelled.cancel()  # its wait is cancelled at once; the task unwinds later
+        slots.give()  # drops the cancelled wait, keeps the slot
+        await asyncio.gather(cancelled, return_exceptions=True)
+        assert cancelled.cancelled() and slots.free == 1 and not slots.waiting
+
+    asyncio.run(scenario())

@@ -74,9 +74,9 @@ class _Slots:
         try:
             await turn
         except asyncio.CancelledError:
-            if turn.done() and not turn.cancelled():
+            if not turn.cancelled():
                 self.give()  # handed over as it was cancelled: pass it on
-            else:
+            elif turn in self.waiting:  # `give` may have dropped it already
                 self.waiting.remove(turn)
             raise
 
